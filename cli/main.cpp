@@ -1,0 +1,95 @@
+// mlk: the command-line driver. Dispatches to one Command per subcommand.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+
+namespace mlk::cli {
+
+namespace {
+
+const char* kCheckUsage =
+    "usage: mlk check FILE.tl... [--emit-ir] [--emit-tokens] [--hash] [-q]\n"
+    "\n"
+    "Parses and type-checks .tl programs: dtypes, symbolic shapes and refinements.\n"
+    "Exit status 0 when every file is well-typed, 1 when any has errors (printed as\n"
+    "FILE:LINE:COL: error: MESSAGE with the source line and a caret), 2 on bad usage.\n"
+    "\n"
+    "  --emit-ir      print the canonical typed IR of each file\n"
+    "  --emit-tokens  print the token stream (one token per line)\n"
+    "  --hash         print the content hash of every function and of the file\n"
+    "  -q             print nothing on success\n";
+
+const char* kVersionUsage =
+    "usage: mlk version\n"
+    "\n"
+    "Prints the versions of mlk, Halide and its LLVM, and the CUDA toolkit found\n"
+    "on PATH, $CUDA_HOME/bin or /usr/local/cuda/bin (or that none was found).\n";
+
+}  // namespace
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> cmds = {
+      {"check", "type-check .tl programs and print diagnostics", kCheckUsage, run_check},
+      {"version", "print mlk, Halide, LLVM and CUDA toolkit versions", kVersionUsage, run_version},
+  };
+  return cmds;
+}
+
+const Command& command(const std::string& name) {
+  for (const auto& c : commands())
+    if (name == c.name) return c;
+  return commands().front();
+}
+
+int usage_error(const Command& c, const std::string& message) {
+  std::fprintf(stderr, "mlk %s: %s\n(see `mlk %s --help`)\n", c.name, message.c_str(), c.name);
+  return 2;
+}
+
+namespace {
+
+void print_help(FILE* out) {
+  std::fprintf(out,
+               "usage: mlk COMMAND [ARGS...]\n"
+               "\n"
+               "mlk compiles typed tensor programs (.tl) to tuned kernels.\n"
+               "\n"
+               "commands:\n");
+  for (const auto& c : commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  std::fprintf(out,
+               "\n"
+               "`mlk COMMAND --help` describes one command. Exit status: 0 success,\n"
+               "1 bad program or input, 2 bad usage.\n");
+}
+
+}  // namespace
+}  // namespace mlk::cli
+
+int main(int argc, char** argv) {
+  using namespace mlk::cli;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    print_help(stderr);
+    return 2;
+  }
+  const std::string& name = args[0];
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_help(stdout);
+    return 0;
+  }
+  for (const auto& c : commands()) {
+    if (name != c.name && !(name == "--version" && std::string(c.name) == "version")) continue;
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    for (const auto& a : rest)
+      if (a == "--help" || a == "-h") {
+        std::fputs(c.usage, stdout);
+        return 0;
+      }
+    return c.run(rest);
+  }
+  std::fprintf(stderr, "mlk: unknown command `%s`\n\n", name.c_str());
+  print_help(stderr);
+  return 2;
+}

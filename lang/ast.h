@@ -1,0 +1,105 @@
+// The syntax tree the parser builds: a faithful, span-carrying picture of the
+// source, with no types. The checker reads it and produces the typed IR
+// (lang/ir.h); nothing downstream of the checker sees the AST.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lang/source.h"
+
+namespace mlk::ast {
+
+// A dimension expression as written: `D`, `4096`, `D / H`, `(S + 1) * 2`.
+struct DimExpr {
+  enum class Kind { kInt, kName, kAdd, kSub, kMul, kDiv };
+  Kind kind = Kind::kInt;
+  Span span;
+  long long value = 0;  // kInt
+  std::string name;     // kName
+  std::unique_ptr<DimExpr> lhs, rhs;
+};
+
+// A refinement as written: `D mod H = 0` or `S <= 4096`.
+struct Pred {
+  enum class Op { kModZero, kEq, kNe, kLt, kLe, kGt, kGe };
+  Op op = Op::kEq;
+  Span span;
+  std::unique_ptr<DimExpr> lhs, rhs;
+};
+
+struct Type {
+  Span span;
+  Span dtype_span;
+  std::string dtype;  // validated by the lexer: always a known dtype name
+  std::vector<std::unique_ptr<DimExpr>> shape;
+  std::vector<Pred> preds;
+};
+
+struct Expr;
+using ExprPtr = std::unique_ptr<Expr>;
+
+// One expression node. Binary and unary operators keep their operator text in
+// `name`; calls keep the callee name. Builtins take non-value arguments
+// (dimension lists, axes, dtypes) which are parsed as ordinary expressions and
+// interpreted by the checker according to the builtin's signature.
+struct Expr {
+  enum class Kind { kInt, kFloat, kBool, kName, kDType, kList, kUnary, kBinary, kCall };
+  Kind kind = Kind::kInt;
+  Span span;
+  std::string name;  // kName, kDType, operator text, callee
+  std::string text;  // literal text
+  bool bool_value = false;
+  std::vector<ExprPtr> args;                // operands, list items, call arguments
+  std::vector<std::string> arg_keywords;    // call: "" for positional arguments
+  std::vector<Span> arg_keyword_spans;
+  // Explicit dimension arguments of a call: f[H=8](x).
+  std::vector<std::pair<std::string, std::unique_ptr<DimExpr>>> dim_args;
+  std::vector<Span> dim_arg_spans;
+  Span callee_span;
+};
+
+struct Let {
+  Span name_span;
+  std::string name;
+  std::optional<Type> ascription;
+  ExprPtr value;
+};
+
+struct Param {
+  Span name_span;
+  std::string name;
+  Type type;
+};
+
+struct Function {
+  bool is_public = false;
+  Span span;       // from `fn` (or `public`) to the end of the body
+  Span name_span;
+  std::string name;
+  std::vector<std::pair<std::string, Span>> dims;
+  std::vector<Param> params;
+  Type result;
+  std::vector<Let> lets;
+  ExprPtr body;        // null when the body failed to parse
+  bool signature_complete = false;  // parsed through the `=` before the body
+  bool had_syntax_error = false;
+};
+
+// `tune NAME [D = 4096, S = 128]`: one shape bucket for a public function.
+struct Tune {
+  Span span;
+  Span name_span;
+  std::string name;
+  std::vector<std::pair<std::string, long long>> dims;
+  std::vector<Span> dim_spans;
+};
+
+struct Program {
+  std::vector<Function> functions;
+  std::vector<Tune> tunes;
+};
+
+}  // namespace mlk::ast

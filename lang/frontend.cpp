@@ -1,0 +1,35 @@
+#include "lang/frontend.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "lang/checker.h"
+#include "lang/parser.h"
+#include "lang/recursion.h"
+
+namespace mlk {
+
+std::string FrontendResult::rendered() const { return render_all(*file, diagnostics); }
+
+FrontendResult compile_source(std::string name, std::string text) {
+  FrontendResult r;
+  r.file = std::make_unique<SourceFile>(std::move(name), std::move(text));
+  DiagnosticSink sink;
+  r.tokens = lex(*r.file, sink);
+  ast::Program program = parse(*r.file, r.tokens, sink);
+  r.module = check_program(*r.file, program, sink);
+  reject_recursion(program, r.module, sink);
+  r.diagnostics = sink.diagnostics();
+  return r;
+}
+
+Expected<FrontendResult> compile_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError("cannot read " + path + ": no such file or not readable");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::IOError("error while reading " + path);
+  return compile_source(path, ss.str());
+}
+
+}  // namespace mlk

@@ -1,0 +1,99 @@
+// The typed IR: what the checker produces and every later layer consumes.
+//
+// A function body is a DAG of immutable Nodes, each with its dtype and its
+// symbolic shape. Nodes are built only through ir::make() (and the helpers
+// below), which checks the structural invariants; they are never mutated.
+// `let` names are gone: a let is simply a Node used more than once. Calls of
+// other functions stay as kCall nodes (with the callee's dimension variables
+// instantiated); later layers inline them.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lang/dim.h"
+#include "lang/dtype.h"
+#include "lang/prover.h"
+
+namespace mlk::ir {
+
+enum class Op {
+  kParam, kLiteral,
+  // elementwise
+  kNeg, kNot, kAdd, kSub, kMul, kDiv, kEq, kNe, kLt, kLe, kGt, kGe, kAnd, kOr,
+  kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kAbs, kRelu, kErf,
+  kMax, kMin, kPow, kWhere, kCast,
+  // structural and reductions
+  kSum, kMean, kReduceMax, kReduceMin, kBroadcast, kMatmul, kTranspose, kReshape,
+  kSoftmax, kGather, kRepeatInterleave, kConcat, kSlice, kIota, kFull,
+  kCall,
+};
+
+const char* op_name(Op op);  // the canonical text name: "add", "reduce_max", ...
+
+struct Type {
+  DType dtype = DType::F32;
+  Shape shape;
+  std::string str() const;  // "Tensor[F32, [B, S, D]]"
+  bool operator==(const Type& o) const { return dtype == o.dtype && shape == o.shape; }
+};
+
+struct Node;
+using NodeRef = std::shared_ptr<const Node>;
+
+// Attributes by op (unused ones stay empty):
+//   kParam:        index
+//   kLiteral:      literal (value, as canonical text), the node's type gives dtype/shape
+//   kSum..kReduceMin, kTranspose, kSoftmax, kGather, kRepeatInterleave, kConcat,
+//   kSlice, kIota, kBroadcast: ints (axes / permutation / the one axis)
+//   kBroadcast, kReshape: the output shape is the node's shape
+//   kRepeatInterleave: dims[0] = repeats;  kSlice: dims = {start, len}
+//   kFull:         literal;  kCast: the node's dtype
+//   kCall:         callee, dims = the callee's dimension variables, in order
+struct Node {
+  Op op;
+  Type type;
+  std::vector<NodeRef> operands;
+  std::vector<int64_t> ints;
+  std::vector<Dim> dims;
+  std::string literal;
+  std::string callee;
+  int index = 0;
+};
+
+// Checked factory: aborts (internal error) on a malformed node, since the
+// checker must have rejected every user mistake before building one.
+NodeRef make(Node n);
+
+struct Param {
+  std::string name;
+  Type type;
+};
+
+struct Function {
+  std::string name;
+  bool is_public = false;
+  std::vector<std::string> dim_vars;
+  std::vector<Param> params;
+  std::vector<Pred> refinements;  // all parameters' refinements, in order
+  Type result_type;
+  NodeRef body;
+  // Dimension variables no parameter shape binds (must be given explicitly).
+  std::vector<std::string> unbound_dims() const;
+};
+
+// One tuning-shape bucket: concrete values for every dimension variable.
+struct TuneBucket {
+  std::string function;
+  std::map<std::string, int64_t> dims;
+};
+
+struct Module {
+  std::vector<Function> functions;  // in source order
+  std::vector<TuneBucket> tunes;
+  const Function* find(const std::string& name) const;
+};
+
+}  // namespace mlk::ir

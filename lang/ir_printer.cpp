@@ -1,0 +1,128 @@
+#include "lang/ir_printer.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "lang/sha256.h"
+
+namespace mlk::ir {
+namespace {
+
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+class Printer {
+ public:
+  std::string run(const Function& f) {
+    out_ = "fn " + f.name + " [";
+    for (size_t i = 0; i < f.dim_vars.size(); ++i) out_ += (i ? ", " : "") + f.dim_vars[i];
+    out_ += "] (";
+    for (size_t i = 0; i < f.params.size(); ++i)
+      out_ += (i ? ", " : "") + f.params[i].name + ": " + f.params[i].type.str();
+    out_ += ") -> " + f.result_type.str() + (f.is_public ? " public" : "") + "\n";
+    if (!f.refinements.empty()) {
+      out_ += "  where [";
+      for (size_t i = 0; i < f.refinements.size(); ++i) out_ += (i ? ", " : "") + f.refinements[i].str();
+      out_ += "]\n";
+    }
+    std::string ret = visit(f.body);
+    out_ += "  return " + ret + "\n";
+    return out_;
+  }
+
+ private:
+  std::string visit(const NodeRef& n) {
+    auto it = ids_.find(n.get());
+    if (it != ids_.end()) return it->second;
+    std::vector<std::string> ops;
+    for (const auto& o : n->operands) ops.push_back(visit(o));
+    std::string id = "%" + std::to_string(ids_.size());
+    ids_[n.get()] = id;
+    std::string line = "  " + id + " = " + op_name(n->op);
+    if (n->op == Op::kParam) line += " " + std::to_string(n->index);
+    if (n->op == Op::kCall) {
+      line += " @" + n->callee + "[";
+      for (size_t i = 0; i < n->dims.size(); ++i) line += (i ? ", " : "") + n->dims[i].str();
+      line += "]";
+    }
+    for (size_t i = 0; i < ops.size(); ++i) line += (i ? ", " : " ") + ops[i];
+    if (!n->ints.empty()) line += " ints=" + ints_str(n->ints);
+    if (n->op != Op::kCall && !n->dims.empty()) line += " dims=" + shape_str(n->dims);
+    if (!n->literal.empty()) line += " value=" + canonical_literal(n->literal);
+    line += " : " + n->type.str() + "\n";
+    out_ += line;
+    return id;
+  }
+
+  std::string out_;
+  std::map<const Node*, std::string> ids_;
+};
+
+void collect_callees(const NodeRef& n, std::set<std::string>& out, std::set<const Node*>& seen) {
+  if (!seen.insert(n.get()).second) return;
+  if (n->op == Op::kCall) out.insert(n->callee);
+  for (const auto& o : n->operands) collect_callees(o, out, seen);
+}
+
+}  // namespace
+
+std::string canonical_literal(const std::string& text) {
+  if (text == "true" || text == "false") return text;
+  bool integral = text.find_first_of(".eE") == std::string::npos;
+  if (integral) {
+    int64_t v;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && p == text.data() + text.size()) return std::to_string(v);
+  }
+  double d = std::strtod(text.c_str(), nullptr);
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, d);
+  std::string s(buf, r.ptr);
+  // Keep floats visibly floating (1.0 stays distinct from the integer 1).
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string print_function(const Function& f) { return Printer().run(f); }
+
+std::string print_module(const Module& m) {
+  std::vector<const Function*> fs;
+  for (const auto& f : m.functions) fs.push_back(&f);
+  std::sort(fs.begin(), fs.end(), [](const Function* a, const Function* b) { return a->name < b->name; });
+  std::string out;
+  for (const Function* f : fs) out += print_function(*f) + "\n";
+  for (const auto& t : m.tunes) {
+    out += "tune " + t.function + " [";
+    bool first = true;
+    for (const auto& [k, v] : t.dims) {
+      out += (first ? "" : ", ") + k + " = " + std::to_string(v);
+      first = false;
+    }
+    out += "]\n";
+  }
+  return out;
+}
+
+std::string function_hash(const Module& m, const Function& f) {
+  std::set<std::string> callees;
+  std::set<const Node*> seen;
+  collect_callees(f.body, callees, seen);
+  std::string text = print_function(f);
+  for (const auto& c : callees) {
+    const Function* g = m.find(c);
+    // The checker forbids recursion only implicitly (a callee must be checked);
+    // a self-call hashes by name to stay finite.
+    text += "callee " + c + " " + (g && g != &f ? function_hash(m, *g) : std::string("self")) + "\n";
+  }
+  return sha256_hex(text);
+}
+
+std::string module_hash(const Module& m) { return sha256_hex(print_module(m)); }
+
+}  // namespace mlk::ir

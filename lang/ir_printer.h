@@ -1,0 +1,28 @@
+// The canonical text form of the typed IR, and content hashes built on it.
+//
+// The text names values by their position in a deterministic post-order walk
+// (%0, %1, ...), so `let` names, comments and formatting do not appear in it;
+// parameter and dimension names do, since they are the function's interface
+// (`mlk run` matches inputs by parameter name, `--dims` by dimension name).
+// Literals are printed in a canonical numeric form (0.50 and 5e-1 agree).
+#pragma once
+
+#include <string>
+
+#include "lang/ir.h"
+
+namespace mlk::ir {
+
+std::string print_function(const Function& f);
+// Every function (sorted by name) and every tune bucket.
+std::string print_module(const Module& m);
+
+// sha256 of the function's text and, recursively, of its callees' hashes.
+std::string function_hash(const Module& m, const Function& f);
+// sha256 of print_module().
+std::string module_hash(const Module& m);
+
+// The canonical spelling of a literal's text ("0.50" -> "0.5", "007" -> "7").
+std::string canonical_literal(const std::string& text);
+
+}  // namespace mlk::ir

@@ -1,0 +1,34 @@
+// Lexer: .tl text to tokens. Never fails: bad characters and malformed
+// numbers become diagnostics and the lexer moves on, so the parser always sees
+// a token stream ending in kEof.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lang/diagnostics.h"
+#include "lang/source.h"
+
+namespace mlk {
+
+enum class Tok {
+  kEof, kIdent, kInt, kFloat,
+  // keywords
+  kFn, kPublic, kLet, kMod, kTensor, kScalar, kTrue, kFalse, kTune, kDType,
+  // punctuation
+  kLParen, kRParen, kLBracket, kRBracket, kComma, kColon, kAssign, kArrow,
+  kPlus, kMinus, kStar, kSlash, kEq, kNe, kLt, kLe, kGt, kGe, kAndAnd, kOrOr, kBang,
+};
+
+// How a token kind is named in "expected X, found Y" messages.
+const char* tok_name(Tok t);
+
+struct Token {
+  Tok kind;
+  Span span;
+  std::string text;  // the source text of the token
+};
+
+std::vector<Token> lex(const SourceFile& file, DiagnosticSink& sink);
+
+}  // namespace mlk

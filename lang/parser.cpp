@@ -1,0 +1,428 @@
+#include "lang/parser.h"
+
+#include <charconv>
+
+namespace mlk {
+namespace {
+
+struct SyntaxError {};  // unwinds to the nearest recovery point; already reported
+
+class Parser {
+ public:
+  Parser(const std::vector<Token>& toks, DiagnosticSink& sink) : t_(toks), sink_(sink) {}
+
+  ast::Program program() {
+    ast::Program p;
+    while (!at(Tok::kEof)) {
+      if (at(Tok::kTune)) {
+        try {
+          p.tunes.push_back(tune());
+        } catch (SyntaxError&) {
+          skip_to_item();
+        }
+        continue;
+      }
+      if (at(Tok::kPublic) || at(Tok::kFn)) {
+        p.functions.push_back(function());
+        continue;
+      }
+      error_expected("`fn`, `public fn` or `tune`");
+      skip_to_item();
+    }
+    return p;
+  }
+
+ private:
+  const Token& cur() const { return t_[pos_]; }
+  const Token& peek(size_t k = 1) const { return t_[std::min(pos_ + k, t_.size() - 1)]; }
+  bool at(Tok k) const { return cur().kind == k; }
+  const Token& advance() {
+    const Token& tk = t_[pos_];
+    if (pos_ + 1 < t_.size()) ++pos_;
+    return tk;
+  }
+  bool accept(Tok k) {
+    if (!at(k)) return false;
+    advance();
+    return true;
+  }
+  [[noreturn]] void error_expected(const std::string& what) {
+    std::string found = at(Tok::kEof) ? "end of file" : "`" + cur().text + "`";
+    sink_.error(DiagKind::Syntax, cur().span, "expected " + what + ", found " + found);
+    throw SyntaxError{};
+  }
+  const Token& expect(Tok k) {
+    if (!at(k)) error_expected(tok_name(k));
+    return advance();
+  }
+  bool at_item_start() const { return at(Tok::kFn) || at(Tok::kPublic) || at(Tok::kTune) || at(Tok::kEof); }
+  void skip_to_item() {
+    if (!at(Tok::kEof)) advance();
+    while (!at_item_start()) advance();
+  }
+
+  ast::Function function() {
+    ast::Function f;
+    uint32_t begin = cur().span.begin;
+    try {
+      f.is_public = accept(Tok::kPublic);
+      expect(Tok::kFn);
+      const Token& name = expect(Tok::kIdent);
+      f.name = name.text;
+      f.name_span = name.span;
+      if (accept(Tok::kLBracket)) {
+        if (!at(Tok::kRBracket)) {
+          do {
+            const Token& d = expect(Tok::kIdent);
+            f.dims.emplace_back(d.text, d.span);
+          } while (accept(Tok::kComma) && !at(Tok::kRBracket));
+        }
+        expect(Tok::kRBracket);
+      }
+      expect(Tok::kLParen);
+      while (!at(Tok::kRParen)) {
+        ast::Param p;
+        const Token& pn = expect(Tok::kIdent);
+        p.name = pn.text;
+        p.name_span = pn.span;
+        expect(Tok::kColon);
+        p.type = type();
+        f.params.push_back(std::move(p));
+        if (!accept(Tok::kComma)) break;
+      }
+      expect(Tok::kRParen);
+      expect(Tok::kArrow);
+      f.result = type();
+      expect(Tok::kAssign);
+      f.signature_complete = true;
+    } catch (SyntaxError&) {
+      f.had_syntax_error = true;
+      skip_to_item();
+      f.span = {begin, cur().span.begin};
+      return f;
+    }
+    // Body: lets, then one expression. Each let is a recovery point.
+    while (true) {
+      try {
+        if (at(Tok::kLet)) {
+          f.lets.push_back(let());
+          continue;
+        }
+        f.body = expr();
+        if (!at_item_start() && !at(Tok::kLet)) error_expected("`let`, `fn` or end of file after the result expression");
+        if (at(Tok::kLet)) error_expected("the result expression to come after every `let`");
+        break;
+      } catch (SyntaxError&) {
+        f.had_syntax_error = true;
+        if (!at(Tok::kEof)) advance();
+        while (!at_item_start() && !at(Tok::kLet)) advance();
+        if (at(Tok::kLet)) continue;
+        break;
+      }
+    }
+    f.span = {begin, cur().span.begin};
+    return f;
+  }
+
+  ast::Let let() {
+    expect(Tok::kLet);
+    ast::Let l;
+    const Token& n = expect(Tok::kIdent);
+    l.name = n.text;
+    l.name_span = n.span;
+    if (accept(Tok::kColon)) l.ascription = type();
+    expect(Tok::kAssign);
+    l.value = expr();
+    return l;
+  }
+
+  ast::Tune tune() {
+    ast::Tune t;
+    uint32_t begin = expect(Tok::kTune).span.begin;
+    const Token& n = expect(Tok::kIdent);
+    t.name = n.text;
+    t.name_span = n.span;
+    expect(Tok::kLBracket);
+    do {
+      const Token& d = expect(Tok::kIdent);
+      expect(Tok::kAssign);
+      const Token& v = expect(Tok::kInt);
+      t.dims.emplace_back(d.text, int_value(v));
+      t.dim_spans.push_back(Span::merge(d.span, v.span));
+    } while (accept(Tok::kComma) && !at(Tok::kRBracket));
+    t.span = {begin, expect(Tok::kRBracket).span.end};
+    return t;
+  }
+
+  long long int_value(const Token& tk) {
+    long long v = 0;
+    auto [p, ec] = std::from_chars(tk.text.data(), tk.text.data() + tk.text.size(), v);
+    if (ec != std::errc() || p != tk.text.data() + tk.text.size() || v > 2147483647LL) {
+      sink_.error(DiagKind::LiteralRange, tk.span,
+                  "dimension literal `" + tk.text + "` is out of range; dimensions are at most 2147483647");
+      throw SyntaxError{};
+    }
+    return v;
+  }
+
+  ast::Type type() {
+    ast::Type ty;
+    uint32_t begin = cur().span.begin;
+    if (accept(Tok::kScalar)) {
+      expect(Tok::kLBracket);
+      const Token& d = expect(Tok::kDType);
+      ty.dtype = d.text;
+      ty.dtype_span = d.span;
+      ty.span = {begin, expect(Tok::kRBracket).span.end};
+      return ty;
+    }
+    if (!at(Tok::kTensor)) error_expected("a type (`Tensor[..]` or `Scalar[..]`)");
+    advance();
+    expect(Tok::kLBracket);
+    const Token& d = expect(Tok::kDType);
+    ty.dtype = d.text;
+    ty.dtype_span = d.span;
+    expect(Tok::kComma);
+    expect(Tok::kLBracket);
+    if (!at(Tok::kRBracket)) {
+      do ty.shape.push_back(dim());
+      while (accept(Tok::kComma) && !at(Tok::kRBracket));
+    }
+    expect(Tok::kRBracket);
+    if (accept(Tok::kComma) && !at(Tok::kRBracket)) {
+      expect(Tok::kLBracket);
+      if (!at(Tok::kRBracket)) {
+        do ty.preds.push_back(pred());
+        while (accept(Tok::kComma) && !at(Tok::kRBracket));
+      }
+      expect(Tok::kRBracket);
+    }
+    ty.span = {begin, expect(Tok::kRBracket).span.end};
+    return ty;
+  }
+
+  ast::Pred pred() {
+    ast::Pred p;
+    uint32_t begin = cur().span.begin;
+    p.lhs = dim();
+    if (accept(Tok::kMod)) {
+      p.op = ast::Pred::Op::kModZero;
+      p.rhs = dim();
+      if (!accept(Tok::kAssign) && !accept(Tok::kEq)) error_expected("`=` after `mod`");
+      if (!at(Tok::kInt) || cur().text != "0") error_expected("`0` (a refinement reads `A mod B = 0`)");
+      p.span = {begin, advance().span.end};
+      return p;
+    }
+    switch (cur().kind) {
+      case Tok::kAssign: case Tok::kEq: p.op = ast::Pred::Op::kEq; break;
+      case Tok::kNe: p.op = ast::Pred::Op::kNe; break;
+      case Tok::kLt: p.op = ast::Pred::Op::kLt; break;
+      case Tok::kLe: p.op = ast::Pred::Op::kLe; break;
+      case Tok::kGt: p.op = ast::Pred::Op::kGt; break;
+      case Tok::kGe: p.op = ast::Pred::Op::kGe; break;
+      default: error_expected("`mod` or a comparison in a refinement");
+    }
+    advance();
+    p.rhs = dim();
+    p.span = {begin, p.rhs->span.end};
+    return p;
+  }
+
+  // dim := term (('+'|'-') term)* ; term := atom (('*'|'/') atom)*
+  std::unique_ptr<ast::DimExpr> dim() {
+    auto lhs = dim_term();
+    while (at(Tok::kPlus) || at(Tok::kMinus)) {
+      auto k = advance().kind == Tok::kPlus ? ast::DimExpr::Kind::kAdd : ast::DimExpr::Kind::kSub;
+      lhs = dim_bin(k, std::move(lhs), dim_term());
+    }
+    return lhs;
+  }
+  std::unique_ptr<ast::DimExpr> dim_term() {
+    auto lhs = dim_atom();
+    while (at(Tok::kStar) || at(Tok::kSlash)) {
+      auto k = advance().kind == Tok::kStar ? ast::DimExpr::Kind::kMul : ast::DimExpr::Kind::kDiv;
+      lhs = dim_bin(k, std::move(lhs), dim_atom());
+    }
+    return lhs;
+  }
+  std::unique_ptr<ast::DimExpr> dim_bin(ast::DimExpr::Kind k, std::unique_ptr<ast::DimExpr> a,
+                                        std::unique_ptr<ast::DimExpr> b) {
+    auto d = std::make_unique<ast::DimExpr>();
+    d->kind = k;
+    d->span = Span::merge(a->span, b->span);
+    d->lhs = std::move(a);
+    d->rhs = std::move(b);
+    return d;
+  }
+  std::unique_ptr<ast::DimExpr> dim_atom() {
+    auto d = std::make_unique<ast::DimExpr>();
+    if (at(Tok::kInt)) {
+      d->kind = ast::DimExpr::Kind::kInt;
+      d->span = cur().span;
+      d->value = int_value(cur());
+      advance();
+      return d;
+    }
+    if (at(Tok::kIdent)) {
+      d->kind = ast::DimExpr::Kind::kName;
+      d->span = cur().span;
+      d->name = advance().text;
+      return d;
+    }
+    if (at(Tok::kLParen)) {
+      uint32_t b = advance().span.begin;
+      auto inner = dim();
+      inner->span = {b, expect(Tok::kRParen).span.end};
+      return inner;
+    }
+    error_expected("a dimension (an integer, a dimension name or `(`)");
+  }
+
+  // Expressions, lowest precedence first.
+  ast::ExprPtr expr() { return or_expr(); }
+  ast::ExprPtr binary(std::string op, ast::ExprPtr a, ast::ExprPtr b) {
+    auto e = std::make_unique<ast::Expr>();
+    e->kind = ast::Expr::Kind::kBinary;
+    e->name = std::move(op);
+    e->span = Span::merge(a->span, b->span);
+    e->args.push_back(std::move(a));
+    e->args.push_back(std::move(b));
+    return e;
+  }
+  ast::ExprPtr or_expr() {
+    auto e = and_expr();
+    while (at(Tok::kOrOr)) {
+      advance();
+      e = binary("||", std::move(e), and_expr());
+    }
+    return e;
+  }
+  ast::ExprPtr and_expr() {
+    auto e = cmp_expr();
+    while (at(Tok::kAndAnd)) {
+      advance();
+      e = binary("&&", std::move(e), cmp_expr());
+    }
+    return e;
+  }
+  static bool is_cmp(Tok k) {
+    return k == Tok::kEq || k == Tok::kNe || k == Tok::kLt || k == Tok::kLe || k == Tok::kGt || k == Tok::kGe;
+  }
+  ast::ExprPtr cmp_expr() {
+    auto e = add_expr();
+    if (is_cmp(cur().kind)) {
+      std::string op = advance().text;
+      e = binary(op, std::move(e), add_expr());
+      if (is_cmp(cur().kind)) error_expected("no second comparison (comparisons do not chain; use `&&`)");
+    }
+    return e;
+  }
+  ast::ExprPtr add_expr() {
+    auto e = mul_expr();
+    while (at(Tok::kPlus) || at(Tok::kMinus)) {
+      std::string op = advance().text;
+      e = binary(op, std::move(e), mul_expr());
+    }
+    return e;
+  }
+  ast::ExprPtr mul_expr() {
+    auto e = unary_expr();
+    while (at(Tok::kStar) || at(Tok::kSlash)) {
+      std::string op = advance().text;
+      e = binary(op, std::move(e), unary_expr());
+    }
+    return e;
+  }
+  ast::ExprPtr unary_expr() {
+    if (at(Tok::kMinus) || at(Tok::kBang)) {
+      const Token& op = advance();
+      auto e = std::make_unique<ast::Expr>();
+      e->kind = ast::Expr::Kind::kUnary;
+      e->name = op.text;
+      auto operand = unary_expr();
+      e->span = Span::merge(op.span, operand->span);
+      e->args.push_back(std::move(operand));
+      return e;
+    }
+    return primary();
+  }
+  ast::ExprPtr primary() {
+    auto e = std::make_unique<ast::Expr>();
+    e->span = cur().span;
+    switch (cur().kind) {
+      case Tok::kInt: e->kind = ast::Expr::Kind::kInt; e->text = advance().text; return e;
+      case Tok::kFloat: e->kind = ast::Expr::Kind::kFloat; e->text = advance().text; return e;
+      case Tok::kTrue: case Tok::kFalse:
+        e->kind = ast::Expr::Kind::kBool;
+        e->bool_value = advance().kind == Tok::kTrue;
+        return e;
+      case Tok::kDType: e->kind = ast::Expr::Kind::kDType; e->name = advance().text; return e;
+      case Tok::kLParen: {
+        uint32_t b = advance().span.begin;
+        auto inner = expr();
+        inner->span = {b, expect(Tok::kRParen).span.end};
+        return inner;
+      }
+      case Tok::kLBracket: {
+        advance();
+        e->kind = ast::Expr::Kind::kList;
+        if (!at(Tok::kRBracket)) {
+          do e->args.push_back(expr());
+          while (accept(Tok::kComma) && !at(Tok::kRBracket));
+        }
+        e->span.end = expect(Tok::kRBracket).span.end;
+        return e;
+      }
+      case Tok::kIdent: break;
+      default: error_expected("an expression");
+    }
+    const Token& name = advance();
+    e->name = name.text;
+    if (at(Tok::kLBracket) && peek().kind == Tok::kIdent && peek(2).kind == Tok::kAssign) {
+      advance();
+      do {
+        const Token& d = expect(Tok::kIdent);
+        expect(Tok::kAssign);
+        auto v = dim();
+        e->dim_arg_spans.push_back(Span::merge(d.span, v->span));
+        e->dim_args.emplace_back(d.text, std::move(v));
+      } while (accept(Tok::kComma) && !at(Tok::kRBracket));
+      expect(Tok::kRBracket);
+      if (!at(Tok::kLParen)) error_expected("`(` after explicit dimensions");
+    }
+    if (!at(Tok::kLParen)) {
+      e->kind = ast::Expr::Kind::kName;
+      return e;
+    }
+    e->kind = ast::Expr::Kind::kCall;
+    e->callee_span = name.span;
+    advance();
+    while (!at(Tok::kRParen)) {
+      if (at(Tok::kIdent) && peek().kind == Tok::kAssign) {
+        const Token& kw = advance();
+        advance();
+        e->arg_keywords.push_back(kw.text);
+        e->arg_keyword_spans.push_back(kw.span);
+      } else {
+        e->arg_keywords.emplace_back();
+        e->arg_keyword_spans.push_back(cur().span);
+      }
+      e->args.push_back(expr());
+      if (!accept(Tok::kComma)) break;
+    }
+    e->span.end = expect(Tok::kRParen).span.end;
+    return e;
+  }
+
+  const std::vector<Token>& t_;
+  DiagnosticSink& sink_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+ast::Program parse(const SourceFile&, const std::vector<Token>& tokens, DiagnosticSink& sink) {
+  return Parser(tokens, sink).program();
+}
+
+}  // namespace mlk

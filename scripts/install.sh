@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything mlk needs on Debian 12: Debian packages, then a project
+# virtual environment (.venv) holding the Python-registry packages, Halide's C++
+# SDK among them. Idempotent: a second run installs nothing and takes seconds.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+debs=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
+      libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libsqlite3-dev
+      sqlite3 libcpp-httplib-dev libdlpack-dev pybind11-dev python3 python3-venv
+      python3-dev)
+missing=()
+for p in "${debs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install: Debian packages: ${missing[*]}" >&2
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The venv uses whichever python3 is first on PATH (Debian's 3.11 on a fresh
+# machine); the pinned halide wheel exists for CPython 3.11.
+if [ ! -x .venv/bin/python ]; then
+  echo "install: creating .venv" >&2
+  python3 -m venv .venv
+fi
+stamp=.venv/.requirements.sha256
+want=$(sha256sum scripts/requirements.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "install: Python packages from scripts/requirements.txt into .venv" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements.txt
+  echo "$want" > "$stamp"
+fi
