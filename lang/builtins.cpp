@@ -55,7 +55,7 @@ class Call {
         }
       } else if (t >= sp.size()) {
         return fail(DiagKind::BadArguments, e_.args[i]->span,
-                    q(name_) + " takes at most " + std::to_string(sp.size()) + " arguments, found " +
+                    q(name_) + " takes at most " + std::to_string(sp.size()) + (sp.size() == 1 ? " argument" : " arguments") + ", found " +
                         std::to_string(e_.args.size()));
       }
       if (args_[t])

@@ -102,7 +102,7 @@ ir::NodeRef FnChecker::check_body() {
       for (const auto& var : vars)
         if (!bindings_.count(var))
           bindings_[var] = {var + " bound by " + q(p.name) + ".shape[" + std::to_string(ax) + "] at " +
-                            loc(f.params[i].type.span)};
+                            loc(f.params[i].type.shape[ax]->span)};
     }
   }
   for (const ast::Let& l : f.lets) {
@@ -290,7 +290,7 @@ Val FnChecker::binary(const ast::Expr& e) {
     const Val& s = ta.shape.empty() ? a : b;
     const Val& t = ta.shape.empty() ? b : a;
     error(DiagKind::ImplicitBroadcast, e.span,
-          q(e.name) + " does not broadcast the scalar" + describe(s) + " to " + shape_str(t.type().shape) +
+          q(e.name) + " does not broadcast the scalar" + (s.name.empty() ? std::string() : " " + q(s.name)) + " to " + shape_str(t.type().shape) +
               "; write `broadcast(" + (s.name.empty() ? "..." : s.name) + ", " + shape_str(t.type().shape) + ")`");
     return Val::Error(e.span);
   }
@@ -493,7 +493,7 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
     }
     if (target >= callee.params.size()) {
       error(DiagKind::BadArguments, e.args[i]->span,
-            fname + " takes " + std::to_string(callee.params.size()) + " arguments, found " +
+            fname + " takes " + std::to_string(callee.params.size()) + (callee.params.size() == 1 ? " argument" : " arguments") + ", found " +
                 std::to_string(e.args.size()));
       return Val::Error(e.span);
     }
@@ -532,7 +532,7 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
     if (a.type().dtype != pt.dtype || a.rank() != static_cast<int>(pt.shape.size())) {
       error(a.type().dtype != pt.dtype ? DiagKind::DTypeMismatch : DiagKind::ShapeMismatch, a.span,
             "argument " + q(callee.params[j].name) + " of " + fname + " must be " + pt.str() + ", found " +
-                a.type().str() + describe(a));
+                a.type().str());
       return Val::Error(e.span);
     }
     for (size_t ax = 0; ax < pt.shape.size(); ++ax) {

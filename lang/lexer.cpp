@@ -10,6 +10,7 @@ namespace mlk {
 const char* tok_name(Tok t) {
   switch (t) {
     case Tok::kEof: return "end of file";
+    case Tok::kError: return "an invalid character";
     case Tok::kIdent: return "a name";
     case Tok::kInt: return "an integer";
     case Tok::kFloat: return "a number";
@@ -140,6 +141,7 @@ std::vector<Token> lex(const SourceFile& file, DiagnosticSink& sink) {
         uint32_t e = i + 1;
         while (e < n && (static_cast<unsigned char>(s[e]) & 0xC0) == 0x80) ++e;
         sink.error(DiagKind::UnexpectedChar, {i, e}, "unexpected character `" + s.substr(i, e - i) + "`");
+        push(Tok::kError, i, e);  // the parser stays silent about it: reported here
         i = e;
         continue;
       }
@@ -147,7 +149,10 @@ std::vector<Token> lex(const SourceFile& file, DiagnosticSink& sink) {
     push(k, i, i + len);
     i += len;
   }
-  push(Tok::kEof, n, n);
+  // End of file sits right after the last token, so "found end of file"
+  // points at the line where something is missing.
+  uint32_t eof = out.empty() ? 0 : out.back().span.end;
+  push(Tok::kEof, eof, eof);
   return out;
 }
 

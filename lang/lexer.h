@@ -12,7 +12,7 @@
 namespace mlk {
 
 enum class Tok {
-  kEof, kIdent, kInt, kFloat,
+  kEof, kError, kIdent, kInt, kFloat,
   // keywords
   kFn, kPublic, kLet, kMod, kTensor, kScalar, kTrue, kFalse, kTune, kDType,
   // punctuation

@@ -47,6 +47,7 @@ class Parser {
     return true;
   }
   [[noreturn]] void error_expected(const std::string& what) {
+    if (at(Tok::kError)) throw SyntaxError{};  // the lexer already reported it
     std::string found = at(Tok::kEof) ? "end of file" : "`" + cur().text + "`";
     sink_.error(DiagKind::Syntax, cur().span, "expected " + what + ", found " + found);
     throw SyntaxError{};
