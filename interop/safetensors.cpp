@@ -356,8 +356,8 @@ Expected<File> File::Parse(std::unique_ptr<Storage> st, const std::string& where
   const std::string_view header(reinterpret_cast<const char*>(st->data) + 8, n);
   if (const size_t bad = Utf8ErrorOffset(header); bad != header.npos)  // R4
     return fail("header is not valid UTF-8 (invalid byte at header offset " + std::to_string(bad) + ")");
-  // The spec says the header MUST begin with '{'. We reject leading whitespace
-  // (the reference accepts it since #686); trailing 0x20 padding is fine.
+  // The spec says the header MUST begin with '{'. We choose to reject leading
+  // whitespace, which the reference accepts; trailing 0x20 padding is fine.
   if (n == 0 || header[0] != '{')
     return fail("header must begin with \"{\" (leading whitespace is not allowed)");
 
@@ -386,24 +386,24 @@ Expected<File> File::Parse(std::unique_ptr<Storage> st, const std::string& where
   std::vector<TensorView> views;
   views.reserve(entries.size());
   for (RawEntry& e : entries) {
-    const std::string t = "tensor " + Quote(e.name) + ": ";
+    auto t = [&e] { return "tensor " + Quote(e.name) + ": "; };  // built only on failure
     const uint64_t b = e.offsets[0], f = e.offsets[1];
-    const std::string range = "data_offsets [" + std::to_string(b) + ", " + std::to_string(f) + ")";
-    if (f < b) return fail(t + range + " end before they begin");  // R6
+    auto range = [b, f] { return "data_offsets [" + std::to_string(b) + ", " + std::to_string(f) + ")"; };
+    if (f < b) return fail(t() + range() + " end before they begin");  // R6
     if (b != end) {
-      if (prev == nullptr) return fail(t + range + " leave a gap: the first tensor must begin at 0");
-      return fail(t + range + (b > end ? " leave a gap after" : " overlap") + " tensor " + Quote(prev->name) +
+      if (prev == nullptr) return fail(t() + range() + " leave a gap: the first tensor must begin at 0");
+      return fail(t() + range() + (b > end ? " leave a gap after" : " overlap") + " tensor " + Quote(prev->name) +
                   ", which ends at " + std::to_string(end));
     }
     std::string why;
     const std::optional<uint64_t> need = TensorBytes(e.dtype, e.shape, &why);  // R7, R8
-    if (!need) return fail(t + why);
+    if (!need) return fail(t() + why);
     if (f - b != *need)  // R9
-      return fail(t + range + " hold " + std::to_string(f - b) + " bytes but " + ShapeText(e.dtype, e.shape) +
+      return fail(t() + range() + " hold " + std::to_string(f - b) + " bytes but " + ShapeText(e.dtype, e.shape) +
                   " needs " + std::to_string(*need));
     for (size_t i = 0; i < e.shape.size(); ++i)
       if (e.shape[i] > static_cast<uint64_t>(INT64_MAX))
-        return fail(t + "shape dimension " + std::to_string(i) + " is " + std::to_string(e.shape[i]) + ", above 2^63-1");
+        return fail(t() + "shape dimension " + std::to_string(i) + " is " + std::to_string(e.shape[i]) + ", above 2^63-1");
     end = f;
     prev = &e;
     if (end > buffer_size) continue;  // R10 reports it below; never point past the file

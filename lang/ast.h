@@ -17,6 +17,7 @@ struct DimExpr {
   enum class Kind { kInt, kName, kAdd, kSub, kMul, kDiv };
   Kind kind = Kind::kInt;
   Span span;
+  int depth = 1;        // height of the tree below (the parser bounds it)
   long long value = 0;  // kInt
   std::string name;     // kName
   std::unique_ptr<DimExpr> lhs, rhs;
@@ -49,6 +50,7 @@ struct Expr {
   enum class Kind { kInt, kFloat, kBool, kName, kDType, kList, kUnary, kBinary, kCall };
   Kind kind = Kind::kInt;
   Span span;
+  int depth = 1;     // height of the tree below (the parser bounds it)
   std::string name;  // kName, kDType, operator text, callee
   std::string text;  // literal text
   bool bool_value = false;

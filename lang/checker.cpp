@@ -101,8 +101,7 @@ ir::NodeRef FnChecker::check_body() {
       p.type.shape[ax].collect_vars(vars);
       for (const auto& var : vars)
         if (!bindings_.count(var))
-          bindings_[var] = {var + " bound by " + q(p.name) + ".shape[" + std::to_string(ax) + "] at " +
-                            loc(f.params[i].type.shape[ax]->span)};
+          bindings_[var] = {var + " bound by " + q(p.name) + ".shape[" + std::to_string(ax) + "]"};
     }
   }
   for (const ast::Let& l : f.lets) {

@@ -7,6 +7,11 @@ namespace {
 
 struct SyntaxError {};  // unwinds to the nearest recovery point; already reported
 
+// Bounds on nesting, so that hostile input cannot overflow the stack of the
+// parser (recursion) or of later passes (tree height).
+constexpr int kMaxRecursion = 200;
+constexpr int kMaxTreeHeight = 1000;
+
 class Parser {
  public:
   Parser(const std::vector<Token>& toks, DiagnosticSink& sink) : t_(toks), sink_(sink) {}
@@ -26,8 +31,11 @@ class Parser {
         p.functions.push_back(function());
         continue;
       }
-      error_expected("`fn`, `public fn` or `tune`");
-      skip_to_item();
+      try {
+        error_expected("`fn`, `public fn` or `tune`");
+      } catch (SyntaxError&) {
+        skip_to_item();
+      }
     }
     return p;
   }
@@ -231,6 +239,7 @@ class Parser {
 
   // dim := term (('+'|'-') term)* ; term := atom (('*'|'/') atom)*
   std::unique_ptr<ast::DimExpr> dim() {
+    Nest n(*this);
     auto lhs = dim_term();
     while (at(Tok::kPlus) || at(Tok::kMinus)) {
       auto k = advance().kind == Tok::kPlus ? ast::DimExpr::Kind::kAdd : ast::DimExpr::Kind::kSub;
@@ -251,6 +260,8 @@ class Parser {
     auto d = std::make_unique<ast::DimExpr>();
     d->kind = k;
     d->span = Span::merge(a->span, b->span);
+    d->depth = std::max(a->depth, b->depth) + 1;
+    if (d->depth > kMaxTreeHeight) too_deep(b->span);
     d->lhs = std::move(a);
     d->rhs = std::move(b);
     return d;
@@ -279,16 +290,38 @@ class Parser {
     error_expected("a dimension (an integer, a dimension name or `(`)");
   }
 
+  [[noreturn]] void too_deep(Span s) {
+    sink_.error(DiagKind::Syntax, s, "expression nests too deeply (limit " + std::to_string(kMaxRecursion) +
+                                         " levels of brackets, " + std::to_string(kMaxTreeHeight) + " operators)");
+    throw SyntaxError{};
+  }
+  struct Nest {  // counts one level of parser recursion
+    Parser& p;
+    explicit Nest(Parser& parser) : p(parser) {
+      if (p.depth_ >= kMaxRecursion) p.too_deep(p.cur().span);
+      ++p.depth_;
+    }
+    ~Nest() { --p.depth_; }
+  };
+  ast::ExprPtr with_child(ast::ExprPtr parent, ast::ExprPtr child) {
+    parent->depth = std::max(parent->depth, child->depth + 1);
+    if (parent->depth > kMaxTreeHeight) too_deep(child->span);
+    parent->args.push_back(std::move(child));
+    return parent;
+  }
+
   // Expressions, lowest precedence first.
-  ast::ExprPtr expr() { return or_expr(); }
+  ast::ExprPtr expr() {
+    Nest n(*this);
+    return or_expr();
+  }
   ast::ExprPtr binary(std::string op, ast::ExprPtr a, ast::ExprPtr b) {
     auto e = std::make_unique<ast::Expr>();
     e->kind = ast::Expr::Kind::kBinary;
     e->name = std::move(op);
     e->span = Span::merge(a->span, b->span);
-    e->args.push_back(std::move(a));
-    e->args.push_back(std::move(b));
-    return e;
+    e = with_child(std::move(e), std::move(a));
+    return with_child(std::move(e), std::move(b));
   }
   ast::ExprPtr or_expr() {
     auto e = and_expr();
@@ -340,10 +373,10 @@ class Parser {
       auto e = std::make_unique<ast::Expr>();
       e->kind = ast::Expr::Kind::kUnary;
       e->name = op.text;
+      Nest n(*this);
       auto operand = unary_expr();
       e->span = Span::merge(op.span, operand->span);
-      e->args.push_back(std::move(operand));
-      return e;
+      return with_child(std::move(e), std::move(operand));
     }
     return primary();
   }
@@ -368,7 +401,7 @@ class Parser {
         advance();
         e->kind = ast::Expr::Kind::kList;
         if (!at(Tok::kRBracket)) {
-          do e->args.push_back(expr());
+          do e = with_child(std::move(e), expr());
           while (accept(Tok::kComma) && !at(Tok::kRBracket));
         }
         e->span.end = expect(Tok::kRBracket).span.end;
@@ -408,7 +441,7 @@ class Parser {
         e->arg_keywords.emplace_back();
         e->arg_keyword_spans.push_back(cur().span);
       }
-      e->args.push_back(expr());
+      e = with_child(std::move(e), expr());
       if (!accept(Tok::kComma)) break;
     }
     e->span.end = expect(Tok::kRParen).span.end;
@@ -418,6 +451,7 @@ class Parser {
   const std::vector<Token>& t_;
   DiagnosticSink& sink_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -148,6 +148,8 @@ Interval eval_interval(const Dim& d, const std::map<std::string, Interval>& vb) 
 }  // namespace
 
 bool Facts::divides(const Dim& a, const Dim& b, int depth) const {
+  // b must be provably non-zero: `x mod 0` is undefined, never true.
+  if (b == Dim() || !(nonneg(b - Dim::constant(1)) || nonneg(Dim::constant(-1) - b))) return false;
   if (a == Dim()) return true;
   if (b == Dim::constant(1) || b == Dim::constant(-1)) return true;
   if (a.is_constant() && b.is_constant()) return b.constant_value() != 0 && a.constant_value() % b.constant_value() == 0;

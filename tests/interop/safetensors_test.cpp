@@ -93,7 +93,9 @@ TEST(Safetensors, RoundTripThroughFile) {
     EXPECT_EQ(v->dtype, t.dtype);
     EXPECT_EQ(v->shape, t.shape);
     ASSERT_EQ(v->nbytes, t.data.size());
-    if (v->nbytes > 0) EXPECT_EQ(std::memcmp(v->data, t.data.data(), v->nbytes), 0) << t.name;
+    if (v->nbytes > 0) {
+      EXPECT_EQ(std::memcmp(v->data, t.data.data(), v->nbytes), 0) << t.name;
+    }
     EXPECT_TRUE(v->aligned) << t.name;
   }
   EXPECT_EQ(f->find("nope"), nullptr);
