@@ -175,12 +175,7 @@ class Call {
     return true;
   }
 
-  bool same_shape(const Shape& a, const Shape& b) const {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!c_.facts().prove({Pred::Op::kEq, a[i], b[i]})) return false;
-    return true;
-  }
+  bool same_shape(const Shape& a, const Shape& b) const { return c_.same_shape(a, b); }
   static Shape concat(Shape a, const Shape& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;
@@ -310,12 +305,6 @@ Val FnChecker::builtin(const ast::Expr& e) {
                 " but `axes` lists " + std::to_string(axes.size()));
       return err(e);
     }
-    for (size_t i = 1; i < axes.size(); ++i)
-      if (axes[i] <= axes[i - 1]) {
-        error(DiagKind::BadAxis, c.arg(2)->span,
-              "`broadcast` axes must increase (it does not transpose; use `transpose` first)");
-        return err(e);
-      }
     for (size_t i = 0; i < axes.size(); ++i)
       if (!facts().prove({Pred::Op::kEq, x->type().shape[i], (*shape)[axes[i]]})) {
         error(DiagKind::ShapeMismatch, e.span,

@@ -78,11 +78,6 @@ FnChecker::FnChecker(const SourceFile& file, DiagnosticSink& sink, const std::ma
   for (const Pred& p : self.refinements) facts_.add(p);
 }
 
-std::string FnChecker::loc(Span s) const {
-  LineCol lc = file_.line_col(s.begin);
-  return std::to_string(lc.line) + ":" + std::to_string(lc.col);
-}
-
 ir::NodeRef FnChecker::check_body() {
   const ast::Function& f = *self_.ast;
   size_t errors_before = sink_.count();
@@ -115,13 +110,17 @@ ir::NodeRef FnChecker::check_body() {
       ir::Type t{*parse_dtype(l.ascription->dtype), {}};
       for (const auto& d : l.ascription->shape) {
         auto dim = resolve_dim(*d, self_.dims, facts_, true, sink_);
-        if (dim) t.shape.push_back(*dim);
+        if (dim && prove_or_report({Pred::Op::kGe, *dim, Dim::constant(1)}, d->span, "dimension " + q(dim->str()), ""))
+          t.shape.push_back(*dim);
       }
+      if (!l.ascription->preds.empty())
+        error(DiagKind::Syntax, l.ascription->preds.front().span,
+              "a `let` ascription takes no refinements; put them on the parameters");
       if (sink_.count() == before) {
         Val c = coerce(v, t);
         if (c.error) {
           v = c;
-        } else if (!(c.type() == t)) {
+        } else if (!same_type(c.type(), t)) {
           error(DiagKind::ReturnType, l.value->span,
                 "`let " + l.name + "` is declared " + t.str() + " but its value is " + c.type().str() +
                     where_bound(c.type().shape));
@@ -145,7 +144,7 @@ ir::NodeRef FnChecker::check_body() {
   if (body.error) return nullptr;
   body = coerce(body, self_.result);
   if (body.error) return nullptr;
-  if (!(body.type() == self_.result)) {
+  if (!same_type(body.type(), self_.result)) {
     error(DiagKind::ReturnType, f.body->span,
           q(f.name) + " returns " + self_.result.str() + " but its body is " + body.type().str() +
               where_bound(body.type().shape));
@@ -281,23 +280,20 @@ Val FnChecker::binary(const ast::Expr& e) {
   const ir::Type& tb = b.type();
   if (ta.dtype != tb.dtype) {
     error(DiagKind::DTypeMismatch, e.span,
-          q(e.name) + " needs identical dtypes, found " + dtype_name(ta.dtype) + describe(a) + " and " +
-              dtype_name(tb.dtype) + describe(b) + "; convert one with `cast`");
+          q(e.name) + " needs identical dtypes, found " + ta.str() + describe(a) + " and " + tb.str() + describe(b) +
+              "; convert one with `cast`");
     return Val::Error(e.span);
   }
   if ((ta.shape.empty()) != (tb.shape.empty())) {
     const Val& s = ta.shape.empty() ? a : b;
     const Val& t = ta.shape.empty() ? b : a;
     error(DiagKind::ImplicitBroadcast, e.span,
-          q(e.name) + " does not broadcast the scalar" + (s.name.empty() ? std::string() : " " + q(s.name)) + " to " + shape_str(t.type().shape) +
-              "; write `broadcast(" + (s.name.empty() ? "..." : s.name) + ", " + shape_str(t.type().shape) + ")`");
+          q(e.name) + " does not broadcast the scalar" + (s.name.empty() ? std::string() : " " + q(s.name)) + " (" +
+              s.type().str() + ") to " + t.type().str() + describe(t) + "; write `broadcast(" +
+              (s.name.empty() ? "..." : s.name) + ", " + shape_str(t.type().shape) + ")`");
     return Val::Error(e.span);
   }
-  if (ta.shape.size() != tb.shape.size() || ![&] {
-        for (size_t i = 0; i < ta.shape.size(); ++i)
-          if (!facts_.prove({Pred::Op::kEq, ta.shape[i], tb.shape[i]})) return false;
-        return true;
-      }()) {
+  if (!same_shape(ta.shape, tb.shape)) {
     std::vector<Dim> all = ta.shape;
     all.insert(all.end(), tb.shape.begin(), tb.shape.end());
     error(DiagKind::ShapeMismatch, e.span,
@@ -372,6 +368,17 @@ bool FnChecker::prove_or_report(const Pred& p, Span s, const std::string& what, 
         what + " needs " + q(p.str()) + ", which the facts in scope do not prove; add [" + p.str() + "] to " +
             (where.empty() ? std::string("a parameter's type") : "the type of " + q(where)) + where_bound(dims));
   return false;
+}
+
+bool FnChecker::same_shape(const Shape& a, const Shape& b) const {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!facts_.prove({Pred::Op::kEq, a[i], b[i]})) return false;
+  return true;
+}
+
+bool FnChecker::same_type(const ir::Type& a, const ir::Type& b) const {
+  return a.dtype == b.dtype && same_shape(a.shape, b.shape);
 }
 
 std::string FnChecker::where_bound(const std::vector<Dim>& dims) const {
@@ -519,6 +526,10 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
       error(DiagKind::UnknownDim, e.dim_arg_spans[i], fname + " has no dimension " + q(name));
       return Val::Error(e.span);
     }
+    if (m.count(name)) {
+      error(DiagKind::BadArguments, e.dim_arg_spans[i], "dimension " + q(name) + " of " + fname + " is given twice");
+      return Val::Error(e.span);
+    }
     auto v = dim_of_ast(*d);
     if (!v) return Val::Error(e.span);
     if (!prove_or_report({Pred::Op::kGe, *v, Dim::constant(1)}, d->span, "dimension " + q(name), "")) return Val::Error(e.span);
@@ -568,7 +579,11 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
         Dim num = a.type().shape[ax] - rest.subst(m);
         Dim c = Dim::constant(lin->coef);
         if (!facts_.prove({Pred::Op::kModZero, num, c})) continue;
-        m[unknown[0]] = Dim::exact_div(num, c);
+        Dim solved = Dim::exact_div(num, c);
+        if (!prove_or_report({Pred::Op::kGe, solved, Dim::constant(1)}, a.span,
+                             "inferring " + q(unknown[0]) + " = " + q(solved.str()) + " for " + fname, ""))
+          return Val::Error(e.span);
+        m[unknown[0]] = solved;
         progress = true;
       }
     }
@@ -696,7 +711,10 @@ Signature check_signature(const ast::Function& f, DiagnosticSink& sink) {
     for (const auto& q : s.params)
       if (q.name == p.name) sink.error(DiagKind::Duplicate, p.name_span, "parameter `" + p.name + "` is declared twice in `" + f.name + "`");
     for (const auto& d : s.dims)
-      if (d == p.name) sink.error(DiagKind::Duplicate, p.name_span, "`" + p.name + "` is both a dimension and a parameter of `" + f.name + "`");
+      if (d == p.name) {
+        sink.error(DiagKind::Duplicate, p.name_span, "`" + p.name + "` is both a dimension and a parameter of `" + f.name + "`");
+        break;
+      }
     auto t = resolve_type(p.type, s.dims, facts, true, sink, &s.refinements);
     s.params.push_back({p.name, t ? *t : ir::Type{}});
   }
@@ -757,9 +775,9 @@ void check_tunes(const ast::Program& p, const std::map<std::string, Signature>& 
     for (const auto& param : s.params)
       for (const Dim& d : param.type.shape) {
         auto v = d.eval(b.dims);
-        if (ok && (!v || *v < 1)) {
+        if (ok && (!v || *v < 1 || *v > 2147483647)) {
           sink.error(DiagKind::TuneDecl, t.span,
-                     "this bucket gives parameter `" + param.name + "` the extent `" + d.str() + "`, which is not a whole dimension");
+                     "this bucket gives parameter `" + param.name + "` the extent `" + d.str() + "`, which is not a whole dimension in [1, 2147483647]");
           ok = false;
         }
       }

@@ -75,12 +75,14 @@ class FnChecker {
   // A value that must have a type of its own (not a bare literal).
   bool require_typed(const Val& v, const std::string& what);
   bool prove_or_report(const Pred& p, Span s, const std::string& what, const std::string& hint_subject);
+  // Shapes and types equal under the facts in scope (not just canonically).
+  bool same_shape(const Shape& a, const Shape& b) const;
+  bool same_type(const ir::Type& a, const ir::Type& b) const;
   // "(D bound by `x`.shape[2] at 3:5; S by ...)" for the variables in dims.
   std::string where_bound(const std::vector<Dim>& dims) const;
   // A parameter whose type mentions a variable of `d`, for "add [..] to the type of `x`".
   std::string param_mentioning(const Dim& d) const;
   const Facts& facts() const { return facts_; }
-  std::string loc(Span s) const;
 
   Val builtin(const ast::Expr& call);  // builtins.cpp; the name must be a builtin
 

@@ -54,7 +54,7 @@ class Printer {
     for (size_t i = 0; i < ops.size(); ++i) line += (i ? ", " : " ") + ops[i];
     if (!n->ints.empty()) line += " ints=" + ints_str(n->ints);
     if (n->op != Op::kCall && !n->dims.empty()) line += " dims=" + shape_str(n->dims);
-    if (!n->literal.empty()) line += " value=" + canonical_literal(n->literal);
+    if (!n->literal.empty()) line += " value=" + canonical_literal(n->literal, n->type.dtype);
     line += " : " + n->type.str() + "\n";
     out_ += line;
     return id;
@@ -72,9 +72,9 @@ void collect_callees(const NodeRef& n, std::set<std::string>& out, std::set<cons
 
 }  // namespace
 
-std::string canonical_literal(const std::string& text) {
+std::string canonical_literal(const std::string& text, DType t) {
   if (text == "true" || text == "false") return text;
-  bool integral = text.find_first_of(".eE") == std::string::npos;
+  bool integral = !is_float(t) && text.find_first_of(".eE") == std::string::npos;
   if (integral) {
     int64_t v;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);

@@ -22,7 +22,8 @@ std::string function_hash(const Module& m, const Function& f);
 // sha256 of print_module().
 std::string module_hash(const Module& m);
 
-// The canonical spelling of a literal's text ("0.50" -> "0.5", "007" -> "7").
-std::string canonical_literal(const std::string& text);
+// The canonical spelling of a literal of dtype `t` ("0.50" -> "0.5", "007" ->
+// "7"; in a floating-point dtype `2` and `2.0` both print as "2.0").
+std::string canonical_literal(const std::string& text, DType t);
 
 }  // namespace mlk::ir

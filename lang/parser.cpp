@@ -34,6 +34,7 @@ class Parser {
       try {
         error_expected("`fn`, `public fn` or `tune`");
       } catch (SyntaxError&) {
+        advance();  // the stray token itself, then up to the next item
         skip_to_item();
       }
     }
@@ -65,8 +66,8 @@ class Parser {
     return advance();
   }
   bool at_item_start() const { return at(Tok::kFn) || at(Tok::kPublic) || at(Tok::kTune) || at(Tok::kEof); }
+  // Skips to the next top-level item; the token that starts it is kept.
   void skip_to_item() {
-    if (!at(Tok::kEof)) advance();
     while (!at_item_start()) advance();
   }
 
@@ -123,7 +124,7 @@ class Parser {
         break;
       } catch (SyntaxError&) {
         f.had_syntax_error = true;
-        if (!at(Tok::kEof)) advance();
+        if (!at_item_start() && !at(Tok::kLet)) advance();
         while (!at_item_start() && !at(Tok::kLet)) advance();
         if (at(Tok::kLet)) continue;
         break;

@@ -36,7 +36,7 @@ TEST(Render, FixedFormatWithSourceLineAndCaret) {
                           "  a + b\n");
   ASSERT_EQ(r.diagnostics.size(), 1u);
   EXPECT_EQ(r.rendered(),
-            "bad.tl:2:3: error: `+` needs identical dtypes, found F32 (`a`) and F16 (`b`); convert one with `cast`\n"
+            "bad.tl:2:3: error: `+` needs identical dtypes, found Tensor[F32, [N]] (`a`) and Tensor[F16, [N]] (`b`); convert one with `cast`\n"
             "  a + b\n"
             "  ^~~~~\n");
 }
