@@ -17,6 +17,7 @@ struct Command {
 const std::vector<Command>& commands();
 
 int run_check(const std::vector<std::string>& args);
+int run_run(const std::vector<std::string>& args);
 int run_version(const std::vector<std::string>& args);
 
 // Prints "mlk NAME: MESSAGE" and the usage hint to stderr; returns 2.

@@ -21,6 +21,26 @@ const char* kCheckUsage =
     "  --hash         print the content hash of every function and of the file\n"
     "  -q             print nothing on success\n";
 
+const char* kRunUsage =
+    "usage: mlk run FILE.tl [--fn NAME] --inputs IN.safetensors --output OUT.safetensors\n"
+    "               [--dims N=V,...] [--target host] [--repeat K] [--reference]\n"
+    "\n"
+    "Computes fn NAME of FILE.tl on the tensors of IN.safetensors and writes its result\n"
+    "as the tensor \"output\" of OUT.safetensors.\n"
+    "\n"
+    "  --fn NAME        the fn to run; may be omitted when the file has one public fn\n"
+    "  --inputs FILE    one tensor per parameter, matched by name; dtypes must match\n"
+    "                   exactly and every other tensor in the file is an error\n"
+    "  --output FILE    where to write the result (written atomically)\n"
+    "  --dims N=V,...   values of dimensions no input binds (and checks on the rest)\n"
+    "  --target host    compile with Halide's JIT for this machine (the only JIT target)\n"
+    "  --repeat K       run K more times and print the median and minimum time\n"
+    "  --reference      use the reference interpreter (double precision) instead\n"
+    "\n"
+    "Dimensions are inferred from the input shapes and checked against the signature\n"
+    "and its refinements; a mismatch names the parameter, axis and symbol. Exit status\n"
+    "0 on success, 1 on a bad program or input, 2 on bad usage.\n";
+
 const char* kVersionUsage =
     "usage: mlk version\n"
     "\n"
@@ -32,6 +52,7 @@ const char* kVersionUsage =
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
       {"check", "type-check .tl programs and print diagnostics", kCheckUsage, run_check},
+      {"run", "compute a fn on safetensors inputs (Halide JIT or --reference)", kRunUsage, run_run},
       {"version", "print mlk, Halide, LLVM and CUDA toolkit versions", kVersionUsage, run_version},
   };
   return cmds;

@@ -1,0 +1,149 @@
+// `mlk run`: computes one function of a .tl program on safetensors inputs,
+// with the compiled (Halide JIT) kernel or the reference interpreter.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "interop/tensor_files.h"
+#include "lang/frontend.h"
+#include "lang/interpreter.h"
+#include "scheduler/kernel.h"
+
+namespace mlk::cli {
+
+namespace {
+
+struct RunOptions {
+  std::string file, fn, inputs, output, target = "host";
+  std::map<std::string, int64_t> dims;
+  int64_t repeat = 0;
+  bool reference = false;
+};
+
+Expected<RunOptions> parse(const std::vector<std::string>& args) {
+  RunOptions o;
+  ArgReader r(args);
+  while (!r.done()) {
+    std::string a = r.next();
+    auto val = [&]() { return r.value(); };
+    if (a == "--fn" || a == "--inputs" || a == "--output" || a == "--dims" || a == "--target" || a == "--repeat") {
+      auto v = val();
+      if (!v.ok()) return v.status();
+      if (a == "--fn") o.fn = *v;
+      if (a == "--inputs") o.inputs = *v;
+      if (a == "--output") o.output = *v;
+      if (a == "--target") o.target = *v;
+      if (a == "--dims") {
+        auto d = parse_dims(*v);
+        if (!d.ok()) return d.status();
+        o.dims = *d;
+      }
+      if (a == "--repeat") {
+        auto k = parse_count("--repeat", *v);
+        if (!k.ok()) return k.status();
+        o.repeat = *k;
+      }
+    } else if (a == "--reference") {
+      o.reference = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return Status::Usage("unknown option `" + a + "`");
+    } else if (o.file.empty()) {
+      o.file = a;
+    } else {
+      return Status::Usage("unexpected argument `" + a + "` (one .tl file per run)");
+    }
+  }
+  if (o.file.empty()) return Status::Usage("no input file");
+  if (o.inputs.empty()) return Status::Usage("--inputs IN.safetensors is required");
+  if (o.output.empty() && o.repeat == 0) return Status::Usage("--output OUT.safetensors is required (or --repeat K to time only)");
+  return o;
+}
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "mlk run: %s\n", s.message().c_str());
+  return s.exit_code();
+}
+
+}  // namespace
+
+int run_run(const std::vector<std::string>& args) {
+  auto opts = parse(args);
+  if (!opts.ok()) return opts.status().code() == Status::Code::kUsage ? usage_error(command("run"), opts.status().message())
+                                                                      : fail(opts.status());
+  RunOptions& o = *opts;
+  auto fe = compile_file(o.file);
+  if (!fe.ok()) return fail(fe.status());
+  if (!fe->ok()) {
+    std::fputs(fe->rendered().c_str(), stderr);
+    return 1;
+  }
+  const ir::Module& m = fe->module;
+  if (o.fn.empty()) {
+    std::vector<std::string> pub;
+    for (const auto& f : m.functions)
+      if (f.is_public) pub.push_back(f.name);
+    if (pub.size() != 1) {
+      std::string list;
+      for (const auto& p : pub) list += (list.empty() ? "" : ", ") + p;
+      return usage_error(command("run"), "--fn NAME is required: " + o.file + " has public fns " + (list.empty() ? "(none)" : list));
+    }
+    o.fn = pub[0];
+  }
+  const ir::Function* f = m.find(o.fn);
+  if (!f) return fail(Status::NotFound(o.file + " has no fn `" + o.fn + "`"));
+  auto tensors = read_safetensors(o.inputs);
+  if (!tensors.ok()) return fail(tensors.status());
+  std::vector<HostTensor> inputs;
+  std::string names;
+  for (const auto& p : f->params) names += (names.empty() ? "" : ", ") + p.name;
+  for (const auto& p : f->params) {
+    auto it = tensors->find(p.name);
+    if (it == tensors->end())
+      return fail(Status::InvalidArgument(o.inputs + " has no tensor \"" + p.name + "\" for parameter `" + p.name +
+                                          "` of `" + f->name + "`"));
+    inputs.push_back(it->second);
+  }
+  for (const auto& [name, t] : *tensors) {
+    bool used = false;
+    for (const auto& p : f->params) used = used || p.name == name;
+    if (!used)
+      return fail(Status::InvalidArgument(o.inputs + ": tensor \"" + name + "\" matches no parameter of `" + f->name +
+                                          "` (parameters: " + names + ")"));
+  }
+
+  std::unique_ptr<Kernel> kernel;
+  if (!o.reference) {
+    auto k = Kernel::CompileJit(m, o.fn, o.target);
+    if (!k.ok()) return fail(k.status());
+    kernel = std::move(k).value();
+  }
+  auto run_once = [&]() -> Expected<HostTensor> {
+    return o.reference ? interpret(m, o.fn, inputs, o.dims) : kernel->Run(inputs, o.dims);
+  };
+  auto result = run_once();
+  if (!result.ok()) return fail(result.status());
+  if (o.repeat > 0) {
+    std::vector<double> ms;
+    for (int64_t i = 0; i < o.repeat; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = run_once();
+      auto t1 = std::chrono::steady_clock::now();
+      if (!r.ok()) return fail(r.status());
+      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("%s: median %.4f ms, min %.4f ms over %lld runs (%s)\n", o.fn.c_str(), ms[ms.size() / 2], ms.front(),
+                static_cast<long long>(o.repeat), o.reference ? "reference interpreter" : ("Halide JIT, " + o.target).c_str());
+  }
+  if (!o.output.empty()) {
+    Status s = write_safetensors(o.output, {{"output", *result}});
+    if (!s.ok()) return fail(s);
+    std::fprintf(stderr, "wrote %s: \"output\" %s %s\n", o.output.c_str(), dtype_name(result->dtype),
+                 result->shape_str().c_str());
+  }
+  return 0;
+}
+
+}  // namespace mlk::cli

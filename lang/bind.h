@@ -1,0 +1,32 @@
+// Binding a function's dimension variables to concrete values at a call from
+// the outside world (`mlk run`, the interpreter, the runtime), and checking
+// the signature: ranks, every extent, refinements.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lang/ir.h"
+#include "lang/status.h"
+
+namespace mlk {
+
+using DimEnv = std::map<std::string, int64_t>;
+
+// `shapes[i]` is the concrete shape of parameter i. `given` holds dimension
+// values from the command line (--dims); they may bind unbound variables and
+// must agree with the inputs otherwise. Errors name the parameter, axis and
+// symbol, and where the symbol was bound:
+//   "x.shape[2] = 1000 but D = 1024, bound by w.shape[0]".
+Expected<DimEnv> bind_dims(const ir::Function& f, const std::vector<std::vector<int64_t>>& shapes,
+                           const DimEnv& given);
+
+// Concrete shape of `d` under `env` (all of whose variables must be bound).
+Expected<std::vector<int64_t>> concrete_shape(const Shape& s, const DimEnv& env);
+
+// Largest extent Halide buffers can index (int32).
+constexpr int64_t kMaxExtent = 2147483647;
+
+}  // namespace mlk

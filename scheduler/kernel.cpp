@@ -1,0 +1,97 @@
+// JIT compilation and execution of lowered pipelines.
+#include "scheduler/kernel.h"
+
+#include "scheduler/lower.h"
+
+namespace mlk {
+
+struct Kernel::Impl {
+  ir::Module module;  // keeps the function (and its callees) alive
+  const ir::Function* fn = nullptr;
+  lower::Pipeline lowered;
+  Halide::Pipeline pipeline;
+  Halide::Target target;
+};
+
+Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Kernel::~Kernel() = default;
+const ir::Function& Kernel::function() const { return *impl_->fn; }
+
+Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& inputs) {
+  if (inputs.size() != f.params.size())
+    return Status::InvalidArgument("`" + f.name + "` takes " + std::to_string(f.params.size()) + " inputs, got " +
+                                   std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].dtype != f.params[i].type.dtype)
+      return Status::InvalidArgument("`" + f.params[i].name + "` must be " + dtype_name(f.params[i].type.dtype) +
+                                     ", got " + dtype_name(inputs[i].dtype));
+  return Status::Ok();
+}
+
+Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const std::string& fn,
+                                                     const std::string& target) {
+  auto impl = std::make_unique<Impl>();
+  impl->module = m;
+  impl->fn = impl->module.find(fn);
+  if (!impl->fn) return Status::NotFound("no function `" + fn + "` in the program");
+  if (target != "host")
+    return Status::Unsupported("JIT runs only on the host; target `" + target + "` needs `mlk build`");
+  auto lowered = lower::lower_function(impl->module, fn);
+  if (!lowered.ok()) return lowered.status();
+  impl->lowered = std::move(lowered).value();
+  try {
+    impl->target = Halide::get_host_target();
+    lower::apply_default_schedule(impl->lowered, impl->target);
+    impl->pipeline = Halide::Pipeline(impl->lowered.output);
+    impl->pipeline.compile_jit(impl->target);
+  } catch (const Halide::Error& e) {
+    return Status::Internal("Halide could not compile `" + fn + "`: " + e.what());
+  }
+  return std::unique_ptr<Kernel>(new Kernel(std::move(impl)));
+}
+
+namespace {
+
+// Halide reports a failed require() as "Error: Requirement Failed: (COND)
+// VALUE ARGS..." with spaces between arguments; mlk shows only ARGS, tidied.
+std::string clean_runtime_error(std::string msg) {
+  const std::string tag = "Requirement Failed: (false) ";
+  size_t p = msg.find(tag);
+  if (p != std::string::npos) {
+    msg = msg.substr(p + tag.size());
+    msg = msg.substr(msg.find(' ') + 1);  // drop VALUE
+  }
+  for (size_t q; (q = msg.find(" )")) != std::string::npos;) msg.erase(q, 1);
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  return msg;
+}
+
+Halide::Buffer<> wrap(const HostTensor& t) {
+  std::vector<int> sizes(t.shape.rbegin(), t.shape.rend());
+  return Halide::Buffer<>(lower::storage_type(t.dtype), const_cast<uint8_t*>(t.bytes.data()), sizes);
+}
+
+}  // namespace
+
+Expected<HostTensor> Kernel::Run(const std::vector<HostTensor>& inputs, const DimEnv& given) {
+  const ir::Function& f = *impl_->fn;
+  MLK_RETURN_IF_ERROR(check_input_dtypes(f, inputs));
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& t : inputs) shapes.push_back(t.shape);
+  auto env = bind_dims(f, shapes, given);
+  if (!env.ok()) return env.status();
+  auto out_shape = concrete_shape(f.result_type.shape, *env);
+  if (!out_shape.ok()) return out_shape.status();
+  HostTensor out(f.result_type.dtype, *out_shape);
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i) impl_->lowered.inputs[i].set(wrap(inputs[i]));
+    for (auto& [name, prm] : impl_->lowered.dim_params) prm.set(static_cast<int32_t>(env->at(name)));
+    Halide::Buffer<> ob = wrap(out);
+    impl_->pipeline.realize(ob, impl_->target);
+  } catch (const Halide::Error& e) {
+    return Status::InvalidArgument(std::string("`") + f.name + "` failed at run time: " + clean_runtime_error(e.what()));
+  }
+  return out;
+}
+
+}  // namespace mlk

@@ -1,0 +1,43 @@
+// A compiled kernel for one function of a checked module, runnable on host
+// tensors. The Halide-free face of scheduler/: callers never see Halide.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lang/bind.h"
+#include "lang/ir.h"
+#include "lang/status.h"
+#include "lang/tensor.h"
+
+namespace mlk {
+
+class Kernel {
+ public:
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  // Lowers `fn` (callees inlined), applies the default schedule and compiles
+  // it with Halide's JIT for `target` ("host" is the only JIT target).
+  static Expected<std::unique_ptr<Kernel>> CompileJit(const ir::Module& m, const std::string& fn,
+                                                      const std::string& target = "host");
+
+  // Checks the inputs against the signature (dtypes, ranks, dims, refinements;
+  // see bind_dims), allocates the output and runs. Run-time failures (a
+  // gather index out of range) are InvalidArgument. Not thread-safe.
+  Expected<HostTensor> Run(const std::vector<HostTensor>& inputs, const DimEnv& given);
+
+  const ir::Function& function() const;
+
+ private:
+  struct Impl;
+  explicit Kernel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Checks that each input has its parameter's dtype (names the parameter).
+Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& inputs);
+
+}  // namespace mlk

@@ -1,0 +1,497 @@
+// Lowering of the typed IR to Halide Funcs; one case per op. The numerics
+// follow docs/numerics.md: F16/BF16 widen to F32 for arithmetic and round
+// back once per op; reductions accumulate in F32 (F64 for F64, the dtype itself
+// for integers).
+#include "scheduler/lower.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace mlk::lower {
+
+using Halide::Expr;
+using Halide::Func;
+using Halide::Var;
+
+Halide::Type storage_type(DType t) {
+  switch (t) {
+    case DType::F16: return Halide::Float(16);
+    case DType::BF16: return Halide::BFloat(16);
+    case DType::F32: return Halide::Float(32);
+    case DType::F64: return Halide::Float(64);
+    case DType::I8: return Halide::Int(8);
+    case DType::I16: return Halide::Int(16);
+    case DType::I32: return Halide::Int(32);
+    case DType::I64: return Halide::Int(64);
+    case DType::U8: return Halide::UInt(8);
+    case DType::Bool: return Halide::UInt(8);
+  }
+  return Halide::Float(32);
+}
+
+namespace {
+
+// Type in which values of a dtype are computed.
+Halide::Type compute_type(DType t) {
+  if (t == DType::F16 || t == DType::BF16) return Halide::Float(32);
+  if (t == DType::Bool) return Halide::Bool();
+  return storage_type(t);
+}
+
+// Accumulator type of reductions over a dtype.
+Halide::Type accum_type(DType t) { return compute_type(t); }
+
+// A lowered value: a Func holding values of its dtype's compute type (Bool as
+// Halide bool), indexed in .tl axis order through at().
+struct Value {
+  Func f;
+  DType dtype;
+  int rank = 0;
+  Expr at(const std::vector<Expr>& tl_idx) const {
+    std::vector<Expr> h(tl_idx.rbegin(), tl_idx.rend());
+    return rank == 0 ? f() : f(h);
+  }
+};
+
+std::vector<Var> make_vars(int rank) {
+  std::vector<Var> v;
+  for (int i = 0; i < rank; ++i) v.push_back(Var("a" + std::to_string(i)));  // a_i = .tl axis i
+  return v;
+}
+std::vector<Expr> as_exprs(const std::vector<Var>& v) { return std::vector<Expr>(v.begin(), v.end()); }
+
+// Defines f at .tl-ordered vars.
+void define(Func& f, const std::vector<Var>& tl_vars, Expr e) {
+  std::vector<Var> h(tl_vars.rbegin(), tl_vars.rend());
+  if (h.empty()) f() = e;
+  else f(h) = e;
+}
+
+// Rounds a compute-typed value to its dtype's precision (F16/BF16 only).
+Expr round_to_dtype(DType t, Expr e) {
+  if (t == DType::F16 || t == DType::BF16) return Halide::cast(Halide::Float(32), Halide::cast(storage_type(t), e));
+  return e;
+}
+
+// erf by Abramowitz & Stegun 7.1.26 refined: |error| < 1.5e-7, computed in F32
+// or F64 (Halide has no erf).
+Expr konst(Halide::Type t, double v) { return Halide::Internal::make_const(t, v); }
+
+Expr erf_approx(Expr x) {
+  Halide::Type t = x.type();
+  Expr ax = Halide::abs(x);
+  Expr k = konst(t, 1.0) / (konst(t, 1.0) + konst(t, 0.3275911) * ax);
+  Expr poly = ((((konst(t, 1.061405429) * k + konst(t, -1.453152027)) * k + konst(t, 1.421413741)) * k +
+                konst(t, -0.284496736)) * k + konst(t, 0.254829592)) * k;
+  Expr y = konst(t, 1.0) - poly * Halide::exp(-ax * ax);
+  return Halide::select(x < 0, -y, y);
+}
+
+// .tl integer division rounds toward negative infinity (as numpy's and
+// PyTorch's floor division do) and defines x / 0 = 0. Halide's division is
+// Euclidean (remainder always >= 0), which differs for negative divisors.
+Expr floor_div_int(Expr a, Expr b) {
+  Expr q = a / b;
+  Expr r = a - q * b;
+  return Halide::select(b < 0 && r != 0, q - 1, q);
+}
+
+class Lowerer {
+ public:
+  Lowerer(const ir::Module& m, Pipeline& p) : m_(m), p_(p) {}
+
+  // One activation of a function body: its arguments and dimension values.
+  struct Frame {
+    std::vector<Value> args;
+    std::map<std::string, Expr> dims;
+    std::map<const ir::Node*, Value> memo;
+  };
+
+  Value lower(const ir::NodeRef& n, Frame& fr) {
+    auto it = fr.memo.find(n.get());
+    if (it != fr.memo.end()) return it->second;
+    Value v = lower_node(*n, fr);
+    fr.memo[n.get()] = v;
+    return v;
+  }
+
+  Expr dim(const Dim& d, const Frame& fr, Halide::Type t = Halide::Int(32)) {
+    Expr sum = Halide::cast(t, 0);
+    for (const auto& term : d.terms()) {
+      Expr p = Halide::cast(t, Expr(static_cast<int64_t>(term.coef)));
+      for (const auto& a : term.atoms) {
+        Expr x;
+        if (a.quot) {
+          x = dim(a.quot->num, fr, t) / dim(a.quot->den, fr, t);
+        } else {
+          auto it = fr.dims.find(a.key);
+          MLK_CHECK(it != fr.dims.end(), "lower: unbound dimension variable");
+          x = Halide::cast(t, it->second);
+        }
+        p = p * x;
+      }
+      sum = sum + p;
+    }
+    return Halide::Internal::simplify(sum);
+  }
+
+  std::string fresh(const char* what) { return "f" + std::to_string(counter_++) + "_" + what; }
+
+  // `tl_vars`: the Func's pure vars in .tl axis order.
+  Stage& add_stage(Stage::Kind k, Func f, const std::vector<Var>& tl_vars, std::vector<Halide::RVar> rvars = {},
+                   bool reduces_innermost = false) {
+    std::string name = "s" + std::to_string(p_.stages.size()) + "_" + f.name();
+    std::vector<Var> h(tl_vars.rbegin(), tl_vars.rend());
+    p_.stages.push_back({name, k, f, h, std::move(rvars), reduces_innermost});
+    return p_.stages.back();
+  }
+
+ private:
+  Value unary(const ir::Node& n, Frame& fr, const std::function<Expr(Expr)>& op) {
+    Value a = lower(n.operands[0], fr);
+    Func f(fresh(ir::op_name(n.op)));
+    auto v = make_vars(n.type.shape.size());
+    define(f, v, round_to_dtype(n.type.dtype, op(a.at(as_exprs(v)))));
+    return {f, n.type.dtype, static_cast<int>(v.size())};
+  }
+
+  Value binary(const ir::Node& n, Frame& fr, const std::function<Expr(Expr, Expr)>& op) {
+    Value a = lower(n.operands[0], fr), b = lower(n.operands[1], fr);
+    Func f(fresh(ir::op_name(n.op)));
+    auto v = make_vars(n.type.shape.size());
+    define(f, v, round_to_dtype(n.type.dtype, op(a.at(as_exprs(v)), b.at(as_exprs(v)))));
+    return {f, n.type.dtype, static_cast<int>(v.size())};
+  }
+
+  // sum / mean / reduce_max / reduce_min over n.ints.
+  Value reduce(const ir::Node& n, Frame& fr) {
+    Value x = lower(n.operands[0], fr);
+    const ir::Type& in_t = n.operands[0]->type;
+    int in_rank = static_cast<int>(in_t.shape.size());
+    Halide::Region ranges;
+    for (int64_t ax : n.ints) ranges.push_back(Halide::Range(0, dim(in_t.shape[ax], fr)));
+    Halide::RDom r(ranges, fresh("r"));
+    auto v = make_vars(n.type.shape.size());
+    std::vector<Expr> idx;
+    int ov = 0, rv = 0;
+    for (int ax = 0; ax < in_rank; ++ax) {
+      bool reduced = std::count(n.ints.begin(), n.ints.end(), ax) > 0;
+      idx.push_back(reduced ? Expr(r[rv++]) : Expr(v[ov++]));
+    }
+    Halide::Type acc = accum_type(n.type.dtype);
+    Func red(fresh(ir::op_name(n.op)));
+    Expr val = Halide::cast(acc, x.at(idx));
+    std::vector<Var> h(v.rbegin(), v.rend());
+    std::vector<Expr> hx(h.begin(), h.end());
+    auto lhs = [&]() { return h.empty() ? red() : red(hx); };
+    switch (n.op) {
+      case ir::Op::kSum:
+      case ir::Op::kMean:
+        define(red, v, Halide::cast(acc, 0));
+        lhs() = lhs() + val;
+        break;
+      case ir::Op::kReduceMax:
+        define(red, v, acc.is_float() ? konst(acc, -INFINITY) : acc.min());
+        lhs() = Halide::max(lhs(), val);
+        break;
+      default:
+        define(red, v, acc.is_float() ? konst(acc, INFINITY) : acc.max());
+        lhs() = Halide::min(lhs(), val);
+        break;
+    }
+    std::vector<Halide::RVar> rvars;
+    for (int i = 0; i < r.dimensions(); ++i) rvars.push_back(r[i]);
+    bool innermost = std::count(n.ints.begin(), n.ints.end(), in_rank - 1) > 0;
+    add_stage(Stage::Kind::kReduction, red, v, rvars, innermost);
+    Func out(fresh("rd"));
+    Expr res = h.empty() ? red() : red(hx);
+    if (n.op == ir::Op::kMean) {
+      Expr count = Halide::cast(acc, 1);
+      for (int64_t ax : n.ints) count = count * Halide::cast(acc, dim(in_t.shape[ax], fr));
+      res = res / count;
+    }
+    define(out, v, round_to_dtype(n.type.dtype, res));
+    return {out, n.type.dtype, static_cast<int>(v.size())};
+  }
+
+  Value matmul(const ir::Node& n, Frame& fr) {
+    Value a = lower(n.operands[0], fr), b = lower(n.operands[1], fr);
+    const ir::Type& ta = n.operands[0]->type;
+    const ir::Type& tb = n.operands[1]->type;
+    int r = static_cast<int>(n.type.shape.size());
+    Halide::RDom k(0, dim(ta.shape.back(), fr), fresh("k"));
+    auto v = make_vars(r);
+    std::vector<Expr> ia(v.begin(), v.end() - 1), ib;
+    ia.back() = v[r - 2];
+    ia.push_back(k);  // a[..., m, k]
+    if (tb.shape.size() > 2) ib.assign(v.begin(), v.end() - 2);
+    ib.push_back(k);
+    ib.push_back(v[r - 1]);  // b[..., k, n]
+    Halide::Type acc = accum_type(n.type.dtype);
+    Func mm(fresh("matmul"));
+    define(mm, v, Halide::cast(acc, 0));
+    std::vector<Var> h(v.rbegin(), v.rend());
+    std::vector<Expr> hx(h.begin(), h.end());
+    mm(hx) = mm(hx) + Halide::cast(acc, a.at(ia)) * Halide::cast(acc, b.at(ib));
+    add_stage(Stage::Kind::kMatmul, mm, v, {k});
+    if (n.type.dtype == DType::F16 || n.type.dtype == DType::BF16) {
+      Func out(fresh("mm_round"));
+      define(out, v, round_to_dtype(n.type.dtype, mm(hx)));
+      return {out, n.type.dtype, r};
+    }
+    return {mm, n.type.dtype, r};
+  }
+
+  Value softmax(const ir::Node& n, Frame& fr) {
+    Value x = lower(n.operands[0], fr);
+    int r = static_cast<int>(n.type.shape.size());
+    int axis = static_cast<int>(n.ints[0]);
+    Halide::RDom rd(0, dim(n.type.shape[axis], fr), fresh("r"));
+    auto v = make_vars(r);
+    std::vector<Var> other;  // vars of the reduced-away shape
+    for (int i = 0; i < r; ++i)
+      if (i != axis) other.push_back(v[i]);
+    std::vector<Expr> at_r = as_exprs(v);
+    at_r[axis] = rd;
+    std::vector<Var> ho(other.rbegin(), other.rend());
+    std::vector<Expr> hox(ho.begin(), ho.end());
+    auto call = [&](Func& f) { return ho.empty() ? f() : f(hox); };
+    Halide::Type acc = accum_type(n.type.dtype);
+    Func mx(fresh("softmax_max")), e(fresh("softmax_exp")), s(fresh("softmax_sum")), out(fresh("softmax"));
+    define(mx, other, konst(acc, -INFINITY));
+    call(mx) = Halide::max(call(mx), Halide::cast(acc, x.at(at_r)));
+    define(e, v, Halide::exp(Halide::cast(acc, x.at(as_exprs(v))) - call(mx)));
+    std::vector<Var> hv(v.rbegin(), v.rend());
+    std::vector<Expr> e_at_r(at_r.rbegin(), at_r.rend());
+    define(s, other, Halide::cast(acc, 0));
+    call(s) = call(s) + e(e_at_r);
+    define(out, v, round_to_dtype(n.type.dtype, e(std::vector<Expr>(hv.begin(), hv.end())) / call(s)));
+    add_stage(Stage::Kind::kSoftmaxMax, mx, other, {rd}, axis == r - 1);
+    add_stage(Stage::Kind::kSoftmaxExp, e, v);
+    add_stage(Stage::Kind::kSoftmaxSum, s, other, {rd}, axis == r - 1);
+    return {out, n.type.dtype, r};
+  }
+
+  Value lower_node(const ir::Node& n, Frame& fr);
+
+  const ir::Module& m_;
+  Pipeline& p_;
+  int counter_ = 0;
+
+ public:
+  Value call_function(const ir::Function& f, Frame& fr) { return lower(f.body, fr); }
+};
+
+Value Lowerer::lower_node(const ir::Node& n, Frame& fr) {
+  using ir::Op;
+  const DType dt = n.type.dtype;
+  const int rank = static_cast<int>(n.type.shape.size());
+  const Halide::Type ct = compute_type(dt);
+  auto v = make_vars(rank);
+  auto vx = as_exprs(v);
+  auto pure = [&](const char* what, Expr e) {
+    Func f(fresh(what));
+    define(f, v, e);
+    return Value{f, dt, rank};
+  };
+  switch (n.op) {
+    case Op::kParam: return fr.args.at(n.index);
+    case Op::kLiteral:
+    case Op::kFull: {
+      const std::string& t = n.literal;
+      Expr c = t == "true" ? Expr(true) : t == "false" ? Expr(false)
+                                                        : konst(ct, std::strtod(t.c_str(), nullptr));
+      if (dt == DType::Bool) c = Halide::cast(Halide::Bool(), c);
+      if (is_integer(dt)) {
+        // Parse integers exactly (doubles lose I64 precision).
+        c = Halide::cast(ct, Expr(static_cast<int64_t>(std::strtoll(t.c_str(), nullptr, 10))));
+      }
+      return pure("const", round_to_dtype(dt, c));
+    }
+    case Op::kNeg: return unary(n, fr, [](Expr a) { return -a; });
+    case Op::kNot: return unary(n, fr, [](Expr a) { return !a; });
+    case Op::kAdd: return binary(n, fr, [](Expr a, Expr b) { return a + b; });
+    case Op::kSub: return binary(n, fr, [](Expr a, Expr b) { return a - b; });
+    case Op::kMul: return binary(n, fr, [](Expr a, Expr b) { return a * b; });
+    case Op::kDiv:
+      return binary(n, fr, [&](Expr a, Expr b) { return is_integer(dt) ? floor_div_int(a, b) : a / b; });
+    case Op::kEq: return binary(n, fr, [](Expr a, Expr b) { return a == b; });
+    case Op::kNe: return binary(n, fr, [](Expr a, Expr b) { return a != b; });
+    case Op::kLt: return binary(n, fr, [](Expr a, Expr b) { return a < b; });
+    case Op::kLe: return binary(n, fr, [](Expr a, Expr b) { return a <= b; });
+    case Op::kGt: return binary(n, fr, [](Expr a, Expr b) { return a > b; });
+    case Op::kGe: return binary(n, fr, [](Expr a, Expr b) { return a >= b; });
+    case Op::kAnd: return binary(n, fr, [](Expr a, Expr b) { return a && b; });
+    case Op::kOr: return binary(n, fr, [](Expr a, Expr b) { return a || b; });
+    case Op::kExp: return unary(n, fr, [](Expr a) { return Halide::exp(a); });
+    case Op::kLog: return unary(n, fr, [](Expr a) { return Halide::log(a); });
+    case Op::kSqrt: return unary(n, fr, [](Expr a) { return Halide::sqrt(a); });
+    case Op::kRsqrt: return unary(n, fr, [](Expr a) { return Halide::cast(a.type(), 1) / Halide::sqrt(a); });
+    case Op::kTanh: return unary(n, fr, [](Expr a) { return Halide::tanh(a); });
+    case Op::kSigmoid:
+      return unary(n, fr, [](Expr a) { return Halide::cast(a.type(), 1) / (Halide::cast(a.type(), 1) + Halide::exp(-a)); });
+    case Op::kAbs: return unary(n, fr, [](Expr a) { return Halide::cast(a.type(), Halide::abs(a)); });
+    case Op::kRelu: return unary(n, fr, [](Expr a) { return Halide::max(a, Halide::cast(a.type(), 0)); });
+    case Op::kErf: return unary(n, fr, [](Expr a) { return erf_approx(a); });
+    case Op::kMax: return binary(n, fr, [](Expr a, Expr b) { return Halide::max(a, b); });
+    case Op::kMin: return binary(n, fr, [](Expr a, Expr b) { return Halide::min(a, b); });
+    case Op::kPow: return binary(n, fr, [](Expr a, Expr b) { return Halide::pow(a, b); });
+    case Op::kWhere: {
+      Value c = lower(n.operands[0], fr), a = lower(n.operands[1], fr), b = lower(n.operands[2], fr);
+      return pure("where", Halide::select(c.at(vx), a.at(vx), b.at(vx)));
+    }
+    case Op::kCast: {
+      Value a = lower(n.operands[0], fr);
+      Expr x = a.at(vx);
+      DType from = n.operands[0]->type.dtype;
+      Expr y;
+      if (dt == DType::Bool) y = x != Halide::cast(x.type(), 0);
+      else if (from == DType::Bool) y = Halide::cast(ct, Halide::select(x, 1, 0));
+      else y = Halide::cast(storage_type(dt), x);  // rounds to the target dtype
+      if (dt != DType::Bool) y = Halide::cast(ct, y);
+      return pure("cast", y);
+    }
+    case Op::kSum:
+    case Op::kMean:
+    case Op::kReduceMax:
+    case Op::kReduceMin: return reduce(n, fr);
+    case Op::kBroadcast: {
+      Value a = lower(n.operands[0], fr);
+      std::vector<Expr> idx;
+      for (int64_t ax : n.ints) idx.push_back(v[ax]);
+      return pure("broadcast", a.at(idx));
+    }
+    case Op::kMatmul: return matmul(n, fr);
+    case Op::kTranspose: {
+      Value a = lower(n.operands[0], fr);
+      std::vector<Expr> idx(rank);
+      for (int i = 0; i < rank; ++i) idx[n.ints[i]] = v[i];  // out axis i reads input axis perm[i]
+      return pure("transpose", a.at(idx));
+    }
+    case Op::kReshape: {
+      Value a = lower(n.operands[0], fr);
+      const Shape& in = n.operands[0]->type.shape;
+      Expr flat = Halide::cast(Halide::Int(64), 0);
+      for (int i = 0; i < rank; ++i) flat = flat * dim(n.type.shape[i], fr, Halide::Int(64)) + Halide::cast(Halide::Int(64), v[i]);
+      std::vector<Expr> idx(in.size());
+      for (int j = static_cast<int>(in.size()) - 1; j >= 0; --j) {
+        Expr e = dim(in[j], fr, Halide::Int(64));
+        idx[j] = Halide::cast(Halide::Int(32), flat % e);
+        flat = flat / e;
+      }
+      return pure("reshape", a.at(idx));
+    }
+    case Op::kSoftmax: return softmax(n, fr);
+    case Op::kGather: {
+      Value t = lower(n.operands[0], fr), ix = lower(n.operands[1], fr);
+      int axis = static_cast<int>(n.ints[0]);
+      int ir = static_cast<int>(n.operands[1]->type.shape.size());
+      std::vector<Expr> iidx(vx.begin() + axis, vx.begin() + axis + ir);
+      Expr i = Halide::cast(Halide::Int(32), ix.at(iidx));
+      Expr extent = dim(n.operands[0]->type.shape[axis], fr);
+      std::vector<Expr> tidx(vx.begin(), vx.begin() + axis);
+      tidx.push_back(Halide::clamp(i, 0, extent - 1));
+      tidx.insert(tidx.end(), vx.begin() + axis + ir, vx.end());
+      Expr raw = ix.at(iidx);
+      // The message is tidied by Kernel::Run (see clean_runtime_error).
+      return pure("gather", Halide::require(raw >= 0 && raw < Halide::cast(raw.type(), extent), t.at(tidx),
+                                            "gather index", raw, "is outside [0,", extent, ")"));
+    }
+    case Op::kRepeatInterleave: {
+      Value a = lower(n.operands[0], fr);
+      std::vector<Expr> idx = vx;
+      idx[n.ints[0]] = idx[n.ints[0]] / dim(n.dims[0], fr);
+      return pure("repeat", a.at(idx));
+    }
+    case Op::kConcat: {
+      int axis = static_cast<int>(n.ints[0]);
+      Expr offset = 0;
+      Expr result;
+      std::vector<Value> xs;
+      std::vector<Expr> starts;
+      for (const auto& o : n.operands) {
+        xs.push_back(lower(o, fr));
+        starts.push_back(offset);
+        offset = offset + dim(o->type.shape[axis], fr);
+      }
+      for (size_t i = 0; i < xs.size(); ++i) {
+        std::vector<Expr> idx = vx;
+        Expr ext = dim(n.operands[i]->type.shape[axis], fr);
+        idx[axis] = Halide::clamp(vx[axis] - starts[i], 0, ext - 1);
+        Expr val = xs[i].at(idx);
+        result = result.defined() ? Halide::select(vx[axis] >= starts[i], val, result) : val;
+      }
+      return pure("concat", result);
+    }
+    case Op::kSlice: {
+      Value a = lower(n.operands[0], fr);
+      std::vector<Expr> idx = vx;
+      idx[n.ints[0]] = idx[n.ints[0]] + dim(n.dims[0], fr);
+      return pure("slice", a.at(idx));
+    }
+    case Op::kIota: return pure("iota", Halide::cast(ct, v[n.ints[0]]));
+    case Op::kCall: {
+      const ir::Function* callee = m_.find(n.callee);
+      MLK_CHECK(callee != nullptr, "lower: call of a function missing from the module");
+      Frame inner;
+      for (const auto& o : n.operands) inner.args.push_back(lower(o, fr));
+      for (size_t i = 0; i < callee->dim_vars.size(); ++i) inner.dims[callee->dim_vars[i]] = dim(n.dims[i], fr);
+      return call_function(*callee, inner);
+    }
+  }
+  MLK_CHECK(false, "lower: unhandled op");
+  return {};
+}
+
+}  // namespace
+
+Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn) {
+  const ir::Function* f = m.find(fn);
+  if (!f) return Status::NotFound("no function `" + fn + "` in the module");
+  try {
+    Pipeline p;
+    Lowerer low(m, p);
+    Lowerer::Frame fr;
+    for (size_t i = 0; i < f->params.size(); ++i) {
+      const ir::Type& t = f->params[i].type;
+      int rank = static_cast<int>(t.shape.size());
+      Halide::ImageParam ip(storage_type(t.dtype), rank, "in_" + f->params[i].name);
+      p.inputs.push_back(ip);
+      // Bare-variable extents bind dimension variables.
+      for (int ax = 0; ax < rank; ++ax) {
+        const auto& terms = t.shape[ax].terms();
+        if (terms.size() == 1 && terms[0].coef == 1 && terms[0].atoms.size() == 1 && !terms[0].atoms[0].quot &&
+            !fr.dims.count(terms[0].atoms[0].key))
+          fr.dims[terms[0].atoms[0].key] = ip.dim(halide_dim(rank, ax)).extent();
+      }
+      // Loads widen to the compute type (Bool: non-zero).
+      Func load("load_" + f->params[i].name);
+      auto v = make_vars(rank);
+      std::vector<Expr> h;
+      for (int ax = rank - 1; ax >= 0; --ax) h.push_back(v[ax]);
+      Expr x = rank == 0 ? ip() : ip(h);
+      x = t.dtype == DType::Bool ? x != 0 : Halide::cast(compute_type(t.dtype), x);
+      define(load, v, x);
+      fr.args.push_back({load, t.dtype, rank});
+    }
+    for (const auto& d : f->dim_vars)
+      if (!fr.dims.count(d)) {
+        Halide::Param<int32_t> prm("dim_" + d);
+        p.dim_params.emplace(d, prm);
+        fr.dims[d] = prm;
+      }
+    Value body = low.call_function(*f, fr);
+    p.out_rank = body.rank;
+    p.out_dtype = f->result_type.dtype;
+    Func out("output");
+    auto v = make_vars(body.rank);
+    define(out, v, Halide::cast(storage_type(p.out_dtype), body.at(as_exprs(v))));
+    p.output = out;
+    low.add_stage(Stage::Kind::kOutput, out, v);
+    return p;
+  } catch (const Halide::Error& e) {
+    return Status::Internal(std::string("Halide rejected the lowered pipeline of `") + fn + "`: " + e.what());
+  }
+}
+
+}  // namespace mlk::lower

@@ -1,0 +1,54 @@
+// Internal to scheduler/: the typed IR of one function lowered to a Halide
+// algorithm (Funcs with no schedule), plus the stages a schedule can refer to.
+//
+// This header includes Halide.h; only scheduler/ and targets/ emitters may
+// include it. Everyone else goes through scheduler/kernel.h.
+#pragma once
+
+#include <Halide.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lang/ir.h"
+#include "lang/status.h"
+
+namespace mlk::lower {
+
+// Halide's dimension 0 is the innermost; .tl axis i of a rank-r tensor is
+// Halide dimension r - 1 - i throughout mlk.
+inline int halide_dim(int rank, int axis) { return rank - 1 - axis; }
+
+// Storage type of a dtype in Halide buffers (Bool is one byte, 0 or 1).
+Halide::Type storage_type(DType t);
+
+// A stage a schedule may address: a Func that is not simply inlined away.
+struct Stage {
+  enum class Kind { kReduction, kMatmul, kSoftmaxMax, kSoftmaxExp, kSoftmaxSum, kOutput };
+  std::string name;                   // stable within the function: "s0_matmul", ..., "output"
+  Kind kind;
+  Halide::Func func;
+  std::vector<Halide::Var> vars;      // pure vars, Halide order (innermost first)
+  std::vector<Halide::RVar> rvars;    // reduction vars of its update, if any
+  bool reduces_innermost = false;     // its reduction runs along the input's innermost axis
+};
+
+struct Pipeline {
+  std::vector<Halide::ImageParam> inputs;           // one per parameter, in order
+  std::map<std::string, Halide::Param<int32_t>> dim_params;  // dims no input binds
+  Halide::Func output;                               // storage-typed result
+  DType out_dtype = DType::F32;
+  int out_rank = 0;
+  std::vector<Stage> stages;                         // in creation order; output last
+};
+
+// Lowers function `fn` of `m` (callees inlined). Halide errors become Status.
+Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn);
+
+// The default schedule: reductions, matmuls and softmax stages computed at
+// root, elementwise chains inlined, the innermost dimension of every root
+// stage vectorised, the outermost parallel.
+void apply_default_schedule(Pipeline& p, const Halide::Target& target);
+
+}  // namespace mlk::lower
