@@ -2,6 +2,8 @@
 #include "scheduler/kernel.h"
 
 #include "scheduler/lower.h"
+#include "scheduler/rules.h"
+#include "targets/detect.h"
 
 namespace mlk {
 
@@ -11,11 +13,13 @@ struct Kernel::Impl {
   lower::Pipeline lowered;
   Halide::Pipeline pipeline;
   Halide::Target target;
+  Schedule schedule;
 };
 
 Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Kernel::~Kernel() = default;
 const ir::Function& Kernel::function() const { return *impl_->fn; }
+const Schedule& Kernel::schedule() const { return impl_->schedule; }
 
 Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& inputs) {
   if (inputs.size() != f.params.size())
@@ -29,7 +33,8 @@ Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& 
 }
 
 Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const std::string& fn,
-                                                     const std::string& target) {
+                                                     const std::string& target, const Schedule* schedule,
+                                                     const DimEnv& estimates) {
   auto impl = std::make_unique<Impl>();
   impl->module = m;
   impl->fn = impl->module.find(fn);
@@ -39,9 +44,12 @@ Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const 
   auto lowered = lower::lower_function(impl->module, fn);
   if (!lowered.ok()) return lowered.status();
   impl->lowered = std::move(lowered).value();
+  const Profile host = host_profile();
+  auto infos = lower::stage_infos(impl->lowered, estimates);
+  impl->schedule = schedule ? *schedule : schedule_from_knobs(infos, default_knobs(infos, host), host);
+  MLK_RETURN_IF_ERROR(lower::apply_schedule(impl->lowered, impl->schedule, false));
   try {
     impl->target = Halide::get_host_target();
-    lower::apply_default_schedule(impl->lowered, impl->target);
     impl->pipeline = Halide::Pipeline(impl->lowered.output);
     impl->pipeline.compile_jit(impl->target);
   } catch (const Halide::Error& e) {

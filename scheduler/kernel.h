@@ -10,6 +10,7 @@
 #include "lang/ir.h"
 #include "lang/status.h"
 #include "lang/tensor.h"
+#include "scheduler/schedule.h"
 
 namespace mlk {
 
@@ -19,10 +20,17 @@ class Kernel {
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
 
-  // Lowers `fn` (callees inlined), applies the default schedule and compiles
-  // it with Halide's JIT for `target` ("host" is the only JIT target).
+  // Lowers `fn` (callees inlined), applies `schedule` (or the default
+  // schedule of the rules for this machine, with extents estimated from
+  // `estimates`) and compiles it with Halide's JIT for `target` ("host" is
+  // the only JIT target).
   static Expected<std::unique_ptr<Kernel>> CompileJit(const ir::Module& m, const std::string& fn,
-                                                      const std::string& target = "host");
+                                                      const std::string& target = "host",
+                                                      const Schedule* schedule = nullptr,
+                                                      const DimEnv& estimates = {});
+
+  // The schedule it was compiled with.
+  const Schedule& schedule() const;
 
   // Checks the inputs against the signature (dtypes, ranks, dims, refinements;
   // see bind_dims), allocates the output and runs. Run-time failures (a

@@ -139,10 +139,12 @@ class Lowerer {
 
   // `tl_vars`: the Func's pure vars in .tl axis order.
   Stage& add_stage(Stage::Kind k, Func f, const std::vector<Var>& tl_vars, std::vector<Halide::RVar> rvars = {},
-                   bool reduces_innermost = false) {
-    std::string name = "s" + std::to_string(p_.stages.size()) + "_" + f.name();
+                   bool reduces_innermost = false, Shape shape = {}, Shape rshape = {}) {
+    static const char* kNames[] = {"reduction", "matmul", "softmax_max", "softmax_exp", "softmax_sum", "output", "load"};
+    int n = kind_count_[k]++;
+    std::string name = k == Stage::Kind::kOutput ? "output" : std::string(kNames[static_cast<int>(k)]) + std::to_string(n);
     std::vector<Var> h(tl_vars.rbegin(), tl_vars.rend());
-    p_.stages.push_back({name, k, f, h, std::move(rvars), reduces_innermost});
+    p_.stages.push_back({name, k, f, h, std::move(rvars), reduces_innermost, std::move(shape), std::move(rshape)});
     return p_.stages.back();
   }
 
@@ -202,7 +204,9 @@ class Lowerer {
     std::vector<Halide::RVar> rvars;
     for (int i = 0; i < r.dimensions(); ++i) rvars.push_back(r[i]);
     bool innermost = std::count(n.ints.begin(), n.ints.end(), in_rank - 1) > 0;
-    add_stage(Stage::Kind::kReduction, red, v, rvars, innermost);
+    Shape rshape;
+    for (int64_t ax : n.ints) rshape.push_back(in_t.shape[ax]);
+    add_stage(Stage::Kind::kReduction, red, v, rvars, innermost, n.type.shape, rshape);
     Func out(fresh("rd"));
     Expr res = h.empty() ? red() : red(hx);
     if (n.op == ir::Op::kMean) {
@@ -233,7 +237,7 @@ class Lowerer {
     std::vector<Var> h(v.rbegin(), v.rend());
     std::vector<Expr> hx(h.begin(), h.end());
     mm(hx) = mm(hx) + Halide::cast(acc, a.at(ia)) * Halide::cast(acc, b.at(ib));
-    add_stage(Stage::Kind::kMatmul, mm, v, {k});
+    add_stage(Stage::Kind::kMatmul, mm, v, {k}, false, n.type.shape, {ta.shape.back()});
     if (n.type.dtype == DType::F16 || n.type.dtype == DType::BF16) {
       Func out(fresh("mm_round"));
       define(out, v, round_to_dtype(n.type.dtype, mm(hx)));
@@ -266,9 +270,12 @@ class Lowerer {
     define(s, other, Halide::cast(acc, 0));
     call(s) = call(s) + e(e_at_r);
     define(out, v, round_to_dtype(n.type.dtype, e(std::vector<Expr>(hv.begin(), hv.end())) / call(s)));
-    add_stage(Stage::Kind::kSoftmaxMax, mx, other, {rd}, axis == r - 1);
-    add_stage(Stage::Kind::kSoftmaxExp, e, v);
-    add_stage(Stage::Kind::kSoftmaxSum, s, other, {rd}, axis == r - 1);
+    Shape oshape;
+    for (int i = 0; i < r; ++i)
+      if (i != axis) oshape.push_back(n.type.shape[i]);
+    add_stage(Stage::Kind::kSoftmaxMax, mx, other, {rd}, axis == r - 1, oshape, {n.type.shape[axis]});
+    add_stage(Stage::Kind::kSoftmaxExp, e, v, {}, false, n.type.shape);
+    add_stage(Stage::Kind::kSoftmaxSum, s, other, {rd}, axis == r - 1, oshape, {n.type.shape[axis]});
     return {out, n.type.dtype, r};
   }
 
@@ -277,9 +284,14 @@ class Lowerer {
   const ir::Module& m_;
   Pipeline& p_;
   int counter_ = 0;
+  std::map<Stage::Kind, int> kind_count_;
 
  public:
   Value call_function(const ir::Function& f, Frame& fr) { return lower(f.body, fr); }
+  void add_input_stage(const std::string& name, Func f, const std::vector<Var>& tl_vars, const Shape& shape) {
+    std::vector<Var> h(tl_vars.rbegin(), tl_vars.rend());
+    p_.stages.push_back({name, Stage::Kind::kInput, f, h, {}, false, shape, {}});
+  }
 };
 
 Value Lowerer::lower_node(const ir::Node& n, Frame& fr) {
@@ -465,7 +477,7 @@ Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn) {
           fr.dims[terms[0].atoms[0].key] = ip.dim(halide_dim(rank, ax)).extent();
       }
       // Loads widen to the compute type (Bool: non-zero).
-      Func load("load_" + f->params[i].name);
+      Func load("load_" + f->params[i].name);  // a stage name too (stage_shared)
       auto v = make_vars(rank);
       std::vector<Expr> h;
       for (int ax = rank - 1; ax >= 0; --ax) h.push_back(v[ax]);
@@ -473,6 +485,7 @@ Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn) {
       x = t.dtype == DType::Bool ? x != 0 : Halide::cast(compute_type(t.dtype), x);
       define(load, v, x);
       fr.args.push_back({load, t.dtype, rank});
+      low.add_input_stage("load_" + f->params[i].name, load, v, t.shape);
     }
     for (const auto& d : f->dim_vars)
       if (!fr.dims.count(d)) {
@@ -487,7 +500,7 @@ Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn) {
     auto v = make_vars(body.rank);
     define(out, v, Halide::cast(storage_type(p.out_dtype), body.at(as_exprs(v))));
     p.output = out;
-    low.add_stage(Stage::Kind::kOutput, out, v);
+    low.add_stage(Stage::Kind::kOutput, out, v, {}, false, f->result_type.shape);
     return p;
   } catch (const Halide::Error& e) {
     return Status::Internal(std::string("Halide rejected the lowered pipeline of `") + fn + "`: " + e.what());

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "lang/bind.h"
 #include "lang/ir.h"
 #include "lang/status.h"
+#include "scheduler/schedule.h"
 
 namespace mlk::lower {
 
@@ -23,15 +25,19 @@ inline int halide_dim(int rank, int axis) { return rank - 1 - axis; }
 // Storage type of a dtype in Halide buffers (Bool is one byte, 0 or 1).
 Halide::Type storage_type(DType t);
 
-// A stage a schedule may address: a Func that is not simply inlined away.
+// A stage a schedule may address. Names are stable for a given function:
+// "matmul0", "reduction1", "softmax_max0", ..., "output", and "load_<param>"
+// for the loads of each input.
 struct Stage {
-  enum class Kind { kReduction, kMatmul, kSoftmaxMax, kSoftmaxExp, kSoftmaxSum, kOutput };
-  std::string name;                   // stable within the function: "s0_matmul", ..., "output"
+  using Kind = StageInfo::Kind;
+  std::string name;
   Kind kind;
   Halide::Func func;
   std::vector<Halide::Var> vars;      // pure vars, Halide order (innermost first)
   std::vector<Halide::RVar> rvars;    // reduction vars of its update, if any
   bool reduces_innermost = false;     // its reduction runs along the input's innermost axis
+  Shape shape;                        // pure extents, .tl order
+  Shape rshape;                       // reduction extents
 };
 
 struct Pipeline {
@@ -46,9 +52,11 @@ struct Pipeline {
 // Lowers function `fn` of `m` (callees inlined). Halide errors become Status.
 Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn);
 
-// The default schedule: reductions, matmuls and softmax stages computed at
-// root, elementwise chains inlined, the innermost dimension of every root
-// stage vectorised, the outermost parallel.
-void apply_default_schedule(Pipeline& p, const Halide::Target& target);
+// The stages as data, with extents evaluated under `env` (0 where unknown).
+std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env);
+
+// Applies a validated schedule (see schedule.h). Halide's own objections
+// become InvalidArgument naming the stage and directive.
+Status apply_schedule(Pipeline& p, const Schedule& s, bool gpu);
 
 }  // namespace mlk::lower

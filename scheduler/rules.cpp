@@ -1,0 +1,225 @@
+#include "scheduler/rules.h"
+
+#include <algorithm>
+
+namespace mlk {
+
+namespace {
+
+using Kind = StageInfo::Kind;
+
+std::string a(int i) { return "a" + std::to_string(i); }
+
+Directive D(std::string op, std::vector<std::string> vars = {}, std::vector<int64_t> factors = {}, int update = -1) {
+  Directive d;
+  d.op = std::move(op);
+  d.vars = std::move(vars);
+  d.factors = std::move(factors);
+  d.update = update;
+  return d;
+}
+
+Directive At(std::string op, std::string stage, std::string var) {
+  Directive d;
+  d.op = std::move(op);
+  d.at_stage = std::move(stage);
+  d.at_var = std::move(var);
+  return d;
+}
+
+// A factor no larger than the extent, when the extent is known.
+int64_t clip(int64_t factor, int64_t extent) { return extent > 0 ? std::max<int64_t>(1, std::min(factor, extent)) : factor; }
+
+const StageInfo* output_of(const std::vector<StageInfo>& stages) {
+  for (const auto& s : stages)
+    if (s.kind == Kind::kOutput) return &s;
+  return nullptr;
+}
+
+bool is_reduction_like(Kind k) { return k == Kind::kReduction || k == Kind::kSoftmaxMax || k == Kind::kSoftmaxSum; }
+
+// Can stage `s` be computed per row of the output (row-wise fusion)?
+bool row_fusable(const StageInfo& s, const StageInfo* out) {
+  if (!out || out->rank < 2) return false;
+  if (is_reduction_like(s.kind)) return s.reduces_innermost && s.rank == out->rank - 1;
+  if (s.kind == Kind::kSoftmaxExp) return s.rank == out->rank;
+  return false;
+}
+
+void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, const StageInfo* out, int lanes,
+               std::vector<Directive>& ds) {
+  const int r = s.rank;
+  auto knob = [&](const char* n, int64_t def) {
+    auto it = k.find(n);
+    return it == k.end() ? def : it->second;
+  };
+  auto ext = [&](int i) { return i < static_cast<int>(s.extents.size()) ? s.extents[i] : 0; };
+  if (s.kind == Kind::kOutput) {
+    if (r == 0) return;
+    int64_t vec = lanes * knob("vec", 1);
+    if (r == 1) {
+      if (knob("par", 1)) {
+        ds.push_back(D("split", {a(0), "po", "pi"}, {clip(16384, ext(0))}));
+        ds.push_back(D("parallel", {"po"}));
+        ds.push_back(D("vectorize", {"pi"}, {clip(vec, ext(0))}));
+      } else {
+        ds.push_back(D("vectorize", {a(0)}, {clip(vec, ext(0))}));
+      }
+      return;
+    }
+    ds.push_back(D("vectorize", {a(r - 1)}, {clip(vec, ext(r - 1))}));
+    if (knob("par", 1)) {
+      if (r >= 3 && knob("fuse_outer", 0)) {
+        ds.push_back(D("fuse", {a(1), a(0), "pf"}));
+        ds.push_back(D("parallel", {"pf"}));
+      } else {
+        ds.push_back(D("parallel", {a(0)}));
+      }
+    }
+    return;
+  }
+  if (s.kind == Kind::kMatmul) {
+    int64_t tn = clip(lanes * knob("tn", 2), ext(r - 1)), tm = clip(knob("tm", 4), ext(r - 2));
+    ds.push_back(D("compute_root"));
+    ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(r - 1))}));
+    ds.push_back(D("parallel", {a(0)}));
+    ds.push_back(D("tile", {a(r - 1), a(r - 2), "no", "mo", "ni", "mi"}, {tn, tm}, 0));
+    std::vector<std::string> order = {"ni", "mi", "r0", "no", "mo"};
+    for (int i = r - 3; i >= 0; --i) order.push_back(a(i));
+    ds.push_back(D("reorder", order, {}, 0));
+    ds.push_back(D("vectorize", {"ni"}, {clip(lanes, tn)}, 0));
+    if (knob("unroll", 1)) ds.push_back(D("unroll", {"mi"}, {}, 0));
+    ds.push_back(D("parallel", {r > 2 ? a(0) : "mo"}, {}, 0));
+    return;
+  }
+  if (s.kind == Kind::kSoftmaxExp) {
+    int64_t mode = row_fusable(s, out) ? knob("fuse", 1) : 0;
+    if (mode == 2) {
+      ds.push_back(D("compute_inline"));
+      return;
+    }
+    if (mode == 1) ds.push_back(At("compute_at", "output", a(out->rank - 2)));
+    else ds.push_back(D("compute_root"));
+    if (r >= 1) ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(r - 1))}));
+    if (mode == 0 && r >= 2) ds.push_back(D("parallel", {a(0)}));
+    return;
+  }
+  if (is_reduction_like(s.kind)) {
+    if (row_fusable(s, out) && knob("fuse", 1)) {
+      ds.push_back(At("compute_at", "output", a(out->rank - 2)));
+      return;
+    }
+    ds.push_back(D("compute_root"));
+    if (r == 0) {
+      int64_t rf = knob("rfactor", 0);
+      if (rf > 0 && s.rvars == 1) ds.push_back(D("rfactor", {"r0", "u"}, {rf}));
+      return;
+    }
+    ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(r - 1))}));
+    if (r >= 2) ds.push_back(D("parallel", {a(0)}));
+    if (!s.reduces_innermost) {
+      std::vector<std::string> order = {a(r - 1)};
+      for (int i = 0; i < s.rvars; ++i) order.push_back("r" + std::to_string(i));
+      for (int i = r - 2; i >= 0; --i) order.push_back(a(i));
+      ds.push_back(D("reorder", order, {}, 0));
+      ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(r - 1))}, 0));
+    }
+    if (r >= 2) ds.push_back(D("parallel", {a(0)}, {}, 0));
+  }
+}
+
+void gpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, std::vector<Directive>& ds) {
+  const int r = s.rank;
+  auto knob = [&](const char* n, int64_t def) {
+    auto it = k.find(n);
+    return it == k.end() ? def : it->second;
+  };
+  if (s.kind != Kind::kOutput) ds.push_back(D("compute_root"));
+  int defs = s.rvars > 0 ? 2 : 1;  // the pure definition and the update
+  for (int u = -1; u < defs - 1; ++u) {
+    if (r == 0) {
+      ds.push_back(D("gpu_single_thread", {}, {}, u));
+    } else if (r == 1) {
+      ds.push_back(D("gpu_tile", {a(0), "bx", "tx"}, {knob("tx", 64) * knob("ty", 4)}, u));
+    } else {
+      ds.push_back(D("gpu_tile", {a(r - 1), a(r - 2), "bx", "by", "tx", "ty"}, {knob("tx", 32), knob("ty", 8)}, u));
+    }
+  }
+}
+
+}  // namespace
+
+int vector_lanes(const Profile& p) { return std::max(4, p.vector_bits / 32); }
+
+KnobSpace knob_space(const std::vector<StageInfo>& stages, const Profile& p) {
+  KnobSpace ks;
+  const StageInfo* out = output_of(stages);
+  for (const auto& s : stages) {
+    if (s.kind == Kind::kInput) continue;
+    auto& m = ks[s.name];
+    if (p.is_gpu()) {
+      if (s.rank >= 1) {
+        m["tx"] = {8, 16, 32, 64};
+        m["ty"] = {1, 2, 4, 8, 16};
+      }
+      continue;
+    }
+    switch (s.kind) {
+      case Kind::kOutput:
+        if (s.rank >= 1) m["vec"] = {1, 2};
+        if (s.rank >= 1) m["par"] = {0, 1};
+        if (s.rank >= 3) m["fuse_outer"] = {0, 1};
+        break;
+      case Kind::kMatmul:
+        m["tn"] = {1, 2, 3, 4};
+        m["tm"] = {1, 2, 4, 6, 8, 12, 16};
+        m["unroll"] = {0, 1};
+        break;
+      case Kind::kSoftmaxExp:
+        if (row_fusable(s, out)) m["fuse"] = {0, 1, 2};
+        break;
+      default:
+        if (row_fusable(s, out)) m["fuse"] = {0, 1};
+        if (s.rank == 0 && s.rvars == 1) m["rfactor"] = {0, 256, 4096};
+        break;
+    }
+    if (m.empty()) ks.erase(s.name);
+  }
+  return ks;
+}
+
+Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p) {
+  Knobs k;
+  for (const auto& s : stages) {
+    if (s.kind == Kind::kInput) continue;
+    if (p.is_gpu()) {
+      if (s.rank >= 1) k[s.name] = {{"tx", 32}, {"ty", 8}};
+      continue;
+    }
+    // The default schedule keeps everything at root (no row fusion); the
+    // tuner explores fusion.
+    if (s.kind == Kind::kMatmul) k[s.name] = {{"tn", 2}, {"tm", 4}, {"unroll", 1}};
+    else if (s.kind == Kind::kOutput) k[s.name] = {{"vec", 1}, {"par", 1}};
+    else k[s.name] = {{"fuse", 0}};
+  }
+  return k;
+}
+
+Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p) {
+  Schedule sched;
+  const StageInfo* out = output_of(stages);
+  const int lanes = vector_lanes(p);
+  static const std::map<std::string, int64_t> kNone;
+  for (const auto& s : stages) {
+    if (s.kind == Kind::kInput) continue;
+    auto it = k.find(s.name);
+    const auto& knobs = it == k.end() ? kNone : it->second;
+    std::vector<Directive> ds;
+    if (p.is_gpu()) gpu_stage(s, knobs, ds);
+    else cpu_stage(s, knobs, out, lanes, ds);
+    if (!ds.empty()) sched.stages[s.name] = ds;
+  }
+  return sched;
+}
+
+}  // namespace mlk

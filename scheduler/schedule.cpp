@@ -1,0 +1,192 @@
+#include "scheduler/schedule.h"
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "lang/sha256.h"
+
+namespace mlk {
+
+using nlohmann::json;
+
+std::string Schedule::to_json() const {
+  json j = json::object();
+  j["version"] = 1;
+  json st = json::object();
+  for (const auto& [name, ds] : stages) {
+    json arr = json::array();
+    for (const auto& d : ds) {
+      json x = json::object();
+      x["op"] = d.op;
+      if (!d.vars.empty()) x["vars"] = d.vars;
+      if (!d.factors.empty()) x["factors"] = d.factors;
+      if (!d.at_stage.empty()) x["at_stage"] = d.at_stage;
+      if (!d.at_var.empty()) x["at_var"] = d.at_var;
+      if (d.update >= 0) x["update"] = d.update;
+      arr.push_back(x);
+    }
+    st[name] = arr;
+  }
+  j["stages"] = st;
+  return j.dump(2);
+}
+
+Expected<Schedule> Schedule::from_json(const std::string& text) {
+  Schedule s;
+  try {
+    json j = json::parse(text);
+    if (!j.is_object()) return Status::InvalidArgument("schedule: the top level must be an object");
+    for (const auto& [k, v] : j.items())
+      if (k != "version" && k != "stages") return Status::InvalidArgument("schedule: unknown field \"" + k + "\"");
+    if (j.value("version", 1) != 1) return Status::InvalidArgument("schedule: unsupported version");
+    if (!j.contains("stages") || !j["stages"].is_object())
+      return Status::InvalidArgument("schedule: \"stages\" must be an object of stage name -> directive list");
+    for (const auto& [name, arr] : j["stages"].items()) {
+      if (!arr.is_array()) return Status::InvalidArgument("schedule: stage `" + name + "` must map to a list");
+      int i = 0;
+      for (const auto& x : arr) {
+        std::string where = "schedule: stage `" + name + "` directive " + std::to_string(i++);
+        if (!x.is_object() || !x.contains("op") || !x["op"].is_string())
+          return Status::InvalidArgument(where + ": needs a string \"op\"");
+        for (const auto& [k, v] : x.items())
+          if (k != "op" && k != "vars" && k != "factors" && k != "at_stage" && k != "at_var" && k != "update")
+            return Status::InvalidArgument(where + ": unknown field \"" + k + "\"");
+        Directive d;
+        d.op = x["op"];
+        d.vars = x.value("vars", std::vector<std::string>{});
+        d.factors = x.value("factors", std::vector<int64_t>{});
+        d.at_stage = x.value("at_stage", "");
+        d.at_var = x.value("at_var", "");
+        d.update = x.value("update", -1);
+        s.stages[name].push_back(d);
+      }
+    }
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(std::string("schedule: ") + e.what());
+  }
+  return s;
+}
+
+std::string Schedule::hash() const { return sha256_hex(to_json()); }
+
+namespace {
+
+struct OpSpec {
+  int vars;     // -1: any number >= 1
+  int factors;  // -1: 0 or 1
+  bool at;      // needs at_stage/at_var
+  bool gpu;
+};
+
+const std::map<std::string, OpSpec>& op_specs() {
+  static const std::map<std::string, OpSpec> m = {
+      {"split", {3, 1, false, false}},        {"tile", {6, 2, false, false}},
+      {"fuse", {3, 0, false, false}},         {"reorder", {-1, 0, false, false}},
+      {"vectorize", {1, -1, false, false}},   {"unroll", {1, -1, false, false}},
+      {"parallel", {1, 0, false, false}},     {"compute_root", {0, 0, false, false}},
+      {"compute_inline", {0, 0, false, false}}, {"store_root", {0, 0, false, false}},
+      {"compute_at", {0, 0, true, false}},    {"store_at", {0, 0, true, false}},
+      {"rfactor", {2, 1, false, false}},      {"gpu_blocks", {-1, 0, false, true}},
+      {"gpu_threads", {-1, 0, false, true}},  {"gpu_single_thread", {0, 0, false, true}},
+      {"gpu_tile", {-1, -2, false, true}},    {"stage_shared", {0, 0, true, true}},
+  };
+  return m;
+}
+
+std::string describe(const Directive& d, size_t i) {
+  std::string s = "directive " + std::to_string(i) + " `" + d.op + "(";
+  for (size_t k = 0; k < d.vars.size(); ++k) s += (k ? ", " : "") + d.vars[k];
+  for (int64_t f : d.factors) s += ", " + std::to_string(f);
+  return s + ")`";
+}
+
+}  // namespace
+
+Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages, bool gpu) {
+  std::map<std::string, std::set<std::string>> vars;  // known variable names per stage
+  std::map<std::string, const StageInfo*> by_name;
+  for (const auto& st : stages) {
+    by_name[st.name] = &st;
+    for (int i = 0; i < st.rank; ++i) vars[st.name].insert("a" + std::to_string(i));
+    for (int i = 0; i < st.rvars; ++i) vars[st.name].insert("r" + std::to_string(i));
+  }
+  // Pass 1: names introduced by each stage's directives.
+  for (const auto& [name, ds] : s.stages) {
+    if (!by_name.count(name)) {
+      std::string known;
+      for (const auto& st : stages) known += (known.empty() ? "" : ", ") + st.name;
+      return Status::InvalidArgument("schedule: unknown stage `" + name + "` (stages: " + known + ")");
+    }
+    for (size_t i = 0; i < ds.size(); ++i) {
+      const Directive& d = ds[i];
+      std::string where = "schedule: stage `" + name + "` " + describe(d, i);
+      auto it = op_specs().find(d.op);
+      if (it == op_specs().end()) return Status::InvalidArgument(where + ": unknown directive `" + d.op + "`");
+      const OpSpec& spec = it->second;
+      if (spec.gpu && !gpu) return Status::InvalidArgument(where + ": a GPU directive, but the target profile is a CPU profile");
+      bool nvars_ok = spec.vars == -1 ? !d.vars.empty()
+                                      : static_cast<int>(d.vars.size()) == spec.vars;
+      if (d.op == "gpu_tile") nvars_ok = d.vars.size() == 3 || d.vars.size() == 6;
+      if (!nvars_ok) return Status::InvalidArgument(where + ": wrong number of variables");
+      size_t want_f = spec.factors >= 0 ? static_cast<size_t>(spec.factors) : d.op == "gpu_tile" ? d.vars.size() / 3 : d.factors.size();
+      if (d.factors.size() != want_f || (spec.factors == -1 && d.factors.size() > 1))
+        return Status::InvalidArgument(where + ": wrong number of factors");
+      for (int64_t f : d.factors)
+        if (f < 1 || f > 65536) return Status::InvalidArgument(where + ": factor " + std::to_string(f) + " must be in [1, 65536]");
+      if (spec.at && (d.at_stage.empty() || d.at_var.empty()))
+        return Status::InvalidArgument(where + ": needs at_stage and at_var");
+      if (d.update >= 0 && d.update >= (by_name[name]->rvars > 0 ? 1 : 0))
+        return Status::InvalidArgument(where + ": stage has no update definition " + std::to_string(d.update));
+      // Variables read must exist; names introduced are added.
+      auto need = [&](const std::string& v) -> Status {
+        if (!vars[name].count(v))
+          return Status::InvalidArgument(where + ": unknown variable `" + v + "` of stage `" + name + "`");
+        return Status::Ok();
+      };
+      if (d.op == "split") {
+        MLK_RETURN_IF_ERROR(need(d.vars[0]));
+        vars[name].insert(d.vars[1]);
+        vars[name].insert(d.vars[2]);
+      } else if (d.op == "tile" || (d.op == "gpu_tile" && d.vars.size() == 6)) {
+        MLK_RETURN_IF_ERROR(need(d.vars[0]));
+        MLK_RETURN_IF_ERROR(need(d.vars[1]));
+        for (int k = 2; k < 6; ++k) vars[name].insert(d.vars[k]);
+      } else if (d.op == "gpu_tile") {
+        MLK_RETURN_IF_ERROR(need(d.vars[0]));
+        vars[name].insert(d.vars[1]);
+        vars[name].insert(d.vars[2]);
+      } else if (d.op == "fuse") {
+        MLK_RETURN_IF_ERROR(need(d.vars[0]));
+        MLK_RETURN_IF_ERROR(need(d.vars[1]));
+        vars[name].insert(d.vars[2]);
+      } else if (d.op == "rfactor") {
+        MLK_RETURN_IF_ERROR(need(d.vars[0]));
+        if (d.vars[0].empty() || d.vars[0][0] != 'r')
+          return Status::InvalidArgument(where + ": rfactor needs a reduction variable (r0, r1, ...)");
+      } else {
+        for (const auto& v : d.vars) MLK_RETURN_IF_ERROR(need(v));
+      }
+    }
+  }
+  // Pass 2: compute_at / store_at / stage_shared targets.
+  for (const auto& [name, ds] : s.stages)
+    for (size_t i = 0; i < ds.size(); ++i) {
+      const Directive& d = ds[i];
+      if (!op_specs().at(d.op).at) continue;
+      std::string where = "schedule: stage `" + name + "` " + describe(d, i);
+      if (d.op == "stage_shared") {
+        if (!by_name.count(d.at_stage) || by_name[d.at_stage]->kind != StageInfo::Kind::kInput)
+          return Status::InvalidArgument(where + ": `" + d.at_stage + "` is not an input stage (load_<param>)");
+        if (!vars[name].count(d.at_var))
+          return Status::InvalidArgument(where + ": unknown variable `" + d.at_var + "` of stage `" + name + "`");
+        continue;
+      }
+      if (!by_name.count(d.at_stage)) return Status::InvalidArgument(where + ": unknown stage `" + d.at_stage + "`");
+      if (d.at_stage == name) return Status::InvalidArgument(where + ": a stage cannot be computed at itself");
+      if (!vars[d.at_stage].count(d.at_var))
+        return Status::InvalidArgument(where + ": stage `" + d.at_stage + "` has no variable `" + d.at_var + "`");
+    }
+  return Status::Ok();
+}
+
+}  // namespace mlk

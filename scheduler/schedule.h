@@ -1,0 +1,80 @@
+// A Schedule is plain data: per stage, an ordered list of directives, each a
+// Halide scheduling call by name. It serialises to JSON, hashes stably, and
+// is turned into Halide calls by exactly one applier (apply_schedule.cpp).
+//
+// Stage names come from the lowering ("matmul0", "reduction1", "softmax_max0",
+// "output", ...; see StageInfo). Variable names: a0..a{r-1} are a stage's
+// pure variables by .tl axis (a0 outermost), r0.. its reduction variables;
+// split/tile/fuse/rfactor introduce the names they are given.
+//
+// Directives (fields used):
+//   split      vars=[v, outer, inner] factors=[f]
+//   tile       vars=[x, y, xo, yo, xi, yi] factors=[fx, fy]
+//   fuse       vars=[inner, outer, fused]
+//   reorder    vars=[innermost, ..., outermost]
+//   vectorize  vars=[v] factors=[f]?     unroll vars=[v] factors=[f]?
+//   parallel   vars=[v]
+//   compute_root | compute_inline | store_root
+//   compute_at / store_at   at_stage, at_var
+//   rfactor    vars=[r, u] factors=[f]: split r by f and compute the partial
+//              reductions over the outer part in a new stage "<stage>_rf",
+//              parallel over u
+//   gpu_blocks vars=[..]   gpu_threads vars=[..]   gpu_single_thread
+//   gpu_tile   vars=[x, y, xo, yo, xi, yi] factors=[fx, fy] (or [x, xo, xi], [f])
+//   stage_shared at_stage=<input stage, e.g. "load_a"> at_var=<block var>:
+//              stage that input tile in GPU shared memory per block
+// `update` >= 0 applies the directive to that update definition.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lang/status.h"
+
+namespace mlk {
+
+struct Directive {
+  std::string op;
+  std::vector<std::string> vars;
+  std::vector<int64_t> factors;
+  std::string at_stage, at_var;
+  int update = -1;  // -1: the pure definition
+
+  bool operator==(const Directive& o) const {
+    return op == o.op && vars == o.vars && factors == o.factors && at_stage == o.at_stage && at_var == o.at_var &&
+           update == o.update;
+  }
+};
+
+struct Schedule {
+  // Stage name -> directives in application order. Stages not listed are
+  // left to Halide's default (inlined).
+  std::map<std::string, std::vector<Directive>> stages;
+
+  std::string to_json() const;  // canonical: keys sorted, stable across runs
+  static Expected<Schedule> from_json(const std::string& text);
+  std::string hash() const;     // sha256 of to_json()
+  bool operator==(const Schedule& o) const { return stages == o.stages; }
+};
+
+// What a schedule may refer to, known without Halide: one entry per stage of a
+// lowered function.
+struct StageInfo {
+  enum class Kind { kReduction, kMatmul, kSoftmaxMax, kSoftmaxExp, kSoftmaxSum, kOutput, kInput };
+  std::string name;
+  Kind kind;
+  int rank = 0;                     // pure variables a0..a{rank-1}
+  int rvars = 0;                    // reduction variables r0..
+  bool reduces_innermost = false;   // its reduction runs along the input's innermost axis
+  std::vector<int64_t> extents;     // estimate of each pure extent (.tl order), 0 if unknown
+  std::vector<int64_t> rextents;    // estimate of each reduction extent
+};
+
+// Checks a schedule against the stages before any Halide call: known stages,
+// known (or introduced) variables, positive factors, GPU directives only on
+// GPU profiles. Errors name the stage and the directive.
+Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages, bool gpu);
+
+}  // namespace mlk

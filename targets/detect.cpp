@@ -1,0 +1,133 @@
+#include "targets/detect.h"
+
+#include <cpuid.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace mlk {
+
+bool CpuInfo::has(const std::string& f) const { return std::find(features.begin(), features.end(), f) != features.end(); }
+
+namespace {
+
+uint64_t xgetbv0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+}  // namespace
+
+CpuInfo detect_cpu() {
+  CpuInfo info;
+  info.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return info;
+  auto add = [&](bool present, const char* name) {
+    if (present) info.features.push_back(name);
+  };
+  bool osxsave = c & (1u << 27);
+  uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+  bool os_avx = (xcr0 & 0x6) == 0x6;
+  bool os_avx512 = (xcr0 & 0xE6) == 0xE6;
+  bool os_amx = (xcr0 & 0x60000) == 0x60000;
+  add(c & (1u << 19), "sse41");
+  add(os_avx && (c & (1u << 28)), "avx");
+  add(os_avx && (c & (1u << 12)), "fma");
+  add(os_avx && (c & (1u << 29)), "f16c");
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    add(os_avx && (b & (1u << 5)), "avx2");
+    add(os_avx512 && (b & (1u << 16)), "avx512f");
+    add(os_avx512 && (b & (1u << 17)), "avx512dq");
+    add(os_avx512 && (b & (1u << 28)), "avx512cd");
+    add(os_avx512 && (b & (1u << 30)), "avx512bw");
+    add(os_avx512 && (b & (1u << 31)), "avx512vl");
+    add(os_avx512 && (c & (1u << 11)), "avx512vnni");
+    add(os_avx512 && (d & (1u << 23)), "avx512fp16");
+    add(os_amx && (d & (1u << 24)), "amx_tile");
+    add(os_amx && (d & (1u << 22)), "amx_bf16");
+    add(os_amx && (d & (1u << 25)), "amx_int8");
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) add(os_avx512 && (a & (1u << 5)), "avx512bf16");
+  return info;
+}
+
+CudaInfo detect_cuda() {
+  CudaInfo info;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    info.why_not = "no CUDA driver (libcuda.so.1 not found)";
+    return info;
+  }
+  using InitFn = int (*)(unsigned);
+  using CountFn = int (*)(int*);
+  using GetFn = int (*)(int*, int);
+  using AttrFn = int (*)(int*, int, int);
+  using NameFn = int (*)(char*, int, int);
+  auto init = reinterpret_cast<InitFn>(dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
+  auto get = reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet"));
+  auto attr = reinterpret_cast<AttrFn>(dlsym(lib, "cuDeviceGetAttribute"));
+  auto name = reinterpret_cast<NameFn>(dlsym(lib, "cuDeviceGetName"));
+  if (!init || !count || !get || !attr || !name) {
+    info.why_not = "the CUDA driver lacks the device API";
+    return info;
+  }
+  info.driver_loaded = true;
+  int rc = init(0);
+  int n = 0;
+  if (rc != 0 || count(&n) != 0 || n == 0) {
+    info.why_not = rc != 0 ? "cuInit failed with error " + std::to_string(rc) : "no CUDA device";
+    return info;
+  }
+  for (int i = 0; i < n; ++i) {
+    int dev = 0;
+    if (get(&dev, i) != 0) continue;
+    CudaDevice d;
+    int major = 0, minor = 0;
+    attr(&major, 75, dev);  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+    attr(&minor, 76, dev);  // ..._MINOR
+    attr(&d.sm_count, 16, dev);  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    d.compute_capability = major * 10 + minor;
+    char buf[256] = {0};
+    name(buf, sizeof buf - 1, dev);
+    d.name = buf;
+    info.devices.push_back(d);
+  }
+  return info;
+}
+
+Runnable can_run(const Profile& p, const CpuInfo& cpu, const CudaInfo& cuda) {
+  if (p.is_gpu()) {
+    if (cuda.devices.empty()) return {false, cuda.why_not.empty() ? "no CUDA device" : cuda.why_not};
+    for (const auto& d : cuda.devices)
+      if (d.compute_capability >= p.compute_capability) return {true, "on " + d.name};
+    return {false, "no device of compute capability >= " + std::to_string(p.compute_capability / 10) + "." +
+                       std::to_string(p.compute_capability % 10)};
+  }
+  std::string missing;
+  for (const auto& f : p.features)
+    if (!cpu.has(f)) missing += (missing.empty() ? "" : ", ") + f;
+  if (!missing.empty()) return {false, "CPU lacks " + missing};
+  return {true, ""};
+}
+
+Profile host_profile() {
+  auto base = find_profile("host");
+  MLK_CHECK(base.ok(), "the embedded host profile is missing");
+  Profile p = *base;
+  CpuInfo cpu = detect_cpu();
+  p.features = cpu.features;
+  p.cores = cpu.cores;
+  p.vector_bits = cpu.has("avx512f") ? 512 : cpu.has("avx2") ? 256 : 128;
+  return p;
+}
+
+Expected<Profile> resolve_profile(const std::string& name) {
+  if (name == "host") return host_profile();
+  return find_profile(name);
+}
+
+}  // namespace mlk

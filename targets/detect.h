@@ -1,0 +1,47 @@
+// What this machine can run: CPU features through cpuid, CUDA devices
+// through the driver API loaded at run time (dlopen of libcuda.so.1; mlk has
+// no link-time dependency on the driver).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "targets/profile.h"
+
+namespace mlk {
+
+struct CpuInfo {
+  std::vector<std::string> features;  // cpuid names as in profiles: "avx2", "avx512f", ...
+  int cores = 0;
+  bool has(const std::string& f) const;
+};
+
+struct CudaDevice {
+  std::string name;
+  int compute_capability = 0;  // major * 10 + minor
+  int sm_count = 0;
+};
+
+struct CudaInfo {
+  bool driver_loaded = false;
+  std::string why_not;  // when no driver or no device
+  std::vector<CudaDevice> devices;
+};
+
+CpuInfo detect_cpu();
+CudaInfo detect_cuda();
+
+// Whether `p` can run here, and if not, why ("missing avx512f, avx512bw").
+struct Runnable {
+  bool ok = false;
+  std::string reason;
+};
+Runnable can_run(const Profile& p, const CpuInfo& cpu, const CudaInfo& cuda);
+
+// The `host` profile made concrete: the detected features, vector width and
+// cores of this machine.
+Profile host_profile();
+// `name`, with `host` resolved by host_profile().
+Expected<Profile> resolve_profile(const std::string& name);
+
+}  // namespace mlk
