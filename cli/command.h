@@ -16,7 +16,9 @@ struct Command {
 
 const std::vector<Command>& commands();
 
+int run_build(const std::vector<std::string>& args);
 int run_check(const std::vector<std::string>& args);
+int run_targets(const std::vector<std::string>& args);
 int run_run(const std::vector<std::string>& args);
 int run_version(const std::vector<std::string>& args);
 

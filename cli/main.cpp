@@ -41,6 +41,30 @@ const char* kRunUsage =
     "and its refinements; a mismatch names the parameter, axis and symbol. Exit status\n"
     "0 on success, 1 on a bad program or input, 2 on bad usage.\n";
 
+const char* kBuildUsage =
+    "usage: mlk build FILE.tl [--fn NAME] --target PROFILE [--dims N=V,...] [--schedule S.json] -o DIR\n"
+    "\n"
+    "Compiles fn NAME ahead of time for a target capability profile into DIR:\n"
+    "  libNAME.so        the kernel, exporting the C ABI entry mlk_NAME (see mlk_abi.h)\n"
+    "  NAME_halide.h     Halide's declaration of the inner entry point\n"
+    "  mlk_abi.h         the C ABI: mlk_tensor_t, dtype codes, error codes\n"
+    "  NAME.ptx          CUDA profiles: the PTX (and NAME.cubin where ptxas exists)\n"
+    "  manifest.json     signature, profile and required capabilities, schedule,\n"
+    "                    toolchain versions, sha256 of every file, ptxas report\n"
+    "\n"
+    "  --target PROFILE  one of `mlk targets` (host, cpu_avx2, cpu_avx512, cpu_avx512_spr,\n"
+    "                    cuda_sm80, cuda_sm90); CUDA profiles build without a GPU\n"
+    "  --dims N=V,...    the shape the schedule is made for (default: the fn's first\n"
+    "                    `tune` bucket); the kernel still runs on every valid shape\n"
+    "  --schedule FILE   a schedule (JSON, see docs/schedules.md) instead of the default\n";
+
+const char* kTargetsUsage =
+    "usage: mlk targets\n"
+    "\n"
+    "Lists the target capability profiles, whether each can run on this machine\n"
+    "(and why not), and what was detected: CPU features by cpuid, CUDA devices\n"
+    "through the driver (loaded at run time; none is needed to build).\n";
+
 const char* kVersionUsage =
     "usage: mlk version\n"
     "\n"
@@ -51,8 +75,10 @@ const char* kVersionUsage =
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
+      {"build", "compile a fn for a target profile into an artifact directory", kBuildUsage, run_build},
       {"check", "type-check .tl programs and print diagnostics", kCheckUsage, run_check},
       {"run", "compute a fn on safetensors inputs (Halide JIT or --reference)", kRunUsage, run_run},
+      {"targets", "list target profiles and what this machine can run", kTargetsUsage, run_targets},
       {"version", "print mlk, Halide, LLVM and CUDA toolkit versions", kVersionUsage, run_version},
   };
   return cmds;

@@ -100,18 +100,16 @@ CudaInfo detect_cuda() {
 }
 
 Runnable can_run(const Profile& p, const CpuInfo& cpu, const CudaInfo& cuda) {
-  if (p.is_gpu()) {
-    if (cuda.devices.empty()) return {false, cuda.why_not.empty() ? "no CUDA device" : cuda.why_not};
-    for (const auto& d : cuda.devices)
-      if (d.compute_capability >= p.compute_capability) return {true, "on " + d.name};
-    return {false, "no device of compute capability >= " + std::to_string(p.compute_capability / 10) + "." +
-                       std::to_string(p.compute_capability % 10)};
-  }
   std::string missing;
-  for (const auto& f : p.features)
+  for (const auto& f : p.is_gpu() ? p.host_features : p.features)
     if (!cpu.has(f)) missing += (missing.empty() ? "" : ", ") + f;
   if (!missing.empty()) return {false, "CPU lacks " + missing};
-  return {true, ""};
+  if (!p.is_gpu()) return {true, ""};
+  if (cuda.devices.empty()) return {false, cuda.why_not.empty() ? "no CUDA device" : cuda.why_not};
+  for (const auto& d : cuda.devices)
+    if (d.compute_capability >= p.compute_capability) return {true, "on " + d.name};
+  return {false, "no device of compute capability >= " + std::to_string(p.compute_capability / 10) + "." +
+                     std::to_string(p.compute_capability % 10)};
 }
 
 Profile host_profile() {

@@ -31,6 +31,7 @@ Expected<Profile> parse_profile(const std::string& text, const std::string& wher
     } else if (p.kind == "cuda") {
       p.compute_capability = j.at("compute_capability").get<int>();
       p.ptx_arch = j.at("ptx_arch").get<std::string>();
+      p.host_features = j.at("host_features").get<std::vector<std::string>>();
       p.sm_count = j.at("sm_count").get<int>();
       p.shared_mem_per_block = j.at("shared_mem_per_block").get<int>();
       p.shared_mem_per_sm = j.at("shared_mem_per_sm").get<int>();

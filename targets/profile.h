@@ -24,6 +24,7 @@ struct Profile {
   int l1_kib = 0, l2_kib = 0, l3_kib = 0;
   int compute_capability = 0;          // cuda, e.g. 90
   std::string ptx_arch;                // cuda, e.g. "sm_90"
+  std::vector<std::string> host_features;  // cuda: CPU features its host code needs
   int sm_count = 0, shared_mem_per_block = 0, shared_mem_per_sm = 0, registers_per_sm = 0;
   int max_threads_per_block = 0, warp_size = 0;
   std::string json;                    // the profile file as embedded

@@ -1,0 +1,121 @@
+// `mlk build`: one function, one target profile -> an artifact directory.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "lang/frontend.h"
+#include "targets/artifact.h"
+#include "targets/detect.h"
+
+namespace mlk::cli {
+
+namespace {
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "mlk build: %s\n", s.message().c_str());
+  return s.exit_code();
+}
+
+}  // namespace
+
+int run_build(const std::vector<std::string>& args) {
+  const Command& self = command("build");
+  std::string file, fn, target, schedule_path, out_dir;
+  std::map<std::string, int64_t> dims;
+  ArgReader r(args);
+  while (!r.done()) {
+    std::string a = r.next();
+    if (a == "--fn" || a == "--target" || a == "--schedule" || a == "-o" || a == "--out" || a == "--dims") {
+      auto v = r.value();
+      if (!v.ok()) return usage_error(self, v.status().message());
+      if (a == "--fn") fn = *v;
+      else if (a == "--target") target = *v;
+      else if (a == "--schedule") schedule_path = *v;
+      else if (a == "--dims") {
+        auto d = parse_dims(*v);
+        if (!d.ok()) return usage_error(self, d.status().message());
+        dims = *d;
+      } else out_dir = *v;
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error(self, "unknown option `" + a + "`");
+    } else if (file.empty()) {
+      file = a;
+    } else {
+      return usage_error(self, "unexpected argument `" + a + "`");
+    }
+  }
+  if (file.empty()) return usage_error(self, "no input file");
+  if (target.empty()) return usage_error(self, "--target PROFILE is required (see `mlk targets`)");
+  if (out_dir.empty()) return usage_error(self, "-o DIR is required");
+  auto profile = resolve_profile(target);
+  if (!profile.ok()) return fail(profile.status());
+  auto fe = compile_file(file);
+  if (!fe.ok()) return fail(fe.status());
+  if (!fe->ok()) {
+    std::fputs(fe->rendered().c_str(), stderr);
+    return 1;
+  }
+  if (fn.empty()) {
+    std::vector<std::string> pub;
+    for (const auto& f : fe->module.functions)
+      if (f.is_public) pub.push_back(f.name);
+    if (pub.size() != 1) return usage_error(self, "--fn NAME is required: " + file + " has " + std::to_string(pub.size()) + " public fns");
+    fn = pub[0];
+  }
+  if (dims.empty())
+    for (const auto& b : fe->module.tunes)
+      if (b.function == fn) {
+        dims = b.dims;  // the first tuning bucket as the shape estimate
+        break;
+      }
+  BuildRequest req;
+  req.module = &fe->module;
+  req.fn = fn;
+  req.source_path = file;
+  req.profile = *profile;
+  req.dims = dims;
+  req.out_dir = out_dir;
+  if (!schedule_path.empty()) {
+    std::ifstream in(schedule_path);
+    if (!in) return fail(Status::IOError("cannot read " + schedule_path));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto s = Schedule::from_json(ss.str());
+    if (!s.ok()) return fail(Status::InvalidArgument(schedule_path + ": " + s.status().message()));
+    req.schedule = *s;
+  }
+  auto res = build_artifact(req);
+  if (!res.ok()) return fail(res.status());
+  std::printf("built %s for %s: %s", res->dir.c_str(), profile->name.c_str(), res->library.c_str());
+  if (!res->ptxas_status.empty()) std::printf(" (ptxas: %s)", res->ptxas_status.c_str());
+  std::printf("\n");
+  return 0;
+}
+
+int run_targets(const std::vector<std::string>& args) {
+  if (!args.empty()) return usage_error(command("targets"), "takes no arguments");
+  CpuInfo cpu = detect_cpu();
+  CudaInfo cuda = detect_cuda();
+  std::printf("%-16s %-5s %-4s %s\n", "PROFILE", "KIND", "RUNS", "DETAILS");
+  for (const Profile& p : all_profiles()) {
+    Profile shown = p.name == "host" ? host_profile() : p;
+    Runnable rn = can_run(shown, cpu, cuda);
+    std::string detail = shown.is_gpu() ? "sm_" + std::to_string(shown.compute_capability) + ", " +
+                                              std::to_string(shown.sm_count) + " SMs, " + shown.halide_target
+                                        : std::to_string(shown.vector_bits) + "-bit vectors, " + shown.halide_target;
+    std::printf("%-16s %-5s %-4s %s%s\n", shown.name.c_str(), shown.kind.c_str(), rn.ok ? "yes" : "no",
+                detail.c_str(), rn.reason.empty() ? "" : ("; " + rn.reason).c_str());
+  }
+  std::string feats;
+  for (const auto& f : cpu.features) feats += (feats.empty() ? "" : " ") + f;
+  std::printf("\nthis machine: %d cores; CPU features: %s\n", cpu.cores, feats.c_str());
+  if (cuda.devices.empty()) std::printf("CUDA: %s\n", cuda.why_not.c_str());
+  for (const auto& d : cuda.devices)
+    std::printf("CUDA device: %s, compute capability %d.%d, %d SMs\n", d.name.c_str(), d.compute_capability / 10,
+                d.compute_capability % 10, d.sm_count);
+  return 0;
+}
+
+}  // namespace mlk::cli

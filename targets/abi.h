@@ -1,0 +1,56 @@
+/* mlk_abi.h: the stable C ABI of mlk kernel artifacts (version 1).
+ *
+ * Each public .tl function NAME is exported as
+ *   int mlk_NAME(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out,
+ *                const int64_t* dims, int32_t ndims);
+ * args are the parameters in order; out must be allocated by the caller with
+ * the result's shape; dims holds the values of the dimensions no parameter
+ * binds, in the order manifest.json lists them ("unbound_dims"). Shapes and
+ * strides count elements, outermost axis first (row-major order); strides may
+ * be NULL for a contiguous row-major tensor. The entry checks counts, dtypes,
+ * ranks and int32 extents; the caller (the mlk runtime) checks the shapes
+ * against the signature before calling.
+ * Returns MLK_OK (0), a negative MLK_ERR_* code, or a positive Halide error
+ * code; mlk_last_error() describes the last failure of this thread.
+ */
+#ifndef MLK_ABI_H
+#define MLK_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MLK_ABI_VERSION 1
+
+typedef enum mlk_dtype {
+  MLK_F16 = 0, MLK_BF16 = 1, MLK_F32 = 2, MLK_F64 = 3, MLK_I8 = 4,
+  MLK_I16 = 5, MLK_I32 = 6, MLK_I64 = 7, MLK_U8 = 8, MLK_BOOL = 9
+} mlk_dtype_t;
+
+typedef struct mlk_tensor {
+  void* data;
+  int32_t dtype;          /* mlk_dtype_t */
+  int32_t rank;
+  const int64_t* shape;   /* rank extents */
+  const int64_t* strides; /* rank strides in elements, or NULL */
+} mlk_tensor_t;
+
+enum {
+  MLK_OK = 0,
+  MLK_ERR_NARGS = -1,
+  MLK_ERR_DTYPE = -2,
+  MLK_ERR_RANK = -3,
+  MLK_ERR_EXTENT = -4,
+  MLK_ERR_NULL = -5
+};
+
+int mlk_abi_version(void);
+const char* mlk_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLK_ABI_H */

@@ -1,0 +1,42 @@
+// `mlk build`: a (function, profile, schedule) turned into an artifact
+// directory: a shared library with a stable C ABI entry, its header, the PTX
+// for CUDA profiles, and manifest.json. See docs/artifacts.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lang/bind.h"
+#include "lang/ir.h"
+#include "lang/status.h"
+#include "scheduler/schedule.h"
+#include "targets/profile.h"
+
+namespace mlk {
+
+struct BuildRequest {
+  const ir::Module* module = nullptr;
+  std::string fn;
+  std::string source_path;         // recorded in the manifest
+  Profile profile;                 // resolved (host made concrete)
+  DimEnv dims;                     // shape estimates the schedule was made for
+  std::optional<Schedule> schedule;  // default: the rules' default schedule
+  std::string out_dir;
+};
+
+struct BuildResult {
+  std::string dir;
+  std::string library;             // path of lib<fn>.so
+  std::string manifest_json;
+  Schedule schedule;
+  std::vector<std::string> files;  // relative to dir
+  std::string ptxas_status;        // "assembled for sm_90", "skipped: ...", or "" for CPU
+};
+
+Expected<BuildResult> build_artifact(const BuildRequest& req);
+
+// The C ABI header every artifact ships (also written as mlk_abi.h).
+const char* abi_header_text();
+
+}  // namespace mlk

@@ -1,0 +1,222 @@
+// mlk build artifacts: CPU libraries loaded with dlopen and run through the C
+// ABI against the interpreter; CUDA artifacts built without a GPU and their
+// PTX assembled by ptxas; illegal schedules refused with clear errors.
+#include <dlfcn.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "lang/compare.h"
+#include "lang/frontend.h"
+#include "lang/interpreter.h"
+#include "lang/sha256.h"
+#include "scheduler/rules.h"
+#include "targets/abi.h"
+#include "targets/artifact.h"
+#include "targets/detect.h"
+#include "targets/toolchain.h"
+
+namespace mlk {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+ir::Module load(const std::string& example) {
+  auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/" + example);
+  EXPECT_TRUE(fe.ok() && fe->ok());
+  return fe->module;
+}
+
+std::string tmpdir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("mlk_artifact_test_" + std::to_string(getpid())) / name;
+  fs::remove_all(p);
+  return p.string();
+}
+
+HostTensor random_f32(std::vector<int64_t> shape, std::mt19937& rng) {
+  HostTensor t(DType::F32, std::move(shape));
+  std::uniform_real_distribution<double> u(-2, 2);
+  for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
+  return t;
+}
+
+mlk_tensor_t view(HostTensor& t, int32_t dtype = MLK_F32) {
+  return {t.bytes.data(), dtype, static_cast<int32_t>(t.shape.size()), t.shape.data(), nullptr};
+}
+
+using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
+
+struct Lib {
+  void* handle = nullptr;
+  explicit Lib(const std::string& path) : handle(dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {}
+  ~Lib() {
+    if (handle) dlclose(handle);
+  }
+  template <typename T>
+  T sym(const char* name) {
+    return reinterpret_cast<T>(dlsym(handle, name));
+  }
+};
+
+TEST(Artifact, CpuLibraryRunsThroughTheCAbiAndAgreesWithTheInterpreter) {
+  ir::Module m = load("norms.tl");
+  BuildRequest req{&m, "rmsnorm", "examples/norms.tl", host_profile(), {{"B", 2}, {"S", 3}, {"D", 40}}, {},
+                   tmpdir("rmsnorm")};
+  auto res = build_artifact(req);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  Lib lib(res->library);
+  ASSERT_NE(lib.handle, nullptr) << dlerror();
+  auto entry = lib.sym<Entry>("mlk_rmsnorm");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(lib.sym<int (*)()>("mlk_abi_version")(), MLK_ABI_VERSION);
+  EXPECT_EQ(lib.sym<void*>("mlk_halide_rmsnorm"), nullptr) << "only the mlk_* ABI is exported";
+
+  std::mt19937 rng(3);
+  // A different shape from the estimate: one library serves every valid size.
+  std::vector<HostTensor> in = {random_f32({3, 5, 37}, rng), random_f32({37}, rng), HostTensor(DType::F32, {})};
+  in[2].set(0, 1e-5);
+  HostTensor out(DType::F32, {3, 5, 37});
+  std::vector<mlk_tensor_t> args = {view(in[0]), view(in[1]), view(in[2])};
+  mlk_tensor_t o = view(out);
+  ASSERT_EQ(entry(args.data(), 3, &o, nullptr, 0), MLK_OK) << lib.sym<const char* (*)()>("mlk_last_error")();
+  auto want = interpret(m, "rmsnorm", in, {});
+  ASSERT_TRUE(want.ok());
+  Status cmp = compare(*want, out, tolerance_for(DType::F32, 37));
+  EXPECT_TRUE(cmp.ok()) << cmp.message();
+
+  // Wrong dtype and wrong argument count are refused with a message.
+  args[1].dtype = MLK_F16;
+  EXPECT_EQ(entry(args.data(), 3, &o, nullptr, 0), MLK_ERR_DTYPE);
+  EXPECT_THAT(lib.sym<const char* (*)()>("mlk_last_error")(), HasSubstr("w: dtype"));
+  EXPECT_EQ(entry(args.data(), 2, &o, nullptr, 0), MLK_ERR_NARGS);
+}
+
+TEST(Artifact, UnboundDimsArePassedInManifestOrder) {
+  ir::Module m = load("attention.tl");
+  BuildRequest req{&m, "expand_kv", "examples/attention.tl", host_profile(), {}, {}, tmpdir("expand_kv")};
+  auto res = build_artifact(req);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  auto man = nlohmann::json::parse(res->manifest_json);
+  EXPECT_EQ(man["signature"]["unbound_dims"], nlohmann::json::array({"G"}));
+  Lib lib(res->library);
+  auto entry = lib.sym<Entry>("mlk_expand_kv");
+  ASSERT_NE(entry, nullptr);
+  std::mt19937 rng(4);
+  HostTensor kv = random_f32({1, 2, 3, 4}, rng);
+  HostTensor out(DType::F32, {1, 6, 3, 4});
+  mlk_tensor_t a = view(kv), o = view(out);
+  int64_t g = 3;
+  ASSERT_EQ(entry(&a, 1, &o, &g, 1), MLK_OK);
+  auto want = interpret(m, "expand_kv", {kv}, {{"G", 3}});
+  ASSERT_TRUE(want.ok());
+  EXPECT_TRUE(compare(*want, out, tolerance_for(DType::F32)).ok());
+}
+
+TEST(Artifact, ManifestRecordsSignatureProfileScheduleVersionsAndHashes) {
+  ir::Module m = load("softmax.tl");
+  BuildRequest req{&m, "softmax_builtin", "examples/softmax.tl", host_profile(), {{"N", 64}, {"C", 64}}, {},
+                   tmpdir("softmax_manifest")};
+  auto res = build_artifact(req);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  auto man = nlohmann::json::parse(res->manifest_json);
+  EXPECT_EQ(man["function"], "softmax_builtin");
+  EXPECT_EQ(man["signature"]["params"][0]["shape"], nlohmann::json::array({"N", "C"}));
+  EXPECT_EQ(man["profile"]["name"], "host");
+  EXPECT_EQ(man["versions"]["halide"], halide_version());
+  EXPECT_EQ(man["schedule_hash"], res->schedule.hash());
+  EXPECT_FALSE(man["requires"]["cpu_features"].empty());
+  for (const auto& [name, digest] : man["files"].items()) {
+    std::ifstream in(fs::path(res->dir) / name, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_EQ(sha256_hex(ss.str()), digest.get<std::string>()) << name;
+  }
+}
+
+class CudaArtifact : public ::testing::TestWithParam<std::tuple<std::string, std::string, std::string>> {};
+
+TEST_P(CudaArtifact, BuildsWithoutAGpuAndAssemblesForItsArch) {
+  auto [example, fn, profile] = GetParam();
+  ir::Module m = load(example);
+  auto prof = find_profile(profile);
+  ASSERT_TRUE(prof.ok());
+  BuildRequest req{&m, fn, example, *prof, {}, {}, tmpdir(fn + "_" + profile)};
+  auto res = build_artifact(req);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  EXPECT_TRUE(fs::exists(fs::path(res->dir) / (fn + ".ptx")));
+  EXPECT_TRUE(fs::exists(res->library));
+  auto tk = find_cuda_toolkit();
+  if (!tk || tk->ptxas.empty()) GTEST_SKIP() << "ptxas not found: PTX built but not assembled";
+  EXPECT_EQ(res->ptxas_status, "assembled for " + prof->ptx_arch);
+  auto man = nlohmann::json::parse(res->manifest_json);
+  ASSERT_FALSE(man["ptxas"]["kernels"].empty());
+  for (const auto& k : man["ptxas"]["kernels"]) EXPECT_GT(k["registers"].get<int>(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, CudaArtifact,
+                         ::testing::Values(std::make_tuple("norms.tl", "rmsnorm", "cuda_sm90"),
+                                           std::make_tuple("softmax.tl", "softmax_builtin", "cuda_sm90"),
+                                           std::make_tuple("mlp.tl", "sgemm", "cuda_sm90"),
+                                           std::make_tuple("norms.tl", "rmsnorm", "cuda_sm80"),
+                                           std::make_tuple("mlp.tl", "sgemm", "cuda_sm80")));
+
+Status build_with(const std::string& schedule_json, const std::string& profile = "cpu_avx2") {
+  ir::Module m = load("mlp.tl");
+  auto s = Schedule::from_json(schedule_json);
+  if (!s.ok()) return s.status();
+  auto prof = resolve_profile(profile);
+  BuildRequest req{&m, "sgemm", "examples/mlp.tl", *prof, {}, *s, tmpdir("illegal")};
+  auto r = build_artifact(req);
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+TEST(Schedule, IllegalSchedulesAreRefusedWithClearErrors) {
+  auto msg = [](const std::string& j, const std::string& profile = "cpu_avx2") {
+    return build_with(j, profile).message();
+  };
+  EXPECT_THAT(msg(R"({"stages": {"matmul7": [{"op": "compute_root"}]}})"),
+              HasSubstr("unknown stage `matmul7` (stages: load_a, load_b, matmul0, output)"));
+  EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "split", "vars": ["a1", "o", "i"], "factors": [0]}]}})"),
+              HasSubstr("stage `matmul0` directive 0 `split(a1, o, i, 0)`: factor 0 must be in [1, 65536]"));
+  EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "gpu_blocks", "vars": ["a0"]}]}})"),
+              HasSubstr("stage `matmul0` directive 0 `gpu_blocks(a0)`: a GPU directive, but the target profile is a CPU profile"));
+  EXPECT_THAT(msg(R"({"stages": {"output": [{"op": "vectorize", "vars": ["z9"], "factors": [8]}]}})"),
+              HasSubstr("unknown variable `z9` of stage `output`"));
+  EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "compute_at", "at_stage": "nowhere", "at_var": "a0"}]}})"),
+              HasSubstr("unknown stage `nowhere`"));
+  EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "twist"}]}})"), HasSubstr("unknown directive `twist`"));
+  EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "compute_root", "speed": 11}]}})"), HasSubstr("unknown field \"speed\""));
+  EXPECT_THAT(msg(R"({"stages": [1, 2]})"), HasSubstr("\"stages\" must be an object"));
+  EXPECT_THAT(msg("{not json"), HasSubstr("schedule:"));
+  // Legal in form but refused by Halide: a clear error, not a crash.
+  EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "compute_at", "at_stage": "load_a", "at_var": "a0"}]}})"),
+              HasSubstr("Halide could not compile `sgemm` for cpu_avx2 with this schedule"));
+  EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "vectorize", "vars": ["r0"]}]}})"),
+              HasSubstr("stage `matmul0` directive 0 `vectorize`: Halide refuses it"));
+}
+
+TEST(Schedule, JsonRoundTripAndStableHash) {
+  ir::Module m = load("mlp.tl");
+  auto prof = resolve_profile("cpu_avx512");
+  BuildRequest req{&m, "sgemm", "examples/mlp.tl", *prof, {{"M", 64}, {"K", 64}, {"N", 64}}, {}, tmpdir("roundtrip")};
+  auto res = build_artifact(req);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  auto back = Schedule::from_json(res->schedule.to_json());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, res->schedule);
+  EXPECT_EQ(back->hash(), res->schedule.hash());
+  // The same schedule given explicitly builds the same way.
+  req.schedule = *back;
+  req.out_dir = tmpdir("roundtrip2");
+  auto again = build_artifact(req);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->schedule.hash(), res->schedule.hash());
+}
+
+}  // namespace
+}  // namespace mlk
