@@ -17,6 +17,8 @@ struct Command {
 const std::vector<Command>& commands();
 
 int run_build(const std::vector<std::string>& args);
+int run_cache(const std::vector<std::string>& args);
+extern const char* kCacheUsage;
 int run_check(const std::vector<std::string>& args);
 int run_targets(const std::vector<std::string>& args);
 int run_run(const std::vector<std::string>& args);

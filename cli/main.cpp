@@ -76,6 +76,7 @@ const char* kVersionUsage =
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
       {"build", "compile a fn for a target profile into an artifact directory", kBuildUsage, run_build},
+      {"cache", "inspect and maintain the artifact cache", kCacheUsage, run_cache},
       {"check", "type-check .tl programs and print diagnostics", kCheckUsage, run_check},
       {"run", "compute a fn on safetensors inputs (Halide JIT or --reference)", kRunUsage, run_run},
       {"targets", "list target profiles and what this machine can run", kTargetsUsage, run_targets},

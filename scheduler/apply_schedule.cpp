@@ -138,6 +138,7 @@ class Applier {
 
 Status apply_schedule(Pipeline& p, const Schedule& s, bool gpu) {
   MLK_RETURN_IF_ERROR(validate_schedule(s, stage_infos(p, {}), gpu));
+  if (!s.autoscheduler.empty()) return Status::Ok();  // see apply_autoscheduler
   Applier a(p);
   for (const auto& [name, ds] : s.stages)
     for (size_t i = 0; i < ds.size(); ++i) {

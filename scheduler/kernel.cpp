@@ -51,6 +51,9 @@ Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const 
   try {
     impl->target = Halide::get_host_target();
     impl->pipeline = Halide::Pipeline(impl->lowered.output);
+    if (!impl->schedule.autoscheduler.empty())
+      MLK_RETURN_IF_ERROR(lower::apply_autoscheduler(impl->lowered, impl->pipeline, impl->schedule.autoscheduler,
+                                                     estimates, impl->target));
     impl->pipeline.compile_jit(impl->target);
   } catch (const Halide::Error& e) {
     return Status::Internal("Halide could not compile `" + fn + "`: " + e.what());

@@ -56,7 +56,14 @@ Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn);
 std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env);
 
 // Applies a validated schedule (see schedule.h). Halide's own objections
-// become InvalidArgument naming the stage and directive.
+// become InvalidArgument naming the stage and directive. A schedule that
+// names an autoscheduler is applied by apply_autoscheduler() instead, once
+// the Halide::Pipeline exists.
 Status apply_schedule(Pipeline& p, const Schedule& s, bool gpu);
+
+// Runs Halide autoscheduler `name` on `hp` with shape estimates from `env`
+// (every dimension must have a value).
+Status apply_autoscheduler(Pipeline& p, Halide::Pipeline& hp, const std::string& name, const DimEnv& env,
+                           const Halide::Target& target);
 
 }  // namespace mlk::lower

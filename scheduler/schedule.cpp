@@ -1,5 +1,6 @@
 #include "scheduler/schedule.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -28,6 +29,7 @@ std::string Schedule::to_json() const {
     st[name] = arr;
   }
   j["stages"] = st;
+  if (!autoscheduler.empty()) j["autoscheduler"] = autoscheduler;
   return j.dump(2);
 }
 
@@ -37,7 +39,12 @@ Expected<Schedule> Schedule::from_json(const std::string& text) {
     json j = json::parse(text);
     if (!j.is_object()) return Status::InvalidArgument("schedule: the top level must be an object");
     for (const auto& [k, v] : j.items())
-      if (k != "version" && k != "stages") return Status::InvalidArgument("schedule: unknown field \"" + k + "\"");
+      if (k != "version" && k != "stages" && k != "autoscheduler")
+        return Status::InvalidArgument("schedule: unknown field \"" + k + "\"");
+    if (j.contains("autoscheduler")) {
+      if (!j["autoscheduler"].is_string()) return Status::InvalidArgument("schedule: \"autoscheduler\" must be a string");
+      s.autoscheduler = j["autoscheduler"];
+    }
     if (j.value("version", 1) != 1) return Status::InvalidArgument("schedule: unsupported version");
     if (!j.contains("stages") || !j["stages"].is_object())
       return Status::InvalidArgument("schedule: \"stages\" must be an object of stage name -> directive list");
@@ -102,7 +109,24 @@ std::string describe(const Directive& d, size_t i) {
 
 }  // namespace
 
+std::vector<std::string> autoschedulers_for(bool gpu) {
+  if (gpu) return {"Anderson2021", "Li2018", "Mullapudi2016"};
+  return {"Adams2019", "Li2018", "Mullapudi2016"};
+}
+
 Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages, bool gpu) {
+  if (!s.autoscheduler.empty()) {
+    auto ok = autoschedulers_for(gpu);
+    if (std::find(ok.begin(), ok.end(), s.autoscheduler) == ok.end()) {
+      std::string list;
+      for (const auto& n : ok) list += (list.empty() ? "" : ", ") + n;
+      return Status::InvalidArgument("schedule: autoscheduler `" + s.autoscheduler + "` is not available for " +
+                                     (gpu ? "GPU" : "CPU") + " profiles (available: " + list + ")");
+    }
+    if (!s.stages.empty())
+      return Status::InvalidArgument("schedule: give either \"autoscheduler\" or \"stages\", not both");
+    return Status::Ok();
+  }
   std::map<std::string, std::set<std::string>> vars;  // known variable names per stage
   std::map<std::string, const StageInfo*> by_name;
   for (const auto& st : stages) {

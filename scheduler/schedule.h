@@ -52,11 +52,15 @@ struct Schedule {
   // Stage name -> directives in application order. Stages not listed are
   // left to Halide's default (inlined).
   std::map<std::string, std::vector<Directive>> stages;
+  // Instead of stages: one of Halide's autoschedulers (Adams2019,
+  // Mullapudi2016, Li2018; Anderson2021 for GPU profiles), run on the shape
+  // estimates. Deterministic for a given pipeline, target and estimates.
+  std::string autoscheduler;
 
   std::string to_json() const;  // canonical: keys sorted, stable across runs
   static Expected<Schedule> from_json(const std::string& text);
   std::string hash() const;     // sha256 of to_json()
-  bool operator==(const Schedule& o) const { return stages == o.stages; }
+  bool operator==(const Schedule& o) const { return stages == o.stages && autoscheduler == o.autoscheduler; }
 };
 
 // What a schedule may refer to, known without Halide: one entry per stage of a
@@ -76,5 +80,8 @@ struct StageInfo {
 // known (or introduced) variables, positive factors, GPU directives only on
 // GPU profiles. Errors name the stage and the directive.
 Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages, bool gpu);
+
+// The Halide autoschedulers mlk can run for a profile kind.
+std::vector<std::string> autoschedulers_for(bool gpu);
 
 }  // namespace mlk

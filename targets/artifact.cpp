@@ -226,7 +226,10 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
     std::vector<Halide::Argument> args;
     for (auto& ip : p.inputs) args.push_back(ip);
     for (auto& [name, prm] : p.dim_params) args.push_back(prm);
-    Halide::Module mod = p.output.compile_to_module(args, hname, t);
+    Halide::Pipeline hp(p.output);
+    if (!res.schedule.autoscheduler.empty())
+      MLK_RETURN_IF_ERROR(lower::apply_autoscheduler(p, hp, res.schedule.autoscheduler, req.dims, t));
+    Halide::Module mod = hp.compile_to_module(args, hname, t);
     mod.compile({{Halide::OutputFileType::object, (dir / (req.fn + ".o")).string()},
                  {Halide::OutputFileType::c_header, (dir / (req.fn + "_halide.h")).string()}});
     if (gpu) {
