@@ -22,6 +22,7 @@ extern const char* kCacheUsage;
 int run_check(const std::vector<std::string>& args);
 int run_targets(const std::vector<std::string>& args);
 int run_run(const std::vector<std::string>& args);
+int run_tune(const std::vector<std::string>& args);
 int run_version(const std::vector<std::string>& args);
 
 // Prints "mlk NAME: MESSAGE" and the usage hint to stderr; returns 2.

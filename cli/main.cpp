@@ -65,6 +65,36 @@ const char* kTargetsUsage =
     "(and why not), and what was detected: CPU features by cpuid, CUDA devices\n"
     "through the driver (loaded at run time; none is needed to build).\n";
 
+const char* kTuneUsage =
+    "usage: mlk tune FILE.tl --target PROFILE [--fn NAME] [--dims N=V,...] [--trials N] [--time SECONDS]\n"
+    "                [--seed K] [--json] [-o DIR] [--cache PATH] [--namespace NAME] [--log FILE]\n"
+    "                [--timeout SECONDS] [--require-measured] [--no-autoschedulers] [--no-cache] [-q]\n"
+    "\n"
+    "Searches schedules for every public fn of FILE.tl (or --fn NAME) at each shape of\n"
+    "its `tune` declarations (or --dims), verifies every candidate against the reference\n"
+    "interpreter, measures it in an isolated worker process, and keeps the fastest.\n"
+    "The winner's artifact (as `mlk build` makes it), schedule, tuning log and timings\n"
+    "go into the artifact cache under a key of everything that determines them; a\n"
+    "cache hit returns at once and says so.\n"
+    "\n"
+    "  --trials N          candidates to measure, at most (default 40)\n"
+    "  --time SECONDS      search budget per shape (default 150)\n"
+    "  --seed K            the search's random seed (default 1); the same seed replays\n"
+    "                      the same search\n"
+    "  --json              print a JSON array with, per tuned fn and shape: fn, target,\n"
+    "                      dims, best_ms, default_ms, speedup, trials, key, measured, cached\n"
+    "  -o DIR              also write the artifact files to DIR\n"
+    "  --cache PATH        the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
+    "  --log FILE          the tuning log (JSON lines, appended after every trial); an\n"
+    "                      interrupted run resumes from it (default: next to the store)\n"
+    "  --timeout SECONDS   per candidate; a hung or crashed candidate costs one trial\n"
+    "  --require-measured  refuse results that are estimates (GPU profiles with no GPU)\n"
+    "  --no-autoschedulers do not try Halide's autoschedulers as extra candidates\n"
+    "\n"
+    "GPU profiles on a machine without a GPU are tuned with the cost model and the\n"
+    "ptxas resource report; their results are marked measured: false.\n"
+    "Progress goes to stderr: trials done, best time, speedup over the default, ETA.\n";
+
 const char* kVersionUsage =
     "usage: mlk version\n"
     "\n"
@@ -80,6 +110,7 @@ const std::vector<Command>& commands() {
       {"check", "type-check .tl programs and print diagnostics", kCheckUsage, run_check},
       {"run", "compute a fn on safetensors inputs (Halide JIT or --reference)", kRunUsage, run_run},
       {"targets", "list target profiles and what this machine can run", kTargetsUsage, run_targets},
+      {"tune", "autotune fns for a target profile into the artifact cache", kTuneUsage, run_tune},
       {"version", "print mlk, Halide, LLVM and CUDA toolkit versions", kVersionUsage, run_version},
   };
   return cmds;

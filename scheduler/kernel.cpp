@@ -32,6 +32,12 @@ Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& 
   return Status::Ok();
 }
 
+Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std::string& fn, const DimEnv& dims) {
+  auto p = lower::lower_function(m, fn);
+  if (!p.ok()) return p.status();
+  return lower::stage_infos(*p, dims);
+}
+
 Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const std::string& fn,
                                                      const std::string& target, const Schedule* schedule,
                                                      const DimEnv& estimates) {

@@ -45,6 +45,9 @@ class Kernel {
   std::unique_ptr<Impl> impl_;
 };
 
+// The stages of `fn` as a schedule sees them, extents estimated from `dims`.
+Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std::string& fn, const DimEnv& dims);
+
 // Checks that each input has its parameter's dtype (names the parameter).
 Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& inputs);
 

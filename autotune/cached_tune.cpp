@@ -1,0 +1,165 @@
+#include "autotune/cached_tune.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "lang/ir_printer.h"
+#include "targets/artifact.h"
+#include "targets/toolchain.h"
+
+namespace mlk::tune {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+cache::KeyInputs key_inputs(const ir::Module& m, const std::string& fn, const DimEnv& dims, const Profile& p) {
+  cache::KeyInputs k;
+  k.ir_hash = ir::function_hash(m, *m.find(fn));
+  k.entry = fn;
+  k.dims = dims;
+  k.profile = p.name;
+  std::vector<std::string> f = p.is_gpu() ? p.host_features : p.features;
+  std::sort(f.begin(), f.end());
+  k.capability_fingerprint = p.halide_target;
+  for (const auto& x : f) k.capability_fingerprint += "," + x;
+  if (p.is_gpu()) k.capability_fingerprint += ",cc" + std::to_string(p.compute_capability);
+  k.mlk_version = mlk_version();
+  k.halide_version = halide_version();
+  k.llvm_version = llvm_version();
+  auto tk = find_cuda_toolkit();
+  k.cuda_version = p.is_gpu() && tk ? tk->version : "";
+  k.schedule_space_version = kScheduleSpaceVersion;
+  return k;
+}
+
+namespace {
+
+std::string dims_str(const DimEnv& d) {
+  std::string s;
+  for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
+std::string fmt(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+
+std::string when(int64_t t) {
+  std::time_t tt = static_cast<std::time_t>(t);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%d %H:%M UTC", std::gmtime(&tt));
+  return b;
+}
+
+Expected<std::string> slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return Status::IOError("cannot read " + p.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status copy_files(const std::map<std::string, std::string>& files, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  for (const auto& [name, bytes] : files) {
+    std::ofstream out(fs::path(dir) / name, std::ios::binary);
+    out << bytes;
+    if (!out) return Status::IOError("cannot write " + (fs::path(dir) / name).string());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const std::string& source,
+                              const Profile& p, const DimEnv& dims, TuneOptions opts, cache::Store* store,
+                              const std::string& ns, const std::string& out_dir, const std::string& work_dir) {
+  Outcome o;
+  o.key = cache::cache_key(key_inputs(m, fn, dims, p));
+  const std::string label = fn + " [" + dims_str(dims) + "] " + p.name;
+  if (store) {
+    auto hit = store->get_entry(ns, o.key);
+    if (hit.ok()) {
+      json meta = json::parse(hit->info.manifest.meta_json);
+      o.cached = true;
+      meta["cached"] = true;
+      o.json = meta.dump();
+      double speedup = meta.value("default_ms", 0.0) > 0 && meta.value("best_ms", 0.0) > 0
+                           ? meta["default_ms"].get<double>() / meta["best_ms"].get<double>() : 0;
+      o.summary_line = label + ": cached: tuned on " + hit->info.manifest.provenance.host + " at " +
+                       when(hit->info.manifest.provenance.time) + ", " + fmt(speedup) + "x over default schedule (" +
+                       fmt(meta.value("best_ms", 0.0)) + " ms" + (meta.value("measured", true) ? "" : ", estimated") +
+                       "), key " + o.key.substr(0, 16);
+      if (!out_dir.empty()) MLK_RETURN_IF_ERROR(copy_files(hit->files, out_dir));
+      return o;
+    }
+    if (hit.status().code() != Status::Code::kNotFound)
+      std::fprintf(stderr, "mlk tune: cache read failed (%s); tuning anew\n", hit.status().message().c_str());
+  }
+  // Resumable: the log of an interrupted run of the same key is picked up.
+  std::error_code ec;
+  fs::create_directories(work_dir, ec);
+  if (opts.log_path.empty()) opts.log_path = (fs::path(work_dir) / (o.key + ".tuning.jsonl")).string();
+  auto r = tune_function(m, fn, p, dims, opts);
+  if (!r.ok()) return r.status();
+  // Build the winner as `mlk build` would.
+  fs::path art = fs::path(work_dir) / (o.key + ".artifact");
+  fs::remove_all(art, ec);
+  BuildRequest req{&m, fn, source, p, dims, r->best, art.string()};
+  auto built = build_artifact(req);
+  if (!built.ok()) return Status::Internal("the winning schedule did not build: " + built.status().message());
+  std::map<std::string, std::string> files;
+  for (const auto& f : built->files) {
+    auto bytes = slurp(art / f);
+    if (!bytes.ok()) return bytes.status();
+    files[f] = *bytes;
+  }
+  files["manifest.json"] = built->manifest_json;
+  files["schedule.json"] = r->best.to_json();
+  auto log = slurp(opts.log_path);
+  if (log.ok()) files["tuning_log.jsonl"] = *log;
+  json timings = {{"best_times_ms", r->best_times_ms}, {"best_ms", r->best_ms}, {"default_ms", r->default_ms}};
+  files["timings.json"] = timings.dump(2);
+  json summary = {{"fn", fn},
+                  {"target", p.name},
+                  {"dims", dims},
+                  {"best_ms", r->best_ms},
+                  {"default_ms", r->default_ms},
+                  {"speedup", r->default_ms > 0 && r->best_ms > 0 ? r->default_ms / r->best_ms : 0},
+                  {"best_origin", r->best_origin},
+                  {"trials", r->trials},
+                  {"key", o.key},
+                  {"measured", r->measured},
+                  {"verified_against", r->reference},
+                  {"cached", false},
+                  {"schedule_hash", r->best.hash()}};
+  o.json = summary.dump();
+  if (store) {
+    cache::Provenance prov;
+    prov.producer = "mlk tune";
+    prov.measured = r->measured;
+    prov.toolchain = {{"mlk", mlk_version()}, {"halide", halide_version()}, {"llvm", llvm_version()}};
+    Status s = store->put_entry(ns, o.key, summary.dump(), prov, files);
+    if (!s.ok()) std::fprintf(stderr, "mlk tune: could not store the result in the cache: %s\n", s.message().c_str());
+  }
+  if (!out_dir.empty()) MLK_RETURN_IF_ERROR(copy_files(files, out_dir));
+  o.summary_line = label + ": " + (r->measured ? "" : "estimated ") + fmt(r->best_ms) + " ms (" + r->best_origin +
+                   "), default schedule " + fmt(r->default_ms) + " ms, " +
+                   fmt(r->default_ms > 0 && r->best_ms > 0 ? r->default_ms / r->best_ms : 0) + "x, " +
+                   std::to_string(r->trials) + " trials, " + (r->measured ? "measured" : "NOT measured (no GPU here)") +
+                   ", key " + o.key.substr(0, 16);
+  fs::remove_all(art, ec);
+  return o;
+}
+
+}  // namespace mlk::tune

@@ -1,0 +1,138 @@
+// `mlk tune`: autotune public functions for a target profile, through the
+// artifact cache.
+#include <cstdio>
+#include <filesystem>
+
+#include "autotune/cached_tune.h"
+#include "cache/paths.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "lang/frontend.h"
+#include "targets/detect.h"
+
+namespace mlk::cli {
+
+namespace {
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "mlk tune: %s\n", s.message().c_str());
+  return s.exit_code();
+}
+
+}  // namespace
+
+int run_tune(const std::vector<std::string>& args) {
+  const Command& self = command("tune");
+  std::string file, fn, target, out_dir, cache_flag, ns = cache::kDefaultNamespace, log;
+  std::map<std::string, int64_t> dims;
+  tune::TuneOptions opts;
+  bool json_out = false, require_measured = false, no_cache = false;
+  ArgReader r(args);
+  while (!r.done()) {
+    std::string a = r.next();
+    if (a == "--json") json_out = true;
+    else if (a == "--require-measured") require_measured = true;
+    else if (a == "--no-autoschedulers") opts.autoschedulers = false;
+    else if (a == "--no-cache") no_cache = true;
+    else if (a == "--quiet" || a == "-q") opts.progress = false;
+    else if (a == "--fn" || a == "--target" || a == "--dims" || a == "--trials" || a == "--time" || a == "--seed" ||
+             a == "-o" || a == "--cache" || a == "--namespace" || a == "--log" || a == "--timeout") {
+      auto v = r.value();
+      if (!v.ok()) return usage_error(self, v.status().message());
+      if (a == "--fn") fn = *v;
+      else if (a == "--target") target = *v;
+      else if (a == "-o") out_dir = *v;
+      else if (a == "--cache") cache_flag = *v;
+      else if (a == "--namespace") ns = *v;
+      else if (a == "--log") log = *v;
+      else if (a == "--dims") {
+        auto d = parse_dims(*v);
+        if (!d.ok()) return usage_error(self, d.status().message());
+        dims = *d;
+      } else {
+        auto n = parse_count(a, *v);
+        if (!n.ok()) return usage_error(self, n.status().message());
+        if (a == "--trials") opts.trials = static_cast<int>(*n);
+        if (a == "--time") opts.time_s = static_cast<double>(*n);
+        if (a == "--seed") opts.seed = static_cast<uint64_t>(*n);
+        if (a == "--timeout") opts.timeout_s = static_cast<double>(*n);
+      }
+    } else if (!a.empty() && a[0] == '-') {
+      return usage_error(self, "unknown option `" + a + "`");
+    } else if (file.empty()) {
+      file = a;
+    } else {
+      return usage_error(self, "unexpected argument `" + a + "`");
+    }
+  }
+  if (file.empty()) return usage_error(self, "no input file");
+  if (target.empty()) return usage_error(self, "--target PROFILE is required (see `mlk targets`)");
+  auto profile = resolve_profile(target);
+  if (!profile.ok()) return fail(profile.status());
+  if (profile->is_gpu()) {
+    Runnable rn = can_run(*profile, detect_cpu(), detect_cuda());
+    if (require_measured)
+      return fail(Status::Unsupported(profile->name + " cannot be measured here (" +
+                                      (rn.ok ? "mlk measures GPU candidates only through ptxas and its cost model"
+                                             : rn.reason) +
+                                      "), and --require-measured refuses estimated results"));
+  }
+  auto fe = compile_file(file);
+  if (!fe.ok()) return fail(fe.status());
+  if (!fe->ok()) {
+    std::fputs(fe->rendered().c_str(), stderr);
+    return 1;
+  }
+  // What to tune: --fn or every public fn; shapes from --dims or `tune` buckets.
+  std::vector<std::pair<std::string, DimEnv>> jobs;
+  for (const auto& f : fe->module.functions) {
+    if (!fn.empty() ? f.name != fn : !f.is_public) continue;
+    if (!dims.empty()) {
+      jobs.push_back({f.name, dims});
+      continue;
+    }
+    bool any = false;
+    for (const auto& b : fe->module.tunes)
+      if (b.function == f.name) {
+        jobs.push_back({f.name, b.dims});
+        any = true;
+      }
+    if (!any && !fn.empty())
+      return fail(Status::InvalidArgument("`" + f.name + "` has no `tune` declaration; give its shape with --dims"));
+    if (!any) std::fprintf(stderr, "mlk tune: skipping `%s`: no `tune` declaration (give --fn and --dims)\n", f.name.c_str());
+  }
+  if (jobs.empty())
+    return fail(Status::InvalidArgument(fn.empty() ? file + " has no public fn with a `tune` declaration"
+                                                   : file + " has no fn `" + fn + "`"));
+  std::unique_ptr<cache::Store> store;
+  std::string store_path;
+  if (!no_cache) {
+    store_path = cache::default_store_path(cache_flag);
+    auto s = cache::Store::Open(store_path);
+    if (!s.ok()) return fail(s.status());
+    store = std::move(s).value();
+  }
+  std::string work = store ? store_path + ".work"
+                           : (std::filesystem::temp_directory_path() / "mlk-tune-work").string();
+  std::string all_json = "[";
+  int status = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const auto& [name, shape] = jobs[i];
+    std::string dir = out_dir.empty() ? "" : jobs.size() == 1 ? out_dir : out_dir + "/" + name + "-" + std::to_string(i);
+    tune::TuneOptions o = opts;
+    o.log_path = log;
+    auto res = tune::tune_cached(fe->module, name, file, *profile, shape, o, store.get(), ns, dir, work);
+    if (!res.ok()) {
+      std::fprintf(stderr, "mlk tune: %s: %s\n", name.c_str(), res.status().message().c_str());
+      status = 1;
+      continue;
+    }
+    std::printf("%s\n", res->summary_line.c_str());
+    all_json += (all_json.size() > 1 ? "," : "") + res->json;
+  }
+  if (json_out) std::printf("%s]\n", all_json.c_str());
+  if (store) std::fprintf(stderr, "cache: %s\n", store_path.c_str());
+  return status;
+}
+
+}  // namespace mlk::cli
