@@ -1,8 +1,13 @@
 // `mlk build`: one function, one target profile -> an artifact directory.
 #include <cstdio>
 #include <fstream>
+
 #include <sstream>
 
+#include <filesystem>
+
+#include "autotune/cached_tune.h"
+#include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "lang/frontend.h"
@@ -22,17 +27,23 @@ int fail(const Status& s) {
 
 int run_build(const std::vector<std::string>& args) {
   const Command& self = command("build");
-  std::string file, fn, target, schedule_path, out_dir;
+  std::string file, fn, target, schedule_path, out_dir, cache_flag, ns = cache::kDefaultNamespace;
+  bool no_cache = false;
   std::map<std::string, int64_t> dims;
   ArgReader r(args);
   while (!r.done()) {
     std::string a = r.next();
-    if (a == "--fn" || a == "--target" || a == "--schedule" || a == "-o" || a == "--out" || a == "--dims") {
+    if (a == "--no-cache") {
+      no_cache = true;
+    } else if (a == "--fn" || a == "--target" || a == "--schedule" || a == "-o" || a == "--out" || a == "--dims" ||
+               a == "--cache" || a == "--namespace") {
       auto v = r.value();
       if (!v.ok()) return usage_error(self, v.status().message());
       if (a == "--fn") fn = *v;
       else if (a == "--target") target = *v;
       else if (a == "--schedule") schedule_path = *v;
+      else if (a == "--cache") cache_flag = *v;
+      else if (a == "--namespace") ns = *v;
       else if (a == "--dims") {
         auto d = parse_dims(*v);
         if (!d.ok()) return usage_error(self, d.status().message());
@@ -70,6 +81,33 @@ int run_build(const std::vector<std::string>& args) {
         dims = b.dims;  // the first tuning bucket as the shape estimate
         break;
       }
+  // A tuned artifact for this fn, shape and profile in the cache is the build.
+  const ir::Function* target_fn = fe->module.find(fn);
+  bool all_dims = target_fn != nullptr;
+  if (target_fn)
+    for (const auto& d : target_fn->dim_vars) all_dims = all_dims && dims.count(d);
+  std::string store_path = no_cache || !schedule_path.empty() ? "" : cache::default_store_path(cache_flag);
+  if (all_dims && !store_path.empty() && std::filesystem::exists(store_path)) {
+    cache::StoreOptions so;
+    so.create_if_missing = false;
+    auto store = cache::Store::Open(store_path, so);
+    if (!store.ok()) return fail(store.status());
+    std::string key = cache::cache_key(tune::key_inputs(fe->module, fn, dims, *profile));
+    auto hit = (*store)->get_entry(ns, key);
+    if (hit.ok()) {
+      std::error_code ec;
+      std::filesystem::create_directories(out_dir, ec);
+      for (const auto& [name, bytes] : hit->files) {
+        std::ofstream out(std::filesystem::path(out_dir) / name, std::ios::binary);
+        out << bytes;
+        if (!out) return fail(Status::IOError("cannot write " + out_dir + "/" + name));
+      }
+      std::printf("cached: tuned on %s (key %s); artifact written to %s\n",
+                  hit->info.manifest.provenance.host.c_str(), key.substr(0, 16).c_str(), out_dir.c_str());
+      return 0;
+    }
+    if (hit.status().code() != Status::Code::kNotFound) return fail(hit.status());
+  }
   BuildRequest req;
   req.module = &fe->module;
   req.fn = fn;

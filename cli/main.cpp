@@ -23,7 +23,8 @@ const char* kCheckUsage =
 
 const char* kRunUsage =
     "usage: mlk run FILE.tl [--fn NAME] --inputs IN.safetensors --output OUT.safetensors\n"
-    "               [--dims N=V,...] [--target host] [--repeat K] [--reference]\n"
+    "               [--dims N=V,...] [--target PROFILE] [--repeat K] [--reference]\n"
+    "               [--cache PATH] [--namespace NAME] [--no-cache]\n"
     "\n"
     "Computes fn NAME of FILE.tl on the tensors of IN.safetensors and writes its result\n"
     "as the tensor \"output\" of OUT.safetensors.\n"
@@ -33,7 +34,11 @@ const char* kRunUsage =
     "                   exactly and every other tensor in the file is an error\n"
     "  --output FILE    where to write the result (written atomically)\n"
     "  --dims N=V,...   values of dimensions no input binds (and checks on the rest)\n"
-    "  --target host    compile with Halide's JIT for this machine (the only JIT target)\n"
+    "  --target PROFILE use the tuned artifact for PROFILE, this fn and this shape from\n"
+    "                   the artifact cache when it has one (re-hashed, then loaded); else,\n"
+    "                   for `host` (the default), the default schedule with Halide's JIT\n"
+    "  --cache PATH     the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
+    "  --no-cache       never consult the cache\n"
     "  --repeat K       run K more times and print the median and minimum time\n"
     "  --reference      use the reference interpreter (double precision) instead\n"
     "\n"
@@ -56,7 +61,12 @@ const char* kBuildUsage =
     "                    cuda_sm80, cuda_sm90); CUDA profiles build without a GPU\n"
     "  --dims N=V,...    the shape the schedule is made for (default: the fn's first\n"
     "                    `tune` bucket); the kernel still runs on every valid shape\n"
-    "  --schedule FILE   a schedule (JSON, see docs/schedules.md) instead of the default\n";
+    "  --schedule FILE   a schedule (JSON, see docs/schedules.md) instead of the default\n"
+    "  --cache PATH      when no --schedule is given and the store (default: $MLK_CACHE,\n"
+    "                    else $XDG_CACHE_HOME/mlk/cache.db) holds a tuned artifact for this\n"
+    "                    fn, shape and profile, that artifact is the build (says `cached:`)\n"
+    "  --namespace NAME  the cache namespace (default: default)\n"
+    "  --no-cache        never consult the cache\n";
 
 const char* kTargetsUsage =
     "usage: mlk targets\n"

@@ -1,22 +1,32 @@
 // `mlk run`: computes one function of a .tl program on safetensors inputs,
 // with the compiled (Halide JIT) kernel or the reference interpreter.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 
+#include <filesystem>
+
+#include "autotune/cached_tune.h"
+#include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "interop/tensor_files.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
 #include "scheduler/kernel.h"
+#include "targets/detect.h"
+#include "targets/loaded_artifact.h"
 
 namespace mlk::cli {
 
 namespace {
 
 struct RunOptions {
-  std::string file, fn, inputs, output, target = "host";
+  std::string file, fn, inputs, output, target = "host", cache, ns = "default";
+  bool no_cache = false;
   std::map<std::string, int64_t> dims;
   int64_t repeat = 0;
   bool reference = false;
@@ -28,13 +38,16 @@ Expected<RunOptions> parse(const std::vector<std::string>& args) {
   while (!r.done()) {
     std::string a = r.next();
     auto val = [&]() { return r.value(); };
-    if (a == "--fn" || a == "--inputs" || a == "--output" || a == "--dims" || a == "--target" || a == "--repeat") {
+    if (a == "--fn" || a == "--inputs" || a == "--output" || a == "--dims" || a == "--target" || a == "--repeat" ||
+        a == "--cache" || a == "--namespace") {
       auto v = val();
       if (!v.ok()) return v.status();
       if (a == "--fn") o.fn = *v;
       if (a == "--inputs") o.inputs = *v;
       if (a == "--output") o.output = *v;
       if (a == "--target") o.target = *v;
+      if (a == "--cache") o.cache = *v;
+      if (a == "--namespace") o.ns = *v;
       if (a == "--dims") {
         auto d = parse_dims(*v);
         if (!d.ok()) return d.status();
@@ -47,6 +60,8 @@ Expected<RunOptions> parse(const std::vector<std::string>& args) {
       }
     } else if (a == "--reference") {
       o.reference = true;
+    } else if (a == "--no-cache") {
+      o.no_cache = true;
     } else if (!a.empty() && a[0] == '-') {
       return Status::Usage("unknown option `" + a + "`");
     } else if (o.file.empty()) {
@@ -114,13 +129,62 @@ int run_run(const std::vector<std::string>& args) {
   }
 
   std::unique_ptr<Kernel> kernel;
+  std::unique_ptr<LoadedArtifact> tuned;
+  DimEnv env;
+  std::string how = "reference interpreter";
   if (!o.reference) {
-    auto k = Kernel::CompileJit(m, o.fn, o.target);
-    if (!k.ok()) return fail(k.status());
-    kernel = std::move(k).value();
+    auto profile = resolve_profile(o.target);
+    if (!profile.ok()) return fail(profile.status());
+    Runnable rn = can_run(*profile, detect_cpu(), detect_cuda());
+    if (!rn.ok) return fail(Status::Unsupported("cannot run " + profile->name + " here: " + rn.reason));
+    std::vector<std::vector<int64_t>> shapes;
+    for (const auto& t : inputs) shapes.push_back(t.shape);
+    auto bound = bind_dims(*f, shapes, o.dims);
+    if (!bound.ok()) return fail(bound.status());
+    env = *bound;
+    // A tuned artifact for exactly this fn, shape and profile, when the cache has one.
+    std::string store_path = o.no_cache ? "" : cache::default_store_path(o.cache);
+    if (!store_path.empty() && std::filesystem::exists(store_path)) {
+      cache::StoreOptions so;
+      so.create_if_missing = false;
+      auto store = cache::Store::Open(store_path, so);
+      if (!store.ok()) return fail(store.status());
+      std::string key = cache::cache_key(tune::key_inputs(m, o.fn, env, *profile));
+      auto hit = (*store)->get_entry(o.ns, key);
+      if (hit.ok()) {
+        auto dir = std::filesystem::temp_directory_path() / ("mlk-run-" + key.substr(0, 16) + "-" + std::to_string(getpid()));
+        std::filesystem::create_directories(dir);
+        for (const auto& [name, bytes] : hit->files) {
+          std::ofstream out(dir / name, std::ios::binary);
+          out << bytes;
+        }
+        auto a = LoadedArtifact::Load(dir.string());
+        std::error_code ec;
+        if (!a.ok()) return fail(a.status());
+        tuned = std::move(a).value();
+        std::filesystem::remove_all(dir, ec);
+        how = "tuned artifact from the cache, key " + key.substr(0, 16) + ", tuned on " +
+              hit->info.manifest.provenance.host;
+      } else if (hit.status().code() != Status::Code::kNotFound) {
+        return fail(hit.status());
+      }
+    }
+    if (!tuned) {
+      if (profile->name != "host")
+        return fail(Status::NotFound("no tuned artifact of `" + o.fn + "` for " + profile->name + " at this shape in the cache" +
+                                     (store_path.empty() ? "" : " (" + store_path + ")") + "; run `mlk tune " + o.file +
+                                     " --target " + profile->name + " --fn " + o.fn + "` first, or use --target host"));
+      auto k = Kernel::CompileJit(m, o.fn, "host", nullptr, env);
+      if (!k.ok()) return fail(k.status());
+      kernel = std::move(k).value();
+      how = "default schedule, Halide JIT for this machine";
+    }
   }
+  std::fprintf(stderr, "mlk run: %s: %s\n", o.fn.c_str(), how.c_str());
   auto run_once = [&]() -> Expected<HostTensor> {
-    return o.reference ? interpret(m, o.fn, inputs, o.dims) : kernel->Run(inputs, o.dims);
+    if (o.reference) return interpret(m, o.fn, inputs, o.dims);
+    if (tuned) return tuned->Run(*f, inputs, env);
+    return kernel->Run(inputs, o.dims);
   };
   auto result = run_once();
   if (!result.ok()) return fail(result.status());
@@ -135,7 +199,7 @@ int run_run(const std::vector<std::string>& args) {
     }
     std::sort(ms.begin(), ms.end());
     std::printf("%s: median %.4f ms, min %.4f ms over %lld runs (%s)\n", o.fn.c_str(), ms[ms.size() / 2], ms.front(),
-                static_cast<long long>(o.repeat), o.reference ? "reference interpreter" : ("Halide JIT, " + o.target).c_str());
+                static_cast<long long>(o.repeat), how.c_str());
   }
   if (!o.output.empty()) {
     Status s = write_safetensors(o.output, {{"output", *result}});

@@ -5,7 +5,9 @@
 #include "scheduler/lower.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 namespace mlk::lower {
 
@@ -457,7 +459,30 @@ Value Lowerer::lower_node(const ir::Node& n, Frame& fr) {
 
 }  // namespace
 
+namespace {
+
+// Halide's compile-time warnings (about schedules it considers odd) would
+// interleave with mlk's own output; they are shown only with
+// MLK_HALIDE_WARNINGS=1. Errors are thrown as Halide would, without the
+// default reporter's copy on stderr (mlk reports them as Status).
+class Reporter : public Halide::CompileTimeErrorReporter {
+ public:
+  void warning(const char* msg) override {
+    if (std::getenv("MLK_HALIDE_WARNINGS")) std::fprintf(stderr, "Halide warning: %s", msg);
+  }
+  [[noreturn]] void error(const char* msg) override { throw Halide::CompileError(msg); }
+};
+
+void install_reporter() {
+  static Reporter reporter;
+  static std::once_flag once;
+  std::call_once(once, [] { Halide::set_custom_compile_time_error_reporter(&reporter); });
+}
+
+}  // namespace
+
 Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn) {
+  install_reporter();
   const ir::Function* f = m.find(fn);
   if (!f) return Status::NotFound("no function `" + fn + "` in the module");
   try {

@@ -26,3 +26,7 @@ mlk_cli_test(build_unknown_target 1 "unknown target profile `cuda_sm99` \\(known
 mlk_cli_test(build_host 0 "built .*librmsnorm.so" build ${CMAKE_SOURCE_DIR}/examples/norms.tl --fn rmsnorm --target host -o ${CMAKE_CURRENT_BINARY_DIR}/cli_build_host)
 mlk_cli_test(build_private_fn 1 "`gelu_tanh` is not public" build ${CMAKE_SOURCE_DIR}/examples/mlp.tl --fn gelu_tanh --target host -o ${CMAKE_CURRENT_BINARY_DIR}/cli_build_private)
 mlk_cli_test(build_bad_schedule_file 1 "cannot read nope.json" build ${CMAKE_SOURCE_DIR}/examples/norms.tl --fn rmsnorm --target host --schedule nope.json -o x)
+mlk_cli_test(tune_needs_target 2 "--target PROFILE is required" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl)
+mlk_cli_test(tune_bad_trials 2 "--trials: `zero` is not a positive integer" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target host --trials zero)
+mlk_cli_test(tune_no_bucket 1 "`gelu_tanh` has no `tune` declaration. give its shape with --dims" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target host --fn gelu_tanh --no-cache)
+mlk_cli_test(tune_help 0 "usage: mlk tune FILE.tl --target PROFILE" tune --help)

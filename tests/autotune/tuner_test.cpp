@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 
+#include "autotune/cached_tune.h"
 #include "autotune/tuner.h"
 #include "lang/frontend.h"
 #include "targets/detect.h"
@@ -143,6 +144,33 @@ TEST(Tuner, GpuProfilesTuneWithoutAGpuAndSayTheyDidNotMeasure) {
   EXPECT_FALSE(r->measured);
   EXPECT_THAT(r->reference, ::testing::HasSubstr("no GPU"));
   EXPECT_GT(r->best_ms, 0);
+}
+
+}  // namespace
+}  // namespace mlk::tune
+
+namespace mlk::tune {
+namespace {
+
+std::string key_of(const std::string& src, const DimEnv& dims, const std::string& profile = "cpu_avx2") {
+  auto fe = compile_source("k.tl", src);
+  EXPECT_TRUE(fe.ok()) << fe.rendered();
+  auto p = find_profile(profile);
+  return cache::cache_key(key_inputs(fe.module, "f", dims, *p));
+}
+
+TEST(CacheKey, StableAcrossFormattingAndChangedByEverythingThatMatters) {
+  const std::string src = "public fn f [N, D](x: Tensor[F32, [N, D]]) -> Tensor[F32, [N, D]] =\n  let y = x * 0.5\n  y + x\n";
+  const std::string reformatted = "// the same program\npublic fn f[N,D](x:Tensor[F32,[N,D]])->Tensor[F32,[N,D]]=\n"
+                                  "let half=x*0.50 // renamed, respelled\nhalf+x";
+  const DimEnv dims = {{"N", 8}, {"D", 16}};
+  std::string k = key_of(src, dims);
+  EXPECT_EQ(k, key_of(src, dims));
+  EXPECT_EQ(k, key_of(reformatted, dims));
+  EXPECT_NE(k, key_of("public fn f [N, D](x: Tensor[F32, [N, D]]) -> Tensor[F32, [N, D]] =\n  x * 0.25 + x\n", dims));
+  EXPECT_NE(k, key_of(src, {{"N", 8}, {"D", 32}}));
+  EXPECT_NE(k, key_of(src, dims, "cpu_avx512"));
+  EXPECT_NE(k, key_of(src, dims, "cuda_sm90"));
 }
 
 }  // namespace

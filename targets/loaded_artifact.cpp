@@ -1,0 +1,98 @@
+#include "targets/loaded_artifact.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "lang/sha256.h"
+#include "targets/abi.h"
+
+namespace mlk {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+Expected<std::string> slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return Status::IOError("cannot read " + p.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int32_t abi_dtype(DType t) {
+  switch (t) {
+    case DType::F16: return MLK_F16;
+    case DType::BF16: return MLK_BF16;
+    case DType::F32: return MLK_F32;
+    case DType::F64: return MLK_F64;
+    case DType::I8: return MLK_I8;
+    case DType::I16: return MLK_I16;
+    case DType::I32: return MLK_I32;
+    case DType::I64: return MLK_I64;
+    case DType::U8: return MLK_U8;
+    case DType::Bool: return MLK_BOOL;
+  }
+  return -1;
+}
+
+}  // namespace
+
+LoadedArtifact::~LoadedArtifact() {
+  if (handle_) dlclose(handle_);
+}
+
+Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::Load(const std::string& dir) {
+  auto text = slurp(fs::path(dir) / "manifest.json");
+  if (!text.ok()) return text.status();
+  json m = json::parse(*text, nullptr, false);
+  if (m.is_discarded() || !m.is_object() || m.value("format", "") != "mlk-artifact-1")
+    return Status::Corruption(dir + "/manifest.json is not an mlk artifact manifest");
+  for (const auto& [name, digest] : m["files"].items()) {
+    auto bytes = slurp(fs::path(dir) / name);
+    if (!bytes.ok()) return bytes.status();
+    if (sha256_hex(*bytes) != digest.get<std::string>())
+      return Status::Corruption(dir + "/" + name + " does not match the sha256 in its manifest; refusing to load it");
+  }
+  std::unique_ptr<LoadedArtifact> a(new LoadedArtifact());
+  a->manifest_ = *text;
+  a->unbound_ = m["signature"].value("unbound_dims", std::vector<std::string>{});
+  std::string lib = (fs::path(dir) / m.value("library", "")).string();
+  a->handle_ = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!a->handle_) return Status::InvalidArgument(std::string("cannot load ") + lib + ": " + dlerror());
+  a->entry_ = dlsym(a->handle_, m.value("entry_symbol", "").c_str());
+  a->last_error_ = reinterpret_cast<const char* (*)()>(dlsym(a->handle_, "mlk_last_error"));
+  if (!a->entry_ || !a->last_error_) return Status::Corruption(lib + " lacks its C ABI entry");
+  return a;
+}
+
+Expected<HostTensor> LoadedArtifact::Run(const ir::Function& f, const std::vector<HostTensor>& inputs,
+                                         const DimEnv& env) {
+  auto shape = concrete_shape(f.result_type.shape, env);
+  if (!shape.ok()) return shape.status();
+  HostTensor out(f.result_type.dtype, *shape);
+  std::vector<mlk_tensor_t> args;
+  for (const auto& t : inputs)
+    args.push_back({const_cast<uint8_t*>(t.bytes.data()), abi_dtype(t.dtype), static_cast<int32_t>(t.shape.size()),
+                    t.shape.data(), nullptr});
+  mlk_tensor_t o{out.bytes.data(), abi_dtype(out.dtype), static_cast<int32_t>(out.shape.size()), out.shape.data(),
+                 nullptr};
+  std::vector<int64_t> dims;
+  for (const auto& d : unbound_) {
+    auto it = env.find(d);
+    if (it == env.end()) return Status::InvalidArgument("dimension `" + d + "` has no value");
+    dims.push_back(it->second);
+  }
+  using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
+  int rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), &o, dims.data(),
+                                           static_cast<int32_t>(dims.size()));
+  if (rc != 0) return Status::InvalidArgument("`" + f.name + "` failed (code " + std::to_string(rc) + "): " + last_error_());
+  return out;
+}
+
+}  // namespace mlk

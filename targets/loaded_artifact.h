@@ -1,0 +1,39 @@
+// A built artifact loaded into this process with dlopen and called through
+// its C ABI (mlk_abi.h). Used by `mlk run` for tuned artifacts from the cache
+// and by tests; the full runtime (runtime/) builds on the same entry.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "lang/bind.h"
+#include "lang/ir.h"
+#include "lang/status.h"
+#include "lang/tensor.h"
+
+namespace mlk {
+
+class LoadedArtifact {
+ public:
+  ~LoadedArtifact();
+  // `dir` holds the artifact's files (manifest.json and the library). Every
+  // file listed in the manifest is re-hashed before anything is loaded.
+  static Expected<std::unique_ptr<LoadedArtifact>> Load(const std::string& dir);
+
+  // Runs `f` (whose signature must match the manifest's) on `inputs`; the
+  // dims of `env` give the values of the unbound dimensions.
+  Expected<HostTensor> Run(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env);
+
+  const std::string& manifest_json() const { return manifest_; }
+
+ private:
+  LoadedArtifact() = default;
+  void* handle_ = nullptr;
+  void* entry_ = nullptr;
+  const char* (*last_error_)() = nullptr;
+  std::string manifest_;
+  std::vector<std::string> unbound_;
+};
+
+}  // namespace mlk
