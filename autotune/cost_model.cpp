@@ -37,7 +37,14 @@ double predict_ms(const std::vector<StageInfo>& stages, const Knobs& knobs, cons
     double bytes = elems * 4 * (s.kind == Kind::kOutput ? 2 : 1);
     if (p.is_gpu()) {
       double threads = static_cast<double>(knob(knobs, s.name, "tx", 32) * knob(knobs, s.name, "ty", 8));
-      eff = std::min(1.0, threads / 256) * 0.3;
+      if (s.kind == Kind::kMatmul && knob(knobs, s.name, "smem", 0)) {
+        double t = static_cast<double>(knob(knobs, s.name, "tile", 16));
+        threads = t * t;
+        bytes /= t;  // each staged element is reused by a tile's worth of threads
+        eff = std::min(1.0, threads / 256) * 0.6;
+      } else {
+        eff = std::min(1.0, threads / 256) * 0.3;
+      }
     } else if (s.kind == Kind::kMatmul) {
       double acc = static_cast<double>(knob(knobs, s.name, "tn", 2) * knob(knobs, s.name, "tm", 4));
       double regs = p.vector_bits >= 512 ? 32 : 16;

@@ -16,6 +16,7 @@ std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env) {
     i.reduces_innermost = s.reduces_innermost;
     for (const Dim& d : s.shape) i.extents.push_back(d.eval(env).value_or(0));
     for (const Dim& d : s.rshape) i.rextents.push_back(d.eval(env).value_or(0));
+    i.direct_inputs = s.direct_inputs;
     out.push_back(i);
   }
   return out;

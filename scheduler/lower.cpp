@@ -239,7 +239,9 @@ class Lowerer {
     std::vector<Var> h(v.rbegin(), v.rend());
     std::vector<Expr> hx(h.begin(), h.end());
     mm(hx) = mm(hx) + Halide::cast(acc, a.at(ia)) * Halide::cast(acc, b.at(ib));
-    add_stage(Stage::Kind::kMatmul, mm, v, {k}, false, n.type.shape, {ta.shape.back()});
+    Stage& st = add_stage(Stage::Kind::kMatmul, mm, v, {k}, false, n.type.shape, {ta.shape.back()});
+    for (const Value* x : {&a, &b})
+      if (x->f.name().rfind("load_", 0) == 0) st.direct_inputs.push_back(x->f.name());
     if (n.type.dtype == DType::F16 || n.type.dtype == DType::BF16) {
       Func out(fresh("mm_round"));
       define(out, v, round_to_dtype(n.type.dtype, mm(hx)));

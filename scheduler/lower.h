@@ -38,6 +38,7 @@ struct Stage {
   bool reduces_innermost = false;     // its reduction runs along the input's innermost axis
   Shape shape;                        // pure extents, .tl order
   Shape rshape;                       // reduction extents
+  std::vector<std::string> direct_inputs;  // input stages it reads directly
 };
 
 struct Pipeline {

@@ -135,6 +135,22 @@ void gpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, std:
     return it == k.end() ? def : it->second;
   };
   if (s.kind != Kind::kOutput) ds.push_back(D("compute_root"));
+  if (s.kind == Kind::kMatmul && r >= 2 && knob("smem", 0) && !s.direct_inputs.empty()) {
+    // Block tiles of the output, the k loop split into tiles whose slices of
+    // the inputs are staged in shared memory per block.
+    int64_t t = knob("tile", 16);
+    ds.push_back(D("gpu_tile", {a(r - 1), a(r - 2), "bx", "by", "tx", "ty"}, {t, t}));
+    ds.push_back(D("gpu_tile", {a(r - 1), a(r - 2), "bx", "by", "tx", "ty"}, {t, t}, 0));
+    ds.push_back(D("split", {"r0", "ko", "ki"}, {t}, 0));
+    std::vector<std::string> order = {"ki", "tx", "ty", "ko", "bx", "by"};
+    for (int i = r - 3; i >= 0; --i) order.push_back(a(i));
+    ds.push_back(D("reorder", order, {}, 0));
+    for (const auto& in : s.direct_inputs) {
+      Directive d = At("stage_shared", in, "ko");
+      ds.push_back(d);
+    }
+    return;
+  }
   int defs = s.rvars > 0 ? 2 : 1;  // the pure definition and the update
   for (int u = -1; u < defs - 1; ++u) {
     if (r == 0) {
@@ -161,6 +177,10 @@ KnobSpace knob_space(const std::vector<StageInfo>& stages, const Profile& p) {
       if (s.rank >= 1) {
         m["tx"] = {8, 16, 32, 64};
         m["ty"] = {1, 2, 4, 8, 16};
+      }
+      if (s.kind == Kind::kMatmul && s.rank >= 2 && !s.direct_inputs.empty()) {
+        m["smem"] = {0, 1};
+        m["tile"] = {8, 16, 32};
       }
       continue;
     }

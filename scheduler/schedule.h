@@ -74,6 +74,7 @@ struct StageInfo {
   bool reduces_innermost = false;   // its reduction runs along the input's innermost axis
   std::vector<int64_t> extents;     // estimate of each pure extent (.tl order), 0 if unknown
   std::vector<int64_t> rextents;    // estimate of each reduction extent
+  std::vector<std::string> direct_inputs;  // input stages (load_<param>) it reads directly
 };
 
 // Checks a schedule against the stages before any Halide call: known stages,

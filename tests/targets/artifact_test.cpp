@@ -14,6 +14,7 @@
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
 #include "lang/sha256.h"
+#include "scheduler/kernel.h"
 #include "scheduler/rules.h"
 #include "targets/abi.h"
 #include "targets/artifact.h"
@@ -216,6 +217,31 @@ TEST(Schedule, JsonRoundTripAndStableHash) {
   auto again = build_artifact(req);
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->schedule.hash(), res->schedule.hash());
+}
+
+}  // namespace
+}  // namespace mlk
+
+namespace mlk {
+namespace {
+
+TEST(Artifact, GpuMatmulRuleStagesInputTilesInSharedMemory) {
+  ir::Module m = load("mlp.tl");
+  auto prof = find_profile("cuda_sm90");
+  ASSERT_TRUE(prof.ok());
+  auto stages = stage_infos_for(m, "sgemm", {{"M", 256}, {"K", 256}, {"N", 256}});
+  ASSERT_TRUE(stages.ok());
+  Knobs k = default_knobs(*stages, *prof);
+  k["matmul0"]["smem"] = 1;
+  Schedule s = schedule_from_knobs(*stages, k, *prof);
+  BuildRequest req{&m, "sgemm", "examples/mlp.tl", *prof, {{"M", 256}, {"K", 256}, {"N", 256}}, s, tmpdir("smem")};
+  auto res = build_artifact(req);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  std::ifstream in(fs::path(res->dir) / "sgemm.ptx");
+  std::stringstream ptx;
+  ptx << in.rdbuf();
+  EXPECT_THAT(ptx.str(), HasSubstr("st.shared"));
+  EXPECT_THAT(ptx.str(), HasSubstr("bar.sync"));
 }
 
 }  // namespace
