@@ -150,13 +150,13 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
     prov.measured = r->measured;
     prov.toolchain = {{"mlk", mlk_version()}, {"halide", halide_version()}, {"llvm", llvm_version()}};
     Status s = store->put_entry(ns, o.key, summary.dump(), prov, files);
-    if (!s.ok()) std::fprintf(stderr, "mlk tune: could not store the result in the cache: %s\n", s.message().c_str());
+    if (!s.ok()) return Status::IOError("tuned, but could not store the result in the cache: " + s.message());
   }
   if (!out_dir.empty()) MLK_RETURN_IF_ERROR(copy_files(files, out_dir));
   o.summary_line = label + ": " + (r->measured ? "" : "estimated ") + fmt(r->best_ms) + " ms (" + r->best_origin +
                    "), default schedule " + fmt(r->default_ms) + " ms, " +
                    fmt(r->default_ms > 0 && r->best_ms > 0 ? r->default_ms / r->best_ms : 0) + "x, " +
-                   std::to_string(r->trials) + " trials, " + (r->measured ? "measured" : "NOT measured (no GPU here)") +
+                   std::to_string(r->trials) + " trials, " + (r->measured ? "measured" : "NOT measured (GPU candidates are ranked by the cost model and ptxas)") +
                    ", key " + o.key.substr(0, 16);
   fs::remove_all(art, ec);
   return o;

@@ -50,6 +50,7 @@ double predict_ms(const std::vector<StageInfo>& stages, const Knobs& knobs, cons
       double regs = p.vector_bits >= 512 ? 32 : 16;
       eff = acc <= regs - 4 ? 0.12 + 0.5 * std::min(1.0, acc / 16) : 0.08;
       if (knob(knobs, s.name, "unroll", 1)) eff *= 1.1;
+      if (knob(knobs, s.name, "at_output", 0)) eff *= 1.8;  // accumulators stay in registers
       bytes += elems * red * 4 / std::max(1.0, std::sqrt(acc * lanes));
     } else if (s.kind != Kind::kOutput) {
       eff = 0.15;

@@ -34,6 +34,7 @@ const char* verdict_name(Measurement::Verdict v);
 struct MeasureSetup {
   const ir::Module* module = nullptr;
   std::string fn;
+  std::string target = "host";                  // Halide target the worker JITs for
   DimEnv dims;                                  // tuning shape
   std::vector<std::vector<HostTensor>> timing;  // input sets at the tuning shape
   DimEnv verify_dims;                           // verification shape (often smaller)

@@ -16,6 +16,7 @@
 #include "lang/ir_printer.h"
 #include "scheduler/kernel.h"
 #include "targets/artifact.h"
+#include "targets/detect.h"
 #include "targets/toolchain.h"
 
 namespace mlk::tune {
@@ -96,21 +97,39 @@ Measurement::Verdict parse_verdict(const std::string& s) {
 }
 
 // Trials of an earlier run of the same tuning problem, by schedule hash.
-Expected<std::map<std::string, Trial>> read_log(const std::string& path, const json& header) {
+// Final-round re-measurements of an earlier run, by schedule hash.
+using FinalTimes = std::map<std::string, std::vector<double>>;
+
+Expected<std::map<std::string, Trial>> read_log(const std::string& path, const json& header, FinalTimes* finals) {
   std::map<std::string, Trial> out;
   std::ifstream in(path);
   if (!in) return out;
   std::string line;
   bool first = true;
   int lineno = 0;
+  uintmax_t good = 0;  // bytes of complete lines
   while (std::getline(in, line)) {
     ++lineno;
-    if (line.empty()) continue;
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) {
-      // A run killed mid-write leaves a torn last line; anything else is damage.
-      if (in.peek() == EOF) break;
+    bool complete = !in.eof();
+    json j = line.empty() ? json() : json::parse(line, nullptr, false);
+    if (line.empty() || j.is_discarded() || !complete) {
+      // A run killed mid-write leaves a torn last line: cut it off so the
+      // appended trials start on a line of their own. Anything else is damage.
+      if (in.peek() == EOF && (j.is_discarded() || !complete)) {
+        in.close();
+        std::filesystem::resize_file(path, good);
+        break;
+      }
+      if (line.empty()) {
+        good += 1;
+        continue;
+      }
       return Status::Corruption(path + ":" + std::to_string(lineno) + ": not a JSON line");
+    }
+    good += line.size() + 1;
+    if (j.contains("final")) {
+      (*finals)[j.value("schedule_hash", "")] = j.value("times_ms", std::vector<double>{});
+      continue;
     }
     if (first) {
       first = false;
@@ -151,6 +170,7 @@ class Search {
     std::mt19937_64 data_rng(o_.seed ^ 0x9e3779b97f4a7c15ULL);
     setup_.module = &m_;
     setup_.fn = fn_;
+    setup_.target = p_.halide_target;
     setup_.dims = dims_;
     setup_.timeout_s = o_.timeout_s;
     setup_.fault = o_.fault;
@@ -181,7 +201,10 @@ class Search {
     return Status::Ok();
   }
 
-  void set_resume(std::map<std::string, Trial> r) { resume_ = std::move(r); }
+  void set_resume(std::map<std::string, Trial> r, FinalTimes finals) {
+    resume_ = std::move(r);
+    resume_final_ = std::move(finals);
+  }
   void set_log(std::ofstream* log) { log_ = log; }
 
   bool budget_left() const {
@@ -229,6 +252,8 @@ class Search {
     BuildRequest req{&m_, fn_, "", p_, dims_, sched,
                      (std::filesystem::temp_directory_path() / ("mlk-tune-gpu-" + std::to_string(getpid()))).string()};
     auto r = build_artifact(req);
+    std::error_code ec;
+    std::filesystem::remove_all(req.out_dir, ec);
     if (!r.ok()) {
       m.verdict = Measurement::Verdict::kError;
       m.detail = r.status().message();
@@ -365,10 +390,25 @@ class Search {
     double winner_ms = 0;
     for (int round = 0; round < 2; ++round)  // interleaved, so drift hits all alike
       for (const Trial* t : top) {
-        Measurement m = measure(longer, t->schedule);
-        if (!m.ok()) continue;
+        std::string h = t->schedule.hash() + "#" + std::to_string(round);
+        Measurement m;
+        auto it = resume_final_.find(h);
+        if (it != resume_final_.end()) {
+          m.verdict = Measurement::Verdict::kOk;
+          m.times_ms = it->second;
+        } else {
+          m = measure(longer, t->schedule);
+          if (log_ && m.ok()) {
+            *log_ << json{{"final", true}, {"schedule_hash", h}, {"times_ms", m.times_ms}}.dump() << "\n";
+            log_->flush();
+          }
+        }
+        if (!m.ok() || m.times_ms.empty()) continue;
+        std::vector<double> sorted = m.times_ms;
+        std::sort(sorted.begin(), sorted.end());
+        double med = sorted[sorted.size() / 2];
         auto& best = final_ms_[t];
-        best = best == 0 ? m.median_ms : std::min(best, m.median_ms);
+        best = best == 0 ? med : std::min(best, med);
         final_times_[t] = m.times_ms;
       }
     for (const auto& [t, ms] : final_ms_)
@@ -421,6 +461,7 @@ class Search {
   std::deque<Trial> trials_;  // stable addresses for best_
   std::set<std::string> seen_;
   std::map<std::string, Trial> resume_;
+  FinalTimes resume_final_;
   const Trial* best_ = nullptr;
   double default_ = 0;
   std::ofstream* log_ = nullptr;
@@ -435,6 +476,11 @@ Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, c
                                    const DimEnv& dims, const TuneOptions& opts) {
   const ir::Function* f = m.find(fn);
   if (!f) return Status::NotFound("no fn `" + fn + "` in the program");
+  if (!f->is_public) return Status::InvalidArgument("`" + fn + "` is not public; only public fns are tuned and built");
+  if (!profile.is_gpu()) {
+    Runnable rn = can_run(profile, detect_cpu(), detect_cuda());
+    if (!rn.ok) return Status::Unsupported("cannot measure " + profile.name + " here: " + rn.reason);
+  }
   // Every dimension needs a value, and the shape must satisfy the signature.
   for (const auto& d : f->dim_vars)
     if (!dims.count(d)) return Status::InvalidArgument("tuning `" + fn + "` needs a value for dimension `" + d + "` (--dims or a `tune` declaration)");
@@ -444,7 +490,7 @@ Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, c
     if (!s.ok()) return s.status();
     shapes.push_back(*s);
   }
-  auto bound = bind_dims(*f, shapes, {});
+  auto bound = bind_dims(*f, shapes, dims);
   if (!bound.ok()) return bound.status();
   // Stage names and extents, from a lowering in this process (no code runs,
   // so no Halide threads exist when workers are forked).
@@ -456,9 +502,10 @@ Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, c
   if (!opts.log_path.empty()) {
     json header = {{"fn", fn}, {"ir", ir::function_hash(m, *f)}, {"dims", dims}, {"profile", profile.name},
                    {"seed", opts.seed}, {"rules", kScheduleSpaceVersion}, {"halide", halide_version()}};
-    auto prev = read_log(opts.log_path, header);
+    FinalTimes finals;
+    auto prev = read_log(opts.log_path, header, &finals);
     if (!prev.ok()) return prev.status();
-    search.set_resume(*prev);
+    search.set_resume(*prev, finals);
     bool fresh = prev->empty();
     log.open(opts.log_path, fresh ? std::ios::trunc : std::ios::app);
     if (!log) return Status::IOError("cannot write the tuning log " + opts.log_path);

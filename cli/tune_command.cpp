@@ -120,7 +120,7 @@ int run_tune(const std::vector<std::string>& args) {
     const auto& [name, shape] = jobs[i];
     std::string dir = out_dir.empty() ? "" : jobs.size() == 1 ? out_dir : out_dir + "/" + name + "-" + std::to_string(i);
     tune::TuneOptions o = opts;
-    o.log_path = log;
+    o.log_path = log.empty() || jobs.size() == 1 ? log : log + "." + name + "-" + std::to_string(i);
     auto res = tune::tune_cached(fe->module, name, file, *profile, shape, o, store.get(), ns, dir, work);
     if (!res.ok()) {
       std::fprintf(stderr, "mlk tune: %s: %s\n", name.c_str(), res.status().message().c_str());

@@ -23,17 +23,38 @@ std::string HostTensor::shape_str() const {
   return s + "]";
 }
 
+// IEEE binary16 conversions in integer arithmetic (clang 14 has no _Float16
+// on x86-64, and the fuzz build uses clang). Round to nearest even.
 uint16_t float_to_half_bits(float f) {
-  _Float16 h = static_cast<_Float16>(f);  // round to nearest even (GCC >= 12 on x86-64)
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t ax = x & 0x7FFFFFFF;
+  if (ax >= 0x7F800000) return sign | (ax > 0x7F800000 ? 0x7E00 : 0x7C00);  // NaN (quiet), Inf
+  if (ax >= 0x477FF000) return sign | 0x7C00;  // >= 65520 rounds to Inf
+  if (ax < 0x38800000) {                        // below 2^-14: subnormal or zero
+    float a;
+    std::memcpy(&a, &ax, 4);
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));  // units of 2^-24, exact scaling
+  }
+  uint32_t r = ax - 0x38000000;  // rebias the exponent from 127 to 15
+  r += 0x0FFF + ((r >> 13) & 1);
+  return sign | static_cast<uint16_t>(r >> 13);
 }
 
 float half_bits_to_float(uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return static_cast<float>(h);
+  const uint32_t sign = static_cast<uint32_t>(b & 0x8000) << 16;
+  const uint32_t exp = (b >> 10) & 0x1F, mant = b & 0x3FF;
+  uint32_t u;
+  if (exp == 0) {
+    float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 31) u = sign | 0x7F800000 | (mant << 13);
+  else u = sign | ((exp + 112) << 23) | (mant << 13);
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
 }
 
 uint16_t float_to_bf16_bits(float f) {

@@ -99,6 +99,18 @@ class Applier {
       Halide::Func intm = up.rfactor(ro, u);
       intm.compute_root();
       intm.update(0).parallel(u);
+    } else if (op == "rfactor_vector") {
+      VarOrRVar r = v(0);
+      Halide::RVar ro(d.vars[0] + "_o"), ri(d.vars[0] + "_i");
+      Halide::Var u(d.vars[1]);
+      const int factor = static_cast<int>(d.factors[0]);
+      Halide::Stage up = f.update(0);
+      up.split(r.rvar, ro, ri, factor, tail);
+      Halide::Func intm = up.rfactor(ri, u);
+      if (s.vars.empty()) intm.compute_root();
+      else intm.compute_at(f, s.vars.front());
+      intm.vectorize(u);
+      intm.update(0).vectorize(u);
     } else if (op == "gpu_blocks" || op == "gpu_threads") {
       std::vector<VarOrRVar> vs;
       for (size_t i = 0; i < d.vars.size(); ++i) vs.push_back(v(i));
@@ -141,8 +153,13 @@ Status apply_schedule(Pipeline& p, const Schedule& s, bool gpu) {
   MLK_RETURN_IF_ERROR(validate_schedule(s, stage_infos(p, {}), gpu));
   if (!s.autoscheduler.empty()) return Status::Ok();  // see apply_autoscheduler
   Applier a(p);
+  // Placement directives last: they may name variables that another stage's
+  // directives introduce (compute_at(output, "no") after output's tile).
+  auto placement = [](const Directive& d) { return d.op == "compute_at" || d.op == "store_at" || d.op == "stage_shared"; };
+  for (int pass = 0; pass < 2; ++pass)
   for (const auto& [name, ds] : s.stages)
     for (size_t i = 0; i < ds.size(); ++i) {
+      if (placement(ds[i]) != (pass == 1)) continue;
       try {
         a.apply(name, ds[i]);
       } catch (const Halide::Error& e) {

@@ -45,8 +45,8 @@ Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const 
   impl->module = m;
   impl->fn = impl->module.find(fn);
   if (!impl->fn) return Status::NotFound("no function `" + fn + "` in the program");
-  if (target != "host")
-    return Status::Unsupported("JIT runs only on the host; target `" + target + "` needs `mlk build`");
+  if (target != "host" && target.find("cuda") != std::string::npos)
+    return Status::Unsupported("JIT runs only on the host CPU; target `" + target + "` needs `mlk build`");
   auto lowered = lower::lower_function(impl->module, fn);
   if (!lowered.ok()) return lowered.status();
   impl->lowered = std::move(lowered).value();
@@ -55,14 +55,15 @@ Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const 
   impl->schedule = schedule ? *schedule : schedule_from_knobs(infos, default_knobs(infos, host), host);
   MLK_RETURN_IF_ERROR(lower::apply_schedule(impl->lowered, impl->schedule, false));
   try {
-    impl->target = Halide::get_host_target();
+    // "host", or a CPU profile's Halide target (which must run here).
+    impl->target = target == "host" ? Halide::get_host_target() : Halide::Target(target);
     impl->pipeline = Halide::Pipeline(impl->lowered.output);
     if (!impl->schedule.autoscheduler.empty())
       MLK_RETURN_IF_ERROR(lower::apply_autoscheduler(impl->lowered, impl->pipeline, impl->schedule.autoscheduler,
                                                      estimates, impl->target));
     impl->pipeline.compile_jit(impl->target);
   } catch (const Halide::Error& e) {
-    return Status::Internal("Halide could not compile `" + fn + "`: " + e.what());
+    return Status::InvalidArgument("Halide could not compile `" + fn + "`: " + e.what());
   }
   return std::unique_ptr<Kernel>(new Kernel(std::move(impl)));
 }
@@ -91,6 +92,12 @@ Halide::Buffer<> wrap(const HostTensor& t) {
 }  // namespace
 
 Expected<HostTensor> Kernel::Run(const std::vector<HostTensor>& inputs, const DimEnv& given) {
+  HostTensor out;
+  MLK_RETURN_IF_ERROR(RunInto(inputs, given, out));
+  return out;
+}
+
+Status Kernel::RunInto(const std::vector<HostTensor>& inputs, const DimEnv& given, HostTensor& out) {
   const ir::Function& f = *impl_->fn;
   MLK_RETURN_IF_ERROR(check_input_dtypes(f, inputs));
   std::vector<std::vector<int64_t>> shapes;
@@ -99,7 +106,7 @@ Expected<HostTensor> Kernel::Run(const std::vector<HostTensor>& inputs, const Di
   if (!env.ok()) return env.status();
   auto out_shape = concrete_shape(f.result_type.shape, *env);
   if (!out_shape.ok()) return out_shape.status();
-  HostTensor out(f.result_type.dtype, *out_shape);
+  if (out.dtype != f.result_type.dtype || out.shape != *out_shape) out = HostTensor(f.result_type.dtype, *out_shape);
   try {
     for (size_t i = 0; i < inputs.size(); ++i) impl_->lowered.inputs[i].set(wrap(inputs[i]));
     for (auto& [name, prm] : impl_->lowered.dim_params) prm.set(static_cast<int32_t>(env->at(name)));
@@ -108,7 +115,7 @@ Expected<HostTensor> Kernel::Run(const std::vector<HostTensor>& inputs, const Di
   } catch (const Halide::Error& e) {
     return Status::InvalidArgument(std::string("`") + f.name + "` failed at run time: " + clean_runtime_error(e.what()));
   }
-  return out;
+  return Status::Ok();
 }
 
 }  // namespace mlk

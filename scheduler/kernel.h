@@ -36,6 +36,9 @@ class Kernel {
   // see bind_dims), allocates the output and runs. Run-time failures (a
   // gather index out of range) are InvalidArgument. Not thread-safe.
   Expected<HostTensor> Run(const std::vector<HostTensor>& inputs, const DimEnv& given);
+  // The same, writing into `out`, which is reallocated only when its dtype or
+  // shape is not the result's (so repeated runs reuse one buffer).
+  Status RunInto(const std::vector<HostTensor>& inputs, const DimEnv& given, HostTensor& out);
 
   const ir::Function& function() const;
 

@@ -36,6 +36,13 @@ const StageInfo* output_of(const std::vector<StageInfo>& stages) {
   return nullptr;
 }
 
+// Can the matmul be computed per register tile of the output (the classic
+// Halide GEMM schedule)? Only when it is the output's shape, so that a tile
+// of the output is a tile of the product.
+bool matmul_at_output(const StageInfo& s, const StageInfo* out) {
+  return out && s.kind == Kind::kMatmul && out->rank == s.rank && out->extents == s.extents && s.rank >= 2;
+}
+
 bool is_reduction_like(Kind k) { return k == Kind::kReduction || k == Kind::kSoftmaxMax || k == Kind::kSoftmaxSum; }
 
 // Can stage `s` be computed per row of the output (row-wise fusion)?
@@ -105,8 +112,18 @@ void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, cons
     return;
   }
   if (is_reduction_like(s.kind)) {
+    // A reduction along the innermost axis, vectorised by reducing `lanes`
+    // partial results side by side.
+    bool vred = s.reduces_innermost && s.rvars == 1 && knob("vred", 0);
     if (row_fusable(s, out) && knob("fuse", 1)) {
       ds.push_back(At("compute_at", "output", a(out->rank - 2)));
+      if (vred) ds.push_back(D("rfactor_vector", {"r0", "u"}, {lanes}));
+      return;
+    }
+    if (vred) {
+      ds.push_back(D("compute_root"));
+      if (r >= 2) ds.push_back(D("parallel", {a(0)}));
+      ds.push_back(D("rfactor_vector", {"r0", "u"}, {lanes}));
       return;
     }
     ds.push_back(D("compute_root"));
@@ -194,12 +211,14 @@ KnobSpace knob_space(const std::vector<StageInfo>& stages, const Profile& p) {
         m["tn"] = {1, 2, 3, 4};
         m["tm"] = {1, 2, 4, 6, 8, 12, 16};
         m["unroll"] = {0, 1};
+        if (matmul_at_output(s, out)) m["at_output"] = {0, 1};
         break;
       case Kind::kSoftmaxExp:
         if (row_fusable(s, out)) m["fuse"] = {0, 1, 2};
         break;
       default:
         if (row_fusable(s, out)) m["fuse"] = {0, 1};
+        if (s.reduces_innermost && s.rvars == 1) m["vred"] = {0, 1};
         if (s.rank == 0 && s.rvars == 1) m["rfactor"] = {0, 256, 4096};
         break;
     }
@@ -218,11 +237,42 @@ Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p) {
     }
     // The default schedule keeps everything at root (no row fusion); the
     // tuner explores fusion.
-    if (s.kind == Kind::kMatmul) k[s.name] = {{"tn", 2}, {"tm", 4}, {"unroll", 1}};
+    if (s.kind == Kind::kMatmul) k[s.name] = {{"tn", 2}, {"tm", 4}, {"unroll", 1}, {"at_output", 0}};
     else if (s.kind == Kind::kOutput) k[s.name] = {{"vec", 1}, {"par", 1}};
     else k[s.name] = {{"fuse", 0}};
   }
   return k;
+}
+
+
+// Register-tiled GEMM: the output tiled into (tm rows) x (tn vectors); the
+// product computed per tile with the k loop outside the unrolled tile, so
+// the accumulators stay in registers.
+static void gemm_at_output(const StageInfo& mm, const StageInfo& out, const std::map<std::string, int64_t>& k, int lanes,
+                    std::vector<Directive>& mm_ds, std::vector<Directive>& out_ds) {
+  auto knob = [&](const char* n, int64_t def) {
+    auto it = k.find(n);
+    return it == k.end() ? def : it->second;
+  };
+  const int r = mm.rank;
+  auto ext = [&](int i) { return i < static_cast<int>(mm.extents.size()) ? mm.extents[i] : 0; };
+  int64_t tn = clip(lanes * knob("tn", 2), ext(r - 1)), tm = clip(knob("tm", 4), ext(r - 2));
+  out_ds.push_back(D("tile", {a(r - 1), a(r - 2), "no", "mo", "ni", "mi"}, {tn, tm}));
+  out_ds.push_back(D("vectorize", {"ni"}, {clip(lanes, tn)}));
+  out_ds.push_back(D("unroll", {"mi"}));
+  if (r > 2) {
+    out_ds.push_back(D("fuse", {"mo", a(r - 3), "mf"}));
+    out_ds.push_back(D("parallel", {"mf"}));
+  } else {
+    out_ds.push_back(D("parallel", {"mo"}));
+  }
+  mm_ds.push_back(At("compute_at", "output", "no"));
+  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}));
+  mm_ds.push_back(D("unroll", {a(r - 2)}));
+  mm_ds.push_back(D("reorder", {a(r - 1), a(r - 2), "r0"}, {}, 0));
+  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}, 0));
+  mm_ds.push_back(D("unroll", {a(r - 1)}, {}, 0));
+  mm_ds.push_back(D("unroll", {a(r - 2)}, {}, 0));
 }
 
 Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p) {
@@ -230,8 +280,17 @@ Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& 
   const StageInfo* out = output_of(stages);
   const int lanes = vector_lanes(p);
   static const std::map<std::string, int64_t> kNone;
+  // A GEMM computed per output tile schedules the output too.
+  const StageInfo* gemm = nullptr;
+  if (!p.is_gpu())
+    for (const auto& s : stages) {
+      auto it = k.find(s.name);
+      if (matmul_at_output(s, out) && it != k.end() && it->second.count("at_output") && it->second.at("at_output"))
+        gemm = &s;
+    }
+  if (gemm) gemm_at_output(*gemm, *out, k.at(gemm->name), lanes, sched.stages[gemm->name], sched.stages["output"]);
   for (const auto& s : stages) {
-    if (s.kind == Kind::kInput) continue;
+    if (s.kind == Kind::kInput || (gemm && (&s == gemm || s.kind == Kind::kOutput))) continue;
     auto it = k.find(s.name);
     const auto& knobs = it == k.end() ? kNone : it->second;
     std::vector<Directive> ds;

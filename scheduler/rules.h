@@ -33,6 +33,6 @@ Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p);
 Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p);
 
 // Bumped whenever rules or knob spaces change meaning; part of the cache key.
-constexpr const char* kScheduleSpaceVersion = "rules-2";
+constexpr const char* kScheduleSpaceVersion = "rules-3";
 
 }  // namespace mlk

@@ -93,7 +93,8 @@ const std::map<std::string, OpSpec>& op_specs() {
       {"parallel", {1, 0, false, false}},     {"compute_root", {0, 0, false, false}},
       {"compute_inline", {0, 0, false, false}}, {"store_root", {0, 0, false, false}},
       {"compute_at", {0, 0, true, false}},    {"store_at", {0, 0, true, false}},
-      {"rfactor", {2, 1, false, false}},      {"gpu_blocks", {-1, 0, false, true}},
+      {"rfactor", {2, 1, false, false}},      {"rfactor_vector", {2, 1, false, false}},
+      {"gpu_blocks", {-1, 0, false, true}},
       {"gpu_threads", {-1, 0, false, true}},  {"gpu_single_thread", {0, 0, false, true}},
       {"gpu_tile", {-1, -2, false, true}},    {"stage_shared", {0, 0, true, true}},
   };
@@ -183,7 +184,7 @@ Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages
         MLK_RETURN_IF_ERROR(need(d.vars[0]));
         MLK_RETURN_IF_ERROR(need(d.vars[1]));
         vars[name].insert(d.vars[2]);
-      } else if (d.op == "rfactor") {
+      } else if (d.op == "rfactor" || d.op == "rfactor_vector") {
         MLK_RETURN_IF_ERROR(need(d.vars[0]));
         if (d.vars[0].empty() || d.vars[0][0] != 'r')
           return Status::InvalidArgument(where + ": rfactor needs a reduction variable (r0, r1, ...)");

@@ -17,8 +17,10 @@
 //   compute_root | compute_inline | store_root
 //   compute_at / store_at   at_stage, at_var
 //   rfactor    vars=[r, u] factors=[f]: split r by f and compute the partial
-//              reductions over the outer part in a new stage "<stage>_rf",
-//              parallel over u
+//              reductions over the outer part in a new stage, parallel over u
+//   rfactor_vector vars=[r, u] factors=[f]: split r by f and compute f partial
+//              reductions side by side (vectorised over u) per point of the
+//              stage, then combine them: a vectorised reduction along r
 //   gpu_blocks vars=[..]   gpu_threads vars=[..]   gpu_single_thread
 //   gpu_tile   vars=[x, y, xo, yo, xi, yi] factors=[fx, fy] (or [x, xo, xi], [f])
 //   stage_shared at_stage=<input stage, e.g. "load_a"> at_var=<block var>:

@@ -8,10 +8,14 @@
  * binds, in the order manifest.json lists them ("unbound_dims"). Shapes and
  * strides count elements, outermost axis first (row-major order); strides may
  * be NULL for a contiguous row-major tensor. The entry checks counts, dtypes,
- * ranks and int32 extents; the caller (the mlk runtime) checks the shapes
- * against the signature before calling.
- * Returns MLK_OK (0), a negative MLK_ERR_* code, or a positive Halide error
- * code; mlk_last_error() describes the last failure of this thread.
+ * ranks, int32 extents, every extent of every argument and of the output
+ * against the signature's symbolic shapes, and the refinements, before it
+ * touches any data.
+ * Returns MLK_OK (0), a negative MLK_ERR_* code, or a non-zero Halide error
+ * code (for example when the output buffer is smaller than the result);
+ * mlk_last_error() describes the last failure of this thread. CUDA artifacts
+ * take and return host memory: inputs are uploaded, the result copied back
+ * and device copies released within the call.
  */
 #ifndef MLK_ABI_H
 #define MLK_ABI_H
@@ -43,7 +47,9 @@ enum {
   MLK_ERR_DTYPE = -2,
   MLK_ERR_RANK = -3,
   MLK_ERR_EXTENT = -4,
-  MLK_ERR_NULL = -5
+  MLK_ERR_NULL = -5,
+  MLK_ERR_SHAPE = -6,      /* an extent disagrees with the signature */
+  MLK_ERR_REFINEMENT = -7  /* the dimensions break a refinement */
 };
 
 int mlk_abi_version(void);

@@ -73,9 +73,16 @@ Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::Load(const std::string
 
 Expected<HostTensor> LoadedArtifact::Run(const ir::Function& f, const std::vector<HostTensor>& inputs,
                                          const DimEnv& env) {
+  HostTensor out;
+  MLK_RETURN_IF_ERROR(RunInto(f, inputs, env, out));
+  return out;
+}
+
+Status LoadedArtifact::RunInto(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env,
+                               HostTensor& out) {
   auto shape = concrete_shape(f.result_type.shape, env);
   if (!shape.ok()) return shape.status();
-  HostTensor out(f.result_type.dtype, *shape);
+  if (out.dtype != f.result_type.dtype || out.shape != *shape) out = HostTensor(f.result_type.dtype, *shape);
   std::vector<mlk_tensor_t> args;
   for (const auto& t : inputs)
     args.push_back({const_cast<uint8_t*>(t.bytes.data()), abi_dtype(t.dtype), static_cast<int32_t>(t.shape.size()),
@@ -92,7 +99,7 @@ Expected<HostTensor> LoadedArtifact::Run(const ir::Function& f, const std::vecto
   int rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), &o, dims.data(),
                                            static_cast<int32_t>(dims.size()));
   if (rc != 0) return Status::InvalidArgument("`" + f.name + "` failed (code " + std::to_string(rc) + "): " + last_error_());
-  return out;
+  return Status::Ok();
 }
 
 }  // namespace mlk

@@ -24,6 +24,8 @@ class LoadedArtifact {
   // Runs `f` (whose signature must match the manifest's) on `inputs`; the
   // dims of `env` give the values of the unbound dimensions.
   Expected<HostTensor> Run(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env);
+  // The same into `out` (reallocated only when its dtype or shape differs).
+  Status RunInto(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env, HostTensor& out);
 
   const std::string& manifest_json() const { return manifest_; }
 

@@ -126,10 +126,27 @@ TEST(Tuner, AnInterruptedRunResumesWhereItStopped) {
   ASSERT_EQ(full->log.size(), 9u);
   for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(full->log[i].resumed) << i;
   for (size_t i = 4; i < 9; ++i) EXPECT_FALSE(full->log[i].resumed) << i;
+  // The torn line was cut off, so the log stays readable: all of it replays.
+  auto again = tune_function(m, "sgemm", host_profile(), {{"M", 64}, {"K", 64}, {"N", 64}}, o);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  for (const auto& t : again->log) EXPECT_TRUE(t.resumed) << t.index;
   // A log from another problem is refused, not silently mixed in.
   auto other = tune_function(m, "sgemm", host_profile(), {{"M", 32}, {"K", 64}, {"N", 64}}, o);
   ASSERT_FALSE(other.ok());
   EXPECT_THAT(other.status().message(), ::testing::HasSubstr("log of a different tuning run"));
+}
+
+TEST(Tuner, DimensionsNoInputBindsComeFromTheTuningShape) {
+  auto fe = compile_source("kv.tl", "public fn expand [B, S, G](x: Tensor[F32, [B, S]]) -> Tensor[F32, [B * G, S]] =\n"
+                                    "  repeat_interleave(x, G, axis=0)\n");
+  ASSERT_TRUE(fe.ok());
+  TuneOptions o;
+  o.trials = 3;
+  o.progress = false;
+  o.autoschedulers = false;
+  auto r = tune_function(fe.module, "expand", host_profile(), {{"B", 4}, {"S", 33}, {"G", 3}}, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GT(r->best_ms, 0);
 }
 
 TEST(Tuner, GpuProfilesTuneWithoutAGpuAndSayTheyDidNotMeasure) {

@@ -95,6 +95,15 @@ TEST(Artifact, CpuLibraryRunsThroughTheCAbiAndAgreesWithTheInterpreter) {
   EXPECT_EQ(entry(args.data(), 3, &o, nullptr, 0), MLK_ERR_DTYPE);
   EXPECT_THAT(lib.sym<const char* (*)()>("mlk_last_error")(), HasSubstr("w: dtype"));
   EXPECT_EQ(entry(args.data(), 2, &o, nullptr, 0), MLK_ERR_NARGS);
+  args[1].dtype = MLK_F32;
+  // An output smaller than the result is Halide's error, returned, not fatal.
+  HostTensor small(DType::F32, {3, 5, 30});
+  mlk_tensor_t os = view(small);
+  EXPECT_NE(entry(args.data(), 3, &os, nullptr, 0), MLK_OK);
+  EXPECT_THAT(lib.sym<const char* (*)()>("mlk_last_error")(), HasSubstr("output"));
+  // A null data pointer is refused, rank 0 included.
+  args[2].data = nullptr;
+  EXPECT_EQ(entry(args.data(), 3, &o, nullptr, 0), MLK_ERR_NULL);
 }
 
 TEST(Artifact, UnboundDimsArePassedInManifestOrder) {
