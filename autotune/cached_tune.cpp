@@ -130,7 +130,11 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
   if (log.ok()) files["tuning_log.jsonl"] = *log;
   json timings = {{"best_times_ms", r->best_times_ms}, {"best_ms", r->best_ms}, {"default_ms", r->default_ms}};
   files["timings.json"] = timings.dump(2);
+  // The program itself, so that a runtime can find and check the kernel by its
+  // program hash alone (runtime/, GetKernelByHash).
+  if (auto text = slurp(source); text.ok()) files["program.tl"] = *text;
   json summary = {{"fn", fn},
+                  {"program_hash", ir::function_hash(m, *m.find(fn))},
                   {"target", p.name},
                   {"dims", dims},
                   {"best_ms", r->best_ms},

@@ -58,6 +58,7 @@ json work(const MeasureSetup& s, const Schedule& sched) {
     double ms = ms_since(t);
     if (!r.ok()) return {{"verdict", "error"}, {"detail", r.message()}, {"compile_ms", compile_ms}};
     times.push_back(ms);
+    if (s.cutoff_ms > 0 && times.size() == 1 && ms > s.cutoff_ms) break;
     if (static_cast<int>(times.size()) >= s.min_reps && ms_since(start) >= s.min_time_s * 1000) break;
   }
   return {{"verdict", "ok"}, {"compile_ms", compile_ms}, {"times_ms", times}};

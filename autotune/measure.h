@@ -44,6 +44,10 @@ struct MeasureSetup {
   double timeout_s = 60;
   double min_time_s = 0.2;                      // time spent in timed runs, at least
   int min_reps = 5, max_reps = 50;
+  // > 0: a candidate whose first timed run takes longer than this is timed
+  // once, not min_reps times: it cannot win, and slow candidates would eat
+  // the budget (the tuner passes a multiple of the best time so far).
+  double cutoff_ms = 0;
   // Test seam, called in the worker with the candidate's verification output
   // before it is compared: it may crash, hang or corrupt the output.
   std::function<void(const Schedule&, HostTensor&)> fault;

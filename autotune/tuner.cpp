@@ -232,6 +232,7 @@ class Search {
     } else if (p_.is_gpu()) {
       t.m = build_only(sched);
     } else {
+      setup_.cutoff_ms = best_ ? 3 * score(*best_) : 0;
       t.m = measure(setup_, sched);
     }
     trials_.push_back(t);
@@ -330,6 +331,12 @@ class Search {
         evaluate(name, {}, s);
       }
     }
+    // The rules' own best guesses (register-tiled GEMM, fused vectorised row
+    // reductions), so that evolution starts from them.
+    for (const Knobs& k : seed_knobs(stages_, p_)) {
+      if (!budget_left()) break;
+      evaluate("rule-seed", k, schedule_from_knobs(stages_, k, p_));
+    }
     // Evolution over the rules' knobs.
     int stale = 0;
     while (budget_left() && stale < 5) {
@@ -386,6 +393,7 @@ class Search {
     longer.min_time_s = 1.0;
     longer.min_reps = 10;
     longer.max_reps = 500;
+    longer.cutoff_ms = 0;
     const Trial* winner = nullptr;
     double winner_ms = 0;
     for (int round = 0; round < 2; ++round)  // interleaved, so drift hits all alike

@@ -1,28 +1,16 @@
 #include "cli/args.h"
 
+#include "lang/bind.h"
+
 #include <charconv>
 #include <sstream>
 
 namespace mlk::cli {
 
 Expected<std::map<std::string, int64_t>> parse_dims(const std::string& text) {
-  std::map<std::string, int64_t> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return Status::Usage("--dims: `" + item + "` is not NAME=VALUE");
-    std::string name = item.substr(0, eq), val = item.substr(eq + 1);
-    int64_t v;
-    auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
-    if (ec != std::errc() || p != val.data() + val.size() || v < 1)
-      return Status::Usage("--dims: `" + item + "` needs a positive integer value");
-    if (out.count(name)) return Status::Usage("--dims: `" + name + "` is given twice");
-    out[name] = v;
-  }
-  if (out.empty()) return Status::Usage("--dims: expected NAME=VALUE[,NAME=VALUE...]");
-  return out;
+  auto d = parse_dim_list(text);
+  if (!d.ok()) return Status::Usage("--dims: " + d.status().message());
+  return *d;
 }
 
 Expected<int64_t> parse_count(const std::string& flag, const std::string& text) {

@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "lang/frontend.h"
+#include "service/cli_cache.h"
 #include "targets/artifact.h"
 #include "targets/detect.h"
 
@@ -86,14 +87,17 @@ int run_build(const std::vector<std::string>& args) {
   bool all_dims = target_fn != nullptr;
   if (target_fn)
     for (const auto& d : target_fn->dim_vars) all_dims = all_dims && dims.count(d);
-  std::string store_path = no_cache || !schedule_path.empty() ? "" : cache::default_store_path(cache_flag);
-  if (all_dims && !store_path.empty() && std::filesystem::exists(store_path)) {
-    cache::StoreOptions so;
-    so.create_if_missing = false;
-    auto store = cache::Store::Open(store_path, so);
-    if (!store.ok()) return fail(store.status());
+  // (--cache may name a `mlk serve`: then a hit there is pulled into the local mirror.)
+  std::unique_ptr<service::CliCache> cc;
+  if (!no_cache && schedule_path.empty() && all_dims) {
+    auto c = service::CliCache::Open(cache_flag, ns, "mlk build", /*create_if_missing=*/false);
+    if (!c.ok()) return fail(c.status());
+    cc = std::move(c).value();
+  }
+  if (cc && cc->store()) {
     std::string key = cache::cache_key(tune::key_inputs(fe->module, fn, dims, *profile));
-    auto hit = (*store)->get_entry(ns, key);
+    cc->pull(key);
+    auto hit = cc->store()->get_entry(ns, key);
     if (hit.ok()) {
       std::error_code ec;
       std::filesystem::create_directories(out_dir, ec);

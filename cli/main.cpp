@@ -7,6 +7,11 @@
 
 namespace mlk::cli {
 
+int run_serve(const std::vector<std::string>& args);  // cli/serve_command.cpp
+int run_token(const std::vector<std::string>& args);  // cli/token_command.cpp
+int run_bench(const std::vector<std::string>& args);  // cli/bench_command.cpp
+extern const char* kBenchUsage;                        // cli/bench_command.cpp
+
 namespace {
 
 const char* kCheckUsage =
@@ -105,6 +110,48 @@ const char* kTuneUsage =
     "ptxas resource report; their results are marked measured: false.\n"
     "Progress goes to stderr: trials done, best time, speedup over the default, ETA.\n";
 
+const char* kServeUsage =
+    "usage: mlk serve [--cache PATH] [--listen HOST:PORT] [--threads N] [--max-body SIZE]\n"
+    "                 [--quota TEAM=SIZE]... [--default-quota SIZE] [--timeout SECONDS]\n"
+    "                 [--keep-alive SECONDS] [--staged-ttl SECONDS] [--access-log]\n"
+    "\n"
+    "Serves the artifact store over HTTP (docs/api.md): blobs by sha256, entries by\n"
+    "key, queries, status and Prometheus metrics under /v1/ and /metrics, and ccache's\n"
+    "HTTP remote-storage protocol under /ccache/. Every request needs a token from\n"
+    "`mlk token create`, which binds it to a team (namespace) and scopes. Runs until\n"
+    "SIGTERM or SIGINT, then finishes the requests in flight and exits 0.\n"
+    "\n"
+    "  --cache PATH         the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
+    "  --listen HOST:PORT   the address (default 127.0.0.1:8080; port 0: any free port,\n"
+    "                       printed on the first line of output)\n"
+    "  --threads N          worker threads, each serving one connection at a time (default 8)\n"
+    "  --max-body SIZE      largest request body; larger ones get 413 (default 64M)\n"
+    "  --quota TEAM=SIZE    hard limit of a namespace's bytes; over it writes get 507\n"
+    "  --default-quota SIZE the limit of every namespace without --quota (default: none)\n"
+    "  --timeout SECONDS    per socket read or write; a stalled client is dropped (default 30)\n"
+    "  --keep-alive SECONDS idle time before a keep-alive connection is closed (default 5)\n"
+    "  --staged-ttl SECONDS how long an uploaded blob no entry uses stays charged to its\n"
+    "                       namespace and readable by it (default 3600)\n"
+    "  --access-log         one line per request on stderr\n"
+    "\n"
+    "SIZE is bytes, or a whole number with K, M or G (powers of 1024).\n";
+
+const char* kTokenUsage =
+    "usage: mlk token create --team NAME --scopes LIST [--note TEXT] [--cache PATH]\n"
+    "       mlk token list [--json] [--cache PATH]\n"
+    "       mlk token revoke ID|PREFIX [--cache PATH]\n"
+    "\n"
+    "Manages the access tokens of `mlk serve`, kept in the store file it serves (only\n"
+    "a sha256 of each token is stored). `create` prints the new token on stdout, once.\n"
+    "\n"
+    "  --team NAME    the namespace the token may use\n"
+    "  --scopes LIST  comma-separated: read, write-blobs, write-entries, admin (admin:\n"
+    "                 everything, in every namespace, and /metrics)\n"
+    "  --note TEXT    a reminder of who or what the token is for\n"
+    "  --cache PATH   the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
+    "\n"
+    "Clients send the token as `Authorization: Bearer TOKEN`; mlk reads it from $MLK_TOKEN.\n";
+
 const char* kVersionUsage =
     "usage: mlk version\n"
     "\n"
@@ -115,11 +162,14 @@ const char* kVersionUsage =
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
+      {"bench", "time fns against their peers; record baselines and gate on regressions", kBenchUsage, run_bench},
       {"build", "compile a fn for a target profile into an artifact directory", kBuildUsage, run_build},
       {"cache", "inspect and maintain the artifact cache", kCacheUsage, run_cache},
       {"check", "type-check .tl programs and print diagnostics", kCheckUsage, run_check},
       {"run", "compute a fn on safetensors inputs (Halide JIT or --reference)", kRunUsage, run_run},
+      {"serve", "serve the artifact cache over HTTP (API, ccache protocol, metrics)", kServeUsage, run_serve},
       {"targets", "list target profiles and what this machine can run", kTargetsUsage, run_targets},
+      {"token", "create, list and revoke access tokens of `mlk serve`", kTokenUsage, run_token},
       {"tune", "autotune fns for a target profile into the artifact cache", kTuneUsage, run_tune},
       {"version", "print mlk, Halide, LLVM and CUDA toolkit versions", kVersionUsage, run_version},
   };

@@ -17,6 +17,7 @@
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
 #include "scheduler/kernel.h"
+#include "service/cli_cache.h"
 #include "targets/detect.h"
 #include "targets/loaded_artifact.h"
 
@@ -142,15 +143,19 @@ int run_run(const std::vector<std::string>& args) {
     auto bound = bind_dims(*f, shapes, o.dims);
     if (!bound.ok()) return fail(bound.status());
     env = *bound;
-    // A tuned artifact for exactly this fn, shape and profile, when the cache has one.
-    std::string store_path = o.no_cache ? "" : cache::default_store_path(o.cache);
-    if (!store_path.empty() && std::filesystem::exists(store_path)) {
-      cache::StoreOptions so;
-      so.create_if_missing = false;
-      auto store = cache::Store::Open(store_path, so);
-      if (!store.ok()) return fail(store.status());
+    // A tuned artifact for exactly this fn, shape and profile, when the cache has one
+    // (--cache may name a `mlk serve`: then a hit there is pulled into the local mirror).
+    std::unique_ptr<service::CliCache> cc;
+    if (!o.no_cache) {
+      auto c = service::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false);
+      if (!c.ok()) return fail(c.status());
+      cc = std::move(c).value();
+    }
+    std::string store_path = cc ? cc->store_path() : "";
+    if (cc && cc->store()) {
       std::string key = cache::cache_key(tune::key_inputs(m, o.fn, env, *profile));
-      auto hit = (*store)->get_entry(o.ns, key);
+      cc->pull(key);
+      auto hit = cc->store()->get_entry(o.ns, key);
       if (hit.ok()) {
         auto dir = std::filesystem::temp_directory_path() / ("mlk-run-" + key.substr(0, 16) + "-" + std::to_string(getpid()));
         std::filesystem::create_directories(dir);

@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "lang/frontend.h"
+#include "service/cli_cache.h"
 #include "targets/detect.h"
 
 namespace mlk::cli {
@@ -104,13 +105,17 @@ int run_tune(const std::vector<std::string>& args) {
   if (jobs.empty())
     return fail(Status::InvalidArgument(fn.empty() ? file + " has no public fn with a `tune` declaration"
                                                    : file + " has no fn `" + fn + "`"));
-  std::unique_ptr<cache::Store> store;
+  // --cache may name a `mlk serve`: then each key is pulled into the local
+  // mirror before tuning (a hit there is a hit here) and pushed after.
+  std::unique_ptr<service::CliCache> cc;
+  cache::Store* store = nullptr;
   std::string store_path;
   if (!no_cache) {
-    store_path = cache::default_store_path(cache_flag);
-    auto s = cache::Store::Open(store_path);
-    if (!s.ok()) return fail(s.status());
-    store = std::move(s).value();
+    auto c = service::CliCache::Open(cache_flag, ns, "mlk tune", /*create_if_missing=*/true);
+    if (!c.ok()) return fail(c.status());
+    cc = std::move(c).value();
+    store = cc->store();
+    store_path = cc->store_path();
   }
   std::string work = store ? store_path + ".work"
                            : (std::filesystem::temp_directory_path() / "mlk-tune-work").string();
@@ -121,7 +126,9 @@ int run_tune(const std::vector<std::string>& args) {
     std::string dir = out_dir.empty() ? "" : jobs.size() == 1 ? out_dir : out_dir + "/" + name + "-" + std::to_string(i);
     tune::TuneOptions o = opts;
     o.log_path = log.empty() || jobs.size() == 1 ? log : log + "." + name + "-" + std::to_string(i);
-    auto res = tune::tune_cached(fe->module, name, file, *profile, shape, o, store.get(), ns, dir, work);
+    if (cc) cc->pull(cache::cache_key(tune::key_inputs(fe->module, name, shape, *profile)));
+    auto res = tune::tune_cached(fe->module, name, file, *profile, shape, o, store, ns, dir, work);
+    if (res.ok() && cc && !res->cached) (void)cc->push(res->key);
     if (!res.ok()) {
       std::fprintf(stderr, "mlk tune: %s: %s\n", name.c_str(), res.status().message().c_str());
       status = 1;

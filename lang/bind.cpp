@@ -1,6 +1,8 @@
 #include "lang/bind.h"
 
+#include <charconv>
 #include <set>
+#include <sstream>
 
 namespace mlk {
 
@@ -94,6 +96,25 @@ Expected<std::vector<int64_t>> concrete_shape(const Shape& s, const DimEnv& env)
                                      " is not in [1, 2147483647]");
     out.push_back(*v);
   }
+  return out;
+}
+
+Expected<DimEnv> parse_dim_list(const std::string& text) {
+  DimEnv out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) return Status::InvalidArgument("`" + item + "` is not NAME=VALUE");
+    std::string name = item.substr(0, eq), val = item.substr(eq + 1);
+    int64_t v;
+    auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
+    if (ec != std::errc() || p != val.data() + val.size() || v < 1)
+      return Status::InvalidArgument("`" + item + "` needs a positive integer value");
+    if (out.count(name)) return Status::InvalidArgument("`" + name + "` is given twice");
+    out[name] = v;
+  }
+  if (out.empty()) return Status::InvalidArgument("expected NAME=VALUE[,NAME=VALUE...]");
   return out;
 }
 

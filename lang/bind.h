@@ -26,6 +26,10 @@ Expected<DimEnv> bind_dims(const ir::Function& f, const std::vector<std::vector<
 // Concrete shape of `d` under `env` (all of whose variables must be bound).
 Expected<std::vector<int64_t>> concrete_shape(const Shape& s, const DimEnv& env);
 
+// "N=4,D=8" -> {N: 4, D: 8}: positive integer values, each name once.
+// InvalidArgument naming the bad item.
+Expected<DimEnv> parse_dim_list(const std::string& text);
+
 // Largest extent Halide buffers can index (int32).
 constexpr int64_t kMaxExtent = 2147483647;
 

@@ -227,6 +227,38 @@ KnobSpace knob_space(const std::vector<StageInfo>& stages, const Profile& p) {
   return ks;
 }
 
+std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profile& p) {
+  if (p.is_gpu()) return {};
+  const KnobSpace space = knob_space(stages, p);
+  const Knobs def = default_knobs(stages, p);
+  // Register tiles: lanes * tn columns by tm rows of accumulators, within
+  // the 32 (AVX-512) or 16 (AVX2) vector registers.
+  const bool wide = vector_lanes(p) >= 16;
+  const std::vector<std::pair<int64_t, int64_t>> tiles = wide ? std::vector<std::pair<int64_t, int64_t>>{{8, 3}, {6, 4}}
+                                                              : std::vector<std::pair<int64_t, int64_t>>{{6, 2}, {4, 3}};
+  std::vector<Knobs> seeds;
+  for (const auto& [tm, tn] : tiles) {
+    Knobs k = def;
+    auto set = [&](const std::string& stage, const std::string& knob, int64_t v) {
+      auto st = space.find(stage);
+      if (st == space.end()) return;
+      auto kn = st->second.find(knob);
+      if (kn == st->second.end()) return;
+      if (std::find(kn->second.begin(), kn->second.end(), v) != kn->second.end()) k[stage][knob] = v;
+    };
+    for (const auto& s : stages) {
+      set(s.name, "at_output", 1);
+      set(s.name, "tm", tm);
+      set(s.name, "tn", tn);
+      set(s.name, "fuse", s.kind == Kind::kSoftmaxExp ? 2 : 1);
+      set(s.name, "vred", 1);
+      set(s.name, "vec", 2);
+    }
+    if (k != def && std::find(seeds.begin(), seeds.end(), k) == seeds.end()) seeds.push_back(k);
+  }
+  return seeds;
+}
+
 Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p) {
   Knobs k;
   for (const auto& s : stages) {

@@ -30,6 +30,11 @@ int vector_lanes(const Profile& p);
 
 KnobSpace knob_space(const std::vector<StageInfo>& stages, const Profile& p);
 Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p);
+// Settings the rules expect to be good (the tuner measures them first):
+// for CPU profiles, matmuls computed per output register tile and row
+// reductions fused and vectorised, in one or two tile shapes. Empty for GPU
+// profiles. Every seed lies in knob_space().
+std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profile& p);
 Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p);
 
 // Bumped whenever rules or knob spaces change meaning; part of the cache key.

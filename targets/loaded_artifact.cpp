@@ -25,6 +25,8 @@ Expected<std::string> slurp(const fs::path& p) {
   return ss.str();
 }
 
+}  // namespace
+
 int32_t abi_dtype(DType t) {
   switch (t) {
     case DType::F16: return MLK_F16;
@@ -40,8 +42,6 @@ int32_t abi_dtype(DType t) {
   }
   return -1;
 }
-
-}  // namespace
 
 LoadedArtifact::~LoadedArtifact() {
   if (handle_) dlclose(handle_);
@@ -89,6 +89,11 @@ Status LoadedArtifact::RunInto(const ir::Function& f, const std::vector<HostTens
                     t.shape.data(), nullptr});
   mlk_tensor_t o{out.bytes.data(), abi_dtype(out.dtype), static_cast<int32_t>(out.shape.size()), out.shape.data(),
                  nullptr};
+  return Call(args, o, env, f.name);
+}
+
+Status LoadedArtifact::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& env,
+                            const std::string& fn) {
   std::vector<int64_t> dims;
   for (const auto& d : unbound_) {
     auto it = env.find(d);
@@ -96,9 +101,9 @@ Status LoadedArtifact::RunInto(const ir::Function& f, const std::vector<HostTens
     dims.push_back(it->second);
   }
   using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
-  int rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), &o, dims.data(),
+  int rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), &out, dims.data(),
                                            static_cast<int32_t>(dims.size()));
-  if (rc != 0) return Status::InvalidArgument("`" + f.name + "` failed (code " + std::to_string(rc) + "): " + last_error_());
+  if (rc != 0) return Status::InvalidArgument("`" + fn + "` failed (code " + std::to_string(rc) + "): " + last_error_());
   return Status::Ok();
 }
 

@@ -11,8 +11,12 @@
 #include "lang/ir.h"
 #include "lang/status.h"
 #include "lang/tensor.h"
+#include "targets/abi.h"
 
 namespace mlk {
+
+// The C ABI dtype code (mlk_dtype_t) of a dtype.
+int32_t abi_dtype(DType t);
 
 class LoadedArtifact {
  public:
@@ -26,6 +30,11 @@ class LoadedArtifact {
   Expected<HostTensor> Run(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env);
   // The same into `out` (reallocated only when its dtype or shape differs).
   Status RunInto(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env, HostTensor& out);
+
+  // The C ABI entry on tensors the caller has checked and described (shape
+  // arrays live until the call returns); `env` supplies the unbound dims.
+  // Thread-safe: the entry is reentrant. `fn` names the fn in messages.
+  Status Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& env, const std::string& fn);
 
   const std::string& manifest_json() const { return manifest_; }
 

@@ -1,0 +1,94 @@
+#include "bench/timing.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace mlk::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+constexpr int64_t kMaxBatch = 100000;
+constexpr int64_t kMaxSamplesPerRound = 100000;
+
+struct State {
+  TimingResult r;
+  double call_ms = 0;  // estimate from the warm-up
+  bool failed() const { return !r.status.ok(); }
+};
+
+// One batch of `calls` calls; the elapsed milliseconds, or -1 on failure.
+double time_batch(const Timed& t, State& s, int64_t calls) {
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < calls; ++i) {
+    Status st = t.run();
+    if (!st.ok()) {
+      s.r.status = st;
+      return -1;
+    }
+  }
+  return ms_between(t0, Clock::now());
+}
+
+void warm_up(const Timed& t, State& s, const TimingOptions& o) {
+  double best = 1e300;
+  auto start = Clock::now();
+  for (int calls = 0; calls < 2 || ms_between(start, Clock::now()) < o.warmup_s * 1000; ++calls) {
+    double ms = time_batch(t, s, 1);
+    if (ms < 0) return;
+    best = std::min(best, ms);
+  }
+  s.call_ms = best;
+  double per = std::max(best, 1e-6);
+  s.r.calls_per_sample = std::clamp<int64_t>(static_cast<int64_t>(std::llround(o.sample_ms / per)), 1, kMaxBatch);
+}
+
+void run_round(const Timed& t, State& s, const TimingOptions& o) {
+  if (s.call_ms < 10 && time_batch(t, s, s.r.calls_per_sample) < 0) return;  // untimed re-warm
+  const double budget_ms = o.min_time_s * 1000 / std::max(1, o.rounds);
+  auto start = Clock::now();
+  for (int64_t n = 0; n < kMaxSamplesPerRound; ++n) {
+    if (n >= t.min_samples_per_round && ms_between(start, Clock::now()) >= budget_ms) break;
+    double ms = time_batch(t, s, s.r.calls_per_sample);
+    if (ms < 0) return;
+    s.r.samples_ms.push_back(ms / static_cast<double>(s.r.calls_per_sample));
+    s.r.calls += s.r.calls_per_sample;
+  }
+}
+
+}  // namespace
+
+std::vector<TimingResult> measure_interleaved(const std::vector<Timed>& items, const TimingOptions& opts) {
+  std::vector<State> states(items.size());
+  for (size_t i = 0; i < items.size(); ++i) warm_up(items[i], states[i], opts);
+  for (int round = 0; round < opts.rounds; ++round)
+    for (size_t i = 0; i < items.size(); ++i)
+      if (!states[i].failed()) run_round(items[i], states[i], opts);
+  std::vector<TimingResult> out;
+  for (auto& s : states) out.push_back(std::move(s.r));
+  return out;
+}
+
+std::vector<double> calibration_samples(int n) {
+  static std::vector<float> buf(size_t{4} << 20, 1.0f);  // 16 MiB
+  volatile double sink = 0;
+  std::vector<double> out;
+  for (int k = 0; k < n + 1; ++k) {  // the first run is a warm-up
+    auto t0 = Clock::now();
+    double x = 1.0 + k * 1e-9;
+    for (int i = 0; i < 2000000; ++i) x = x * 0.9999999 + 1e-7;  // a dependent chain: latency, frequency
+    float acc = 0;
+    for (float v : buf) acc += v;  // a sequential pass over 16 MiB
+    sink = sink + x + acc;
+    if (k > 0) out.push_back(ms_between(t0, Clock::now()));
+  }
+  return out;
+}
+
+}  // namespace mlk::bench

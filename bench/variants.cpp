@@ -1,0 +1,281 @@
+#include "bench/variants.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "autotune/cached_tune.h"
+#include "bench/openblas.h"
+#include "cache/key.h"
+#include "cache/store.h"
+#include "lang/compare.h"
+#include "lang/frontend.h"
+#include "lang/ir_printer.h"
+#include "scheduler/kernel.h"
+#include "targets/detect.h"
+#include "targets/loaded_artifact.h"
+
+namespace mlk::bench {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string>& all_peer_names() {
+  static const std::vector<std::string> names = {"default", "Adams2019", "Li2018", "Mullapudi2016", "openblas"};
+  return names;
+}
+
+struct PreparedKernel::State {
+  std::unique_ptr<FrontendResult> fe;
+  const ir::Function* f = nullptr;
+  Profile profile;
+  // Everything below is made by Prepare and freed by Release.
+  std::vector<HostTensor> inputs;
+  std::unique_ptr<LoadedArtifact> tuned;
+  std::vector<std::unique_ptr<Kernel>> kernels;
+  std::vector<std::unique_ptr<HostTensor>> outputs;  // stable addresses for the closures
+  HostTensor* mlk_out = nullptr;
+};
+
+PreparedKernel::~PreparedKernel() = default;
+
+namespace {
+
+std::string dims_str(const DimEnv& d) {
+  std::string s;
+  for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
+// Errors of a suite's kernel start with where it is in the suite file.
+Status with_where(const KernelSpec& spec, const Status& s) {
+  if (spec.where.empty()) return s;
+  return Status::InvalidArgument(spec.where + ": " + s.message());
+}
+
+HostTensor random_input(const ir::Param& p, const std::vector<int64_t>& shape, std::mt19937_64& rng) {
+  HostTensor t(p.type.dtype, shape);
+  std::uniform_real_distribution<double> u(-1, 1), pos(0, 1);
+  const DType dt = p.type.dtype;
+  const bool scalar = shape.empty();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    // As `mlk tune` makes them (integers 0 or 1: valid gather indices), except
+    // that float scalars (eps, scale) are positive.
+    double v = dt == DType::Bool || is_integer(dt) ? static_cast<double>(rng() % 2) : scalar ? pos(rng) : u(rng);
+    t.set(i, v);
+  }
+  return t;
+}
+
+// A private copy of a cached artifact's files, loaded, then deleted.
+Expected<std::unique_ptr<LoadedArtifact>> load_cached(const std::map<std::string, std::string>& files) {
+  std::string tmpl = (fs::temp_directory_path() / "mlk-bench-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) return Status::IOError("cannot create a temporary directory in " + fs::temp_directory_path().string());
+  for (const auto& [name, bytes] : files) {
+    std::ofstream out(fs::path(tmpl) / name, std::ios::binary);
+    out << bytes;
+    if (!out) return Status::IOError("cannot write " + (fs::path(tmpl) / name).string());
+  }
+  auto a = LoadedArtifact::Load(tmpl);
+  std::error_code ec;
+  fs::remove_all(tmpl, ec);
+  return a;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<PreparedKernel>> PreparedKernel::Resolve(const KernelSpec& spec) {
+  auto fail = [&](const Status& s) -> Expected<std::unique_ptr<PreparedKernel>> { return with_where(spec, s); };
+  std::unique_ptr<PreparedKernel> k(new PreparedKernel());
+  k->spec_ = spec;
+  k->st_ = std::make_unique<State>();
+  State& st = *k->st_;
+  auto fe = compile_file(spec.file);
+  if (!fe.ok()) return fail(fe.status());
+  if (!fe->ok()) return fail(Status::InvalidArgument(spec.file + " has errors:\n" + fe->rendered()));
+  st.fe = std::make_unique<FrontendResult>(std::move(fe).value());
+  const ir::Module& m = st.fe->module;
+  st.f = m.find(spec.fn);
+  if (!st.f) return fail(Status::NotFound(spec.file + " has no fn `" + spec.fn + "`"));
+  auto profile = resolve_profile(spec.target);
+  if (!profile.ok()) return fail(profile.status());
+  st.profile = *profile;
+  Runnable rn = can_run(st.profile, detect_cpu(), detect_cuda());
+  if (!rn.ok) return fail(Status::Unsupported("cannot run " + st.profile.name + " here: " + rn.reason));
+  if (st.profile.is_gpu())
+    return fail(Status::Unsupported("mlk bench times CPU profiles only; " + st.profile.name + " is a GPU profile"));
+  DimEnv dims = spec.dims;
+  if (dims.empty()) {
+    for (const auto& b : m.tunes)
+      if (b.function == spec.fn) {
+        dims = b.dims;
+        break;
+      }
+    if (dims.empty())
+      return fail(Status::InvalidArgument("`" + spec.fn + "` has no `tune` declaration; give its shape with " +
+                                          (spec.where.empty() ? "--dims" : "\"dims\"")));
+  }
+  for (const auto& [d, v] : dims)
+    if (std::find(st.f->dim_vars.begin(), st.f->dim_vars.end(), d) == st.f->dim_vars.end()) {
+      std::string vars;
+      for (const auto& x : st.f->dim_vars) vars += (vars.empty() ? "" : ", ") + x;
+      return fail(Status::InvalidArgument("`" + d + "` is not a dimension of `" + spec.fn + "` (its dimensions: " + vars + ")"));
+    }
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& p : st.f->params) {
+    auto s = concrete_shape(p.type.shape, dims);
+    if (!s.ok()) {
+      std::string missing;
+      for (const auto& x : st.f->dim_vars)
+        if (!dims.count(x)) missing += (missing.empty() ? "" : ", ") + x;
+      return fail(Status::InvalidArgument("benchmarking `" + spec.fn + "` needs a value for every dimension; missing: " + missing));
+    }
+    shapes.push_back(*s);
+  }
+  auto env = bind_dims(*st.f, shapes, dims);
+  if (!env.ok()) return fail(env.status());
+  k->env_ = *env;
+  k->id_ = spec.fn + " [" + dims_str(k->env_) + "] " + spec.target;
+  k->name_ = spec.name.empty() ? k->id_ : spec.name;
+  k->ir_hash_ = ir::function_hash(m, *st.f);
+  k->cache_key_ = cache::cache_key(tune::key_inputs(m, spec.fn, k->env_, st.profile));
+  return k;
+}
+
+Status PreparedKernel::Prepare(const PrepareOptions& o) {
+  Release();
+  State& st = *st_;
+  const ir::Module& m = st.fe->module;
+  const ir::Function& f = *st.f;
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  std::mt19937_64 rng(o.seed);
+  static std::vector<char>* pad = new std::vector<char>(getenv("PAD") ? atoi(getenv("PAD")) : 0);  // EXPERIMENT
+  for (const auto& p : f.params) st.inputs.push_back(random_input(p, *concrete_shape(p.type.shape, env_), rng));
+  auto new_output = [&]() {
+    st.outputs.push_back(std::make_unique<HostTensor>(f.result_type.dtype, *concrete_shape(f.result_type.shape, env_)));
+    return st.outputs.back().get();
+  };
+
+  // mlk: the tuned artifact for exactly this fn, shape and profile, else the default schedule.
+  mlk_ = Variant{"mlk", "", "", false, nullptr};
+  if (!o.store_path.empty() && fs::exists(o.store_path)) {
+    cache::StoreOptions so;
+    so.create_if_missing = false;
+    auto store = cache::Store::Open(o.store_path, so);
+    if (!store.ok()) return with_where(spec_, store.status());
+    auto hit = (*store)->get_entry(o.ns, cache_key_);
+    if (hit.ok()) {
+      auto a = load_cached(hit->files);
+      if (!a.ok()) return with_where(spec_, a.status());
+      st.tuned = std::move(a).value();
+      variant_ = "tuned";
+      mlk_.how = "tuned artifact from the cache, key " + cache_key_.substr(0, 16) + ", tuned on " +
+                 hit->info.manifest.provenance.host;
+    } else if (hit.status().code() != Status::Code::kNotFound) {
+      return with_where(spec_, hit.status());
+    }
+  }
+  if (st.tuned) {
+    HostTensor* out = st.mlk_out = new_output();
+    LoadedArtifact* a = st.tuned.get();
+    const ir::Function* fp = st.f;
+    const std::vector<HostTensor>* in = &st.inputs;
+    const DimEnv* env = &env_;
+    mlk_.run = [a, fp, in, env, out]() { return a->RunInto(*fp, *in, *env, *out); };
+  } else {
+    if (st.profile.name != "host")
+      return with_where(spec_, Status::NotFound(
+          "no tuned artifact of `" + spec_.fn + "` for " + st.profile.name + " at this shape in the cache" +
+          (o.store_path.empty() ? "" : " (" + o.store_path + ")") + "; run `mlk tune " + spec_.file + " --target " +
+          st.profile.name + " --fn " + spec_.fn + " --dims " + dims_str(env_) + "` first, or use --target host"));
+    say("compiling the default schedule (no tuned artifact in the cache)");
+    auto kern = Kernel::CompileJit(m, spec_.fn, "host", nullptr, env_);
+    if (!kern.ok()) return with_where(spec_, kern.status());
+    st.kernels.push_back(std::move(kern).value());
+    variant_ = "default";
+    mlk_.how = "default schedule, Halide JIT (no tuned artifact in the cache for this fn, shape and target)";
+    Kernel* kp = st.kernels.back().get();
+    HostTensor* out = st.mlk_out = new_output();
+    const std::vector<HostTensor>* in = &st.inputs;
+    const DimEnv* env = &env_;
+    mlk_.run = [kp, in, env, out]() { return kp->RunInto(*in, *env, *out); };
+  }
+  if (Status s = mlk_.run(); !s.ok()) return with_where(spec_, s);
+
+  // The peers, each checked against mlk's result before it is timed.
+  int64_t longest = 1;
+  for (const auto& [d, v] : env_) longest = std::max(longest, v);
+  const Tolerance tol = tolerance_for(f.result_type.dtype, longest);
+  peers_.clear();
+  for (const auto& name : o.peers) {
+    Variant v{name, "", "", false, nullptr};
+    HostTensor* out = nullptr;
+    if (name == "openblas") {
+      v.how = openblas_description() + ", cblas_sgemm";
+      auto shape = match_matmul(f, env_);
+      if (!shape) {
+        v.error = "not applicable (only fns that are one F32 matmul of their parameters)";
+      } else if (auto fn = openblas_matmul(*shape); !fn.ok()) {
+        v.error = fn.status().message();
+      } else {
+        out = new_output();
+        const std::vector<HostTensor>* in = &st.inputs;
+        v.run = [mm = *fn, in, out]() { return mm(*in, *out); };
+      }
+    } else if (name == "default" && variant_ == "default") {
+      v.how = "the default schedule";
+      v.same_as_mlk = true;
+      v.error = "same as mlk (no tuned artifact)";
+    } else {
+      Schedule sched;
+      const Schedule* sp = nullptr;
+      if (name != "default") {
+        sched.autoscheduler = name;
+        sp = &sched;
+        v.how = "Halide autoscheduler " + name + ", JIT for this machine";
+      } else {
+        v.how = "default schedule, Halide JIT for this machine";
+      }
+      say("compiling " + name);
+      auto kern = Kernel::CompileJit(m, spec_.fn, "host", sp, env_);
+      if (!kern.ok()) {
+        v.error = kern.status().message();
+      } else {
+        st.kernels.push_back(std::move(kern).value());
+        Kernel* kp = st.kernels.back().get();
+        out = new_output();
+        const std::vector<HostTensor>* in = &st.inputs;
+        const DimEnv* env = &env_;
+        v.run = [kp, in, env, out]() { return kp->RunInto(*in, *env, *out); };
+      }
+    }
+    if (v.run) {
+      Status s = v.run();
+      if (s.ok()) s = compare(*st.mlk_out, *out, tol);
+      if (!s.ok()) {
+        v.error = (s.code() == Status::Code::kCorruption ? "result disagrees with mlk's: " : "failed: ") + s.message();
+        v.run = nullptr;
+      }
+    }
+    if (v.error.size() > 300) v.error = v.error.substr(0, 300) + "...";
+    peers_.push_back(std::move(v));
+  }
+  return Status::Ok();
+}
+
+void PreparedKernel::Release() {
+  mlk_.run = nullptr;
+  for (auto& p : peers_) p.run = nullptr;
+  State& st = *st_;
+  st.kernels.clear();
+  st.tuned.reset();
+  st.outputs.clear();
+  st.inputs.clear();
+  st.mlk_out = nullptr;
+}
+
+}  // namespace mlk::bench

@@ -1,0 +1,78 @@
+// One kernel made ready to time: its .tl file checked, its shape resolved,
+// random inputs made, and every variant compiled: `mlk` (the tuned artifact
+// from the cache, else the default schedule) and the peers (the default
+// schedule, Halide's autoschedulers, OpenBLAS for matrix products). Shared by
+// `mlk bench` and the Google Benchmark suite (bench/mlk_bench_suite.cpp).
+// Halide stays behind scheduler/kernel.h.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/suite.h"
+#include "lang/bind.h"
+#include "lang/status.h"
+
+namespace mlk::bench {
+
+// Every peer `--peers all` means, in table order.
+const std::vector<std::string>& all_peer_names();
+
+struct PrepareOptions {
+  std::string store_path;          // the artifact store; empty: do not use the cache
+  std::string ns = "default";      // its namespace
+  std::vector<std::string> peers;  // names from all_peer_names()
+  uint64_t seed = 1;               // of the random inputs
+  std::function<void(const std::string&)> progress;  // one line per step; may be empty
+};
+
+struct Variant {
+  std::string name;   // "mlk" or a peer name
+  std::string how;    // what runs, for people
+  std::string error;  // set when it cannot run (then `run` is empty)
+  bool same_as_mlk = false;  // the default-schedule peer when mlk is the default schedule
+  std::function<Status()> run;  // one call, into the variant's own output buffer
+};
+
+class PreparedKernel {
+ public:
+  ~PreparedKernel();
+  // Checks `spec` without compiling any kernel: the file type-checks (else
+  // the rendered diagnostics are the error), the fn exists, the target is a
+  // profile this machine can run, every dimension has a value (the spec's
+  // dims, else the fn's first `tune` declaration) and the signature and its
+  // refinements hold. Errors start with spec.where when it is set.
+  static Expected<std::unique_ptr<PreparedKernel>> Resolve(const KernelSpec& spec);
+
+  // Makes the inputs and compiles the variants. An error means `mlk` itself
+  // cannot run (a non-host target with no tuned artifact, a damaged store, a
+  // failed compilation); a peer that cannot run records why in its `error`
+  // (not applicable, failed to compile, or a result that disagrees with mlk's).
+  Status Prepare(const PrepareOptions& o);
+  // Frees the compiled kernels, inputs and outputs; the identity stays.
+  void Release();
+
+  const std::string& id() const { return id_; }      // "sgemm [K=64,M=64,N=64] host"
+  const std::string& name() const { return name_; }  // the spec's name, else the id
+  const KernelSpec& spec() const { return spec_; }
+  const DimEnv& dims() const { return env_; }
+  const std::string& ir_hash() const { return ir_hash_; }
+  const std::string& cache_key() const { return cache_key_; }
+  const std::string& variant() const { return variant_; }  // "tuned" or "default", after Prepare
+  Variant& mlk() { return mlk_; }
+  std::vector<Variant>& peers() { return peers_; }
+
+ private:
+  struct State;
+  PreparedKernel() = default;
+  KernelSpec spec_;
+  std::string id_, name_, ir_hash_, cache_key_, variant_;
+  DimEnv env_;
+  Variant mlk_;
+  std::vector<Variant> peers_;
+  std::unique_ptr<State> st_;
+};
+
+}  // namespace mlk::bench

@@ -1,0 +1,514 @@
+// `mlk bench`: times fns as users get them (the tuned artifact from the cache,
+// else the default schedule) side by side with their peers, writes baselines,
+// and gates on regressions against one (docs/cli.md, docs/ci.md).
+//
+// The order of work: parse flags; resolve every kernel (type-check, shape,
+// target) and check the baseline covers them, so that bad input fails before
+// minutes of timing; time each kernel (mlk and peers in interleaved rounds);
+// re-measure every kernel the gate suspects; print tables; write files.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "bench/report.h"
+#include "bench/stats.h"
+#include "bench/svg_plot.h"
+#include "bench/tables.h"
+#include "bench/timing.h"
+#include "bench/variants.h"
+#include "cache/paths.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "targets/detect.h"
+#include "targets/toolchain.h"
+
+namespace mlk::cli {
+
+const char* kBenchUsage =
+    "usage: mlk bench FILE.tl --fn NAME --target PROFILE [--dims N=V,...] [OPTIONS]\n"
+    "       mlk bench --suite SUITE.json [--target PROFILE] [OPTIONS]\n"
+    "\n"
+    "Times fns as users get them: the tuned artifact from the artifact cache for this\n"
+    "fn, shape and profile, or (for `host`) the default schedule when the cache has\n"
+    "none, and says which. Inputs are random (fixed seed); each variant is warmed up\n"
+    "and timed in interleaved rounds. Prints median times and mlk's speedup over each\n"
+    "peer on stdout, progress on stderr.\n"
+    "\n"
+    "  --fn NAME            the fn to time\n"
+    "  --dims N=V,...       its shape (default: the fn's first `tune` declaration)\n"
+    "  --target PROFILE     a CPU profile this machine runs (see `mlk targets`)\n"
+    "  --suite FILE         a JSON list of kernels instead of FILE.tl (docs/cli.md)\n"
+    "  --peers LIST         comma-separated: default, Adams2019, Li2018, Mullapudi2016,\n"
+    "                       openblas (matmul fns); or all, or none. Default: all, but\n"
+    "                       none with --record or --baseline (unless --plot is given)\n"
+    "  --rounds N           interleaved rounds (default 5)\n"
+    "  --min-time MS        time spent timing each variant, over all rounds (default 500)\n"
+    "  --seed K             the random inputs' seed (default 1)\n"
+    "  --record FILE        write the results as a baseline (the same JSON as --json)\n"
+    "  --baseline FILE      compare with a baseline: a kernel is suspect when its median\n"
+    "                       is more than PCT slower, a one-sided Mann-Whitney U test gives\n"
+    "                       p < 0.01, and the 99% bootstrap interval of the ratio of\n"
+    "                       medians lies above 1 + PCT/100; a suspect is measured again,\n"
+    "                       and is a regression only when the re-measurement agrees\n"
+    "  --max-regression PCT fail (exit 1) on a regression of more than PCT percent;\n"
+    "                       without it, --baseline reports at 10% and never fails\n"
+    "  --any-machine        allow a baseline recorded on another machine\n"
+    "  --json OUT           write the results, every sample included, as JSON\n"
+    "  --plot FILE.svg      write a bar chart of mlk's speedup over each peer\n"
+    "  --cache PATH         the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
+    "  --namespace NAME     the cache namespace (default: default)\n"
+    "  --no-cache           never consult the cache (time the default schedule)\n"
+    "  -q                   no progress lines\n"
+    "\n"
+    "Exit status: 0 success; 1 a regression (named on stderr) or bad input (a .tl\n"
+    "error, a missing or malformed suite or baseline, a kernel the baseline lacks);\n"
+    "2 bad usage.\n";
+
+namespace {
+
+struct Options {
+  std::string file, fn, target, suite, cache, ns = "default";
+  std::map<std::string, int64_t> dims;
+  std::string record, baseline, json_out, plot;
+  std::optional<double> max_regression;
+  std::optional<std::vector<std::string>> peers;
+  int rounds = 5;
+  double min_time_ms = 500;
+  uint64_t seed = 1;
+  bool no_cache = false, any_machine = false, quiet = false;
+};
+
+Expected<double> parse_pct(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v > 0) || v > 1000)
+    return Status::Usage("--max-regression: `" + text + "` is not a percentage (a number above 0, e.g. 10)");
+  return v;
+}
+
+Expected<std::vector<std::string>> parse_peers(const std::string& text) {
+  const auto& all = bench::all_peer_names();
+  if (text == "all") return all;
+  if (text == "none") return std::vector<std::string>{};
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    bool known = false;
+    for (const auto& n : all) known = known || n == item;
+    if (!known) {
+      std::string list;
+      for (const auto& n : all) list += (list.empty() ? "" : ", ") + n;
+      return Status::Usage("--peers: unknown peer `" + item + "` (known: " + list + ", or all, or none)");
+    }
+    if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+  }
+  return out;
+}
+
+Expected<Options> parse(const std::vector<std::string>& args) {
+  Options o;
+  ArgReader r(args);
+  while (!r.done()) {
+    std::string a = r.next();
+    if (a == "--no-cache") o.no_cache = true;
+    else if (a == "--any-machine") o.any_machine = true;
+    else if (a == "-q" || a == "--quiet") o.quiet = true;
+    else if (a == "--fn" || a == "--dims" || a == "--target" || a == "--suite" || a == "--cache" || a == "--namespace" ||
+             a == "--record" || a == "--baseline" || a == "--json" || a == "--plot" || a == "--max-regression" ||
+             a == "--peers" || a == "--rounds" || a == "--min-time" || a == "--seed") {
+      auto v = r.value();
+      if (!v.ok()) return v.status();
+      if (a == "--fn") o.fn = *v;
+      else if (a == "--target") o.target = *v;
+      else if (a == "--suite") o.suite = *v;
+      else if (a == "--cache") o.cache = *v;
+      else if (a == "--namespace") o.ns = *v;
+      else if (a == "--record") o.record = *v;
+      else if (a == "--baseline") o.baseline = *v;
+      else if (a == "--json") o.json_out = *v;
+      else if (a == "--plot") o.plot = *v;
+      else if (a == "--dims") {
+        auto d = parse_dims(*v);
+        if (!d.ok()) return d.status();
+        o.dims = *d;
+      } else if (a == "--max-regression") {
+        auto p = parse_pct(*v);
+        if (!p.ok()) return p.status();
+        o.max_regression = *p;
+      } else if (a == "--peers") {
+        auto p = parse_peers(*v);
+        if (!p.ok()) return p.status();
+        o.peers = *p;
+      } else {
+        auto n = parse_count(a, *v);
+        if (!n.ok()) return n.status();
+        if (a == "--rounds") o.rounds = static_cast<int>(std::min<int64_t>(*n, 1000));
+        if (a == "--min-time") o.min_time_ms = static_cast<double>(*n);
+        if (a == "--seed") o.seed = static_cast<uint64_t>(*n);
+      }
+    } else if (!a.empty() && a[0] == '-') {
+      return Status::Usage("unknown option `" + a + "`");
+    } else if (o.file.empty()) {
+      o.file = a;
+    } else {
+      return Status::Usage("unexpected argument `" + a + "` (one .tl file, or --suite)");
+    }
+  }
+  if (o.file.empty() && o.suite.empty()) return Status::Usage("no input: give FILE.tl --fn NAME, or --suite FILE");
+  if (!o.file.empty() && !o.suite.empty()) return Status::Usage("give FILE.tl or --suite, not both");
+  if (!o.file.empty() && o.fn.empty()) return Status::Usage("--fn NAME is required with FILE.tl");
+  if (!o.file.empty() && o.target.empty()) return Status::Usage("--target PROFILE is required (see `mlk targets`)");
+  if (!o.suite.empty() && (!o.fn.empty() || !o.dims.empty()))
+    return Status::Usage("--fn and --dims go with FILE.tl; a suite names its own");
+  if (o.max_regression && o.baseline.empty()) return Status::Usage("--max-regression needs --baseline FILE");
+  if (!o.plot.empty() && (o.plot.size() < 4 || o.plot.substr(o.plot.size() - 4) != ".svg"))
+    return Status::Usage("--plot: `" + o.plot + "` must end in .svg (mlk writes SVG only; convert with rsvg-convert for PNG)");
+  if (!o.peers) {
+    bool gating = !o.record.empty() || !o.baseline.empty();
+    o.peers = gating && o.plot.empty() ? std::vector<std::string>{} : bench::all_peer_names();
+  }
+  if (!o.plot.empty() && o.peers->empty()) return Status::Usage("--plot needs peers to compare with (not --peers none)");
+  return o;
+}
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "mlk bench: %s\n", s.message().c_str());
+  return s.exit_code();
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto c = line.find(':');
+      if (c != std::string::npos) return line.substr(line.find_first_not_of(" \t", c + 1));
+    }
+  return "unknown";
+}
+
+bench::MachineInfo this_machine() {
+  bench::MachineInfo m;
+  char h[256] = {0};
+  gethostname(h, sizeof h - 1);
+  m.host = h;
+  m.cpu = cpu_model();
+  CpuInfo c = detect_cpu();
+  m.cores = c.cores;
+  for (const auto& f : c.features) m.features += (m.features.empty() ? "" : " ") + f;
+  return m;
+}
+
+// Checks, before anything is timed, that the baseline can judge this run.
+Status check_baseline(const bench::BenchReport& base, const std::string& path, const bench::MachineInfo& here,
+                      const std::vector<std::unique_ptr<bench::PreparedKernel>>& kernels, bool any_machine) {
+  const auto& bm = base.machine;
+  if (!any_machine && (bm.cpu != here.cpu || bm.cores != here.cores || bm.features != here.features))
+    return Status::InvalidArgument(path + " was recorded on another machine (" + bm.cpu + ", " + std::to_string(bm.cores) +
+                                   " cores, host " + bm.host + ") than this one (" + here.cpu + ", " +
+                                   std::to_string(here.cores) + " cores): its times are not comparable; record a "
+                                   "baseline on this machine, or pass --any-machine");
+  for (const auto& k : kernels) {
+    if (base.find(k->id())) continue;
+    std::string have, other_targets;
+    for (const auto& b : base.kernels) {
+      have += (have.empty() ? "" : "; ") + b.id;
+      if (b.fn == k->spec().fn && b.dims == k->dims()) other_targets += (other_targets.empty() ? "" : ", ") + b.target;
+    }
+    std::string where = k->spec().where.empty() ? "" : " (" + k->spec().where + ")";
+    if (!other_targets.empty())
+      return Status::InvalidArgument(path + " has `" + k->id() + "`" + where + " only for target " + other_targets +
+                                     ", not " + k->spec().target + "; record a baseline for " + k->spec().target);
+    return Status::InvalidArgument(path + " has no kernel `" + k->id() + "`" + where + " (it has: " +
+                                   (have.empty() ? "none" : have) + "); record a baseline of the same kernels with --record");
+  }
+  return Status::Ok();
+}
+
+// Test seam (docs/ci.md): MLK_BENCH_TEST_SLOW=FN doubles the time of every call
+// of FN's mlk variant in the first measurement; FN:always in the re-measurement
+// too. A simulated regression that is real (always) or transient (first only).
+struct SlowSeam {
+  std::string fn;
+  bool always = false;
+  bool first_pass = true;
+  static SlowSeam from_env() {
+    SlowSeam s;
+    if (const char* e = std::getenv("MLK_BENCH_TEST_SLOW")) {
+      s.fn = e;
+      if (auto c = s.fn.find(':'); c != std::string::npos) {
+        s.always = s.fn.substr(c + 1) == "always";
+        s.fn = s.fn.substr(0, c);
+      }
+    }
+    return s;
+  }
+};
+
+std::function<Status()> slowed(std::function<Status()> run, const SlowSeam* seam) {
+  return [run = std::move(run), seam]() {
+    auto t0 = std::chrono::steady_clock::now();
+    Status s = run();
+    if (seam->first_pass || seam->always) {
+      auto until = std::chrono::steady_clock::now() + (std::chrono::steady_clock::now() - t0);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+    return s;
+  };
+}
+
+std::vector<std::string> comparison_notes(const bench::KernelResult& now, const bench::KernelResult& base) {
+  std::vector<std::string> notes;
+  if (!base.ir_hash.empty() && base.ir_hash != now.ir_hash) notes.push_back("the fn's IR changed since the baseline");
+  else if (!base.cache_key.empty() && base.cache_key != now.cache_key)
+    notes.push_back("its cache key changed since the baseline (mlk, Halide or LLVM version)");
+  if (base.variant != now.variant)
+    notes.push_back("the baseline timed the " + std::string(base.variant == "tuned" ? "tuned artifact" : "default schedule") +
+                    ", this run the " + (now.variant == "tuned" ? "tuned artifact" : "default schedule"));
+  return notes;
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& args) {
+  const Command& self = command("bench");
+  auto parsed = parse(args);
+  if (!parsed.ok()) return parsed.status().code() == Status::Code::kUsage ? usage_error(self, parsed.status().message())
+                                                                          : fail(parsed.status());
+  const Options& o = *parsed;
+  auto progress = [&](const std::string& s) {
+    if (!o.quiet) std::fprintf(stderr, "%s\n", s.c_str());
+  };
+
+  // 1. What to time, resolved and checked.
+  std::vector<bench::KernelSpec> specs;
+  if (!o.suite.empty()) {
+    auto s = bench::read_suite(o.suite, o.target);
+    if (!s.ok()) return fail(s.status());
+    specs = *s;
+  } else {
+    specs.push_back({"", o.file, o.fn, o.target, o.dims, ""});
+  }
+  std::vector<std::unique_ptr<bench::PreparedKernel>> kernels;
+  for (const auto& spec : specs) {
+    auto k = bench::PreparedKernel::Resolve(spec);
+    if (!k.ok()) return fail(k.status());
+    for (const auto& other : kernels)
+      if (other->id() == (*k)->id())
+        return fail(Status::InvalidArgument("kernel `" + other->id() + "` is listed twice" +
+                                            (spec.where.empty() ? "" : " (" + spec.where + ")")));
+    kernels.push_back(std::move(k).value());
+  }
+  bench::BenchReport report;
+  report.created = bench::utc_now_iso();
+  report.machine = this_machine();
+  report.versions = {{"mlk", mlk_version()}, {"halide", halide_version()}, {"llvm", llvm_version()}};
+  report.settings = {{"rounds", o.rounds}, {"min_time_ms", o.min_time_ms}, {"seed", static_cast<double>(o.seed)}};
+  std::optional<bench::BenchReport> base;
+  bench::GateOptions gate;
+  gate.max_regression_pct = o.max_regression.value_or(10);
+  if (!o.baseline.empty()) {
+    auto b = bench::read_report(o.baseline);
+    if (!b.ok()) return fail(b.status());
+    if (Status s = check_baseline(*b, o.baseline, report.machine, kernels, o.any_machine); !s.ok()) return fail(s);
+    base = std::move(b).value();
+    report.baseline_path = o.baseline;
+    report.max_regression_pct = gate.max_regression_pct;
+    report.gate = o.max_regression.has_value();
+    for (const auto& [k, v] : base->versions)
+      if (report.versions.count(k) && report.versions[k] != v)
+        progress("mlk bench: note: the baseline was recorded with " + k + " " + v + ", this is " + report.versions[k]);
+  }
+
+  // 2. Time each kernel.
+  report.calibration_ms = bench::calibration_samples(7);
+  bench::PrepareOptions popts;
+  popts.store_path = o.no_cache ? "" : cache::default_store_path(o.cache);
+  popts.ns = o.ns;
+  popts.peers = *o.peers;
+  popts.seed = o.seed;
+  bench::TimingOptions topts;
+  topts.rounds = o.rounds;
+  topts.min_time_s = o.min_time_ms / 1000;
+  SlowSeam seam = SlowSeam::from_env();
+  int failures = 0;
+  std::vector<size_t> suspects;  // indices into kernels (and report.kernels)
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    bench::PreparedKernel& k = *kernels[i];
+    const std::string tag = "[bench " + std::to_string(i + 1) + "/" + std::to_string(kernels.size()) + " " + k.name() + "]";
+    popts.progress = [&](const std::string& s) { progress(tag + " " + s); };
+    if (Status s = k.Prepare(popts); !s.ok()) {
+      std::fprintf(stderr, "mlk bench: %s: %s\n", k.id().c_str(), s.message().c_str());
+      ++failures;
+      continue;
+    }
+    progress(tag + " mlk: " + k.mlk().how);
+    if (!seam.fn.empty() && seam.fn == k.spec().fn) k.mlk().run = slowed(k.mlk().run, &seam);
+    std::vector<bench::Timed> items = {{k.mlk().run, 3}};
+    std::vector<size_t> peer_of_item;
+    for (size_t p = 0; p < k.peers().size(); ++p)
+      if (k.peers()[p].run) {
+        items.push_back({k.peers()[p].run, 1});
+        peer_of_item.push_back(p);
+      }
+    progress(tag + " timing " + std::to_string(items.size()) + " variant" + (items.size() == 1 ? "" : "s") + " in " +
+             std::to_string(o.rounds) + " rounds");
+    auto times = bench::measure_interleaved(items, topts);
+    bench::KernelResult kr;
+    kr.id = k.id();
+    kr.name = k.name();
+    kr.file = k.spec().file;
+    kr.fn = k.spec().fn;
+    kr.target = k.spec().target;
+    kr.dims = k.dims();
+    kr.ir_hash = k.ir_hash();
+    kr.cache_key = k.cache_key();
+    kr.variant = k.variant();
+    kr.mlk = {"mlk", k.mlk().how, times[0].status.ok() ? "" : times[0].status.message(), times[0].samples_ms,
+              times[0].calls_per_sample};
+    for (const auto& v : k.peers()) kr.peers.push_back({v.name, v.how, v.error, {}, 1});
+    for (size_t t = 1; t < times.size(); ++t) {
+      auto& pr = kr.peers[peer_of_item[t - 1]];
+      pr.samples_ms = times[t].samples_ms;
+      pr.calls_per_sample = times[t].calls_per_sample;
+      if (!times[t].status.ok()) pr.error = "failed: " + times[t].status.message();
+    }
+    if (!kr.mlk.measured()) {
+      std::fprintf(stderr, "mlk bench: %s: %s\n", k.id().c_str(), kr.mlk.error.c_str());
+      ++failures;
+      k.Release();
+      continue;
+    }
+    progress(tag + " mlk median " + bench::fmt_ms(kr.mlk.median_ms()) + " ms over " +
+             std::to_string(kr.mlk.samples_ms.size()) + " samples of " + std::to_string(kr.mlk.calls_per_sample) +
+             " call" + (kr.mlk.calls_per_sample == 1 ? "" : "s"));
+    bool keep = false;
+    if (base) {
+      const bench::KernelResult& b = *base->find(kr.id);
+      bench::KernelComparison c;
+      c.first = bench::compare_samples(b.mlk.samples_ms, kr.mlk.samples_ms, gate);
+      c.notes = comparison_notes(kr, b);
+      c.verdict = c.first.suspect ? "regression" : c.first.faster ? "faster" : "ok";
+      if (c.first.suspect) {
+        keep = true;
+        suspects.push_back(report.kernels.size());
+        progress(tag + " " + bench::change_text(c.first.ratio) + " against the baseline: suspect; it will be measured again");
+      }
+      kr.comparison = c;
+    }
+    report.kernels.push_back(std::move(kr));
+    if (!keep) k.Release();  // a suspect stays compiled for its re-measurement
+  }
+
+  // 3. Re-measure the suspects, after everything else: a regression must show twice.
+  seam.first_pass = false;
+  for (size_t ri : suspects) {
+    bench::KernelResult& kr = report.kernels[ri];
+    bench::PreparedKernel* k = nullptr;
+    for (auto& kk : kernels)
+      if (kk->id() == kr.id) k = kk.get();
+    progress("[bench confirm " + kr.name + "] measuring again");
+    auto again = bench::measure_interleaved({{k->mlk().run, 3}}, topts);
+    bench::KernelComparison& c = *kr.comparison;
+    if (!again[0].status.ok() || again[0].samples_ms.empty()) {
+      c.notes.push_back("the re-measurement failed: " + again[0].status.message());
+    } else {
+      c.confirm = bench::compare_samples(base->find(kr.id)->mlk.samples_ms, again[0].samples_ms, gate);
+      c.verdict = c.confirm->suspect ? "regression" : "unconfirmed";
+    }
+    if (c.verdict == "regression") report.regressions.push_back(kr.id);
+    k->Release();
+  }
+
+  // 4. Report.
+  std::printf("median times (ms) on %s, %d cores; mlk: the tuned artifact from the cache, else the default schedule\n",
+              report.machine.cpu.c_str(), report.machine.cores);
+  std::fputs(bench::times_table(report, *o.peers).c_str(), stdout);
+  if (!o.peers->empty()) {
+    std::printf("\nmlk's speedup over each peer (peer median / mlk median; above 1: mlk is faster)\n");
+    std::fputs(bench::ratios_table(report, *o.peers).c_str(), stdout);
+    for (const auto& n : bench::peer_notes(report)) std::printf("note: %s\n", n.c_str());
+  }
+  if (base) {
+    std::printf("\nagainst baseline %s (recorded %s on %s); regression limit +%g%%%s\n", o.baseline.c_str(),
+                base->created.c_str(), base->machine.host.c_str(), gate.max_regression_pct,
+                report.gate ? "" : " (report only: no --max-regression)");
+    std::fputs(bench::gate_table(report).c_str(), stdout);
+    for (const auto& k : report.kernels)
+      if (k.comparison)
+        for (const auto& n : k.comparison->notes) std::printf("note: %s: %s\n", k.name.c_str(), n.c_str());
+    if (!base->calibration_ms.empty()) {
+      double ratio = bench::median(report.calibration_ms) / bench::median(base->calibration_ms);
+      std::printf("calibration loop: %s ms now, %s ms in the baseline (%.2fx)\n",
+                  bench::fmt_ms(bench::median(report.calibration_ms)).c_str(),
+                  bench::fmt_ms(bench::median(base->calibration_ms)).c_str(), ratio);
+      if (ratio > 1.05 || ratio < 1 / 1.05)
+        std::fprintf(stderr, "mlk bench: warning: this machine runs the fixed calibration loop %.2fx as fast as when "
+                             "the baseline was recorded; differences may be the machine's, not mlk's\n", 1 / ratio);
+    }
+  }
+  int status = failures ? 1 : 0;
+  if (!o.json_out.empty())
+    if (Status s = bench::write_report(o.json_out, report); !s.ok()) status = fail(s);
+  if (!o.record.empty()) {
+    if (failures) {
+      std::fprintf(stderr, "mlk bench: baseline %s not written: %d kernel%s failed\n", o.record.c_str(), failures,
+                   failures == 1 ? "" : "s");
+    } else if (Status s = bench::write_report(o.record, report); !s.ok()) {
+      status = fail(s);
+    } else {
+      progress("mlk bench: wrote baseline " + o.record);
+    }
+  }
+  if (!o.plot.empty()) {
+    std::vector<bench::PlotRow> rows;
+    for (const auto& k : report.kernels) {
+      bench::PlotRow row{k.name, {}, {}};
+      for (const auto& pn : *o.peers) {
+        std::optional<double> v;
+        std::string why = "n/a";
+        for (const auto& p : k.peers) {
+          if (p.name != pn) continue;
+          if (p.measured()) v = p.median_ms() / k.mlk.median_ms();
+          else if (p.error.rfind("same as mlk", 0) == 0) why = "the same kernel as mlk";
+          else if (p.error.rfind("not applicable", 0) == 0) why = "not applicable";
+          else why = "failed (see the output)";
+        }
+        row.values.push_back(v);
+        row.missing.push_back(why);
+      }
+      rows.push_back(row);
+    }
+    std::string svg = bench::speedup_svg("mlk's speedup over each peer", report.machine.cpu + ", " +
+                                         std::to_string(report.machine.cores) + " cores, " + report.created +
+                                         "; mlk " + report.versions["mlk"] + ", Halide " + report.versions["halide"],
+                                         *o.peers, rows);
+    if (Status s = bench::write_text_file(o.plot, svg); !s.ok()) status = fail(s);
+    else progress("mlk bench: wrote " + o.plot);
+  }
+  for (const auto& id : report.regressions) {
+    const bench::KernelResult& k = *report.find(id);
+    const bench::Comparison& c = *k.comparison->confirm;
+    const std::string p = c.p_slower < 1e-6 ? "< 1e-6" : "= " + bench::fmt_ms(c.p_slower);
+    std::fprintf(stderr,
+                 "mlk bench: regression: `%s` is %.1f%% slower than in %s (median %s ms -> %s ms; 99%% interval of "
+                 "the ratio [%.3f, %.3f], Mann-Whitney p %s; limit %g%%); confirmed by a re-measurement\n",
+                 k.id.c_str(), (c.ratio - 1) * 100, o.baseline.c_str(), bench::fmt_ms(c.baseline_median_ms).c_str(),
+                 bench::fmt_ms(c.current_median_ms).c_str(), c.ci_low, c.ci_high, p.c_str(), gate.max_regression_pct);
+  }
+  if (report.gate && !report.regressions.empty()) return 1;
+  if (base && !report.gate && !report.regressions.empty())
+    std::fprintf(stderr, "mlk bench: (report only: pass --max-regression PCT to fail on regressions)\n");
+  return status;
+}
+
+}  // namespace mlk::cli

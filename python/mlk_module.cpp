@@ -1,0 +1,154 @@
+// mlk._mlk: the Python binding of the runtime (runtime/runtime.h), on DLPack
+// capsules. python/mlk/__init__.py turns torch tensors (or numpy arrays) into
+// capsules and allocates outputs; every check happens here, in C++, with the
+// same messages as the C++ runtime.
+//
+// Capsules are borrowed, not consumed: the name stays "dltensor", so the
+// capsule's destructor releases the producer's tensor when Python drops it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+using mlk::Status;
+
+namespace {
+
+struct BoundaryError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct NotFoundError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct CorruptionError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void raise(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kInvalidArgument:
+    case Status::Code::kUsage: throw BoundaryError(s.message());
+    case Status::Code::kNotFound: throw NotFoundError(s.message());
+    case Status::Code::kCorruption: throw CorruptionError(s.message());
+    default: throw Error(s.message());
+  }
+}
+
+template <typename T>
+T unwrap(mlk::Expected<T> e) {
+  if (!e.ok()) raise(e.status());
+  return std::move(e).value();
+}
+
+const DLTensor* tensor_of(const py::handle& cap, const std::string& what) {
+  if (!PyCapsule_CheckExact(cap.ptr())) throw BoundaryError(what + ": not a DLPack capsule");
+  if (!PyCapsule_IsValid(cap.ptr(), "dltensor"))
+    throw BoundaryError(what + ": the DLPack capsule is not named \"dltensor\" (already consumed?)");
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
+  if (!m) throw BoundaryError(what + ": empty DLPack capsule");
+  return &m->dl_tensor;
+}
+
+std::vector<const DLTensor*> tensors_of(const py::list& caps) {
+  std::vector<const DLTensor*> out;
+  for (size_t i = 0; i < caps.size(); ++i) out.push_back(tensor_of(caps[i], "argument " + std::to_string(i)));
+  return out;
+}
+
+struct PyProgram {
+  std::shared_ptr<mlk::rt::Runtime> rt;
+  std::shared_ptr<const mlk::rt::Program> prog;
+};
+
+struct PyKernel {
+  std::shared_ptr<const mlk::rt::Kernel> k;
+};
+
+py::dict signature(const mlk::ir::Function& f) {
+  py::list params;
+  for (const auto& p : f.params) {
+    py::dict d;
+    d["name"] = p.name;
+    d["dtype"] = mlk::dtype_name(p.type.dtype);
+    d["rank"] = p.type.shape.size();
+    params.append(d);
+  }
+  py::dict s;
+  s["name"] = f.name;
+  s["params"] = params;
+  s["result_dtype"] = mlk::dtype_name(f.result_type.dtype);
+  s["result_rank"] = f.result_type.shape.size();
+  s["unbound_dims"] = f.unbound_dims();
+  return s;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_mlk, m) {
+  m.doc() = "mlk runtime binding (use the mlk package, not this module)";
+  auto base = py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+  py::register_exception<BoundaryError>(m, "BoundaryError", PyExc_ValueError);
+  py::register_exception<NotFoundError>(m, "NotFoundError", PyExc_LookupError);
+  py::register_exception<CorruptionError>(m, "CorruptionError", base.ptr());
+
+  py::class_<mlk::rt::Runtime, std::shared_ptr<mlk::rt::Runtime>>(m, "Runtime")
+      .def(py::init([](const std::string& cache, const std::string& ns, const std::string& token) {
+             mlk::rt::Options o{cache, ns, token};
+             return std::shared_ptr<mlk::rt::Runtime>(unwrap(mlk::rt::Runtime::Open(o)));
+           }),
+           py::arg("cache") = "", py::arg("namespace") = "default", py::arg("token") = "")
+      .def_property_readonly("store_path", &mlk::rt::Runtime::store_path)
+      .def("program", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& file) {
+        return PyProgram{rt, unwrap(rt->LoadProgram(file))};
+      });
+
+  py::class_<PyProgram>(m, "Program")
+      .def_property_readonly("public_fns",
+                             [](const PyProgram& p) {
+                               std::vector<std::string> out;
+                               for (const auto& f : p.prog->module.functions)
+                                 if (f.is_public) out.push_back(f.name);
+                               return out;
+                             })
+      .def("signature",
+           [](const PyProgram& p, const std::string& fn) {
+             const auto* f = p.prog->module.find(fn);
+             if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
+             return signature(*f);
+           })
+      // The kernel for these arguments: dims from their shapes (checked),
+      // the artifact chosen by `targets`.
+      .def("kernel",
+           [](const PyProgram& p, const std::string& fn, const std::string& targets, const py::list& caps,
+              const std::map<std::string, int64_t>& given) {
+             const auto* f = p.prog->module.find(fn);
+             if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
+             auto args = tensors_of(caps);
+             auto dims = unwrap(mlk::rt::dims_of(*f, args, given));
+             auto policy = unwrap(mlk::rt::TargetPolicy::Parse(targets));
+             return PyKernel{unwrap(p.rt->GetKernel(p.prog->file, fn, policy, dims))};
+           });
+
+  py::class_<PyKernel>(m, "Kernel")
+      .def_property_readonly("selection", [](const PyKernel& k) { return k.k->selection().explain(); })
+      .def_property_readonly("profile", [](const PyKernel& k) { return k.k->selection().profile; })
+      .def("output_shape", [](const PyKernel& k, const py::list& caps) { return unwrap(k.k->OutputShape(tensors_of(caps))); })
+      .def("run", [](const PyKernel& k, const py::list& caps, const py::object& out) {
+        auto args = tensors_of(caps);
+        const DLTensor* o = tensor_of(out, "the output");
+        Status s;
+        {
+          py::gil_scoped_release release;  // the kernel may take a while; tensors stay referenced by the caller
+          s = k.k->Run(args, const_cast<DLTensor*>(o));
+        }
+        if (!s.ok()) raise(s);
+      });
+}

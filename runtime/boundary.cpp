@@ -1,0 +1,153 @@
+#include "runtime/boundary.h"
+
+#include <algorithm>
+
+namespace mlk::rt {
+
+DLDataType to_dl(DType t) {
+  switch (t) {
+    case DType::F16: return {kDLFloat, 16, 1};
+    case DType::BF16: return {kDLBfloat, 16, 1};
+    case DType::F32: return {kDLFloat, 32, 1};
+    case DType::F64: return {kDLFloat, 64, 1};
+    case DType::I8: return {kDLInt, 8, 1};
+    case DType::I16: return {kDLInt, 16, 1};
+    case DType::I32: return {kDLInt, 32, 1};
+    case DType::I64: return {kDLInt, 64, 1};
+    case DType::U8: return {kDLUInt, 8, 1};
+    case DType::Bool: return {kDLUInt, 8, 1};
+  }
+  return {kDLOpaqueHandle, 0, 0};
+}
+
+std::string dl_dtype_name(DLDataType t) {
+  std::string base;
+  switch (t.code) {
+    case kDLInt: base = "int"; break;
+    case kDLUInt: base = "uint"; break;
+    case kDLFloat: base = "float"; break;
+    case kDLBfloat: base = "bfloat"; break;
+    case 6: return t.bits == 8 && t.lanes == 1 ? "bool" : "code 6 bits " + std::to_string(t.bits);
+    default: break;
+  }
+  if (base.empty() || t.lanes != 1)
+    return "code " + std::to_string(t.code) + " bits " + std::to_string(t.bits) + " lanes " + std::to_string(t.lanes);
+  return base + std::to_string(t.bits);
+}
+
+namespace {
+
+std::string list(const int64_t* v, int n) {
+  std::string s = "[";
+  for (int i = 0; i < n; ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string list(const std::vector<int64_t>& v) { return list(v.data(), static_cast<int>(v.size())); }
+
+std::string device_name(DLDevice d) {
+  switch (d.device_type) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return "cuda:" + std::to_string(d.device_id);
+    case kDLCUDAHost: return "cuda pinned host memory";
+    default: return "device type " + std::to_string(d.device_type);
+  }
+}
+
+struct Span {
+  const uint8_t* begin;
+  const uint8_t* end;
+};
+
+// Checks one tensor against a declared dtype and rank; `what` names it.
+Status check_tensor(const DLTensor& t, const std::string& what, DType dtype, size_t rank, void** data,
+                    std::vector<int64_t>* shape, Span* span) {
+  if (t.device.device_type != kDLCPU)
+    return Status::InvalidArgument(what + ": on " + device_name(t.device) + "; mlk kernels take CPU tensors");
+  DLDataType want = to_dl(dtype);
+  const bool dl_bool = dtype == DType::Bool && t.dtype.code == 6 && t.dtype.bits == 8 && t.dtype.lanes == 1;  // kDLBool (DLPack >= 0.8)
+  if (!dl_bool && (t.dtype.code != want.code || t.dtype.bits != want.bits || t.dtype.lanes != want.lanes))
+    return Status::InvalidArgument(what + ": dtype " + dl_dtype_name(t.dtype) + " but the signature declares " +
+                                   dtype_name(dtype) + " (" + dl_dtype_name(want) + "); mlk never converts dtypes");
+  if (t.ndim < 0 || static_cast<size_t>(t.ndim) != rank)
+    return Status::InvalidArgument(what + ": rank " + std::to_string(t.ndim) + " but the signature declares rank " +
+                                   std::to_string(rank));
+  if (t.ndim > 0 && !t.shape) return Status::InvalidArgument(what + ": shape is NULL");
+  shape->assign(t.shape, t.shape + t.ndim);
+  int64_t numel = 1;
+  for (int i = 0; i < t.ndim; ++i) {
+    if (t.shape[i] < 0)
+      return Status::InvalidArgument(what + ": axis " + std::to_string(i) + " has negative extent " + std::to_string(t.shape[i]));
+    if (t.shape[i] > kMaxExtent)
+      return Status::InvalidArgument(what + ": axis " + std::to_string(i) + " extent " + std::to_string(t.shape[i]) +
+                                     " exceeds 2147483647 (kernels index in int32)");
+    numel *= t.shape[i];
+    if (numel > (int64_t{1} << 62) / 8) return Status::InvalidArgument(what + ": " + list(*shape) + " is too large");
+  }
+  if (t.strides) {
+    int64_t expect = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      if (t.shape[i] != 1 && t.strides[i] != expect)
+        return Status::InvalidArgument(what + ": not contiguous: strides " + list(t.strides, t.ndim) +
+                                       " but a row-major " + list(*shape) + " tensor has strides " + [&] {
+                                         std::vector<int64_t> rm(t.ndim);
+                                         int64_t e = 1;
+                                         for (int j = t.ndim - 1; j >= 0; --j) rm[j] = e, e *= t.shape[j];
+                                         return list(rm);
+                                       }() + " (make it contiguous first)");
+      expect *= t.shape[i];
+    }
+  }
+  const size_t esize = static_cast<size_t>(want.bits / 8);
+  auto* p = static_cast<uint8_t*>(t.data) + t.byte_offset;
+  if (numel > 0 && !t.data) return Status::InvalidArgument(what + ": data is NULL");
+  if (numel > 0 && reinterpret_cast<uintptr_t>(p) % esize != 0)
+    return Status::InvalidArgument(what + ": data is not aligned to its " + std::to_string(esize) + "-byte elements");
+  *data = p;
+  *span = {p, p + numel * static_cast<int64_t>(esize)};
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const DLTensor*>& args, const DLTensor* out,
+                                 const DimEnv& given) {
+  if (args.size() != f.params.size())
+    return Status::InvalidArgument("`" + f.name + "` takes " + std::to_string(f.params.size()) + " arguments, got " +
+                                   std::to_string(args.size()));
+  CheckedCall c;
+  std::vector<Span> spans;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ir::Param& p = f.params[i];
+    std::string what = "argument " + std::to_string(i) + " `" + p.name + "` of `" + f.name + "`";
+    if (!args[i]) return Status::InvalidArgument(what + ": NULL tensor");
+    void* data = nullptr;
+    std::vector<int64_t> shape;
+    Span span{};
+    MLK_RETURN_IF_ERROR(check_tensor(*args[i], what, p.type.dtype, p.type.shape.size(), &data, &shape, &span));
+    c.args.push_back(data);
+    c.shapes.push_back(std::move(shape));
+    spans.push_back(span);
+  }
+  auto dims = bind_dims(f, c.shapes, given);
+  if (!dims.ok()) return Status::InvalidArgument("`" + f.name + "`: " + dims.status().message());
+  c.dims = *dims;
+  auto shape = concrete_shape(f.result_type.shape, c.dims);
+  if (!shape.ok()) return shape.status();
+  c.out_shape = *shape;
+  if (!out) return c;
+  std::string what = "the output of `" + f.name + "`";
+  std::vector<int64_t> oshape;
+  Span ospan{};
+  MLK_RETURN_IF_ERROR(check_tensor(*out, what, f.result_type.dtype, f.result_type.shape.size(), &c.out, &oshape, &ospan));
+  if (oshape != c.out_shape)
+    return Status::InvalidArgument(what + ": shape " + list(oshape) + " but the result is " + list(c.out_shape));
+  for (size_t i = 0; i < spans.size(); ++i)
+    if (ospan.begin < ospan.end && spans[i].begin < spans[i].end && ospan.begin < spans[i].end &&
+        spans[i].begin < ospan.end)
+      return Status::InvalidArgument(what + ": shares memory with argument " + std::to_string(i) + " `" +
+                                     f.params[i].name + "`; mlk kernels do not run in place");
+  return c;
+}
+
+}  // namespace mlk::rt

@@ -1,0 +1,57 @@
+// The runtime's boundary: DLPack tensors checked against a fn's signature
+// before any kernel touches them (interop-facts.md B1, "Reject on import").
+//
+// Contract: check_call() either returns the concrete dimensions and the
+// checked host pointers, or an error naming the argument (by parameter name
+// and position), the axis and the rule broken. It reads only the DLTensor
+// records, never the data, and writes nothing.
+//
+// Rules, in the order they are checked, per argument and then the output:
+//   device  kDLCPU (CUDA artifacts, too, take host memory; mlk_abi.h)
+//   dtype   exactly the declared dtype, lanes 1 (no promotion)
+//   rank    ndim equals the declared rank; shape non-NULL when ndim > 0
+//   extent  every extent >= 0 and <= 2^31 - 1 (Halide buffers index in int32)
+//   layout  compact row-major: strides NULL (DLPack <= 1.1) or equal to the
+//           row-major strides, ignoring axes of extent 1
+//   data    non-NULL unless the tensor is empty; data + byte_offset aligned to
+//           the element size
+//   dims    every symbol consistent across arguments, the refinements hold
+//           (lang/bind.h, same messages as `mlk run`)
+//   output  the result's dtype and concrete shape, compact, and no byte in
+//           common with any argument
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lang/bind.h"
+#include "lang/dtype.h"
+#include "lang/ir.h"
+#include "lang/status.h"
+
+namespace mlk::rt {
+
+// DLPack's dtype of an mlk dtype (Bool as UInt 8, as torch 1.13 exports it).
+DLDataType to_dl(DType t);
+// "float32", "bfloat16", "uint8", ... for messages; "code 7 bits 8 lanes 1" otherwise.
+std::string dl_dtype_name(DLDataType t);
+
+struct CheckedCall {
+  DimEnv dims;                      // every dimension variable of the fn
+  std::vector<void*> args;          // data + byte_offset per argument
+  std::vector<std::vector<int64_t>> shapes;
+  void* out = nullptr;
+  std::vector<int64_t> out_shape;
+};
+
+// `given`: dims the caller fixes (the fn's unbound dims must be here).
+// `out` may be null to check only the arguments (then out_shape is still
+// computed: the shape the caller must allocate).
+Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const DLTensor*>& args, const DLTensor* out,
+                                 const DimEnv& given);
+
+}  // namespace mlk::rt

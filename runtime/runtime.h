@@ -1,0 +1,127 @@
+// The runtime: pretuned kernels from the artifact cache (a local store or a
+// `mlk serve`), selected per machine, run on DLPack tensors behind loud
+// boundary checks (runtime/boundary.h). docs/runtime.md describes it.
+//
+// Contracts:
+// - An artifact is re-hashed before it is loaded (cache reads re-hash every
+//   blob, LoadedArtifact re-hashes the files against the manifest); a
+//   mismatch is an error, never a load.
+// - Kernel::Run checks every argument and the output before the kernel
+//   touches memory; on a violation nothing is written.
+// - Runtime and Kernel are thread-safe. Each artifact is loaded once per
+//   Runtime and shared by every Kernel that uses it; kernels live as long as
+//   the Runtime (or longer, through their shared_ptr).
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "lang/bind.h"
+#include "lang/ir.h"
+#include "lang/status.h"
+
+namespace mlk {
+class LoadedArtifact;
+namespace service {
+class CliCache;
+}
+}  // namespace mlk
+
+namespace mlk::rt {
+
+struct Options {
+  std::string cache;           // a store path or a server URL (http://HOST:PORT); "" = $MLK_CACHE, else the default store
+  std::string ns = "default";  // namespace (team) in the store; on a server "default" means the token's team
+  std::string token;           // bearer token for a server; "" = $MLK_TOKEN
+};
+
+// The profiles to try, best first: "cuda_sm90,host" is
+// select([prefer(cuda_sm90), fallback(host)]).
+struct TargetPolicy {
+  std::vector<std::string> profiles;
+  // Comma-separated profile names (see `mlk targets`); "" = {"host"}.
+  static Expected<TargetPolicy> Parse(const std::string& text);
+  std::string str() const;
+};
+
+// Which artifact a kernel runs, and why.
+struct Selection {
+  std::string profile;                // the chosen profile
+  std::string key;                    // its cache key
+  std::string tuned_dims;             // the shape it was tuned at, "B=1,S=128,D=4096"
+  bool exact = false;                 // tuned at exactly the requested shape
+  std::string reason;                 // one line for people
+  std::vector<std::string> rejected;  // "PROFILE: why not", for the profiles tried before it
+  std::string explain() const;        // reason, then the rejections
+};
+
+// A loaded program: its checked IR and its source hash.
+struct Program {
+  std::string file;  // where it was read ("" when it came from the cache)
+  ir::Module module;
+};
+
+class Kernel {
+ public:
+  const ir::Function& signature() const { return *fn_; }
+  const Selection& selection() const { return sel_; }
+  // The result's shape for these arguments (checked as Run checks them).
+  Expected<std::vector<int64_t>> OutputShape(const std::vector<const DLTensor*>& args) const;
+  // Runs on `args` into `out` (allocated by the caller: OutputShape, the
+  // fn's result dtype, compact row-major, disjoint from every argument).
+  Status Run(const std::vector<const DLTensor*>& args, DLTensor* out) const;
+
+ private:
+  friend class Runtime;
+  std::shared_ptr<const Program> program_;
+  const ir::Function* fn_ = nullptr;
+  std::shared_ptr<LoadedArtifact> artifact_;
+  DimEnv unbound_;  // values of the dims no parameter binds, from the request
+  Selection sel_;
+};
+
+class Runtime {
+ public:
+  static Expected<std::unique_ptr<Runtime>> Open(Options options);
+  ~Runtime();
+
+  // The checked program in `file` (read and checked once per path and content).
+  Expected<std::shared_ptr<const Program>> LoadProgram(const std::string& file);
+
+  // The kernel of fn `fn` of the program in `program_file` for the shape
+  // `dims` (every dimension variable; see dims_of): per profile of `policy`
+  // in order, skipping profiles this machine cannot run, the artifact tuned
+  // at exactly this shape, else one tuned for the same fn and profile at
+  // another shape (artifacts are correct at every valid shape). NotFound when
+  // no profile has one, with every profile's reason.
+  Expected<std::shared_ptr<const Kernel>> GetKernel(const std::string& program_file, const std::string& fn,
+                                                    const TargetPolicy& policy, const DimEnv& dims);
+  // The same by the fn's program hash (`mlk check --hash`): the program text
+  // comes from the cached entry (program.tl) and is checked against the hash.
+  Expected<std::shared_ptr<const Kernel>> GetKernelByHash(const std::string& program_hash, const std::string& fn,
+                                                          const TargetPolicy& policy, const DimEnv& dims);
+
+  const std::string& store_path() const;
+
+ private:
+  Runtime() = default;
+  Expected<std::shared_ptr<const Kernel>> Select(std::shared_ptr<const Program> prog, const std::string& fn,
+                                                 const TargetPolicy& policy, const DimEnv& dims);
+  std::mutex mu_;
+  Options opts_;
+  std::unique_ptr<service::CliCache> cache_;
+  std::map<std::string, std::shared_ptr<const Program>> programs_;        // by path + sha256 of the text
+  std::map<std::string, std::shared_ptr<LoadedArtifact>> artifacts_;     // by cache key
+  std::map<std::string, std::shared_ptr<const Kernel>> kernels_;         // by program, fn, policy, dims
+};
+
+// Every dimension variable of `f` from the shapes of `args` and `given`
+// (values of dims no argument binds), checked as Kernel::Run checks.
+Expected<DimEnv> dims_of(const ir::Function& f, const std::vector<const DLTensor*>& args, const DimEnv& given);
+
+}  // namespace mlk::rt

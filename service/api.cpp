@@ -1,0 +1,316 @@
+// Api: routing, authentication, errors, and the small routes (health,
+// whoami, status, metrics). Blobs and entries are in api_objects.cpp, the
+// ccache protocol in api_ccache.cpp.
+#include "service/api.h"
+
+#include <openssl/evp.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "lang/sha256.h"
+#include "service/api_internal.h"
+
+namespace mlk::service {
+
+using nlohmann::json;
+using detail::Ctx;
+
+Body StringBody::read(int64_t max_bytes) {
+  Body b;
+  if (static_cast<int64_t>(bytes_.size()) > max_bytes) {
+    b.outcome = Body::kTooLarge;
+    return b;
+  }
+  b.bytes = std::move(bytes_);
+  b.sha256 = sha256_hex(b.bytes);
+  return b;
+}
+
+ApiResponse error_response(int status, const std::string& message) {
+  ApiResponse r;
+  r.status = status;
+  r.body = json{{"error", message}}.dump() + "\n";
+  return r;
+}
+
+int http_status(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kOk: return 200;
+    case Status::Code::kNotFound: return 404;
+    case Status::Code::kInvalidArgument:
+    case Status::Code::kUsage: return 400;
+    case Status::Code::kIOError: return s.message().find("is full") != std::string::npos ? 507 : 503;
+    default: return 500;
+  }
+}
+
+Api::Api(ApiOptions options, SessionPool& pool, Metrics& metrics)
+    : opt_(std::move(options)), pool_(pool), metrics_(metrics) {}
+
+std::mutex& Api::namespace_lock(const std::string& ns) {
+  std::lock_guard<std::mutex> lock(locks_mu_);
+  auto& m = ns_locks_[ns];
+  if (!m) m = std::make_unique<std::mutex>();
+  return *m;
+}
+
+namespace detail {
+
+ApiResponse json_text(int status, std::string text) {
+  ApiResponse r;
+  r.status = status;
+  r.body = std::move(text) + "\n";
+  return r;
+}
+
+ApiResponse reject(Ctx& c, int status, const std::string& reason, const std::string& message) {
+  c.api.metrics().reject(c.ns, reason);
+  return error_response(status, message);
+}
+
+ApiResponse body_rejection(Ctx& c, const Body& b) {
+  if (b.outcome == Body::kTooLarge)
+    return reject(c, 413, "too_large",
+                  "the request body is larger than this server accepts (" + std::to_string(c.api.options().max_body_bytes) +
+                      " bytes, `mlk serve --max-body`); nothing was stored");
+  return reject(c, 400, "broken_body", "the request body did not arrive whole (" + b.why + "); nothing was stored");
+}
+
+Status validate_entry_key(const std::string& key) {
+  bool ok = !key.empty() && key.size() <= 256 && key[0] != '.';
+  for (char c : key)
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-');
+  if (!ok)
+    return Status::InvalidArgument("entry key `" + key.substr(0, 80) +
+                                   "` must be 1-256 characters of [A-Za-z0-9._-], not starting with `.`");
+  return Status::Ok();
+}
+
+namespace {
+
+// The token in an Authorization header: "Bearer TOKEN", or "Basic
+// base64(USER:TOKEN)" (what ccache sends for http://USER:TOKEN@HOST/...).
+std::string token_of(const std::string& header) {
+  auto starts = [&](const char* scheme) {
+    size_t n = std::strlen(scheme);
+    if (header.size() <= n) return false;
+    for (size_t i = 0; i < n; ++i)
+      if (std::tolower(static_cast<unsigned char>(header[i])) != scheme[i]) return false;
+    return true;
+  };
+  if (starts("bearer ")) return header.substr(7);
+  if (!starts("basic ")) return "";
+  std::string b64 = header.substr(6);
+  if (b64.empty() || b64.size() > 1024 || b64.size() % 4 != 0) return "";
+  std::string raw(b64.size(), '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(raw.data()), reinterpret_cast<const unsigned char*>(b64.data()),
+                          static_cast<int>(b64.size()));
+  if (n < 0) return "";
+  size_t pad = b64.size() - b64.find_last_not_of('=') - 1;
+  raw.resize(static_cast<size_t>(n) - std::min<size_t>(pad, 2));
+  size_t colon = raw.find(':');
+  return colon == std::string::npos ? "" : raw.substr(colon + 1);
+}
+
+}  // namespace
+
+std::optional<ApiResponse> authorize(Ctx& c, Scopes need) {
+  std::string token = token_of(c.req.authorization);
+  if (token.empty()) {
+    ApiResponse r = reject(c, 401, "unauthenticated",
+                           c.req.authorization.empty()
+                               ? "this request needs an `Authorization: Bearer TOKEN` header (tokens come from `mlk token create`)"
+                               : "the Authorization header is neither `Bearer TOKEN` nor `Basic` with the token as password");
+    r.headers.push_back({"WWW-Authenticate", "Bearer realm=\"mlk\""});
+    return r;
+  }
+  c.lease.emplace(c.api.pool().acquire());
+  auto found = find_token(c.db(), token);
+  if (!found.ok()) return reject(c, http_status(found.status()), "store_error", found.status().message());
+  if (!found->has_value()) {
+    ApiResponse r = reject(c, 401, "unauthenticated", "unknown or revoked token (see `mlk token list`)");
+    r.headers.push_back({"WWW-Authenticate", "Bearer realm=\"mlk\", error=\"invalid_token\""});
+    return r;
+  }
+  c.token = **found;
+  c.ns = c.token.team;  // until the namespace is known, rejections count against the token's team
+  auto it = c.req.query.find("namespace");
+  std::string ns = it == c.req.query.end() ? c.token.team : it->second;
+  Status valid = cache::validate_namespace(ns);
+  if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
+  if (ns != c.token.team && !has_scope(c.token.scopes, kScopeAdmin))
+    return reject(c, 403, "forbidden",
+                  "token " + c.token.prefix + " belongs to team `" + c.token.team + "` and may not use namespace `" + ns + "`");
+  c.ns = ns;
+  for (Scope s : {kScopeRead, kScopeWriteBlobs, kScopeWriteEntries, kScopeAdmin})
+    if ((need & s) && !has_scope(c.token.scopes, s))
+      return reject(c, 403, "forbidden",
+                    "token " + c.token.prefix + " lacks the scope `" + scopes_string(s) + "` (it has " +
+                        (c.token.scopes ? scopes_string(c.token.scopes) : std::string("none")) + ")");
+  return std::nullopt;
+}
+
+std::optional<ApiResponse> check_quota(Ctx& c, int64_t delta_charge, const std::string& replacing_key,
+                                       const std::set<std::string>& unstaging) {
+  auto limit = c.api.options().quotas.limit_for(c.ns);
+  if (!limit) return std::nullopt;
+  auto charged = c.store().namespace_bytes(c.ns);
+  if (!charged.ok()) return reject(c, http_status(charged.status()), "store_error", charged.status().message());
+  auto staged = staged_bytes(c.db(), c.ns, unstaging);
+  if (!staged.ok()) return reject(c, http_status(staged.status()), "store_error", staged.status().message());
+  int64_t old = 0;
+  if (!replacing_key.empty()) {
+    auto e = c.store().show_entry(c.ns, replacing_key);
+    if (e.ok()) old = e->size;
+  }
+  int64_t after = *charged + *staged - old + delta_charge;
+  if (after <= *limit) return std::nullopt;
+  int64_t now = *charged + *staged;
+  return reject(c, 507, "quota",
+                "namespace `" + c.ns + "` is over its quota: it holds " + std::to_string(now) + " bytes of " +
+                    std::to_string(*limit) + " allowed, and this request would make it " + std::to_string(after) +
+                    "; nothing was stored (delete entries, or ask for a larger `--quota`)");
+}
+
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+
+json usage_row(const std::string& ns, int64_t entries, int64_t bytes, int64_t staged, std::optional<int64_t> quota) {
+  return json{{"namespace", ns},
+              {"entries", entries},
+              {"bytes", bytes},
+              {"staged_bytes", staged},
+              {"quota_bytes", quota ? json(*quota) : json(nullptr)}};
+}
+
+ApiResponse status_route(Ctx& c) {
+  if (auto r = authorize(c, kScopeRead)) return *r;
+  bool admin = has_scope(c.token.scopes, kScopeAdmin) && !c.req.query.count("namespace");
+  auto usage = c.store().usage();
+  if (!usage.ok()) return reject(c, http_status(usage.status()), "store_error", usage.status().message());
+  auto staged = staged_by_namespace(c.db());
+  if (!staged.ok()) return reject(c, http_status(staged.status()), "store_error", staged.status().message());
+  json rows = json::array();
+  bool own_listed = false;
+  for (const auto& u : *usage) {
+    if (!admin && u.ns != c.ns) continue;
+    own_listed = own_listed || u.ns == c.ns;
+    rows.push_back(usage_row(u.ns, u.entries, u.bytes, (*staged)[u.ns], c.api.options().quotas.limit_for(u.ns)));
+  }
+  if (!own_listed && !admin) rows.push_back(usage_row(c.ns, 0, 0, (*staged)[c.ns], c.api.options().quotas.limit_for(c.ns)));
+  json out = {{"namespaces", rows}};
+  if (admin) {
+    auto st = c.store().stats();
+    if (!st.ok()) return reject(c, http_status(st.status()), "store_error", st.status().message());
+    out["store"] = {{"entries", st->entries},
+                    {"blobs", st->blobs},
+                    {"blob_bytes", st->blob_bytes},
+                    {"unreferenced_blobs", st->unreferenced_blobs},
+                    {"quarantined", st->quarantined}};
+  }
+  return json_text(200, out.dump());
+}
+
+ApiResponse metrics_route(Ctx& c) {
+  if (auto r = authorize(c, kScopeAdmin)) return *r;
+  auto usage = c.store().usage();
+  if (!usage.ok()) return reject(c, http_status(usage.status()), "store_error", usage.status().message());
+  ApiResponse r;
+  r.body = c.api.metrics().render(*usage);
+  r.content_type = "text/plain; version=0.0.4";
+  return r;
+}
+
+ApiResponse whoami_route(Ctx& c) {
+  if (auto r = authorize(c, 0)) return *r;
+  json scopes = json::array();
+  for (Scope s : {kScopeRead, kScopeWriteBlobs, kScopeWriteEntries, kScopeAdmin})
+    if (c.token.scopes & s) scopes.push_back(scopes_string(s));
+  return json_text(200, json{{"team", c.token.team}, {"namespace", c.ns}, {"scopes", scopes}, {"token", c.token.prefix}}.dump());
+}
+
+struct Route {
+  const char* prefix;  // exact path, or a prefix ending in '/'
+  const char* name;    // metrics label
+  std::vector<std::string> methods;
+};
+
+const std::vector<Route>& routes() {
+  static const std::vector<Route> r = {
+      {"/healthz", "health", {"GET", "HEAD"}},
+      {"/metrics", "metrics", {"GET", "HEAD"}},
+      {"/v1/whoami", "whoami", {"GET", "HEAD"}},
+      {"/v1/status", "status", {"GET", "HEAD"}},
+      {"/v1/blobs/", "blobs", {"GET", "HEAD", "PUT"}},
+      {"/v1/entries", "query", {"GET", "HEAD"}},
+      {"/v1/entries/", "entries", {"GET", "HEAD", "PUT", "DELETE"}},
+      {"/ccache/", "ccache", {"GET", "HEAD", "PUT", "DELETE"}},
+  };
+  return r;
+}
+
+ApiResponse dispatch(Ctx& c) {
+  const std::string& path = c.req.path;
+  const Route* route = nullptr;
+  std::string arg;
+  for (const auto& r : routes()) {
+    std::string p = r.prefix;
+    if (p.back() == '/' ? path.rfind(p, 0) == 0 : path == p) {
+      route = &r;
+      arg = p.back() == '/' ? path.substr(p.size()) : "";
+      break;
+    }
+  }
+  if (!route)
+    return reject(c, 404, "no_route",
+                  "no route " + c.req.method + " " + path.substr(0, 200) +
+                      "; the API is under /v1/ (blobs, entries, status, whoami), /ccache/ and /metrics (docs/api.md)");
+  c.route = route->name;
+  bool allowed = false;
+  std::string allow;
+  for (const auto& m : route->methods) {
+    allowed = allowed || m == c.req.method;
+    allow += (allow.empty() ? "" : ", ") + m;
+  }
+  if (!allowed) {
+    ApiResponse r = reject(c, 405, "method", c.req.method + " is not allowed on " + path.substr(0, 200) + " (allowed: " + allow + ")");
+    r.headers.push_back({"Allow", allow});
+    return r;
+  }
+  const std::string& m = c.req.method;
+  bool read = m == "GET" || m == "HEAD";
+  if (c.route == "health") return json_text(200, R"({"ok":true})");
+  if (c.route == "metrics") return metrics_route(c);
+  if (c.route == "whoami") return whoami_route(c);
+  if (c.route == "status") return status_route(c);
+  if (c.route == "query") return query_entries(c);
+  if (c.route == "blobs") return read ? get_blob(c, arg) : put_blob(c, arg);
+  if (c.route == "entries") return read ? get_entry(c, arg) : m == "PUT" ? put_entry(c, arg) : delete_entry(c, arg);
+  return read ? ccache_get(c, arg) : m == "PUT" ? ccache_put(c, arg) : ccache_delete(c, arg);
+}
+
+}  // namespace
+
+ApiResponse Api::handle(const ApiRequest& req, BodySource& body) {
+  auto t0 = std::chrono::steady_clock::now();
+  Ctx c{*this, req, body, "unknown", "", {}, std::nullopt};
+  ApiResponse r;
+  try {
+    r = dispatch(c);
+  } catch (const std::exception& e) {
+    r = error_response(500, std::string("internal error: ") + e.what());
+  } catch (...) {
+    r = error_response(500, "internal error");
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  metrics_.request(c.route, req.method, r.status, secs);
+  return r;
+}
+
+}  // namespace mlk::service

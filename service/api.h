@@ -1,0 +1,106 @@
+// The HTTP API of `mlk serve` (docs/api.md), independent of the HTTP library:
+// the transport (server.cpp) turns a request into an ApiRequest and a
+// BodySource, and writes back the ApiResponse. Tests call Api::handle
+// directly.
+//
+// Order of checks, for every request: route (404 unknown path, 405 wrong
+// method), then the token (401 missing or unknown), then the namespace and
+// scope (403), then the body (413 too large, 400 broken or malformed, 422 not
+// matching its digest), then quotas (507), then the store. A rejected request
+// changes nothing in the store. Every error body is {"error": "..."}.
+//
+// Thread-safe: one Api serves all worker threads; each request borrows its
+// own Store from the SessionPool.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "service/metrics.h"
+#include "service/session_pool.h"
+#include "service/staging.h"
+#include "service/tokens.h"
+
+namespace mlk::service {
+
+struct ApiOptions {
+  int64_t max_body_bytes = int64_t{64} << 20;  // larger bodies get 413
+  QuotaPolicy quotas;
+  int64_t staged_ttl_s = 3600;  // unbound uploads stop being charged (and readable) after this
+};
+
+struct ApiRequest {
+  std::string method;  // GET, HEAD, PUT, DELETE, ...
+  std::string path;    // URL-decoded, without the query
+  std::map<std::string, std::string> query;
+  std::string authorization;  // the Authorization header, or empty
+};
+
+// The body of a request, read only once the request is authorised, and
+// hashed while it is read.
+struct Body {
+  enum Outcome { kOk, kTooLarge, kBroken } outcome = kOk;
+  std::string bytes;
+  std::string sha256;  // of bytes (kOk only)
+  std::string why;     // kBroken: what went wrong (ended early, timed out)
+};
+class BodySource {
+ public:
+  virtual ~BodySource() = default;
+  // Reads the whole body, at most `max_bytes` of it (more is kTooLarge).
+  // Called at most once per request.
+  virtual Body read(int64_t max_bytes) = 0;
+};
+
+struct ApiResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A body of a string (tests, and requests that carry none).
+class StringBody : public BodySource {
+ public:
+  explicit StringBody(std::string bytes) : bytes_(std::move(bytes)) {}
+  Body read(int64_t max_bytes) override;
+
+ private:
+  std::string bytes_;
+};
+
+class Api {
+ public:
+  Api(ApiOptions options, SessionPool& pool, Metrics& metrics);
+  // Answers one request. Never throws.
+  ApiResponse handle(const ApiRequest& req, BodySource& body);
+  Metrics& metrics() { return metrics_; }
+  const ApiOptions& options() const { return opt_; }
+  SessionPool& pool() { return pool_; }
+  // The lock that serialises quota-checked writes of one namespace in this
+  // process, so that a check and the write it allows are not interleaved with
+  // another write of the namespace (one server per store; docs/api.md).
+  std::mutex& namespace_lock(const std::string& ns);
+
+ private:
+  ApiOptions opt_;
+  SessionPool& pool_;
+  Metrics& metrics_;
+  std::mutex locks_mu_;
+  std::map<std::string, std::unique_ptr<std::mutex>> ns_locks_;
+};
+
+// The error body: {"error": message}.
+ApiResponse error_response(int status, const std::string& message);
+// The HTTP status for a Status from cache/: NotFound 404, InvalidArgument 400,
+// IOError 503 (507 when the disk or database is full), others 500. Read
+// handlers answer a Corruption of what they read with 404 themselves: the
+// damaged item was quarantined and is a miss from now on.
+int http_status(const Status& s);
+
+}  // namespace mlk::service

@@ -1,0 +1,69 @@
+// ccache's HTTP remote-storage protocol under /ccache/ (ccache_layout.h): one
+// object per ccache key, stored as an entry with one file in the namespace of
+// the token. ccache treats every non-2xx GET as a miss, so what the server
+// says loudly here (401/403 bodies, rejects in /metrics) is for people.
+#include <nlohmann/json.hpp>
+
+#include "service/api_internal.h"
+#include "service/ccache_layout.h"
+
+namespace mlk::service::detail {
+
+using nlohmann::json;
+
+ApiResponse ccache_get(Ctx& c, const std::string& rest) {
+  auto key = ccache_store_key(rest);
+  if (!key.ok()) return reject(c, 400, "bad_request", key.status().message());
+  if (auto r = authorize(c, kScopeRead)) return *r;
+  auto a = c.store().get_entry(c.ns, *key);
+  if (a.status().code() == Status::Code::kCorruption) {
+    c.api.metrics().verification_failure(c.ns, "ccache");
+    c.api.metrics().miss(c.ns, "ccache");
+    return error_response(404, "stored object failed verification and was quarantined; treat as a miss");
+  }
+  auto miss = [&] {
+    c.api.metrics().miss(c.ns, "ccache");
+    return error_response(404, "no ccache object `" + rest + "` in namespace `" + c.ns + "`");
+  };
+  if (a.status().code() == Status::Code::kNotFound) return miss();
+  if (!a.ok()) return reject(c, http_status(a.status()), "store_error", a.status().message());
+  auto file = a->files.find(kCcacheFile);
+  if (file == a->files.end()) return miss();
+  c.api.metrics().hit(c.ns, "ccache");
+  ApiResponse r;
+  r.content_type = "application/octet-stream";
+  r.body = std::move(file->second);
+  if (c.req.method == "GET") c.api.metrics().bytes_sent(c.ns, static_cast<int64_t>(r.body.size()));
+  return r;
+}
+
+ApiResponse ccache_put(Ctx& c, const std::string& rest) {
+  auto key = ccache_store_key(rest);
+  if (!key.ok()) return reject(c, 400, "bad_request", key.status().message());
+  if (auto r = authorize(c, kScopeWriteBlobs | kScopeWriteEntries)) return *r;
+  Body b = c.body.read(c.api.options().max_body_bytes);
+  if (b.outcome != Body::kOk) return body_rejection(c, b);
+  int64_t size = static_cast<int64_t>(b.bytes.size());
+  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  if (auto r = check_quota(c, size, *key, {})) return *r;
+  cache::Provenance prov;
+  prov.producer = "ccache";
+  // One transaction: the blob and the entry, or nothing.
+  Status s = c.store().put_entry(c.ns, *key, json{{"ccache_path", rest}}.dump(), prov, {{kCcacheFile, b.bytes}});
+  if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
+  c.api.metrics().bytes_received(c.ns, size);
+  return json_text(201, json{{"namespace", c.ns}, {"key", *key}, {"size", size}}.dump());
+}
+
+ApiResponse ccache_delete(Ctx& c, const std::string& rest) {
+  auto key = ccache_store_key(rest);
+  if (!key.ok()) return reject(c, 400, "bad_request", key.status().message());
+  if (auto r = authorize(c, kScopeWriteEntries)) return *r;
+  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  Status s = c.store().rm(c.ns, *key);
+  if (s.code() == Status::Code::kNotFound) return error_response(404, "no ccache object `" + rest + "` in namespace `" + c.ns + "`");
+  if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
+  return json_text(200, json{{"deleted", *key}, {"namespace", c.ns}}.dump());
+}
+
+}  // namespace mlk::service::detail

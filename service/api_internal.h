@@ -1,0 +1,62 @@
+// What api.cpp (routing, authentication) shares with the handlers in
+// api_objects.cpp (blobs, entries, queries) and api_ccache.cpp. Internal to
+// service/.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+
+#include "service/api.h"
+
+namespace mlk::service::detail {
+
+// One request on its way through the Api.
+struct Ctx {
+  Api& api;
+  const ApiRequest& req;
+  BodySource& body;
+  std::string route = "unknown";  // the metrics label
+  std::string ns;                 // the namespace, once authorised
+  TokenInfo token;
+  std::optional<SessionPool::Lease> lease;  // borrowed when the token is checked
+
+  cache::Store& store() { return lease->store(); }
+  cache::sql::Db& db() { return lease->db(); }
+};
+
+// Checks the token, picks the namespace (?namespace=NAME, else the token's
+// team) and checks that the token may use it with every scope in `need`.
+// Returns the rejection, or nullopt with c.token, c.ns and c.lease set.
+std::optional<ApiResponse> authorize(Ctx& c, Scopes need);
+
+// A rejection: counts it under `reason` and returns the error response.
+ApiResponse reject(Ctx& c, int status, const std::string& reason, const std::string& message);
+// The rejection for a body that did not arrive whole (413 or 400).
+ApiResponse body_rejection(Ctx& c, const Body& b);
+// A JSON (object) response.
+ApiResponse json_text(int status, std::string text);
+
+// The charged bytes of c.ns if `delta_charge` bytes were added and the
+// entry `replacing_key` (when not empty) removed, with the staged rows for
+// `unstaging` no longer counted: a 507 response when that is over the
+// namespace's quota, nullopt when it fits. Call with the namespace lock held.
+std::optional<ApiResponse> check_quota(Ctx& c, int64_t delta_charge, const std::string& replacing_key,
+                                       const std::set<std::string>& unstaging);
+
+// Keys of /v1/entries/{key}: 1-256 characters of [A-Za-z0-9._-], not
+// starting with `.`: no `/`, so no path traversal.
+Status validate_entry_key(const std::string& key);
+
+// The handlers. `arg` is the path below the route's prefix.
+ApiResponse get_blob(Ctx& c, const std::string& arg);
+ApiResponse put_blob(Ctx& c, const std::string& arg);
+ApiResponse get_entry(Ctx& c, const std::string& arg);
+ApiResponse put_entry(Ctx& c, const std::string& arg);
+ApiResponse delete_entry(Ctx& c, const std::string& arg);
+ApiResponse query_entries(Ctx& c);
+ApiResponse ccache_get(Ctx& c, const std::string& arg);
+ApiResponse ccache_put(Ctx& c, const std::string& arg);
+ApiResponse ccache_delete(Ctx& c, const std::string& arg);
+
+}  // namespace mlk::service::detail

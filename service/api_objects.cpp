@@ -1,0 +1,215 @@
+// The content-addressed half of the API: PUT/GET/HEAD /v1/blobs/{sha256},
+// PUT/GET/HEAD/DELETE /v1/entries/{key}, and the query GET /v1/entries.
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "cache/manifest.h"
+#include "service/api_internal.h"
+
+namespace mlk::service::detail {
+
+using nlohmann::json;
+
+namespace {
+
+Status check_digest(const std::string& d) {
+  if (cache::is_sha256_hex(d)) return Status::Ok();
+  return Status::InvalidArgument("`" + d.substr(0, 80) + "` is not a sha256 digest (64 lower-case hex characters)");
+}
+
+int64_t now_unix() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// A read that found damaged data: it has been quarantined by the store, so
+// it is a miss from now on; never serve the bytes.
+ApiResponse damaged(Ctx& c, const std::string& kind, const Status& s) {
+  c.api.metrics().verification_failure(c.ns, kind);
+  c.api.metrics().miss(c.ns, kind);
+  return error_response(404, "stored data failed verification and was quarantined (" + s.message() + "); treat as a miss");
+}
+
+json entry_json(const cache::EntryInfo& e) {
+  return json{{"namespace", e.ns},
+              {"key", e.key},
+              {"size", e.size},
+              {"pinned", e.pinned},
+              {"created", e.created},
+              {"last_used", e.last_used},
+              {"manifest", json::parse(cache::manifest_to_json(e.manifest))}};
+}
+
+}  // namespace
+
+ApiResponse get_blob(Ctx& c, const std::string& digest) {
+  Status valid = check_digest(digest);
+  if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
+  if (auto r = authorize(c, kScopeRead)) return *r;
+  auto visible = blob_visible(c.db(), c.ns, digest);
+  if (!visible.ok()) return reject(c, http_status(visible.status()), "store_error", visible.status().message());
+  if (!*visible) {
+    c.api.metrics().miss(c.ns, "blob");
+    return error_response(404, "no blob " + digest + " in namespace `" + c.ns + "`");
+  }
+  auto bytes = c.store().get_blob(digest);
+  if (bytes.status().code() == Status::Code::kCorruption) return damaged(c, "blob", bytes.status());
+  if (bytes.status().code() == Status::Code::kNotFound) {
+    c.api.metrics().miss(c.ns, "blob");
+    return error_response(404, "no blob " + digest + " in namespace `" + c.ns + "`");
+  }
+  if (!bytes.ok()) return reject(c, http_status(bytes.status()), "store_error", bytes.status().message());
+  c.api.metrics().hit(c.ns, "blob");
+  if (c.req.method == "GET") c.api.metrics().bytes_sent(c.ns, static_cast<int64_t>(bytes->size()));
+  ApiResponse r;
+  r.content_type = "application/octet-stream";
+  r.body = std::move(*bytes);
+  r.headers.push_back({"ETag", "\"" + digest + "\""});
+  return r;
+}
+
+ApiResponse put_blob(Ctx& c, const std::string& digest) {
+  Status valid = check_digest(digest);
+  if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
+  if (auto r = authorize(c, kScopeWriteBlobs)) return *r;
+  Body b = c.body.read(c.api.options().max_body_bytes);
+  if (b.outcome != Body::kOk) return body_rejection(c, b);
+  if (b.sha256 != digest) {
+    c.api.metrics().verification_failure(c.ns, "upload");
+    return reject(c, 422, "hash_mismatch",
+                  "the body (" + std::to_string(b.bytes.size()) + " bytes) hashes to " + b.sha256 + ", not to " + digest +
+                      "; nothing was stored");
+  }
+  int64_t size = static_cast<int64_t>(b.bytes.size());
+  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  int64_t now = now_unix();
+  Status expired = expire_staged(c.db(), c.ns, now - c.api.options().staged_ttl_s);
+  if (!expired.ok()) return reject(c, http_status(expired), "store_error", expired.message());
+  auto referenced = blob_referenced(c.db(), c.ns, digest);
+  if (!referenced.ok()) return reject(c, http_status(referenced.status()), "store_error", referenced.status().message());
+  auto staged = blob_staged(c.db(), c.ns, digest);
+  if (!staged.ok()) return reject(c, http_status(staged.status()), "store_error", staged.status().message());
+  // Already charged to this namespace (by an entry or an earlier upload): no new charge.
+  if (!*referenced && !*staged)
+    if (auto r = check_quota(c, size, "", {})) return *r;
+  auto put = c.store().put_blob(b.bytes);  // stores once per digest; heals a damaged copy
+  if (!put.ok()) return reject(c, http_status(put.status()), "store_error", put.status().message());
+  if (!*referenced) {
+    Status s = stage_blob(c.db(), c.ns, digest, size, now);
+    if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
+  }
+  c.api.metrics().bytes_received(c.ns, size);
+  bool fresh = !*referenced && !*staged;
+  return json_text(fresh ? 201 : 200, json{{"digest", digest}, {"size", size}, {"new", fresh}}.dump());
+}
+
+ApiResponse get_entry(Ctx& c, const std::string& key) {
+  Status valid = validate_entry_key(key);
+  if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
+  if (auto r = authorize(c, kScopeRead)) return *r;
+  auto a = c.store().get_entry(c.ns, key);  // re-hashes the record and every blob
+  if (a.status().code() == Status::Code::kCorruption) return damaged(c, "entry", a.status());
+  if (a.status().code() == Status::Code::kNotFound) {
+    c.api.metrics().miss(c.ns, "entry");
+    return error_response(404, "no entry `" + key + "` in namespace `" + c.ns + "`");
+  }
+  if (!a.ok()) return reject(c, http_status(a.status()), "store_error", a.status().message());
+  c.api.metrics().hit(c.ns, "entry");
+  std::string text = entry_json(a->info).dump();
+  if (c.req.method == "GET") c.api.metrics().bytes_sent(c.ns, static_cast<int64_t>(text.size()));
+  return json_text(200, std::move(text));
+}
+
+ApiResponse put_entry(Ctx& c, const std::string& key) {
+  Status valid = validate_entry_key(key);
+  if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
+  if (auto r = authorize(c, kScopeWriteEntries)) return *r;
+  Body b = c.body.read(c.api.options().max_body_bytes);
+  if (b.outcome != Body::kOk) return body_rejection(c, b);
+  auto m = cache::manifest_from_json(b.bytes);
+  if (!m.ok()) return reject(c, 400, "bad_request", "malformed manifest: " + m.status().message());
+  Status ok = cache::validate_manifest(*m);
+  if (!ok.ok()) return reject(c, 400, "bad_request", "invalid manifest: " + ok.message());
+  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  json missing = json::array();
+  std::set<std::string> digests;
+  int64_t size = 0;
+  for (const auto& [name, ref] : m->files) {
+    digests.insert(ref.digest);
+    size += ref.size;
+    auto visible = blob_visible(c.db(), c.ns, ref.digest);
+    if (!visible.ok()) return reject(c, http_status(visible.status()), "store_error", visible.status().message());
+    if (!*visible) missing.push_back(ref.digest);
+  }
+  if (!missing.empty()) {
+    c.api.metrics().reject(c.ns, "missing_blobs");
+    ApiResponse r = json_text(409, json{{"error", std::to_string(missing.size()) + " of the manifest's blobs are not in namespace `" +
+                                                      c.ns + "`; PUT /v1/blobs/{sha256} them first"},
+                                        {"missing", missing}}
+                                       .dump());
+    return r;
+  }
+  if (auto r = check_quota(c, size, key, digests)) return *r;
+  Status put = c.store().put_entry(c.ns, key, *m);
+  if (put.code() == Status::Code::kNotFound) return reject(c, 409, "missing_blobs", put.message());
+  if (!put.ok()) return reject(c, http_status(put), put.code() == Status::Code::kInvalidArgument ? "bad_request" : "store_error", put.message());
+  Status un = unstage(c.db(), c.ns, digests);
+  if (!un.ok()) std::fprintf(stderr, "mlk serve: note: %s (the namespace stays charged for them until they expire)\n", un.message().c_str());
+  c.api.metrics().bytes_received(c.ns, static_cast<int64_t>(b.bytes.size()));
+  return json_text(201, json{{"namespace", c.ns}, {"key", key}, {"size", size}}.dump());
+}
+
+ApiResponse delete_entry(Ctx& c, const std::string& key) {
+  Status valid = validate_entry_key(key);
+  if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
+  if (auto r = authorize(c, kScopeWriteEntries)) return *r;
+  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  Status s = c.store().rm(c.ns, key);
+  if (s.code() == Status::Code::kNotFound) return error_response(404, "no entry `" + key + "` in namespace `" + c.ns + "`");
+  if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
+  return json_text(200, json{{"deleted", key}, {"namespace", c.ns}}.dump());
+}
+
+ApiResponse query_entries(Ctx& c) {
+  static const std::set<std::string> kParams = {"namespace", "fn", "target", "profile", "program_hash", "producer", "limit"};
+  for (const auto& [k, v] : c.req.query)
+    if (!kParams.count(k))
+      return reject(c, 400, "bad_request",
+                    "unknown query parameter `" + k.substr(0, 40) + "`; accepted: fn, target (or profile), program_hash, producer, limit, namespace");
+  if (c.req.query.count("target") && c.req.query.count("profile"))
+    return reject(c, 400, "bad_request", "give `target` or `profile` (the same thing), not both");
+  int64_t limit = 100;
+  if (auto it = c.req.query.find("limit"); it != c.req.query.end()) {
+    const std::string& v = it->second;
+    bool digits = !v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(v) < 1 || std::stoll(v) > 1000)
+      return reject(c, 400, "bad_request", "limit must be a whole number from 1 to 1000, got `" + v.substr(0, 20) + "`");
+    limit = std::stoll(v);
+  }
+  if (auto r = authorize(c, kScopeRead)) return *r;
+  auto want = [&](const char* name) -> const std::string* {
+    auto it = c.req.query.find(name);
+    return it == c.req.query.end() ? nullptr : &it->second;
+  };
+  const std::string* target = want("target") ? want("target") : want("profile");
+  auto listed = c.store().list(c.ns);
+  if (!listed.ok()) return reject(c, http_status(listed.status()), "store_error", listed.status().message());
+  json rows = json::array();
+  bool truncated = false;
+  for (const auto& e : *listed) {
+    if (e.damaged) continue;
+    json meta = json::parse(e.manifest.meta_json, nullptr, false);
+    if (!meta.is_object()) continue;
+    auto field = [&](const char* f) { return meta.contains(f) && meta[f].is_string() ? meta[f].get<std::string>() : std::string(); };
+    if (const std::string* fn = want("fn"); fn && field("fn") != *fn) continue;
+    if (target && field("target") != *target) continue;
+    if (const std::string* h = want("program_hash"); h && field("program_hash") != *h) continue;
+    if (const std::string* p = want("producer"); p && e.manifest.provenance.producer != *p) continue;
+    if (static_cast<int64_t>(rows.size()) == limit) {
+      truncated = true;
+      break;
+    }
+    json row = entry_json(e);
+    rows.push_back(std::move(row));
+  }
+  return json_text(200, json{{"namespace", c.ns}, {"entries", rows}, {"truncated", truncated}}.dump());
+}
+
+}  // namespace mlk::service::detail

@@ -1,0 +1,98 @@
+#include "service/cli_cache.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "cache/cache_cli.h"
+#include "cache/paths.h"
+
+namespace mlk::service {
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+}  // namespace
+
+std::string local_mirror_path() {
+  if (std::string v = env("MLK_LOCAL_CACHE"); !v.empty()) return v;
+  if (std::string v = env("MLK_CACHE"); !v.empty() && !is_remote_url(v)) return v;
+  if (std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty() && xdg[0] == '/') return xdg + "/mlk/cache.db";
+  std::string home = env("HOME");
+  if (home.empty())
+    if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir) home = pw->pw_dir;
+  return home.empty() ? ".mlk-cache.db" : home + "/.cache/mlk/cache.db";
+}
+
+Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value, const std::string& ns,
+                                                   const std::string& who, bool create_if_missing) {
+  auto c = std::unique_ptr<CliCache>(new CliCache());
+  c->who_ = who;
+  c->ns_ = ns;
+  std::string spec = cache::default_store_path(flag_value);
+  if (is_remote_url(spec)) {
+    RemoteOptions ro;
+    ro.url = spec;
+    ro.token = env("MLK_TOKEN");
+    ro.ns = ns == cache::kDefaultNamespace ? "" : ns;
+    auto r = RemoteStore::Open(ro);
+    if (!r.ok()) return r.status();
+    c->remote_ = std::move(*r);
+    c->store_path_ = local_mirror_path();
+    create_if_missing = true;
+  } else {
+    c->store_path_ = spec;
+  }
+  if (!create_if_missing && !std::filesystem::exists(c->store_path_)) return c;
+  cache::StoreOptions so;
+  so.create_if_missing = create_if_missing;
+  auto s = cache::Store::Open(c->store_path_, so);
+  if (!s.ok()) return s.status();
+  c->store_ = std::move(*s);
+  if (c->remote_ && env("MLK_TOKEN").empty())
+    std::fprintf(stderr, "%s: note: $MLK_TOKEN is not set; the cache server %s will refuse requests\n", who.c_str(),
+                 c->remote_->url().c_str());
+  return c;
+}
+
+void CliCache::server_down(const Status& why) {
+  if (down_) return;
+  down_ = true;
+  std::fprintf(stderr, "%s: %s; using the local store %s only\n", who_.c_str(), why.message().c_str(), store_path_.c_str());
+}
+
+bool CliCache::pull(const std::string& key) {
+  if (!remote_ || down_ || !store_) return false;
+  if (store_->show_entry(ns_, key).ok()) return false;  // already here
+  auto rep = remote_->pull(*store_, ns_, key);
+  if (rep.ok()) {
+    std::fprintf(stderr, "%s: pulled %s from %s (%lld files, %s)\n", who_.c_str(), key.substr(0, 16).c_str(),
+                 remote_->url().c_str(), static_cast<long long>(rep->files), cache::human_bytes(rep->bytes).c_str());
+    return true;
+  }
+  if (rep.status().code() != Status::Code::kNotFound) server_down(rep.status());
+  return false;
+}
+
+Status CliCache::push(const std::string& key) {
+  if (!remote_ || !store_) return Status::Ok();
+  if (down_) return Status::IOError("the cache server is unreachable");
+  auto rep = remote_->push(*store_, ns_, key);
+  if (rep.ok()) {
+    std::fprintf(stderr, "%s: pushed %s to %s (%lld blobs sent, %lld already there, %s)\n", who_.c_str(),
+                 key.substr(0, 16).c_str(), remote_->url().c_str(), static_cast<long long>(rep->blobs_sent),
+                 static_cast<long long>(rep->blobs_skipped), cache::human_bytes(rep->bytes).c_str());
+    return Status::Ok();
+  }
+  server_down(rep.status());
+  return rep.status();
+}
+
+}  // namespace mlk::service

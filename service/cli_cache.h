@@ -1,0 +1,56 @@
+// The artifact cache as `mlk tune`, `mlk build` and `mlk run` see it: --cache
+// VALUE (else $MLK_CACHE) is a store path, or the URL of a `mlk serve`
+// (http://HOST:PORT). With a URL the commands keep working on a local store,
+// the mirror ($MLK_LOCAL_CACHE, else the default store path), synchronised
+// with the server one key at a time: pull() before a lookup, push() after a
+// put. The token comes from $MLK_TOKEN.
+//
+// A server that cannot be reached (after the client's retries) or refuses the
+// token is reported once on stderr ("...; using the local store PATH only")
+// and the command goes on with the mirror: the server is an accelerator,
+// never a reason to fail.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cache/store.h"
+#include "service/remote_store.h"
+
+namespace mlk::service {
+
+class CliCache {
+ public:
+  // `flag_value`: --cache as given ("" when absent). `ns`: --namespace; on the
+  // server, "default" means the token's team. `who`: the command, for
+  // messages ("mlk tune"). Without a URL and with create_if_missing false, a
+  // store that does not exist is not created: store() is null (a miss).
+  static Expected<std::unique_ptr<CliCache>> Open(const std::string& flag_value, const std::string& ns,
+                                                  const std::string& who, bool create_if_missing);
+
+  cache::Store* store() { return store_.get(); }
+  const std::string& store_path() const { return store_path_; }
+  bool remote() const { return remote_ != nullptr; }
+
+  // Remote mode: when the local store lacks (ns, key) and the server has it,
+  // downloads it (verified) into the local store and says so; true then.
+  // Never fails: a miss is silent, a failure is reported once.
+  bool pull(const std::string& key);
+  // Remote mode: uploads (ns, key) from the local store; a failure is
+  // reported (and returned), the local copy stays.
+  Status push(const std::string& key);
+
+ private:
+  void server_down(const Status& why);
+  std::string who_, ns_, store_path_;
+  std::unique_ptr<cache::Store> store_;
+  std::unique_ptr<RemoteStore> remote_;
+  bool down_ = false;
+};
+
+// Where the mirror of a remote cache lives: $MLK_LOCAL_CACHE, else $MLK_CACHE
+// when it is a path, else $XDG_CACHE_HOME/mlk/cache.db, else
+// ~/.cache/mlk/cache.db (cache/paths.h).
+std::string local_mirror_path();
+
+}  // namespace mlk::service

@@ -1,0 +1,76 @@
+// The client side of `mlk serve`: blobs and entries of one namespace on a
+// server, and push/pull of an entry between a local Store and the server.
+//
+// Every download is re-hashed before it is returned or stored. Transient
+// failures (no connection, timeouts, HTTP 429 and 5xx other than 507) are
+// retried with exponential backoff and jitter; the rest are not. Results:
+// NotFound for a miss (404), IOError when the server cannot be reached or
+// keeps failing, InvalidArgument for a refusal (401, 403, 400, 409, 413, 422,
+// 507), Corruption when what arrived does not match its digest. Messages name
+// the server and carry its error text.
+//
+// Not thread-safe (one HTTP connection, kept alive between requests).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cache/store.h"
+#include "lang/status.h"
+
+namespace mlk::service {
+
+struct RemoteOptions {
+  std::string url;             // http://HOST:PORT (https:// too; an optional path prefix)
+  std::string token;           // sent as `Authorization: Bearer TOKEN`; empty: none
+  std::string ns;              // the server namespace; empty: the token's team
+  int attempts = 4;            // tries per request when the failure is transient
+  int backoff_ms = 100;        // first wait between tries; doubles, +-50% jitter
+  int connect_timeout_ms = 2000;
+  int timeout_s = 60;          // per socket read or write
+};
+
+// Whether `spec` names a server rather than a store file: http:// or https://.
+bool is_remote_url(const std::string& spec);
+
+struct TransferReport {
+  int64_t files = 0;
+  int64_t blobs_sent = 0;     // push: uploaded; pull: downloaded
+  int64_t blobs_skipped = 0;  // push: the server had them already
+  int64_t bytes = 0;          // bytes moved over the network
+};
+
+class RemoteStore {
+ public:
+  // Checks the URL (InvalidArgument when it is not http(s)://HOST[:PORT][/PREFIX]); connects lazily.
+  static Expected<std::unique_ptr<RemoteStore>> Open(RemoteOptions options);
+  ~RemoteStore();
+  const std::string& url() const;
+
+  Expected<bool> has_blob(const std::string& digest);
+  Status put_blob(std::string_view bytes);
+  Expected<std::string> get_blob(const std::string& digest);
+  // The entry's manifest and bookkeeping (no blob bytes).
+  Expected<cache::EntryInfo> get_entry(const std::string& key);
+  // Binds `key` to `m`; its blobs must have been put.
+  Status put_entry(const std::string& key, const cache::Manifest& m);
+  // The team of the token (GET /v1/whoami): a cheap check of URL and token.
+  Expected<std::string> whoami();
+
+  // Uploads the entry (local_ns, key) of `local` and the blobs the server
+  // lacks, then binds the key on the server.
+  Expected<TransferReport> push(cache::Store& local, const std::string& local_ns, const std::string& key);
+  // Downloads entry `key` and its blobs, verifies them, and stores them as
+  // (local_ns, key) in `local` (replacing what is there), provenance kept.
+  Expected<TransferReport> pull(cache::Store& local, const std::string& local_ns, const std::string& key);
+
+  struct Impl;
+
+ private:
+  explicit RemoteStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mlk::service

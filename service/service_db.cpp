@@ -1,0 +1,48 @@
+#include "service/service_db.h"
+
+#include "cache/store.h"
+
+namespace mlk::service {
+
+namespace {
+
+constexpr const char* kServiceSchema = R"sql(
+CREATE TABLE IF NOT EXISTS service_tokens(
+  id INTEGER PRIMARY KEY,
+  token_sha256 TEXT NOT NULL UNIQUE,
+  prefix TEXT NOT NULL,
+  team TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  note TEXT NOT NULL DEFAULT '',
+  created INTEGER NOT NULL,
+  revoked INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS service_staged(
+  ns TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  size INTEGER NOT NULL,
+  time INTEGER NOT NULL,
+  PRIMARY KEY(ns, digest)) WITHOUT ROWID;
+)sql";
+
+}  // namespace
+
+Expected<std::unique_ptr<cache::sql::Db>> open_service_db(const std::string& store_path, bool create_if_missing) {
+  {
+    cache::StoreOptions so;
+    so.create_if_missing = create_if_missing;
+    auto store = cache::Store::Open(store_path, so);
+    if (!store.ok()) return store.status();
+    if ((*store)->read_only())
+      return Status::IOError(store_path + ": the store is read-only; the server and `mlk token` need to write it");
+  }
+  auto db = cache::sql::Db::Open(store_path, SQLITE_OPEN_READWRITE, 10000);
+  if (!db.ok()) return db.status();
+  cache::sql::Db& d = **db;
+  MLK_RETURN_IF_ERROR(d.exec("PRAGMA synchronous=NORMAL"));
+  auto have = d.query_text("SELECT count(*) FROM sqlite_master WHERE type='table' AND name LIKE 'service_%'");
+  if (!have.ok()) return have.status();
+  if (*have != "2") MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&] { return d.exec(kServiceSchema); }));
+  return std::move(*db);
+}
+
+}  // namespace mlk::service

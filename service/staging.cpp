@@ -1,0 +1,97 @@
+#include "service/staging.h"
+
+namespace mlk::service {
+
+std::optional<int64_t> QuotaPolicy::limit_for(const std::string& ns) const {
+  auto it = limits.find(ns);
+  if (it != limits.end()) return it->second;
+  if (default_limit > 0) return default_limit;
+  return std::nullopt;
+}
+
+Status stage_blob(cache::sql::Db& db, const std::string& ns, const std::string& digest, int64_t size, int64_t now) {
+  auto st = db.prepare(
+      "INSERT INTO service_staged(ns, digest, size, time) VALUES(?1, ?2, ?3, ?4) "
+      "ON CONFLICT(ns, digest) DO UPDATE SET time=excluded.time");
+  if (!st.ok()) return st.status();
+  st->bind(1, ns).bind(2, digest).bind(3, size).bind(4, now);
+  return st->run();
+}
+
+Status unstage(cache::sql::Db& db, const std::string& ns, const std::set<std::string>& digests) {
+  if (digests.empty()) return Status::Ok();
+  return cache::sql::write_txn(db, [&]() -> Status {
+    for (const auto& d : digests) {
+      auto st = db.prepare("DELETE FROM service_staged WHERE ns=?1 AND digest=?2");
+      if (!st.ok()) return st.status();
+      st->bind(1, ns).bind(2, d);
+      MLK_RETURN_IF_ERROR(st->run());
+    }
+    return Status::Ok();
+  });
+}
+
+Status expire_staged(cache::sql::Db& db, const std::string& ns, int64_t before) {
+  auto st = db.prepare("DELETE FROM service_staged WHERE ns=?1 AND time<?2");
+  if (!st.ok()) return st.status();
+  st->bind(1, ns).bind(2, before);
+  return st->run();
+}
+
+Expected<int64_t> staged_bytes(cache::sql::Db& db, const std::string& ns, const std::set<std::string>& excluding) {
+  auto st = db.prepare("SELECT digest, size FROM service_staged WHERE ns=?1");
+  if (!st.ok()) return st.status();
+  st->bind(1, ns);
+  int64_t total = 0;
+  while (true) {
+    auto r = st->step();
+    if (!r.ok()) return r.status();
+    if (!*r) break;
+    if (!excluding.count(st->text(0))) total += st->i64(1);
+  }
+  return total;
+}
+
+Expected<std::map<std::string, int64_t>> staged_by_namespace(cache::sql::Db& db) {
+  auto st = db.prepare("SELECT ns, SUM(size) FROM service_staged GROUP BY ns ORDER BY ns");
+  if (!st.ok()) return st.status();
+  std::map<std::string, int64_t> out;
+  while (true) {
+    auto r = st->step();
+    if (!r.ok()) return r.status();
+    if (!*r) break;
+    out[st->text(0)] = st->i64(1);
+  }
+  return out;
+}
+
+namespace {
+
+Expected<bool> exists(cache::sql::Db& db, const char* sql, const std::string& ns, const std::string& digest) {
+  auto st = db.prepare(sql);
+  if (!st.ok()) return st.status();
+  st->bind(1, ns).bind(2, digest);
+  auto r = st->step();
+  if (!r.ok()) return r.status();
+  return *r && st->i64(0) != 0;
+}
+
+}  // namespace
+
+Expected<bool> blob_staged(cache::sql::Db& db, const std::string& ns, const std::string& digest) {
+  return exists(db, "SELECT EXISTS(SELECT 1 FROM service_staged WHERE ns=?1 AND digest=?2)", ns, digest);
+}
+
+Expected<bool> blob_referenced(cache::sql::Db& db, const std::string& ns, const std::string& digest) {
+  return exists(db,
+                "SELECT EXISTS(SELECT 1 FROM refs r JOIN entries e ON e.id=r.entry_id WHERE e.ns=?1 AND r.digest=?2)",
+                ns, digest);
+}
+
+Expected<bool> blob_visible(cache::sql::Db& db, const std::string& ns, const std::string& digest) {
+  auto staged = blob_staged(db, ns, digest);
+  if (!staged.ok() || *staged) return staged;
+  return blob_referenced(db, ns, digest);
+}
+
+}  // namespace mlk::service

@@ -1,0 +1,274 @@
+// The runtime: kernels pulled from a store by program, fn, policy and shape,
+// run on DLPack tensors; every boundary rule refused by name with nothing
+// written; artifacts loaded once and shared across threads; damaged
+// artifacts never loaded.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "autotune/cached_tune.h"
+#include "cache/store.h"
+#include "lang/compare.h"
+#include "lang/frontend.h"
+#include "lang/interpreter.h"
+#include "lang/ir_printer.h"
+#include "runtime/boundary.h"
+#include "runtime/mlk_runtime.h"
+#include "runtime/runtime.h"
+#include "targets/detect.h"
+
+namespace mlk {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+const std::string kNorms = std::string(MLK_SOURCE_DIR) + "/examples/norms.tl";
+const std::string kAttention = std::string(MLK_SOURCE_DIR) + "/examples/attention.tl";
+
+// A store holding artifacts tuned (tiny budget) for rmsnorm at B=2,S=4,D=64
+// and attention at B=1,S=8,D=32,H=4, for the host profile. Built once.
+class RuntimeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = (fs::temp_directory_path() / ("mlk_runtime_test_" + std::to_string(getpid()))).string();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    store_path_ = dir_ + "/cache.db";
+    auto store = cache::Store::Open(store_path_);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    auto host = resolve_profile("host");
+    ASSERT_TRUE(host.ok());
+    struct Job {
+      std::string file, fn;
+      DimEnv dims;
+    };
+    for (const Job& j : {Job{kNorms, "rmsnorm", {{"B", 2}, {"S", 4}, {"D", 64}}},
+                         Job{kAttention, "attention", {{"B", 1}, {"S", 8}, {"D", 32}, {"H", 4}}}}) {
+      auto fe = compile_file(j.file);
+      ASSERT_TRUE(fe.ok() && fe->ok());
+      tune::TuneOptions o;
+      o.trials = 1;
+      o.time_s = 20;
+      o.autoschedulers = false;
+      o.progress = false;
+      o.log_path = dir_ + "/" + j.fn + ".log";
+      auto r = tune::tune_cached(fe->module, j.fn, j.file, *host, j.dims, o, store->get(), "default", "", dir_ + "/work");
+      ASSERT_TRUE(r.ok()) << r.status().message();
+    }
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::unique_ptr<rt::Runtime> open() {
+    auto r = rt::Runtime::Open({store_path_, "default", ""});
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return std::move(r).value();
+  }
+
+  static std::string dir_, store_path_;
+};
+std::string RuntimeTest::dir_, RuntimeTest::store_path_;
+
+// A host tensor with its DLPack view.
+struct Dl {
+  HostTensor t;
+  DLTensor d{};
+  Dl(DType dt, std::vector<int64_t> shape, uint64_t seed = 1) : t(dt, std::move(shape)) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(-2, 2);
+    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
+    d.data = t.bytes.data();
+    d.device = {kDLCPU, 0};
+    d.ndim = static_cast<int32_t>(t.shape.size());
+    d.dtype = rt::to_dl(dt);
+    d.shape = t.shape.data();
+  }
+  Dl(const Dl&) = delete;
+};
+
+TEST_F(RuntimeTest, RunsThePulledKernelOnDlpackTensorsLikeTheInterpreter) {
+  auto r = open();
+  auto k = r->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host"), {{"B", 2}, {"S", 4}, {"D", 64}});
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_TRUE((*k)->selection().exact);
+  EXPECT_THAT((*k)->selection().reason, HasSubstr("tuned at exactly B=2,D=64,S=4"));
+  Dl x(DType::F32, {2, 4, 64}, 1), w(DType::F32, {64}, 2), eps(DType::F32, {}, 3), out(DType::F32, {2, 4, 64});
+  eps.t.set(0, 1e-5);
+  ASSERT_TRUE((*k)->Run({&x.d, &w.d, &eps.d}, &out.d).ok());
+  auto fe = compile_file(kNorms);
+  auto want = interpret(fe->module, "rmsnorm", {x.t, w.t, eps.t}, {});
+  ASSERT_TRUE(want.ok());
+  Status cmp = compare(*want, out.t, tolerance_for(DType::F32, 64));
+  EXPECT_TRUE(cmp.ok()) << cmp.message();
+}
+
+TEST_F(RuntimeTest, AnotherShapeUsesTheArtifactTunedForTheFnAndSaysSo) {
+  auto r = open();
+  auto k = r->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host"), {{"B", 3}, {"S", 5}, {"D", 48}});
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_FALSE((*k)->selection().exact);
+  EXPECT_THAT((*k)->selection().reason, HasSubstr("tuned at B=2,D=64,S=4, run at B=3,D=48,S=5"));
+  Dl x(DType::F32, {3, 5, 48}), w(DType::F32, {48}), eps(DType::F32, {}), out(DType::F32, {3, 5, 48});
+  EXPECT_TRUE((*k)->Run({&x.d, &w.d, &eps.d}, &out.d).ok());
+}
+
+TEST_F(RuntimeTest, PolicySkipsWhatThisMachineCannotRunAndExplainsWhy) {
+  auto r = open();
+  auto k = r->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("cuda_sm90,cpu_avx2,host"),
+                        {{"B", 2}, {"S", 4}, {"D", 64}});
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ((*k)->selection().profile, "host");
+  const std::string why = (*k)->selection().explain();
+  if (!detect_cuda().devices.empty()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_THAT(why, HasSubstr("not cuda_sm90: cannot run here"));
+  EXPECT_THAT(why, HasSubstr("cpu_avx2: no artifact of `rmsnorm`"));
+  auto none = r->GetKernel(kNorms, "layernorm", *rt::TargetPolicy::Parse("host"), {{"N", 4}, {"D", 8}});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Status::Code::kNotFound);
+  EXPECT_THAT(none.status().message(), HasSubstr("host: no artifact of `layernorm`"));
+  EXPECT_FALSE(rt::TargetPolicy::Parse("cuda_sm99").ok());
+}
+
+TEST_F(RuntimeTest, EveryBoundaryViolationIsRefusedByNameAndNothingIsWritten) {
+  auto r = open();
+  auto k = r->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host"), {{"B", 2}, {"S", 4}, {"D", 64}});
+  ASSERT_TRUE(k.ok());
+  Dl x(DType::F32, {2, 4, 64}), w(DType::F32, {64}), eps(DType::F32, {}), out(DType::F32, {2, 4, 64});
+  for (auto& b : out.t.bytes) b = 0xAB;
+  const auto untouched = out.t.bytes;
+  auto refuse = [&](std::vector<const DLTensor*> args, DLTensor* o, const std::string& text) {
+    Status s = (*k)->Run(args, o);
+    EXPECT_FALSE(s.ok()) << text;
+    EXPECT_THAT(s.message(), HasSubstr(text));
+    EXPECT_EQ(out.t.bytes, untouched) << text;
+  };
+  Dl x16(DType::F16, {2, 4, 64});
+  refuse({&x16.d, &w.d, &eps.d}, &out.d,
+         "argument 0 `x` of `rmsnorm`: dtype float16 but the signature declares F32 (float32)");
+  Dl x2(DType::F32, {8, 64});
+  refuse({&x2.d, &w.d, &eps.d}, &out.d, "argument 0 `x` of `rmsnorm`: rank 2 but the signature declares rank 3");
+  Dl w2(DType::F32, {63});
+  refuse({&x.d, &w2.d, &eps.d}, &out.d, "w.shape[0] = 63 but D = 64, bound by x.shape[2]");
+  int64_t strides[3] = {1, 2, 8};  // column-major
+  x.d.strides = strides;
+  refuse({&x.d, &w.d, &eps.d}, &out.d, "argument 0 `x` of `rmsnorm`: not contiguous: strides [1, 2, 8]");
+  x.d.strides = nullptr;
+  x.d.byte_offset = 2;
+  refuse({&x.d, &w.d, &eps.d}, &out.d, "argument 0 `x` of `rmsnorm`: data is not aligned to its 4-byte elements");
+  x.d.byte_offset = 0;
+  x.d.device = {kDLCUDA, 0};
+  refuse({&x.d, &w.d, &eps.d}, &out.d, "argument 0 `x` of `rmsnorm`: on cuda:0; mlk kernels take CPU tensors");
+  x.d.device = {kDLCPU, 0};
+  x.d.data = nullptr;
+  refuse({&x.d, &w.d, &eps.d}, &out.d, "argument 0 `x` of `rmsnorm`: data is NULL");
+  x.d.data = x.t.bytes.data();
+  refuse({&x.d, &w.d}, &out.d, "`rmsnorm` takes 3 arguments, got 2");
+  Dl small(DType::F32, {2, 4, 32});
+  refuse({&x.d, &w.d, &eps.d}, &small.d, "the output of `rmsnorm`: shape [2, 4, 32] but the result is [2, 4, 64]");
+  refuse({&x.d, &w.d, &eps.d}, &x.d, "the output of `rmsnorm`: shares memory with argument 0 `x`");
+  refuse({&x.d, &w.d, &eps.d}, nullptr, "the output of `rmsnorm` is NULL");
+  // And a well-formed call still works afterwards.
+  EXPECT_TRUE((*k)->Run({&x.d, &w.d, &eps.d}, &out.d).ok());
+  EXPECT_NE(out.t.bytes, untouched);
+}
+
+TEST_F(RuntimeTest, RefinementsAndUnboundDimsAreCheckedAtTheBoundary) {
+  auto r = open();
+  auto k = r->GetKernel(kAttention, "attention", *rt::TargetPolicy::Parse("host"), {{"B", 1}, {"S", 8}, {"D", 32}, {"H", 4}});
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  Dl q(DType::F32, {1, 8, 30}), kk(DType::F32, {1, 8, 30}), v(DType::F32, {1, 8, 30}), s(DType::F32, {}),
+      out(DType::F32, {1, 8, 30});
+  Status st = (*k)->Run({&q.d, &kk.d, &v.d, &s.d}, &out.d);
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.message(), HasSubstr("D mod H = 0"));
+  auto fe = compile_file(kAttention);
+  auto bad = rt::dims_of(*fe->module.find("attention"), {&q.d, &kk.d, &v.d, &s.d}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("H"));
+}
+
+TEST_F(RuntimeTest, KernelsAreLoadedOnceAndSharedAcrossThreads) {
+  auto r = open();
+  const DimEnv dims{{"B", 2}, {"S", 4}, {"D", 64}};
+  std::vector<const rt::Kernel*> seen(8);
+  std::vector<int> ok(8, 0);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 8; ++i)
+    ts.emplace_back([&, i] {
+      auto k = r->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host"), dims);
+      if (!k.ok()) return;
+      seen[i] = k->get();
+      Dl x(DType::F32, {2, 4, 64}, i), w(DType::F32, {64}, i), eps(DType::F32, {}), out(DType::F32, {2, 4, 64});
+      for (int rep = 0; rep < 20; ++rep) ok[i] += (*k)->Run({&x.d, &w.d, &eps.d}, &out.d).ok();
+    });
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(seen[i], seen[0]);
+    EXPECT_EQ(ok[i], 20);
+  }
+}
+
+TEST_F(RuntimeTest, FindsAKernelByProgramHashAlone) {
+  auto r = open();
+  auto fe = compile_file(kNorms);
+  std::string h = ir::function_hash(fe->module, *fe->module.find("rmsnorm"));
+  auto k = r->GetKernelByHash(h, "rmsnorm", *rt::TargetPolicy::Parse("host"), {{"B", 2}, {"S", 4}, {"D", 64}});
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_TRUE((*k)->selection().exact);
+  auto miss = r->GetKernelByHash(std::string(64, '0'), "rmsnorm", *rt::TargetPolicy::Parse("host"), {});
+  EXPECT_EQ(miss.status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(RuntimeTest, ADamagedArtifactIsNeverLoaded) {
+  // A copy of the store with one byte of the kernel library flipped.
+  const std::string copy = dir_ + "/damaged.db";
+  fs::copy_file(store_path_, copy, fs::copy_options::overwrite_existing);
+  {
+    auto s = cache::Store::Open(copy);
+    ASSERT_TRUE(s.ok());
+    auto entries = (*s)->list("default");
+    ASSERT_TRUE(entries.ok());
+    for (const auto& e : *entries)
+      for (const auto& [name, blob] : e.manifest.files)
+        if (name == "librmsnorm.so") {
+          ASSERT_TRUE((*s)->corrupt_blob_for_testing(blob.digest, 4096).ok());
+        }
+  }
+  auto r = rt::Runtime::Open({copy, "default", ""});
+  ASSERT_TRUE(r.ok());
+  auto k = (*r)->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host"), {{"B", 2}, {"S", 4}, {"D", 64}});
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), Status::Code::kCorruption) << k.status().message();
+}
+
+TEST_F(RuntimeTest, TheCAbiReportsErrorsThroughCodesAndLastError) {
+  mlk_runtime_t* rt = nullptr;
+  ASSERT_EQ(mlk_runtime_open(store_path_.c_str(), nullptr, nullptr, &rt), MLK_RT_OK) << mlk_runtime_last_error();
+  mlk_kernel_t* k = nullptr;
+  EXPECT_EQ(mlk_runtime_get_kernel(rt, kNorms.c_str(), nullptr, "rmsnorm", "host", "B=2,S=4", &k), MLK_RT_ERR_INVALID);
+  EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("needs a value for dimension `D`"));
+  EXPECT_EQ(mlk_runtime_get_kernel(rt, kNorms.c_str(), nullptr, "rmsnorm", "host", "B=2,S=4,D=x", &k), MLK_RT_ERR_INVALID);
+  EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("`D=x` needs a positive integer value"));
+  ASSERT_EQ(mlk_runtime_get_kernel(rt, kNorms.c_str(), nullptr, "rmsnorm", "host", "B=2,S=4,D=64", &k), MLK_RT_OK);
+  mlk_kernel_t* again = nullptr;
+  ASSERT_EQ(mlk_runtime_get_kernel(rt, kNorms.c_str(), nullptr, "rmsnorm", "host", "B=2,S=4,D=64", &again), MLK_RT_OK);
+  EXPECT_EQ(k, again);
+  EXPECT_STREQ(mlk_kernel_profile(k), "host");
+  Dl x(DType::F32, {2, 4, 64}), w(DType::F32, {64}), eps(DType::F32, {}), out(DType::F32, {2, 4, 64});
+  const DLTensor* args[3] = {&x.d, &w.d, &eps.d};
+  int64_t shape[4];
+  int32_t rank = 0;
+  ASSERT_EQ(mlk_kernel_output_shape(k, args, 3, shape, 4, &rank), MLK_RT_OK);
+  EXPECT_EQ(rank, 3);
+  EXPECT_EQ(shape[2], 64);
+  EXPECT_EQ(mlk_kernel_run(k, args, 3, &out.d), MLK_RT_OK) << mlk_runtime_last_error();
+  EXPECT_EQ(mlk_kernel_run(k, args, 2, &out.d), MLK_RT_ERR_INVALID);
+  EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("takes 3 arguments, got 2"));
+  mlk_runtime_close(rt);
+}
+
+}  // namespace
+}  // namespace mlk

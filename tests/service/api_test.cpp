@@ -1,0 +1,426 @@
+// service/api.h without sockets: every route's statuses and bodies, tokens,
+// namespaces and scopes, quotas, the blob visibility between teams, queries,
+// ccache objects, and that every rejected request leaves the store as it was.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "../cache/test_util.h"
+#include "lang/sha256.h"
+#include "service/api.h"
+#include "service/service_db.h"
+
+namespace mlk::service {
+namespace {
+
+using cache::testing::IsOk;
+using cache::testing::TempDir;
+using nlohmann::json;
+
+// Everything a request could change: store statistics, usage per namespace,
+// every entry's manifest, and the staged rows.
+std::string snapshot(const std::string& path) {
+  auto store = cache::testing::open_store(path);
+  auto db = open_service_db(path, false);
+  std::string s;
+  auto st = store->stats();
+  s += std::to_string(st->entries) + "/" + std::to_string(st->blobs) + "/" + std::to_string(st->blob_bytes) + "/" +
+       std::to_string(st->quarantined) + "\n";
+  auto listed = store->list();
+  for (const auto& e : *listed) s += e.ns + " " + e.key + " " + cache::manifest_to_json(e.manifest) + "\n";
+  auto q = (*db)->prepare("SELECT ns, digest, size FROM service_staged ORDER BY ns, digest");
+  while (*q->step()) s += "staged " + q->text(0) + " " + q->text(1) + " " + std::to_string(q->i64(2)) + "\n";
+  return s;
+}
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path = dir.file("serve.db");
+    auto pool_or = SessionPool::Open(path, 2);
+    ASSERT_TRUE(IsOk(pool_or));
+    pool = std::move(*pool_or);
+    ApiOptions o;
+    o.max_body_bytes = 4096;
+    o.quotas.limits["quota"] = 100;
+    api = std::make_unique<Api>(o, *pool, metrics);
+    auto db = open_service_db(path, false);
+    auto mk = [&](const std::string& team, Scopes s) { return create_token(**db, team, s, "")->token; };
+    alpha = mk("alpha", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
+    alpha_ro = mk("alpha", kScopeRead);
+    alpha_blobs = mk("alpha", kScopeRead | kScopeWriteBlobs);
+    beta = mk("beta", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
+    admin = mk("ops", kScopeAdmin);
+    quota = mk("quota", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
+    revoked = mk("alpha", kScopeRead);
+    ASSERT_TRUE(IsOk(revoke_token(**db, revoked.substr(0, 12))));
+  }
+
+  ApiResponse call(const std::string& method, const std::string& path_, const std::string& token,
+                   const std::string& body = "", std::map<std::string, std::string> query = {}) {
+    ApiRequest r{method, path_, std::move(query), token.empty() ? "" : "Bearer " + token};
+    StringBody b(body);
+    return api->handle(r, b);
+  }
+  ApiResponse put_blob(const std::string& token, const std::string& bytes, std::map<std::string, std::string> q = {}) {
+    return call("PUT", "/v1/blobs/" + sha256_hex(bytes), token, bytes, std::move(q));
+  }
+  static std::string manifest_of(const std::map<std::string, std::string>& files, const std::string& meta = "{}") {
+    cache::Manifest m;
+    for (const auto& [n, b] : files) m.files[n] = cache::BlobRef{sha256_hex(b), static_cast<int64_t>(b.size())};
+    m.meta_json = meta;
+    m.provenance = cache::testing::test_provenance();
+    m.provenance.host = "builder";
+    m.provenance.time = 1700000000;
+    return cache::manifest_to_json(m);
+  }
+  // The status, and that the body is {"error": non-empty text}.
+  static void expect_error(const ApiResponse& r, int status, const std::string& needle = "") {
+    EXPECT_EQ(r.status, status) << r.body;
+    json j = json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.contains("error") && j["error"].is_string()) << r.body;
+    EXPECT_FALSE(j["error"].get<std::string>().empty());
+    if (!needle.empty()) {
+      EXPECT_NE(r.body.find(needle), std::string::npos) << r.body;
+    }
+  }
+
+  TempDir dir;
+  std::string path;
+  std::unique_ptr<SessionPool> pool;
+  Metrics metrics;
+  std::unique_ptr<Api> api;
+  std::string alpha, alpha_ro, alpha_blobs, beta, admin, quota, revoked;
+};
+
+TEST_F(ApiTest, BlobRoundTrip) {
+  std::string bytes = cache::testing::bytes_of(1000, 1);
+  std::string d = sha256_hex(bytes);
+  EXPECT_EQ(call("GET", "/v1/blobs/" + d, alpha).status, 404);
+  auto put = put_blob(alpha, bytes);
+  EXPECT_EQ(put.status, 201) << put.body;
+  EXPECT_EQ(put_blob(alpha, bytes).status, 200);  // idempotent
+  auto get = call("GET", "/v1/blobs/" + d, alpha_ro);
+  EXPECT_EQ(get.status, 200);
+  EXPECT_EQ(get.body, bytes);
+  EXPECT_EQ(get.content_type, "application/octet-stream");
+  EXPECT_EQ(call("HEAD", "/v1/blobs/" + d, alpha).status, 200);
+  EXPECT_EQ(metrics.counter("mlk_cache_hits", {"alpha", "blob"}), 2);
+  EXPECT_EQ(metrics.counter("mlk_cache_misses", {"alpha", "blob"}), 1);
+  // The empty blob is a blob too.
+  EXPECT_EQ(put_blob(alpha, "").status, 201);
+  EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex(""), alpha).status, 200);
+}
+
+TEST_F(ApiTest, WrongHashIs422AndStoresNothing) {
+  std::string before = snapshot(path);
+  auto r = call("PUT", "/v1/blobs/" + sha256_hex("other"), alpha, "bytes");
+  expect_error(r, 422, "hashes to " + sha256_hex("bytes"));
+  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(metrics.counter("mlk_verification_failures", {"alpha", "upload"}), 1);
+  EXPECT_EQ(metrics.counter("mlk_rejects", {"alpha", "hash_mismatch"}), 1);
+}
+
+TEST_F(ApiTest, OversizedBodyIs413AndStoresNothing) {
+  std::string big = cache::testing::bytes_of(4097, 2);
+  std::string before = snapshot(path);
+  expect_error(put_blob(alpha, big), 413, "larger than this server accepts");
+  expect_error(call("PUT", "/ccache/" + std::string(33, 'a'), alpha, big), 413);
+  expect_error(call("PUT", "/v1/entries/k1", alpha, big), 413);
+  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(put_blob(alpha, big.substr(0, 4096)).status, 201);  // exactly the limit is fine
+}
+
+TEST_F(ApiTest, MalformedManifestsAre400AndStoreNothing) {
+  ASSERT_EQ(put_blob(alpha, "abc").status, 201);
+  std::string before = snapshot(path);
+  json good = json::parse(manifest_of({{"a", "abc"}}));
+  json no_files = good;
+  no_files.erase("files");
+  json bad_digest = good;
+  bad_digest["files"]["a"]["digest"] = "XYZ";
+  json bad_name = good;
+  bad_name["files"]["../a"] = good["files"]["a"];
+  json meta_array = good;
+  meta_array["meta"] = json::array();
+  for (std::string body : {std::string("{not json"), std::string("[]"), std::string(""), no_files.dump(),
+                           bad_digest.dump(), bad_name.dump(), meta_array.dump(), std::string("\xff\xfe")})
+    expect_error(call("PUT", "/v1/entries/k1", alpha, body), 400, "manifest");
+  EXPECT_EQ(snapshot(path), before);
+}
+
+TEST_F(ApiTest, EntryNeedsItsBlobsInItsNamespace) {
+  std::string before = snapshot(path);
+  auto r = call("PUT", "/v1/entries/k1", alpha, manifest_of({{"a", "abc"}, {"b", "def"}}));
+  EXPECT_EQ(r.status, 409) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["missing"].size(), 2u);
+  EXPECT_EQ(snapshot(path), before);
+  ASSERT_EQ(put_blob(alpha, "abc").status, 201);
+  ASSERT_EQ(put_blob(alpha, "def").status, 201);
+  auto ok = call("PUT", "/v1/entries/k1", alpha, manifest_of({{"a", "abc"}, {"b", "def"}}, R"({"fn":"f"})"));
+  ASSERT_EQ(ok.status, 201) << ok.body;
+  auto got = call("GET", "/v1/entries/k1", alpha_ro);
+  ASSERT_EQ(got.status, 200);
+  json e = json::parse(got.body);
+  EXPECT_EQ(e["key"], "k1");
+  EXPECT_EQ(e["size"], 6);
+  EXPECT_EQ(e["manifest"]["files"]["b"]["digest"], sha256_hex("def"));
+  EXPECT_EQ(e["manifest"]["provenance"]["host"], "builder");  // the producer's, not the server's
+  EXPECT_EQ(e["manifest"]["meta"]["fn"], "f");
+  // Bound blobs are no longer staged: the namespace is charged once.
+  auto status = json::parse(call("GET", "/v1/status", alpha).body);
+  EXPECT_EQ(status["namespaces"][0]["bytes"], 6);
+  EXPECT_EQ(status["namespaces"][0]["staged_bytes"], 0);
+  EXPECT_EQ(status["namespaces"][0]["entries"], 1);
+  // Delete.
+  EXPECT_EQ(call("DELETE", "/v1/entries/k1", alpha_ro).status, 403);
+  EXPECT_EQ(call("DELETE", "/v1/entries/k1", alpha).status, 200);
+  EXPECT_EQ(call("GET", "/v1/entries/k1", alpha).status, 404);
+  EXPECT_EQ(call("DELETE", "/v1/entries/k1", alpha).status, 404);
+}
+
+TEST_F(ApiTest, PathTraversalIs400) {
+  ASSERT_EQ(put_blob(alpha, "abc").status, 201);
+  std::string before = snapshot(path);
+  for (const auto& [m, p] : std::vector<std::pair<std::string, std::string>>{
+           {"GET", "/v1/entries/../../etc/passwd"},
+           {"PUT", "/v1/entries/../k"},
+           {"GET", "/v1/entries/.hidden"},
+           {"GET", "/v1/entries/a/b"},
+           {"GET", "/v1/blobs/../../etc/passwd"},
+           {"PUT", "/v1/blobs/" + sha256_hex("abc") + "/.."},
+           {"GET", "/v1/blobs/" + std::string(64, 'A')},
+           {"GET", "/ccache/../../etc/passwd"},
+           {"PUT", "/ccache/ab/../" + std::string(31, 'c')},
+           {"DELETE", "/ccache/.."},
+       })
+    expect_error(call(m, p, alpha, manifest_of({{"a", "abc"}})), 400);
+  EXPECT_EQ(snapshot(path), before);
+}
+
+TEST_F(ApiTest, UnknownRoutesAndMethods) {
+  expect_error(call("GET", "/", alpha), 404, "no route");
+  expect_error(call("GET", "/v2/blobs/x", alpha), 404, "no route");
+  expect_error(call("POST", "/v1/entries/k", alpha, "x"), 405, "not allowed");
+  auto r = call("PUT", "/v1/status", alpha);
+  expect_error(r, 405);
+  ASSERT_EQ(r.headers.size(), 1u);
+  EXPECT_EQ(r.headers[0].first, "Allow");
+  EXPECT_EQ(call("GET", "/healthz", "").status, 200);  // the one route without a token
+}
+
+TEST_F(ApiTest, MissingUnknownAndRevokedTokensAre401NeverA404) {
+  std::string bytes = "abc";
+  ASSERT_EQ(put_blob(alpha, bytes).status, 201);
+  std::string d = sha256_hex(bytes);
+  std::string before = snapshot(path);
+  for (const std::string& t : {std::string(""), std::string("mlk_nope"), revoked}) {
+    for (const auto& [m, p] : std::vector<std::pair<std::string, std::string>>{
+             {"GET", "/v1/blobs/" + d}, {"GET", "/v1/blobs/" + sha256_hex("missing")}, {"PUT", "/v1/blobs/" + d},
+             {"GET", "/v1/entries/k"}, {"PUT", "/v1/entries/k"}, {"GET", "/v1/status"}, {"GET", "/metrics"},
+             {"GET", "/ccache/" + std::string(33, 'a')}, {"GET", "/v1/entries"}}) {
+      auto r = call(m, p, t, bytes);
+      expect_error(r, 401);
+      ASSERT_FALSE(r.headers.empty());
+      EXPECT_EQ(r.headers[0].first, "WWW-Authenticate");
+    }
+  }
+  ApiRequest basic_junk{"GET", "/v1/status", {}, "Digest abc"};
+  StringBody none("");
+  expect_error(api->handle(basic_junk, none), 401, "neither");
+  EXPECT_EQ(snapshot(path), before);
+  EXPECT_GE(metrics.counter("mlk_rejects", {"", "unauthenticated"}), 27);
+}
+
+TEST_F(ApiTest, BasicAuthCarriesTheTokenAsPassword) {
+  // base64("team:" + token), as ccache sends for http://team:TOKEN@host/...
+  std::string creds = "alpha:" + alpha;
+  static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string enc;
+  for (size_t i = 0; i < creds.size(); i += 3) {
+    uint32_t n = static_cast<unsigned char>(creds[i]) << 16;
+    if (i + 1 < creds.size()) n |= static_cast<unsigned char>(creds[i + 1]) << 8;
+    if (i + 2 < creds.size()) n |= static_cast<unsigned char>(creds[i + 2]);
+    enc += b64[(n >> 18) & 63];
+    enc += b64[(n >> 12) & 63];
+    enc += i + 1 < creds.size() ? b64[(n >> 6) & 63] : '=';
+    enc += i + 2 < creds.size() ? b64[n & 63] : '=';
+  }
+  ApiRequest r{"GET", "/v1/whoami", {}, "Basic " + enc};
+  StringBody none("");
+  auto resp = api->handle(r, none);
+  ASSERT_EQ(resp.status, 200) << resp.body;
+  EXPECT_EQ(json::parse(resp.body)["team"], "alpha");
+}
+
+TEST_F(ApiTest, ForeignNamespaceAndMissingScopeAre403) {
+  ASSERT_EQ(put_blob(beta, "abc").status, 201);
+  std::string before = snapshot(path);
+  std::map<std::string, std::string> beta_ns = {{"namespace", "beta"}};
+  expect_error(call("GET", "/v1/blobs/" + sha256_hex("abc"), alpha, "", beta_ns), 403, "may not use namespace `beta`");
+  expect_error(call("GET", "/v1/entries/k", alpha, "", beta_ns), 403);
+  expect_error(call("GET", "/v1/status", alpha, "", beta_ns), 403);
+  expect_error(put_blob(alpha, "abc", beta_ns), 403);
+  expect_error(put_blob(alpha_ro, "xyz"), 403, "lacks the scope `write-blobs`");
+  expect_error(call("PUT", "/v1/entries/k", alpha_blobs, manifest_of({{"a", "abc"}})), 403, "write-entries");
+  expect_error(call("PUT", "/ccache/" + std::string(33, 'a'), alpha_blobs, "obj"), 403, "write-entries");
+  expect_error(call("PUT", "/ccache/" + std::string(33, 'a'), alpha_ro, "obj"), 403);
+  expect_error(call("GET", "/metrics", alpha), 403, "admin");
+  expect_error(call("GET", "/v1/status", alpha, "", {{"namespace", "../x"}}), 400, "namespace");
+  EXPECT_EQ(snapshot(path), before);
+  // An admin may use any namespace.
+  EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex("abc"), admin, "", beta_ns).status, 200);
+  EXPECT_EQ(call("GET", "/metrics", admin).status, 200);
+}
+
+TEST_F(ApiTest, BlobsAreSharedButNotVisibleAcrossTeams) {
+  ASSERT_EQ(put_blob(alpha, "secret").status, 201);
+  // beta does not see alpha's blob, and cannot bind it without uploading it.
+  EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex("secret"), beta).status, 404);
+  EXPECT_EQ(call("PUT", "/v1/entries/k", beta, manifest_of({{"s", "secret"}})).status, 409);
+  // Uploading proves possession; the bytes are stored once.
+  EXPECT_EQ(put_blob(beta, "secret").status, 201);
+  EXPECT_EQ(call("PUT", "/v1/entries/k", beta, manifest_of({{"s", "secret"}})).status, 201);
+  EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex("secret"), beta).status, 200);
+  auto store = cache::testing::open_store(path);
+  EXPECT_EQ(store->stats()->blobs, 1);
+}
+
+TEST_F(ApiTest, QuotaIsExactAnd507LeavesTheStoreAlone) {
+  std::string a(60, 'a'), b(41, 'b'), b40(40, 'b');
+  ASSERT_EQ(put_blob(quota, a).status, 201);  // staged: 60
+  std::string before = snapshot(path);
+  expect_error(put_blob(quota, b), 507, "over its quota");  // 101 > 100
+  EXPECT_EQ(snapshot(path), before);
+  ASSERT_EQ(put_blob(quota, b40).status, 201);  // exactly 100
+  EXPECT_EQ(put_blob(quota, a).status, 200);     // re-upload: no new charge
+  ASSERT_EQ(call("PUT", "/v1/entries/e1", quota, manifest_of({{"a", a}, {"b", b40}})).status, 201);
+  auto st = json::parse(call("GET", "/v1/status", quota).body)["namespaces"][0];
+  EXPECT_EQ(st["bytes"], 100);
+  EXPECT_EQ(st["staged_bytes"], 0);
+  EXPECT_EQ(st["quota_bytes"], 100);
+  // A second entry referencing the same blobs is charged again: over.
+  before = snapshot(path);
+  expect_error(call("PUT", "/v1/entries/e2", quota, manifest_of({{"a", a}})), 507);
+  expect_error(call("PUT", "/ccache/" + std::string(33, 'c'), quota, "x"), 507);
+  EXPECT_EQ(snapshot(path), before);
+  // Replacing e1 by itself, or by something smaller, fits.
+  EXPECT_EQ(call("PUT", "/v1/entries/e1", quota, manifest_of({{"a", a}, {"b", b40}})).status, 201);
+  EXPECT_EQ(call("PUT", "/v1/entries/e1", quota, manifest_of({{"a", a}})).status, 201);
+  EXPECT_EQ(call("PUT", "/ccache/" + std::string(33, 'c'), quota, std::string(40, 'x')).status, 201);
+  EXPECT_EQ(json::parse(call("GET", "/v1/status", quota).body)["namespaces"][0]["bytes"], 100);
+  EXPECT_EQ(metrics.counter("mlk_rejects", {"quota", "quota"}), 3);
+  // Other namespaces are not limited.
+  EXPECT_EQ(put_blob(alpha, std::string(4000, 'z')).status, 201);
+}
+
+TEST_F(ApiTest, QueryByFunctionProfileAndProgramHash) {
+  for (int i = 0; i < 3; ++i) {
+    std::string bytes = "artifact" + std::to_string(i);
+    ASSERT_EQ(put_blob(alpha, bytes).status, 201);
+    json meta = {{"fn", i < 2 ? "sgemm" : "softmax"}, {"target", i == 0 ? "host" : "cpu_avx2"}, {"program_hash", "h" + std::to_string(i % 2)}};
+    ASSERT_EQ(call("PUT", "/v1/entries/key" + std::to_string(i), alpha, manifest_of({{"k.so", bytes}}, meta.dump())).status, 201);
+  }
+  auto keys = [&](std::map<std::string, std::string> q) {
+    auto r = call("GET", "/v1/entries", alpha, "", std::move(q));
+    EXPECT_EQ(r.status, 200) << r.body;
+    std::set<std::string> out;
+    json body = json::parse(r.body);
+    for (const auto& e : body["entries"]) out.insert(e["key"].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(keys({{"fn", "sgemm"}}), (std::set<std::string>{"key0", "key1"}));
+  EXPECT_EQ(keys({{"fn", "sgemm"}, {"target", "cpu_avx2"}}), (std::set<std::string>{"key1"}));
+  EXPECT_EQ(keys({{"profile", "cpu_avx2"}}), (std::set<std::string>{"key1", "key2"}));
+  EXPECT_EQ(keys({{"program_hash", "h0"}}), (std::set<std::string>{"key0", "key2"}));
+  EXPECT_EQ(keys({{"fn", "nothing"}}), (std::set<std::string>{}));
+  EXPECT_EQ(keys({}).size(), 3u);
+  auto limited = json::parse(call("GET", "/v1/entries", alpha, "", {{"limit", "2"}}).body);
+  EXPECT_EQ(limited["entries"].size(), 2u);
+  EXPECT_TRUE(limited["truncated"]);
+  EXPECT_TRUE(json::parse(call("GET", "/v1/entries", beta).body)["entries"].empty());  // other team
+  expect_error(call("GET", "/v1/entries", alpha, "", {{"fnn", "x"}}), 400, "unknown query parameter");
+  expect_error(call("GET", "/v1/entries", alpha, "", {{"limit", "0"}}), 400, "limit");
+}
+
+TEST_F(ApiTest, CcacheObjects) {
+  std::string k = "2bc2pkgpj1abcdefghijklmnopqrstuv0";
+  std::string sub = "/ccache/" + k.substr(0, 2) + "/" + k.substr(2), flat = "/ccache/" + k;
+  EXPECT_EQ(call("GET", sub, alpha).status, 404);
+  EXPECT_EQ(call("HEAD", sub, alpha).status, 404);
+  auto put = call("PUT", sub, alpha, "object bytes");
+  EXPECT_EQ(put.status, 201) << put.body;
+  auto get = call("GET", flat, alpha_ro);  // the same object under the flat layout
+  EXPECT_EQ(get.status, 200);
+  EXPECT_EQ(get.body, "object bytes");
+  EXPECT_EQ(call("HEAD", sub, alpha).status, 200);
+  EXPECT_EQ(call("GET", sub, beta).status, 404);  // another team's cache
+  std::string bazel = "/ccache/ac/" + sha256_hex("k");
+  EXPECT_EQ(call("PUT", bazel, alpha, "b").status, 201);
+  EXPECT_EQ(call("GET", bazel, alpha).body, "b");
+  EXPECT_EQ(call("DELETE", sub, alpha).status, 200);
+  EXPECT_EQ(call("GET", sub, alpha).status, 404);
+  EXPECT_EQ(metrics.counter("mlk_cache_hits", {"alpha", "ccache"}), 3);
+  EXPECT_EQ(metrics.counter("mlk_cache_misses", {"alpha", "ccache"}), 3);
+  // Stored as ordinary verified entries: `mlk cache verify` checks them too.
+  auto store = cache::testing::open_store(path);
+  EXPECT_TRUE(store->verify()->consistent());
+}
+
+TEST_F(ApiTest, DamagedDataIsAMissNeverServed) {
+  std::string bytes = cache::testing::bytes_of(100, 3);
+  ASSERT_EQ(put_blob(alpha, bytes).status, 201);
+  ASSERT_EQ(call("PUT", "/v1/entries/k", alpha, manifest_of({{"f", bytes}})).status, 201);
+  ASSERT_EQ(call("PUT", "/ccache/" + std::string(33, 'a'), alpha, bytes).status, 201);  // same blob
+  {
+    auto store = cache::testing::open_store(path);
+    ASSERT_TRUE(IsOk(store->corrupt_blob_for_testing(sha256_hex(bytes), 10)));
+  }
+  auto r = call("GET", "/v1/blobs/" + sha256_hex(bytes), alpha);
+  expect_error(r, 404, "quarantined");
+  EXPECT_EQ(r.body.find(bytes.substr(0, 8)), std::string::npos);
+  EXPECT_EQ(call("GET", "/v1/entries/k", alpha).status, 404);
+  EXPECT_EQ(call("GET", "/ccache/" + std::string(33, 'a'), alpha).status, 404);
+  EXPECT_EQ(metrics.counter("mlk_verification_failures", {"alpha", "blob"}), 1);
+  // Uploading the good bytes again heals the blob.
+  EXPECT_EQ(put_blob(alpha, bytes).status, 201);
+  EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex(bytes), alpha).body, bytes);
+}
+
+TEST_F(ApiTest, StatusShowsOwnNamespaceAndAdminSeesAll) {
+  ASSERT_EQ(put_blob(alpha, "abc").status, 201);
+  ASSERT_EQ(call("PUT", "/v1/entries/k", alpha, manifest_of({{"a", "abc"}})).status, 201);
+  ASSERT_EQ(call("PUT", "/ccache/" + std::string(33, 'b'), beta, "12345").status, 201);
+  auto own = json::parse(call("GET", "/v1/status", beta).body);
+  ASSERT_EQ(own["namespaces"].size(), 1u);
+  EXPECT_EQ(own["namespaces"][0]["namespace"], "beta");
+  EXPECT_EQ(own["namespaces"][0]["bytes"], 5);
+  EXPECT_FALSE(own.contains("store"));
+  auto all = json::parse(call("GET", "/v1/status", admin).body);
+  EXPECT_EQ(all["namespaces"].size(), 2u);
+  EXPECT_EQ(all["store"]["entries"], 2);
+  EXPECT_EQ(all["store"]["blob_bytes"], 8);
+  auto m = call("GET", "/metrics", admin);
+  EXPECT_EQ(m.content_type, "text/plain; version=0.0.4");
+  EXPECT_NE(m.body.find("mlk_namespace_bytes{namespace=\"beta\"} 5"), std::string::npos);
+  EXPECT_NE(m.body.find("mlk_requests_total{route=\"ccache\",method=\"PUT\",code=\"201\"} 1"), std::string::npos);
+}
+
+TEST_F(ApiTest, StagedUploadsExpire) {
+  ApiOptions o;
+  o.staged_ttl_s = -1;  // everything staged before now is expired at the next upload
+  o.quotas.limits["quota"] = 100;
+  Api short_lived(o, *pool, metrics);
+  auto put = [&](const std::string& bytes) {
+    ApiRequest r{"PUT", "/v1/blobs/" + sha256_hex(bytes), {}, "Bearer " + quota};
+    StringBody b(bytes);
+    return short_lived.handle(r, b).status;
+  };
+  EXPECT_EQ(put(std::string(90, 'a')), 201);
+  EXPECT_EQ(put(std::string(90, 'b')), 201);  // the first no longer counts
+  EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex(std::string(90, 'a')), quota).status, 404);
+}
+
+}  // namespace
+}  // namespace mlk::service
