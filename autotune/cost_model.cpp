@@ -32,6 +32,7 @@ double predict_ms(const std::vector<StageInfo>& stages, const Knobs& knobs, cons
   double total = 0;
   for (const auto& s : stages) {
     if (s.kind == Kind::kInput) continue;
+    if (s.kind == Kind::kOperand && !knob(knobs, s.name, "mat", 0)) continue;  // inline: costed in its matmul
     const double elems = product(s.extents), red = product(s.rextents);
     double eff = 0.1;
     double bytes = elems * 4 * (s.kind == Kind::kOutput ? 2 : 1);

@@ -6,6 +6,7 @@ the median time of
   - mlk default (`mlk run --no-cache --repeat`, the default schedule)
   - Halide's autoschedulers (their medians from the tuning log, same worker harness)
   - numpy (OpenBLAS for matmuls; numpy's own loops otherwise)
+  - PyTorch CPU (Debian's python3-torch 1.13, through bench/torch_peer.py)
 and the machine's copy bandwidth (numpy copyto of 256 MiB) for memory-bound
 kernels. mlk and its peers are measured in interleaved rounds and the best
 median of each is kept, since a shared machine's speed drifts. Prints a
@@ -51,6 +52,28 @@ def np_rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(axis=2, keepdims=True) + eps) * w
 
 
+def np_attention(q, k, v, scale, H):
+    B, S, D = q.shape
+    sh = lambda t: t.reshape(B, S, H, D // H).transpose(0, 2, 1, 3)  # noqa: E731
+    sc = sh(q) @ sh(k).transpose(0, 1, 3, 2) * scale
+    sc = np.where(np.triu(np.ones((S, S), bool), 1), np.float32(-1e30), sc)
+    return (np_softmax_axis(sc, -1) @ sh(v)).transpose(0, 2, 1, 3).reshape(B, S, D)
+
+
+def np_softmax_axis(x, axis):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def torch_time(k, work):
+    """PyTorch CPU's median (ms) under Debian's python3, or None without torch."""
+    path = os.path.join(work, "in.npz")
+    np.savez(path, **k["inputs"])
+    p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_peer.py"), k["fn"], path],
+                       capture_output=True, text=True)
+    return float(p.stdout.strip()) if p.returncode == 0 else None
+
+
 def copy_bandwidth_gbs():
     a = np.ones(64 << 20, dtype=np.float32)
     b = np.empty_like(a)
@@ -66,6 +89,7 @@ def kernels(rng):
     sm = r(4096, 4096)
     x, w = r(8192, 1, 4096), r(4096)
     q, k = r(32, 512, 64), r(32, 512, 64)
+    aq, ak, av = r(1, 512, 512), r(1, 512, 512), r(1, 512, 512)
     return [
         dict(name="sgemm 1024^3", tl="mlp.tl", fn="sgemm", dims="M=1024,K=1024,N=1024",
              inputs={"a": a1, "b": b1}, peer=("numpy/OpenBLAS", lambda: a1 @ b1), flops=2 * 1024 ** 3),
@@ -79,13 +103,16 @@ def kernels(rng):
         dict(name="batched QK^T [32, 512, 64]", tl="attention.tl", fn="qk_scores", dims="B=32,S=512,E=64",
              inputs={"q": q, "k": k}, peer=("numpy/OpenBLAS", lambda: q @ k.transpose(0, 2, 1)),
              flops=2 * 32 * 512 * 512 * 64),
+        dict(name="attention [1, 512, 512], 8 heads", tl="attention.tl", fn="attention", dims="B=1,S=512,D=512,H=8",
+             run_dims=["--dims", "H=8"], inputs={"q": aq, "k": ak, "v": av, "scale": np.array(0.125, f32)},
+             peer=("numpy", lambda: np_attention(aq, ak, av, f32(0.125), 8)), flops=4 * 512 * 512 * 512),
     ]
 
 
 def mlk_time(mlk, k, inp, extra):
     out = os.path.join(os.path.dirname(inp), "out.safetensors")
     p = subprocess.run([mlk, "run", os.path.join(EX, k["tl"]), "--fn", k["fn"], "--inputs", inp, "--output", out,
-                        "--repeat", "20", *extra], capture_output=True, text=True)
+                        "--repeat", "20", *k.get("run_dims", []), *extra], capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(p.stderr)
     line = [l for l in p.stdout.splitlines() if "median" in l][0]
@@ -130,13 +157,15 @@ def main():
         # Interleaved rounds, best median of each: this machine's speed drifts
         # (shared cores), and drift must hit mlk and its peers alike.
         peer_name, peer_fn = k["peer"]
-        tuned = default = peer = float("inf")
+        tuned = default = peer = torch_ms = float("inf")
         for _ in range(3):
             tuned = min(tuned, mlk_time(args.mlk, k, inp, ["--cache", store])[0])
             default = min(default, mlk_time(args.mlk, k, inp, ["--no-cache"])[0])
             peer = min(peer, median_time(peer_fn))
+            t = torch_time(k, work)
+            torch_ms = min(torch_ms, t) if t is not None else torch_ms
         best_auto = min(autos.values()) if autos else float("nan")
-        row = dict(kernel=k["name"], tuned=tuned, default=default, peer=peer, peer_name=peer_name,
+        row = dict(kernel=k["name"], tuned=tuned, default=default, peer=peer, peer_name=peer_name, torch=torch_ms,
                    auto=best_auto, autos=autos, tune_s=tune_s, winner=summary.get("best_origin"))
         if "flops" in k:
             row["gflops"] = k["flops"] / (tuned * 1e-3) / 1e9
@@ -144,12 +173,13 @@ def main():
             row["gbs"] = k["bytes"] / (tuned * 1e-3) / 1e9
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print("\n| kernel | mlk tuned ms | default ms | best Halide autoscheduler ms | peer ms (peer) | tuned vs peer | tuned vs best autoscheduler | throughput | tuning time | winner |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| kernel | mlk tuned ms | default ms | best Halide autoscheduler ms | peer ms (peer) | PyTorch 1.13 ms | tuned vs peer | tuned vs PyTorch | tuned vs best autoscheduler | throughput | tuning time | winner |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         thr = f"{r['gflops']:.1f} GFLOP/s" if "gflops" in r else f"{r['gbs']:.1f} GB/s ({100 * r['gbs'] / bw:.0f}% of copy)"
         print(f"| {r['kernel']} | {r['tuned']:.3f} | {r['default']:.3f} | {r['auto']:.3f} | {r['peer']:.3f} ({r['peer_name']}) "
-              f"| {r['peer'] / r['tuned']:.2f}x | {r['auto'] / r['tuned']:.2f}x | {thr} | {r['tune_s']:.0f} s | {r['winner']} |")
+              f"| {r['torch']:.3f} | {r['peer'] / r['tuned']:.2f}x | {r['torch'] / r['tuned']:.2f}x | {r['auto'] / r['tuned']:.2f}x "
+              f"| {thr} | {r['tune_s']:.0f} s | {r['winner']} |")
 
 
 if __name__ == "__main__":

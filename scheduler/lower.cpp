@@ -142,7 +142,8 @@ class Lowerer {
   // `tl_vars`: the Func's pure vars in .tl axis order.
   Stage& add_stage(Stage::Kind k, Func f, const std::vector<Var>& tl_vars, std::vector<Halide::RVar> rvars = {},
                    bool reduces_innermost = false, Shape shape = {}, Shape rshape = {}) {
-    static const char* kNames[] = {"reduction", "matmul", "softmax_max", "softmax_exp", "softmax_sum", "output", "load"};
+    static const char* kNames[] = {"reduction", "matmul", "softmax_max", "softmax_exp", "softmax_sum", "output", "load",
+                                   "operand"};
     int n = kind_count_[k]++;
     std::string name = k == Stage::Kind::kOutput ? "output" : std::string(kNames[static_cast<int>(k)]) + std::to_string(n);
     std::vector<Var> h(tl_vars.rbegin(), tl_vars.rend());
@@ -220,10 +221,23 @@ class Lowerer {
     return {out, n.type.dtype, static_cast<int>(v.size())};
   }
 
+  // `x` as a stage of its own when it is a view computed inline (not an
+  // input or another stage), so that schedules can materialise it.
+  Value operand(Value x, const Shape& shape) {
+    for (const Stage& s : p_.stages)
+      if (s.func.name() == x.f.name()) return x;
+    if (x.rank < 2) return x;
+    Func f(fresh("operand"));
+    auto v = make_vars(x.rank);
+    define(f, v, x.at(as_exprs(v)));
+    add_stage(Stage::Kind::kOperand, f, v, {}, false, shape);
+    return {f, x.dtype, x.rank};
+  }
+
   Value matmul(const ir::Node& n, Frame& fr) {
-    Value a = lower(n.operands[0], fr), b = lower(n.operands[1], fr);
     const ir::Type& ta = n.operands[0]->type;
     const ir::Type& tb = n.operands[1]->type;
+    Value a = operand(lower(n.operands[0], fr), ta.shape), b = operand(lower(n.operands[1], fr), tb.shape);
     int r = static_cast<int>(n.type.shape.size());
     Halide::RDom k(0, dim(ta.shape.back(), fr), fresh("k"));
     auto v = make_vars(r);
@@ -385,15 +399,57 @@ Value Lowerer::lower_node(const ir::Node& n, Frame& fr) {
       return pure("transpose", a.at(idx));
     }
     case Op::kReshape: {
+      // Axes are matched in groups whose extents have equal products (D and
+      // [H, D / H]; [S, H, E] and [S, H * E]); index arithmetic stays within a
+      // group, so the common split of one axis needs no division at all. The
+      // extents are run-time parameters: a division per element would be a
+      // scalar integer division in the innermost loop.
       Value a = lower(n.operands[0], fr);
       const Shape& in = n.operands[0]->type.shape;
-      Expr flat = Halide::cast(Halide::Int(64), 0);
-      for (int i = 0; i < rank; ++i) flat = flat * dim(n.type.shape[i], fr, Halide::Int(64)) + Halide::cast(Halide::Int(64), v[i]);
+      const Shape& out = n.type.shape;
       std::vector<Expr> idx(in.size());
-      for (int j = static_cast<int>(in.size()) - 1; j >= 0; --j) {
-        Expr e = dim(in[j], fr, Halide::Int(64));
-        idx[j] = Halide::cast(Halide::Int(32), flat % e);
-        flat = flat / e;
+      const Halide::Type i64 = Halide::Int(64);
+      auto prod = [](const Shape& sh, size_t from, size_t count) {
+        Dim p = Dim::constant(1);
+        for (size_t k = from; k < from + count; ++k) p = p * sh[k];
+        return p;
+      };
+      size_t i = 0, j = 0;
+      while (i < out.size() || j < in.size()) {
+        const size_t i0 = i, j0 = j, ro = out.size() - i, ri = in.size() - j;
+        if (ro == 0 || ri == 0) {  // what is left has extent 1 (the checker proved the products equal)
+          for (; j < in.size(); ++j) idx[j] = Expr(0);
+          break;
+        }
+        // The smallest group (k output axes, l input axes) with equal extents;
+        // failing that, everything left.
+        size_t k = ro, l = ri;
+        bool found = false;
+        for (size_t total = 2; total <= ro + ri && !found; ++total)
+          for (size_t kk = 1; kk < total && !found; ++kk) {
+            size_t ll = total - kk;
+            if (kk <= ro && ll <= ri && prod(out, i, kk) == prod(in, j, ll)) k = kk, l = ll, found = true;
+          }
+        i += k;
+        j += l;
+        Expr flat = Halide::cast(i64, 0);
+        for (size_t q = i0; q < i; ++q) flat = flat * dim(out[q], fr, i64) + Halide::cast(i64, v[q]);
+        // Unflatten over the group's input axes; axes of extent 1 read index 0.
+        std::vector<size_t> real;
+        for (size_t q = j0; q < j; ++q) {
+          if (in[q] == Dim::constant(1)) idx[q] = Expr(0);
+          else real.push_back(q);
+        }
+        for (size_t r = real.size(); r-- > 0;) {
+          const size_t q = real[r];
+          if (r == 0) {
+            idx[q] = Halide::cast(Halide::Int(32), flat);
+          } else {
+            Expr e = dim(in[q], fr, i64);
+            idx[q] = Halide::cast(Halide::Int(32), flat % e);
+            flat = flat / e;
+          }
+        }
       }
       return pure("reshape", a.at(idx));
     }

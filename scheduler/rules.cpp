@@ -61,6 +61,27 @@ void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, cons
     return it == k.end() ? def : it->second;
   };
   auto ext = [&](int i) { return i < static_cast<int>(s.extents.size()) ? s.extents[i] : 0; };
+  // Parallel over the outermost axis; for rank >= 4 (and rank 3 where the
+  // second axis is not tiled) over the two outermost fused, so that a batch
+  // of one (B = 1, H heads) still uses every core.
+  auto par_outer = [&](int update, bool rank3) {
+    if (r >= 4 || (r == 3 && rank3)) {
+      const std::string fused = update < 0 ? "pb" : "pbu";
+      ds.push_back(D("fuse", {a(1), a(0), fused}, {}, update));
+      ds.push_back(D("parallel", {fused}, {}, update));
+    } else {
+      ds.push_back(D("parallel", {a(0)}, {}, update));
+    }
+  };
+  if (s.kind == Kind::kOperand) {
+    // mat = 1: materialised at root in the matmul's reading order (its own
+    // innermost axis contiguous), vectorised and parallel; else inline.
+    if (!knob("mat", 0)) return;
+    ds.push_back(D("compute_root"));
+    ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(r - 1))}));
+    par_outer(-1, true);
+    return;
+  }
   if (s.kind == Kind::kOutput) {
     if (r == 0) return;
     int64_t vec = lanes * knob("vec", 1);
@@ -76,7 +97,9 @@ void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, cons
     }
     ds.push_back(D("vectorize", {a(r - 1)}, {clip(vec, ext(r - 1))}));
     if (knob("par", 1)) {
-      if (r >= 3 && knob("fuse_outer", 0)) {
+      // fuse_outer defaults to on when the outermost extent is known and too
+      // small to feed the cores (a batch of one).
+      if (r >= 3 && knob("fuse_outer", ext(0) > 0 && ext(0) < 8 ? 1 : 0)) {
         ds.push_back(D("fuse", {a(1), a(0), "pf"}));
         ds.push_back(D("parallel", {"pf"}));
       } else {
@@ -89,14 +112,36 @@ void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, cons
     int64_t tn = clip(lanes * knob("tn", 2), ext(r - 1)), tm = clip(knob("tm", 4), ext(r - 2));
     ds.push_back(D("compute_root"));
     ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(r - 1))}));
-    ds.push_back(D("parallel", {a(0)}));
+    par_outer(-1, false);
     ds.push_back(D("tile", {a(r - 1), a(r - 2), "no", "mo", "ni", "mi"}, {tn, tm}, 0));
-    std::vector<std::string> order = {"ni", "mi", "r0", "no", "mo"};
+    // Cache blocking (kc > 0): the k loop split into blocks of kc, and the
+    // rows into blocks of mc register tiles; per row block and k block, the
+    // kc x (lanes * tn) slice of b stays in cache across the row block's
+    // tiles, and the accumulators live in the result between k blocks.
+    const int64_t kc = knob("kc", 0), mc = knob("mc", 0);
+    std::vector<std::string> order;
+    std::string par = r > 2 ? a(0) : "mo";
+    if (r >= 4) {  // batch axes fused below
+      par = "";
+    }
+    if (kc > 0 && mc > 0) {
+      ds.push_back(D("split", {"r0", "rko", "rki"}, {kc}, 0));
+      ds.push_back(D("split", {"mo", "mco", "mt"}, {mc}, 0));
+      order = {"ni", "mi", "rki", "mt", "no", "rko", "mco"};
+      if (r == 2) par = "mco";
+    } else {
+      order = {"ni", "mi", "r0", "no", "mo"};
+    }
     for (int i = r - 3; i >= 0; --i) order.push_back(a(i));
     ds.push_back(D("reorder", order, {}, 0));
     ds.push_back(D("vectorize", {"ni"}, {clip(lanes, tn)}, 0));
     if (knob("unroll", 1)) ds.push_back(D("unroll", {"mi"}, {}, 0));
-    ds.push_back(D("parallel", {r > 2 ? a(0) : "mo"}, {}, 0));
+    if (par.empty()) {
+      ds.push_back(D("fuse", {a(1), a(0), "pbu"}, {}, 0));
+      ds.push_back(D("parallel", {"pbu"}, {}, 0));
+    } else {
+      ds.push_back(D("parallel", {par}, {}, 0));
+    }
     return;
   }
   if (s.kind == Kind::kSoftmaxExp) {
@@ -108,7 +153,7 @@ void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, cons
     if (mode == 1) ds.push_back(At("compute_at", "output", a(out->rank - 2)));
     else ds.push_back(D("compute_root"));
     if (r >= 1) ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(r - 1))}));
-    if (mode == 0 && r >= 2) ds.push_back(D("parallel", {a(0)}));
+    if (mode == 0 && r >= 2) par_outer(-1, true);
     return;
   }
   if (is_reduction_like(s.kind)) {
@@ -122,7 +167,7 @@ void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, cons
     }
     if (vred) {
       ds.push_back(D("compute_root"));
-      if (r >= 2) ds.push_back(D("parallel", {a(0)}));
+      if (r >= 2) par_outer(-1, true);
       ds.push_back(D("rfactor_vector", {"r0", "u"}, {lanes}));
       return;
     }
@@ -133,7 +178,7 @@ void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, cons
       return;
     }
     ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(r - 1))}));
-    if (r >= 2) ds.push_back(D("parallel", {a(0)}));
+    if (r >= 2) par_outer(-1, true);
     if (!s.reduces_innermost) {
       std::vector<std::string> order = {a(r - 1)};
       for (int i = 0; i < s.rvars; ++i) order.push_back("r" + std::to_string(i));
@@ -141,12 +186,13 @@ void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, cons
       ds.push_back(D("reorder", order, {}, 0));
       ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(r - 1))}, 0));
     }
-    if (r >= 2) ds.push_back(D("parallel", {a(0)}, {}, 0));
+    if (r >= 2) par_outer(0, true);
   }
 }
 
 void gpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, std::vector<Directive>& ds) {
   const int r = s.rank;
+  if (s.kind == Kind::kOperand) return;  // inline: GPU matmuls stage their inputs in shared memory instead
   auto knob = [&](const char* n, int64_t def) {
     auto it = k.find(n);
     return it == k.end() ? def : it->second;
@@ -188,7 +234,7 @@ KnobSpace knob_space(const std::vector<StageInfo>& stages, const Profile& p) {
   KnobSpace ks;
   const StageInfo* out = output_of(stages);
   for (const auto& s : stages) {
-    if (s.kind == Kind::kInput) continue;
+    if (s.kind == Kind::kInput || (p.is_gpu() && s.kind == Kind::kOperand)) continue;
     auto& m = ks[s.name];
     if (p.is_gpu()) {
       if (s.rank >= 1) {
@@ -202,6 +248,9 @@ KnobSpace knob_space(const std::vector<StageInfo>& stages, const Profile& p) {
       continue;
     }
     switch (s.kind) {
+      case Kind::kOperand:
+        m["mat"] = {0, 1};
+        break;
       case Kind::kOutput:
         if (s.rank >= 1) m["vec"] = {1, 2};
         if (s.rank >= 1) m["par"] = {0, 1};
@@ -212,6 +261,10 @@ KnobSpace knob_space(const std::vector<StageInfo>& stages, const Profile& p) {
         m["tm"] = {1, 2, 4, 6, 8, 12, 16};
         m["unroll"] = {0, 1};
         if (matmul_at_output(s, out)) m["at_output"] = {0, 1};
+        if (s.rvars == 1) {
+          m["kc"] = {0, 128, 256, 512};
+          m["mc"] = {0, 4, 8, 16};
+        }
         break;
       case Kind::kSoftmaxExp:
         if (row_fusable(s, out)) m["fuse"] = {0, 1, 2};
@@ -232,12 +285,17 @@ std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profil
   const KnobSpace space = knob_space(stages, p);
   const Knobs def = default_knobs(stages, p);
   // Register tiles: lanes * tn columns by tm rows of accumulators, within
-  // the 32 (AVX-512) or 16 (AVX2) vector registers.
+  // the 32 (AVX-512) or 16 (AVX2) vector registers, per output tile. (Cache
+  // blocking, kc and mc, is left to the search: measured on the two-core
+  // EPYC it did not beat these at 512x4096x4096; docs/benchmarks.md.)
+  struct Seed {
+    int64_t tm, tn, at_output, kc, mc, mat;
+  };
   const bool wide = vector_lanes(p) >= 16;
-  const std::vector<std::pair<int64_t, int64_t>> tiles = wide ? std::vector<std::pair<int64_t, int64_t>>{{8, 3}, {6, 4}}
-                                                              : std::vector<std::pair<int64_t, int64_t>>{{6, 2}, {4, 3}};
+  const std::vector<Seed> plans = wide ? std::vector<Seed>{{8, 3, 1, 0, 0, 1}, {6, 4, 1, 0, 0, 0}}
+                                       : std::vector<Seed>{{6, 2, 1, 0, 0, 1}, {4, 3, 1, 0, 0, 0}};
   std::vector<Knobs> seeds;
-  for (const auto& [tm, tn] : tiles) {
+  for (const Seed& plan : plans) {
     Knobs k = def;
     auto set = [&](const std::string& stage, const std::string& knob, int64_t v) {
       auto st = space.find(stage);
@@ -247,9 +305,12 @@ std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profil
       if (std::find(kn->second.begin(), kn->second.end(), v) != kn->second.end()) k[stage][knob] = v;
     };
     for (const auto& s : stages) {
-      set(s.name, "at_output", 1);
-      set(s.name, "tm", tm);
-      set(s.name, "tn", tn);
+      set(s.name, "at_output", plan.at_output);
+      set(s.name, "tm", plan.tm);
+      set(s.name, "tn", plan.tn);
+      set(s.name, "kc", plan.kc);
+      set(s.name, "mc", plan.mc);
+      set(s.name, "mat", plan.mat);
       set(s.name, "fuse", s.kind == Kind::kSoftmaxExp ? 2 : 1);
       set(s.name, "vred", 1);
       set(s.name, "vec", 2);
@@ -262,7 +323,7 @@ std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profil
 Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p) {
   Knobs k;
   for (const auto& s : stages) {
-    if (s.kind == Kind::kInput) continue;
+    if (s.kind == Kind::kInput || (p.is_gpu() && s.kind == Kind::kOperand)) continue;
     if (p.is_gpu()) {
       if (s.rank >= 1) k[s.name] = {{"tx", 32}, {"ty", 8}};
       continue;
@@ -270,6 +331,7 @@ Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p) {
     // The default schedule keeps everything at root (no row fusion); the
     // tuner explores fusion.
     if (s.kind == Kind::kMatmul) k[s.name] = {{"tn", 2}, {"tm", 4}, {"unroll", 1}, {"at_output", 0}};
+    else if (s.kind == Kind::kOperand) k[s.name] = {{"mat", 0}};
     else if (s.kind == Kind::kOutput) k[s.name] = {{"vec", 1}, {"par", 1}};
     else k[s.name] = {{"fuse", 0}};
   }

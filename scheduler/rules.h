@@ -38,6 +38,6 @@ std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profil
 Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p);
 
 // Bumped whenever rules or knob spaces change meaning; part of the cache key.
-constexpr const char* kScheduleSpaceVersion = "rules-3";
+constexpr const char* kScheduleSpaceVersion = "rules-5";
 
 }  // namespace mlk

@@ -68,7 +68,10 @@ struct Schedule {
 // What a schedule may refer to, known without Halide: one entry per stage of a
 // lowered function.
 struct StageInfo {
-  enum class Kind { kReduction, kMatmul, kSoftmaxMax, kSoftmaxExp, kSoftmaxSum, kOutput, kInput };
+  // kOperand: a matmul operand that is a view (transpose, reshape, ...), as
+  // its own Func so that a schedule may materialise it in a layout the
+  // matmul reads contiguously; inline unless scheduled.
+  enum class Kind { kReduction, kMatmul, kSoftmaxMax, kSoftmaxExp, kSoftmaxSum, kOutput, kInput, kOperand };
   std::string name;
   Kind kind;
   int rank = 0;                     // pure variables a0..a{rank-1}

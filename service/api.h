@@ -4,10 +4,12 @@
 // directly.
 //
 // Order of checks, for every request: route (404 unknown path, 405 wrong
-// method), then the token (401 missing or unknown), then the namespace and
-// scope (403), then the body (413 too large, 400 broken or malformed, 422 not
-// matching its digest), then quotas (507), then the store. A rejected request
-// changes nothing in the store. Every error body is {"error": "..."}.
+// method), the syntax of the path's key or digest and of the query (400),
+// the token (401 missing or unknown), the namespace and scopes (403), the
+// body (413 too large, 400 broken or malformed, 422 not matching its
+// digest), the blobs an entry references (409), the quota (507), then the
+// store. A rejected request changes nothing in the store. Every error body is
+// {"error": "..."}.
 //
 // Thread-safe: one Api serves all worker threads; each request borrows its
 // own Store from the SessionPool.

@@ -118,6 +118,7 @@ Expected<std::unique_ptr<RemoteStore>> RemoteStore::Open(RemoteOptions options) 
   impl->client = std::make_unique<httplib::Client>(impl->origin);
   if (!impl->client->is_valid()) return bad("cannot make a client for it");
   impl->client->set_keep_alive(true);
+  impl->client->set_tcp_nodelay(true);
   impl->client->set_connection_timeout(0, impl->opt.connect_timeout_ms * 1000);
   impl->client->set_read_timeout(impl->opt.timeout_s, 0);
   impl->client->set_write_timeout(impl->opt.timeout_s, 0);
