@@ -157,17 +157,9 @@ int run_run(const std::vector<std::string>& args) {
       cc->pull(key);
       auto hit = cc->store()->get_entry(o.ns, key);
       if (hit.ok()) {
-        auto dir = std::filesystem::temp_directory_path() / ("mlk-run-" + key.substr(0, 16) + "-" + std::to_string(getpid()));
-        std::filesystem::create_directories(dir);
-        for (const auto& [name, bytes] : hit->files) {
-          std::ofstream out(dir / name, std::ios::binary);
-          out << bytes;
-        }
-        auto a = LoadedArtifact::Load(dir.string());
-        std::error_code ec;
+        auto a = LoadedArtifact::LoadFiles(hit->files);
         if (!a.ok()) return fail(a.status());
         tuned = std::move(a).value();
-        std::filesystem::remove_all(dir, ec);
         how = "tuned artifact from the cache, key " + key.substr(0, 16) + ", tuned on " +
               hit->info.manifest.provenance.host;
       } else if (hit.status().code() != Status::Code::kNotFound) {

@@ -48,21 +48,10 @@ Expected<std::shared_ptr<const Program>> compile_program(const std::string& name
   return std::shared_ptr<const Program>(std::move(p));
 }
 
-// Writes an entry's files into a private directory and loads the artifact
-// (LoadedArtifact re-hashes them against the manifest). The directory is
-// removed once the library is mapped.
+// Loads an entry's artifact (LoadedArtifact re-hashes the files against the
+// manifest) and checks that it speaks this runtime's C ABI.
 Expected<std::shared_ptr<LoadedArtifact>> load_files(const std::map<std::string, std::string>& files) {
-  std::string tmpl = (fs::temp_directory_path() / "mlk-rt-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) return Status::IOError("cannot create a directory under " + fs::temp_directory_path().string());
-  for (const auto& [name, bytes] : files) {
-    if (name.find('/') != std::string::npos) continue;  // artifacts are flat
-    std::ofstream out(fs::path(tmpl) / name, std::ios::binary);
-    out << bytes;
-    if (!out) return Status::IOError("cannot write " + (fs::path(tmpl) / name).string());
-  }
-  auto a = LoadedArtifact::Load(tmpl);
-  std::error_code ec;
-  fs::remove_all(tmpl, ec);
+  auto a = LoadedArtifact::LoadFiles(files);
   if (!a.ok()) return a.status();
   json m = json::parse(a.value()->manifest_json(), nullptr, false);
   if (m.is_discarded() || m.value("abi_version", 0) != MLK_ABI_VERSION)

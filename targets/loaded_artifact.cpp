@@ -1,6 +1,7 @@
 #include "targets/loaded_artifact.h"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -68,6 +69,28 @@ Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::Load(const std::string
   a->entry_ = dlsym(a->handle_, m.value("entry_symbol", "").c_str());
   a->last_error_ = reinterpret_cast<const char* (*)()>(dlsym(a->handle_, "mlk_last_error"));
   if (!a->entry_ || !a->last_error_) return Status::Corruption(lib + " lacks its C ABI entry");
+  return a;
+}
+
+Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::LoadFiles(const std::map<std::string, std::string>& files) {
+  std::string tmpl = (fs::temp_directory_path() / "mlk-artifact-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) return Status::IOError("cannot create a directory under " + fs::temp_directory_path().string());
+  Status st = Status::Ok();
+  for (const auto& [name, bytes] : files) {
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+      st = Status::Corruption("artifact file name `" + name + "` is not a plain file name");
+      break;
+    }
+    std::ofstream out(fs::path(tmpl) / name, std::ios::binary);
+    out << bytes;
+    if (!out) {
+      st = Status::IOError("cannot write " + (fs::path(tmpl) / name).string());
+      break;
+    }
+  }
+  Expected<std::unique_ptr<LoadedArtifact>> a = st.ok() ? Load(tmpl) : Expected<std::unique_ptr<LoadedArtifact>>(st);
+  std::error_code ec;
+  fs::remove_all(tmpl, ec);
   return a;
 }
 

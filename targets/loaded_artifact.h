@@ -24,6 +24,10 @@ class LoadedArtifact {
   // `dir` holds the artifact's files (manifest.json and the library). Every
   // file listed in the manifest is re-hashed before anything is loaded.
   static Expected<std::unique_ptr<LoadedArtifact>> Load(const std::string& dir);
+  // The same from an artifact's files in memory (a cache entry): written to a
+  // private temporary directory, loaded, and the directory removed. Files
+  // whose names are not plain file names are refused.
+  static Expected<std::unique_ptr<LoadedArtifact>> LoadFiles(const std::map<std::string, std::string>& files);
 
   // Runs `f` (whose signature must match the manifest's) on `inputs`; the
   // dims of `env` give the values of the unbound dimensions.
