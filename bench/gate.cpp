@@ -7,18 +7,20 @@
 
 namespace mlk::bench {
 
-Comparison compare_samples(const std::vector<double>& baseline, const std::vector<double>& current,
-                           const GateOptions& opts) {
-  MLK_CHECK(!baseline.empty() && !current.empty(), "comparison of empty sample sets");
+Comparison compare_rounds(const std::vector<double>& baseline_rounds, const std::vector<double>& current_rounds,
+                          const GateOptions& opts) {
+  MLK_CHECK(!baseline_rounds.empty() && !current_rounds.empty(), "comparison of empty sets of rounds");
   Comparison c;
-  c.baseline_median_ms = median(baseline);
-  c.current_median_ms = median(current);
+  c.baseline_rounds = static_cast<int>(baseline_rounds.size());
+  c.current_rounds = static_cast<int>(current_rounds.size());
+  c.baseline_median_ms = median(baseline_rounds);
+  c.current_median_ms = median(current_rounds);
   c.ratio = c.current_median_ms / c.baseline_median_ms;
-  Interval ci = bootstrap_ratio_of_medians(current, baseline, opts.confidence, opts.resamples, opts.seed);
+  Interval ci = bootstrap_ratio_of_medians(current_rounds, baseline_rounds, opts.confidence, opts.resamples, opts.seed);
   c.ci_low = ci.low;
   c.ci_high = ci.high;
-  c.p_slower = mann_whitney_greater_p(current, baseline);
-  c.p_faster = mann_whitney_greater_p(baseline, current);
+  c.p_slower = mann_whitney_greater_p(current_rounds, baseline_rounds);
+  c.p_faster = mann_whitney_greater_p(baseline_rounds, current_rounds);
   const double limit = 1 + opts.max_regression_pct / 100;
   c.suspect = c.ratio > limit && c.p_slower < opts.alpha && c.ci_low > limit;
   c.faster = c.ratio < 1 / limit && c.p_faster < opts.alpha && c.ci_high < 1 / limit;

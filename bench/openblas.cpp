@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <mutex>
 
 namespace mlk::bench {
@@ -28,11 +29,16 @@ const Library& library() {
       if (!h) continue;
       lib.sgemm = reinterpret_cast<SgemmFn>(dlsym(h, "cblas_sgemm"));
       auto config = reinterpret_cast<ConfigFn>(dlsym(h, "openblas_get_config"));
+      auto corename = reinterpret_cast<ConfigFn>(dlsym(h, "openblas_get_corename"));
       if (!lib.sgemm) {
         lib.description = std::string(name) + " has no cblas_sgemm";
         return;
       }
-      lib.description = std::string("OpenBLAS ") + (config ? config() : "") + " (" + name + ")";
+      // The kernel OpenBLAS picked for this CPU (or that $OPENBLAS_CORETYPE forced).
+      const char* forced = std::getenv("OPENBLAS_CORETYPE");
+      lib.description = std::string(config ? config() : "OpenBLAS") + " (" + name + ", core " +
+                        (corename ? corename() : "unknown") +
+                        (forced && *forced ? std::string(", forced by OPENBLAS_CORETYPE=") + forced : "") + ")";
       return;
     }
     lib.description = "OpenBLAS not found (libopenblas.so.0; on Debian: apt-get install libopenblas0)";

@@ -36,6 +36,7 @@ json variant_json(const VariantResult& v) {
   j["min_ms"] = v.measured() ? v.min_ms() : 0.0;
   j["calls_per_sample"] = v.calls_per_sample;
   j["samples_ms"] = v.samples_ms;
+  j["round_sizes"] = v.round_sizes;
   return j;
 }
 
@@ -195,6 +196,22 @@ Expected<BenchReport> report_from_json(const std::string& text, const std::strin
     auto s = rd.samples(mj, path + ".mlk");
     if (!s.ok()) return s.status();
     k.mlk.samples_ms = *s;
+    if (!mj.contains("round_sizes")) return rd.fail(path + ".mlk", "missing field `round_sizes`");
+    {
+      const json& rs = mj["round_sizes"];
+      size_t total = 0;
+      bool ok = rs.is_array();
+      for (size_t r = 0; ok && r < rs.size(); ++r) {
+        ok = rs[r].is_number_unsigned() && rs[r].get<size_t>() > 0;
+        if (ok) {
+          total += rs[r].get<size_t>();
+          k.mlk.round_sizes.push_back(rs[r].get<size_t>());
+        }
+      }
+      if (!ok || total != k.mlk.samples_ms.size())
+        return rd.fail(path + ".mlk.round_sizes", "expected positive sample counts that add up to the " +
+                                                      std::to_string(k.mlk.samples_ms.size()) + " samples");
+    }
     if (r.find(k.id)) return rd.fail(path + ".id", "`" + k.id + "` appears twice");
     r.kernels.push_back(std::move(k));
   }

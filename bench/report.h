@@ -35,6 +35,7 @@ struct VariantResult {
   std::string how;    // what ran, for people
   std::string error;  // why it was not measured (not applicable, failed); empty when measured
   std::vector<double> samples_ms;
+  std::vector<size_t> round_sizes;  // samples per measurement round, in order; empty: one round
   int64_t calls_per_sample = 1;
   bool measured() const { return error.empty() && !samples_ms.empty(); }
   double median_ms() const;  // precondition: measured()

@@ -18,6 +18,20 @@ double median(std::vector<double> x) {
   return (lo + hi) / 2;
 }
 
+std::vector<double> round_medians(const std::vector<double>& samples, const std::vector<size_t>& sizes) {
+  if (sizes.empty()) return {median(samples)};
+  std::vector<double> out;
+  size_t at = 0;
+  for (size_t n : sizes) {
+    MLK_CHECK(n > 0 && at + n <= samples.size(), "round sizes do not fit the samples");
+    out.push_back(median(std::vector<double>(samples.begin() + static_cast<std::ptrdiff_t>(at),
+                                             samples.begin() + static_cast<std::ptrdiff_t>(at + n))));
+    at += n;
+  }
+  MLK_CHECK(at == samples.size(), "round sizes do not add up to the samples");
+  return out;
+}
+
 double quantile(std::vector<double> x, double q) {
   MLK_CHECK(!x.empty(), "quantile of no values");
   MLK_CHECK(q >= 0 && q <= 1, "quantile outside [0, 1]");

@@ -4,6 +4,7 @@
 // explicit seed), no I/O, no Halide; used by the regression gate (gate.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -12,6 +13,11 @@ namespace mlk::bench {
 // The median of `x` (mean of the two middle values for an even count).
 // Precondition: `x` is not empty.
 double median(std::vector<double> x);
+
+// The median of each round: `sizes` splits `samples` into consecutive rounds
+// (an empty `sizes` is one round). Precondition: the sizes are positive and
+// add up to samples.size().
+std::vector<double> round_medians(const std::vector<double>& samples, const std::vector<size_t>& sizes);
 
 // The q-quantile (0 <= q <= 1) of `x` by linear interpolation between order
 // statistics (numpy's default). Precondition: `x` is not empty.

@@ -1,8 +1,11 @@
 #include "bench/timing.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 namespace mlk::bench {
 
@@ -50,6 +53,8 @@ void warm_up(const Timed& t, State& s, const TimingOptions& o) {
 }
 
 void run_round(const Timed& t, State& s, const TimingOptions& o) {
+  s.r.round_sizes.push_back(0);
+  if (t.before_round) t.before_round();
   if (s.call_ms < 10 && time_batch(t, s, s.r.calls_per_sample) < 0) return;  // untimed re-warm
   const double budget_ms = o.min_time_s * 1000 / std::max(1, o.rounds);
   auto start = Clock::now();
@@ -58,6 +63,7 @@ void run_round(const Timed& t, State& s, const TimingOptions& o) {
     double ms = time_batch(t, s, s.r.calls_per_sample);
     if (ms < 0) return;
     s.r.samples_ms.push_back(ms / static_cast<double>(s.r.calls_per_sample));
+    ++s.r.round_sizes.back();
     s.r.calls += s.r.calls_per_sample;
   }
 }
@@ -76,18 +82,66 @@ std::vector<TimingResult> measure_interleaved(const std::vector<Timed>& items, c
 }
 
 std::vector<double> calibration_samples(int n) {
-  static std::vector<float> buf(size_t{4} << 20, 1.0f);  // 16 MiB
-  volatile double sink = 0;
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  static std::vector<float> buf(size_t{4} << 20, 1.0f);  // 16 MiB, split between the threads
+  const size_t part = buf.size() / static_cast<size_t>(threads);
+  std::vector<double> sinks(static_cast<size_t>(threads));
+  auto work = [&](int t, int k) {
+    double x = 1.0 + k * 1e-9;
+    for (int i = 0; i < 1000000; ++i) x = x * 0.9999999 + 1e-7;  // a dependent chain: latency, frequency
+    float acc = 0;
+    for (size_t i = part * static_cast<size_t>(t); i < part * static_cast<size_t>(t + 1); ++i) acc += buf[i];
+    sinks[static_cast<size_t>(t)] = x + acc;
+  };
+  // Helpers wait for work on a condition variable between samples, as a
+  // kernel's thread pool does, so that a core taken by another process delays
+  // them as it delays mlk's kernels. They are started once: a thread started
+  // per sample is often placed on its parent's core first.
+  std::mutex mu;
+  std::condition_variable cv;
+  int generation = 0, done = 0;
+  bool quit = false;
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      int seen = 0;
+      for (;;) {
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return quit || generation != seen; });
+          if (quit) return;
+          seen = generation;
+        }
+        work(t, seen);
+        std::lock_guard<std::mutex> lock(mu);
+        ++done;
+        cv.notify_all();
+      }
+    });
   std::vector<double> out;
   for (int k = 0; k < n + 1; ++k) {  // the first run is a warm-up
     auto t0 = Clock::now();
-    double x = 1.0 + k * 1e-9;
-    for (int i = 0; i < 2000000; ++i) x = x * 0.9999999 + 1e-7;  // a dependent chain: latency, frequency
-    float acc = 0;
-    for (float v : buf) acc += v;  // a sequential pass over 16 MiB
-    sink = sink + x + acc;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = 0;
+      ++generation;
+    }
+    cv.notify_all();
+    work(0, k);
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return done == threads - 1; });
+    }
     if (k > 0) out.push_back(ms_between(t0, Clock::now()));
   }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    quit = true;
+  }
+  cv.notify_all();
+  for (auto& th : pool) th.join();
+  volatile double sink = 0;
+  for (double v : sinks) sink = sink + v;
   return out;
 }
 

@@ -1,10 +1,7 @@
 #include "bench/variants.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <random>
 
 #include "autotune/cached_tune.h"
@@ -37,6 +34,7 @@ struct PreparedKernel::State {
   std::vector<std::unique_ptr<Kernel>> kernels;
   std::vector<std::unique_ptr<HostTensor>> outputs;  // stable addresses for the closures
   HostTensor* mlk_out = nullptr;
+  std::vector<HostTensor> retired;  // the buffers RenewBuffers replaced last
 };
 
 PreparedKernel::~PreparedKernel() = default;
@@ -67,21 +65,6 @@ HostTensor random_input(const ir::Param& p, const std::vector<int64_t>& shape, s
     t.set(i, v);
   }
   return t;
-}
-
-// A private copy of a cached artifact's files, loaded, then deleted.
-Expected<std::unique_ptr<LoadedArtifact>> load_cached(const std::map<std::string, std::string>& files) {
-  std::string tmpl = (fs::temp_directory_path() / "mlk-bench-XXXXXX").string();
-  if (!mkdtemp(tmpl.data())) return Status::IOError("cannot create a temporary directory in " + fs::temp_directory_path().string());
-  for (const auto& [name, bytes] : files) {
-    std::ofstream out(fs::path(tmpl) / name, std::ios::binary);
-    out << bytes;
-    if (!out) return Status::IOError("cannot write " + (fs::path(tmpl) / name).string());
-  }
-  auto a = LoadedArtifact::Load(tmpl);
-  std::error_code ec;
-  fs::remove_all(tmpl, ec);
-  return a;
 }
 
 }  // namespace
@@ -153,7 +136,6 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
     if (o.progress) o.progress(s);
   };
   std::mt19937_64 rng(o.seed);
-  static std::vector<char>* pad = new std::vector<char>(getenv("PAD") ? atoi(getenv("PAD")) : 0);  // EXPERIMENT
   for (const auto& p : f.params) st.inputs.push_back(random_input(p, *concrete_shape(p.type.shape, env_), rng));
   auto new_output = [&]() {
     st.outputs.push_back(std::make_unique<HostTensor>(f.result_type.dtype, *concrete_shape(f.result_type.shape, env_)));
@@ -162,6 +144,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
 
   // mlk: the tuned artifact for exactly this fn, shape and profile, else the default schedule.
   mlk_ = Variant{"mlk", "", "", false, nullptr};
+  variant_.clear();
   if (!o.store_path.empty() && fs::exists(o.store_path)) {
     cache::StoreOptions so;
     so.create_if_missing = false;
@@ -169,7 +152,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
     if (!store.ok()) return with_where(spec_, store.status());
     auto hit = (*store)->get_entry(o.ns, cache_key_);
     if (hit.ok()) {
-      auto a = load_cached(hit->files);
+      auto a = LoadedArtifact::LoadFiles(hit->files);
       if (!a.ok()) return with_where(spec_, a.status());
       st.tuned = std::move(a).value();
       variant_ = "tuned";
@@ -267,6 +250,23 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
   return Status::Ok();
 }
 
+void PreparedKernel::RenewBuffers() {
+  State& st = *st_;
+  std::vector<HostTensor> old;
+  // Copy first, swap after: the copies cannot reuse the pages being replaced.
+  for (auto& t : st.inputs) {
+    HostTensor fresh = t;
+    std::swap(t, fresh);
+    old.push_back(std::move(fresh));
+  }
+  for (auto& t : st.outputs) {
+    HostTensor fresh = *t;
+    std::swap(*t, fresh);
+    old.push_back(std::move(fresh));
+  }
+  st.retired = std::move(old);
+}
+
 void PreparedKernel::Release() {
   mlk_.run = nullptr;
   for (auto& p : peers_) p.run = nullptr;
@@ -275,6 +275,7 @@ void PreparedKernel::Release() {
   st.tuned.reset();
   st.outputs.clear();
   st.inputs.clear();
+  st.retired.clear();
   st.mlk_out = nullptr;
 }
 

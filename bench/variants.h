@@ -53,6 +53,12 @@ class PreparedKernel {
   Status Prepare(const PrepareOptions& o);
   // Frees the compiled kernels, inputs and outputs; the identity stays.
   void Release();
+  // Moves the inputs and outputs to freshly allocated copies (the previous
+  // ones are freed at the next call), so that the kernel runs on other
+  // physical pages: how well a kernel's data maps onto the caches differs
+  // between runs of one build, and measurement rounds should see that too.
+  // The variants' `run` functions stay valid. After Prepare.
+  void RenewBuffers();
 
   const std::string& id() const { return id_; }      // "sgemm [K=64,M=64,N=64] host"
   const std::string& name() const { return name_; }  // the spec's name, else the id

@@ -6,17 +6,15 @@
 // target) and check the baseline covers them, so that bad input fails before
 // minutes of timing; time each kernel (mlk and peers in interleaved rounds);
 // re-measure every kernel the gate suspects; print tables; write files.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 
+#include "bench/baseline_check.h"
 #include "bench/report.h"
 #include "bench/stats.h"
 #include "bench/svg_plot.h"
@@ -26,7 +24,6 @@
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
-#include "targets/detect.h"
 #include "targets/toolchain.h"
 
 namespace mlk::cli {
@@ -48,18 +45,22 @@ const char* kBenchUsage =
     "  --peers LIST         comma-separated: default, Adams2019, Li2018, Mullapudi2016,\n"
     "                       openblas (matmul fns); or all, or none. Default: all, but\n"
     "                       none with --record or --baseline (unless --plot is given)\n"
-    "  --rounds N           interleaved rounds (default 5)\n"
+    "  --rounds N           interleaved rounds, each on fresh buffers (default 10)\n"
     "  --min-time MS        time spent timing each variant, over all rounds (default 500)\n"
     "  --seed K             the random inputs' seed (default 1)\n"
     "  --record FILE        write the results as a baseline (the same JSON as --json)\n"
-    "  --baseline FILE      compare with a baseline: a kernel is suspect when its median\n"
-    "                       is more than PCT slower, a one-sided Mann-Whitney U test gives\n"
-    "                       p < 0.01, and the 99% bootstrap interval of the ratio of\n"
-    "                       medians lies above 1 + PCT/100; a suspect is measured again,\n"
-    "                       and is a regression only when the re-measurement agrees\n"
+    "  --baseline FILE      compare with a baseline. Per round, the median; a kernel is\n"
+    "                       suspect when the median round is more than PCT slower, a\n"
+    "                       one-sided Mann-Whitney U test of the rounds gives p < 0.01,\n"
+    "                       and the 99% bootstrap interval of the ratio lies above\n"
+    "                       1 + PCT/100; a suspect is measured again, and is a\n"
+    "                       regression only when the re-measurement agrees\n"
     "  --max-regression PCT fail (exit 1) on a regression of more than PCT percent;\n"
     "                       without it, --baseline reports at 10% and never fails\n"
     "  --any-machine        allow a baseline recorded on another machine\n"
+    "  --settle SECONDS     with --baseline: wait up to this long (default 30) for the\n"
+    "                       machine to run a calibration loop as fast as when the\n"
+    "                       baseline was recorded, before timing and before re-measuring\n"
     "  --json OUT           write the results, every sample included, as JSON\n"
     "  --plot FILE.svg      write a bar chart of mlk's speedup over each peer\n"
     "  --cache PATH         the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
@@ -79,8 +80,9 @@ struct Options {
   std::string record, baseline, json_out, plot;
   std::optional<double> max_regression;
   std::optional<std::vector<std::string>> peers;
-  int rounds = 5;
+  int rounds = 10;
   double min_time_ms = 500;
+  double settle_s = 30;
   uint64_t seed = 1;
   bool no_cache = false, any_machine = false, quiet = false;
 };
@@ -123,7 +125,7 @@ Expected<Options> parse(const std::vector<std::string>& args) {
     else if (a == "-q" || a == "--quiet") o.quiet = true;
     else if (a == "--fn" || a == "--dims" || a == "--target" || a == "--suite" || a == "--cache" || a == "--namespace" ||
              a == "--record" || a == "--baseline" || a == "--json" || a == "--plot" || a == "--max-regression" ||
-             a == "--peers" || a == "--rounds" || a == "--min-time" || a == "--seed") {
+             a == "--peers" || a == "--rounds" || a == "--min-time" || a == "--seed" || a == "--settle") {
       auto v = r.value();
       if (!v.ok()) return v.status();
       if (a == "--fn") o.fn = *v;
@@ -147,6 +149,10 @@ Expected<Options> parse(const std::vector<std::string>& args) {
         auto p = parse_peers(*v);
         if (!p.ok()) return p.status();
         o.peers = *p;
+      } else if (a == "--settle") {
+        auto n = *v == "0" ? Expected<int64_t>(int64_t{0}) : parse_count(a, *v);
+        if (!n.ok()) return Status::Usage("--settle: `" + *v + "` is not a whole number of seconds");
+        o.settle_s = static_cast<double>(*n);
       } else {
         auto n = parse_count(a, *v);
         if (!n.ok()) return n.status();
@@ -184,55 +190,6 @@ int fail(const Status& s) {
   return s.exit_code();
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto c = line.find(':');
-      if (c != std::string::npos) return line.substr(line.find_first_not_of(" \t", c + 1));
-    }
-  return "unknown";
-}
-
-bench::MachineInfo this_machine() {
-  bench::MachineInfo m;
-  char h[256] = {0};
-  gethostname(h, sizeof h - 1);
-  m.host = h;
-  m.cpu = cpu_model();
-  CpuInfo c = detect_cpu();
-  m.cores = c.cores;
-  for (const auto& f : c.features) m.features += (m.features.empty() ? "" : " ") + f;
-  return m;
-}
-
-// Checks, before anything is timed, that the baseline can judge this run.
-Status check_baseline(const bench::BenchReport& base, const std::string& path, const bench::MachineInfo& here,
-                      const std::vector<std::unique_ptr<bench::PreparedKernel>>& kernels, bool any_machine) {
-  const auto& bm = base.machine;
-  if (!any_machine && (bm.cpu != here.cpu || bm.cores != here.cores || bm.features != here.features))
-    return Status::InvalidArgument(path + " was recorded on another machine (" + bm.cpu + ", " + std::to_string(bm.cores) +
-                                   " cores, host " + bm.host + ") than this one (" + here.cpu + ", " +
-                                   std::to_string(here.cores) + " cores): its times are not comparable; record a "
-                                   "baseline on this machine, or pass --any-machine");
-  for (const auto& k : kernels) {
-    if (base.find(k->id())) continue;
-    std::string have, other_targets;
-    for (const auto& b : base.kernels) {
-      have += (have.empty() ? "" : "; ") + b.id;
-      if (b.fn == k->spec().fn && b.dims == k->dims()) other_targets += (other_targets.empty() ? "" : ", ") + b.target;
-    }
-    std::string where = k->spec().where.empty() ? "" : " (" + k->spec().where + ")";
-    if (!other_targets.empty())
-      return Status::InvalidArgument(path + " has `" + k->id() + "`" + where + " only for target " + other_targets +
-                                     ", not " + k->spec().target + "; record a baseline for " + k->spec().target);
-    return Status::InvalidArgument(path + " has no kernel `" + k->id() + "`" + where + " (it has: " +
-                                   (have.empty() ? "none" : have) + "); record a baseline of the same kernels with --record");
-  }
-  return Status::Ok();
-}
-
 // Test seam (docs/ci.md): MLK_BENCH_TEST_SLOW=FN doubles the time of every call
 // of FN's mlk variant in the first measurement; FN:always in the re-measurement
 // too. A simulated regression that is real (always) or transient (first only).
@@ -264,17 +221,6 @@ std::function<Status()> slowed(std::function<Status()> run, const SlowSeam* seam
     }
     return s;
   };
-}
-
-std::vector<std::string> comparison_notes(const bench::KernelResult& now, const bench::KernelResult& base) {
-  std::vector<std::string> notes;
-  if (!base.ir_hash.empty() && base.ir_hash != now.ir_hash) notes.push_back("the fn's IR changed since the baseline");
-  else if (!base.cache_key.empty() && base.cache_key != now.cache_key)
-    notes.push_back("its cache key changed since the baseline (mlk, Halide or LLVM version)");
-  if (base.variant != now.variant)
-    notes.push_back("the baseline timed the " + std::string(base.variant == "tuned" ? "tuned artifact" : "default schedule") +
-                    ", this run the " + (now.variant == "tuned" ? "tuned artifact" : "default schedule"));
-  return notes;
 }
 
 }  // namespace
@@ -310,16 +256,17 @@ int run_bench(const std::vector<std::string>& args) {
   }
   bench::BenchReport report;
   report.created = bench::utc_now_iso();
-  report.machine = this_machine();
+  report.machine = bench::this_machine();
   report.versions = {{"mlk", mlk_version()}, {"halide", halide_version()}, {"llvm", llvm_version()}};
-  report.settings = {{"rounds", o.rounds}, {"min_time_ms", o.min_time_ms}, {"seed", static_cast<double>(o.seed)}};
+  report.settings = {{"rounds", o.rounds}, {"min_time_ms", o.min_time_ms}, {"seed", static_cast<double>(o.seed)},
+                     {"sample_ms", bench::TimingOptions{}.sample_ms}};
   std::optional<bench::BenchReport> base;
   bench::GateOptions gate;
   gate.max_regression_pct = o.max_regression.value_or(10);
   if (!o.baseline.empty()) {
     auto b = bench::read_report(o.baseline);
     if (!b.ok()) return fail(b.status());
-    if (Status s = check_baseline(*b, o.baseline, report.machine, kernels, o.any_machine); !s.ok()) return fail(s);
+    if (Status s = bench::check_baseline(*b, o.baseline, report.machine, kernels, o.any_machine); !s.ok()) return fail(s);
     base = std::move(b).value();
     report.baseline_path = o.baseline;
     report.max_regression_pct = gate.max_regression_pct;
@@ -330,7 +277,7 @@ int run_bench(const std::vector<std::string>& args) {
   }
 
   // 2. Time each kernel.
-  report.calibration_ms = bench::calibration_samples(7);
+  report.calibration_ms = bench::settle(base ? base->calibration_ms : std::vector<double>{}, o.settle_s, progress);
   bench::PrepareOptions popts;
   popts.store_path = o.no_cache ? "" : cache::default_store_path(o.cache);
   popts.ns = o.ns;
@@ -353,11 +300,11 @@ int run_bench(const std::vector<std::string>& args) {
     }
     progress(tag + " mlk: " + k.mlk().how);
     if (!seam.fn.empty() && seam.fn == k.spec().fn) k.mlk().run = slowed(k.mlk().run, &seam);
-    std::vector<bench::Timed> items = {{k.mlk().run, 3}};
+    std::vector<bench::Timed> items = {{k.mlk().run, 3, [&k] { k.RenewBuffers(); }}};
     std::vector<size_t> peer_of_item;
     for (size_t p = 0; p < k.peers().size(); ++p)
       if (k.peers()[p].run) {
-        items.push_back({k.peers()[p].run, 1});
+        items.push_back({k.peers()[p].run, 1, nullptr});
         peer_of_item.push_back(p);
       }
     progress(tag + " timing " + std::to_string(items.size()) + " variant" + (items.size() == 1 ? "" : "s") + " in " +
@@ -374,11 +321,12 @@ int run_bench(const std::vector<std::string>& args) {
     kr.cache_key = k.cache_key();
     kr.variant = k.variant();
     kr.mlk = {"mlk", k.mlk().how, times[0].status.ok() ? "" : times[0].status.message(), times[0].samples_ms,
-              times[0].calls_per_sample};
-    for (const auto& v : k.peers()) kr.peers.push_back({v.name, v.how, v.error, {}, 1});
+              times[0].round_sizes, times[0].calls_per_sample};
+    for (const auto& v : k.peers()) kr.peers.push_back({v.name, v.how, v.error, {}, {}, 1});
     for (size_t t = 1; t < times.size(); ++t) {
       auto& pr = kr.peers[peer_of_item[t - 1]];
       pr.samples_ms = times[t].samples_ms;
+      pr.round_sizes = times[t].round_sizes;
       pr.calls_per_sample = times[t].calls_per_sample;
       if (!times[t].status.ok()) pr.error = "failed: " + times[t].status.message();
     }
@@ -395,8 +343,12 @@ int run_bench(const std::vector<std::string>& args) {
     if (base) {
       const bench::KernelResult& b = *base->find(kr.id);
       bench::KernelComparison c;
-      c.first = bench::compare_samples(b.mlk.samples_ms, kr.mlk.samples_ms, gate);
-      c.notes = comparison_notes(kr, b);
+      c.first = bench::compare_rounds(bench::round_medians(b.mlk.samples_ms, b.mlk.round_sizes),
+                                      bench::round_medians(kr.mlk.samples_ms, kr.mlk.round_sizes), gate);
+      c.notes = bench::comparison_notes(kr, b);
+      if (c.first.baseline_rounds < 5 || c.first.current_rounds < 5)
+        c.notes.push_back("too few rounds to judge (" + std::to_string(c.first.baseline_rounds) + " in the baseline, " +
+                          std::to_string(c.first.current_rounds) + " now; the test needs 5 on each side)");
       c.verdict = c.first.suspect ? "regression" : c.first.faster ? "faster" : "ok";
       if (c.first.suspect) {
         keep = true;
@@ -411,18 +363,25 @@ int run_bench(const std::vector<std::string>& args) {
 
   // 3. Re-measure the suspects, after everything else: a regression must show twice.
   seam.first_pass = false;
+  if (!suspects.empty()) (void)bench::settle(base->calibration_ms, o.settle_s, progress);
   for (size_t ri : suspects) {
     bench::KernelResult& kr = report.kernels[ri];
     bench::PreparedKernel* k = nullptr;
     for (auto& kk : kernels)
       if (kk->id() == kr.id) k = kk.get();
     progress("[bench confirm " + kr.name + "] measuring again");
-    auto again = bench::measure_interleaved({{k->mlk().run, 3}}, topts);
+    auto again = bench::measure_interleaved({{k->mlk().run, 3, [k] { k->RenewBuffers(); }}}, topts);
     bench::KernelComparison& c = *kr.comparison;
     if (!again[0].status.ok() || again[0].samples_ms.empty()) {
+      std::fprintf(stderr, "mlk bench: %s: the re-measurement failed: %s\n", kr.id.c_str(),
+                   again[0].status.message().c_str());
       c.notes.push_back("the re-measurement failed: " + again[0].status.message());
+      c.verdict = "unconfirmed";
+      ++failures;
     } else {
-      c.confirm = bench::compare_samples(base->find(kr.id)->mlk.samples_ms, again[0].samples_ms, gate);
+      const bench::VariantResult& bm = base->find(kr.id)->mlk;
+      c.confirm = bench::compare_rounds(bench::round_medians(bm.samples_ms, bm.round_sizes),
+                                        bench::round_medians(again[0].samples_ms, again[0].round_sizes), gate);
       c.verdict = c.confirm->suspect ? "regression" : "unconfirmed";
     }
     if (c.verdict == "regression") report.regressions.push_back(kr.id);
@@ -430,6 +389,7 @@ int run_bench(const std::vector<std::string>& args) {
   }
 
   // 4. Report.
+  if (report.kernels.empty()) return 1;  // every kernel failed, each said why
   std::printf("median times (ms) on %s, %d cores; mlk: the tuned artifact from the cache, else the default schedule\n",
               report.machine.cpu.c_str(), report.machine.cores);
   std::fputs(bench::times_table(report, *o.peers).c_str(), stdout);
@@ -437,6 +397,13 @@ int run_bench(const std::vector<std::string>& args) {
     std::printf("\nmlk's speedup over each peer (peer median / mlk median; above 1: mlk is faster)\n");
     std::fputs(bench::ratios_table(report, *o.peers).c_str(), stdout);
     for (const auto& n : bench::peer_notes(report)) std::printf("note: %s\n", n.c_str());
+    const char* forced = std::getenv("OPENBLAS_CORETYPE");
+    bool openblas_ran = false;
+    for (const auto& k : report.kernels)
+      for (const auto& p : k.peers) openblas_ran = openblas_ran || (p.name == "openblas" && p.measured());
+    if (openblas_ran && forced && *forced)
+      std::printf("note: OPENBLAS_CORETYPE=%s is set, so OpenBLAS runs that kernel rather than the one it would pick "
+                  "for this CPU; unset it to compare with OpenBLAS at its best\n", forced);
   }
   if (base) {
     std::printf("\nagainst baseline %s (recorded %s on %s); regression limit +%g%%%s\n", o.baseline.c_str(),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything mlk needs on Debian 12: Debian packages (python3-torch is
-# the test peer of the Python module, under Debian's python3), then a project
+# the test peer of the Python module, under Debian's python3; libopenblas-dev
+# the OpenBLAS peer of `mlk bench`), then a project
 # virtual environment (.venv) holding the Python-registry packages, Halide's C++
 # SDK among them. Idempotent: a second run installs nothing and takes seconds.
 set -euo pipefail
@@ -10,7 +11,7 @@ cd "$root"
 debs=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libsqlite3-dev
       sqlite3 libcpp-httplib-dev libdlpack-dev pybind11-dev python3 python3-venv
-      python3-dev python3-torch python3-numpy)
+      python3-dev python3-torch python3-numpy libopenblas-dev)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

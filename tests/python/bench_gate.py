@@ -1,9 +1,10 @@
-"""`mlk bench` end to end, on small kernels (well under a minute):
+"""`mlk bench` end to end, on small kernels (under a minute):
 
 - a baseline recorded by this build passes the gate, and so do repeated runs
   of the same build against it and against each other's --json (no false alarms);
-- a baseline whose times are halved (it claims twice the speed this build has)
-  fails `--max-regression 10` with exit 1, naming that kernel and only it;
+- a baseline whose times are halved for one kernel (it claims twice the speed
+  this build has) fails `--max-regression 10` with exit 1, naming that kernel
+  and only it;
 - a kernel made really slower (test seam MLK_BENCH_TEST_SLOW=FN:always: every
   call takes twice as long) fails the gate; one slowed only during the first
   measurement does not (the re-measurement does not confirm it);
@@ -53,17 +54,20 @@ def write_json(name, obj):
 
 
 MLP, NORMS = os.path.join(EXAMPLES, "mlp.tl"), os.path.join(EXAMPLES, "norms.tl")
+# Kernels of 0.1-0.2 ms: kernels of a few microseconds are dominated by how
+# the VM schedules threads (docs/ci.md), which is not what this test is about.
+TUNED = "rmsnorm [B=8,D=512,S=64] host"
+DEF = "layernorm [D=256,N=512] host"
 SGEMM = "sgemm [K=64,M=64,N=64] host"
-RMS = "rmsnorm [B=4,D=256,S=16] host"
 
-# A tuned artifact for sgemm 64^3; rmsnorm stays untuned (the default schedule).
-p = mlk("tune", MLP, "--fn", "sgemm", "--dims", "M=64,K=64,N=64", "--target", "host", "--trials", "3",
+# A tuned artifact for rmsnorm; layernorm stays untuned (the default schedule).
+p = mlk("tune", NORMS, "--fn", "rmsnorm", "--dims", "B=8,S=64,D=512", "--target", "host", "--trials", "3",
         "--time", "20", "--no-autoschedulers", "--cache", store, "-q")
-check("tune sgemm 64^3 into the test store", p.returncode == 0, p)
+check("tune rmsnorm into the test store", p.returncode == 0, p)
 
 suite = write_json("suite.json", {"kernels": [
-    {"file": MLP, "fn": "sgemm", "dims": {"M": 64, "K": 64, "N": 64}, "target": "host"},
-    {"file": NORMS, "fn": "rmsnorm", "dims": "B=4,S=16,D=256", "target": "host"}]})
+    {"file": NORMS, "fn": "rmsnorm", "dims": {"B": 8, "S": 64, "D": 512}, "target": "host"},
+    {"file": NORMS, "fn": "layernorm", "dims": "N=512,D=256", "target": "host"}]})
 common = ["--suite", suite, "--cache", store, "--min-time", "300", "-q"]
 
 # Record, then gate against the recording: an honest baseline passes.
@@ -72,13 +76,15 @@ p = mlk("bench", *common, "--record", base)
 check("--record exits 0", p.returncode == 0 and os.path.exists(base), p)
 doc = json.load(open(base)) if os.path.exists(base) else {"kernels": []}
 ids = {k["id"]: k for k in doc["kernels"]}
-check("baseline holds both kernels by id", set(ids) == {SGEMM, RMS}, note=str(list(ids)))
-check("sgemm is timed as the tuned artifact, rmsnorm as the default schedule",
-      ids.get(SGEMM, {}).get("variant") == "tuned" and ids.get(RMS, {}).get("variant") == "default", note=str(
+check("baseline holds both kernels by id", set(ids) == {TUNED, DEF}, note=str(list(ids)))
+check("rmsnorm is timed as the tuned artifact, layernorm as the default schedule",
+      ids.get(TUNED, {}).get("variant") == "tuned" and ids.get(DEF, {}).get("variant") == "default", note=str(
           {k: v.get("variant") for k, v in ids.items()}))
 check("the table says which", "(tuned)" in p.stdout and "(default)" in p.stdout, p)
 check("baseline has samples, machine, versions, cache key and IR hash",
-      all(len(k["mlk"]["samples_ms"]) >= 15 and len(k["cache_key"]) == 64 and len(k["ir_hash"]) == 64
+      all(len(k["mlk"]["samples_ms"]) >= 30 and len(k["mlk"]["round_sizes"]) == 10
+          and sum(k["mlk"]["round_sizes"]) == len(k["mlk"]["samples_ms"])
+          and len(k["cache_key"]) == 64 and len(k["ir_hash"]) == 64
           for k in doc["kernels"]) and doc.get("machine", {}).get("cores", 0) > 0
       and "halide" in doc.get("versions", {}), note=json.dumps(doc)[:500])
 
@@ -97,29 +103,29 @@ for i in range(3):
     if os.path.exists(out):
         prev = out
 
-# A baseline claiming twice the speed of this build (sgemm only) fails, naming sgemm.
+# A baseline claiming twice the speed of this build (rmsnorm only) fails, naming rmsnorm.
 half = json.load(open(base)) if os.path.exists(base) else {"kernels": []}
 for k in half["kernels"]:
-    if k["id"] == SGEMM:
+    if k["id"] == TUNED:
         k["mlk"]["samples_ms"] = [t / 2 for t in k["mlk"]["samples_ms"]]
 half_path = write_json("half.json", half)
 p = mlk("bench", *common, "--baseline", half_path, "--max-regression", "10")
 check("a halved baseline fails with exit 1", p.returncode == 1, p)
 check("... naming the kernel and the slowdown",
-      f"regression: `{SGEMM}` is " in p.stderr and "% slower than in" in p.stderr
+      f"regression: `{TUNED}` is " in p.stderr and "% slower than in" in p.stderr
       and "confirmed by a re-measurement" in p.stderr, p)
-check("... and only that kernel", f"regression: `{RMS}`" not in p.stderr, p)
+check("... and only that kernel", f"regression: `{DEF}`" not in p.stderr, p)
 check("... the table says REGRESSION", "REGRESSION" in p.stdout, p)
 p = mlk("bench", *common, "--baseline", half_path)
 check("without --max-regression it reports and exits 0",
       p.returncode == 0 and "REGRESSION" in p.stdout and "report only" in p.stdout, p)
 
-# A real slowdown of the build (every call of rmsnorm takes twice as long) fails;
+# A real slowdown of the build (every call of layernorm takes twice as long) fails;
 # a transient one (only during the first measurement) is not confirmed.
-p = mlk("bench", *common, "--baseline", base, "--max-regression", "10", env={"MLK_BENCH_TEST_SLOW": "rmsnorm:always"})
+p = mlk("bench", *common, "--baseline", base, "--max-regression", "10", env={"MLK_BENCH_TEST_SLOW": "layernorm:always"})
 check("a kernel really twice as slow fails the gate",
-      p.returncode == 1 and f"regression: `{RMS}`" in p.stderr and f"regression: `{SGEMM}`" not in p.stderr, p)
-p = mlk("bench", *common, "--baseline", base, "--max-regression", "10", env={"MLK_BENCH_TEST_SLOW": "rmsnorm"})
+      p.returncode == 1 and f"regression: `{DEF}`" in p.stderr and f"regression: `{TUNED}`" not in p.stderr, p)
+p = mlk("bench", *common, "--baseline", base, "--max-regression", "10", env={"MLK_BENCH_TEST_SLOW": "layernorm"})
 check("a transient slowdown is measured again and not confirmed",
       p.returncode == 0 and "not confirmed by a re-measurement" in p.stdout and "regression:" not in p.stderr, p)
 
@@ -138,10 +144,10 @@ bad["kernels"][0]["mlk"]["samples_ms"][3] = -1
 p = mlk("bench", *common, "--baseline", write_json("negative.json", bad))
 check("a bad sample is named by its path",
       p.returncode == 1 and "negative.json: kernels[0].mlk.samples_ms[3]: expected a positive number" in p.stderr, p)
-p = mlk("bench", NORMS, "--fn", "rmsnorm", "--dims", "B=2,S=16,D=256", "--target", "host", "--cache", store,
+p = mlk("bench", NORMS, "--fn", "layernorm", "--dims", "N=256,D=256", "--target", "host", "--cache", store,
         "--baseline", base, "--max-regression", "10")
 check("a baseline of other kernels: exit 1, names the missing kernel",
-      p.returncode == 1 and "has no kernel `rmsnorm [B=2,D=256,S=16] host`" in p.stderr and RMS in p.stderr, p)
+      p.returncode == 1 and "has no kernel `layernorm [D=256,N=256] host`" in p.stderr and DEF in p.stderr, p)
 other = json.load(open(base)) if os.path.exists(base) else {"kernels": []}
 for k in other["kernels"]:
     k["id"] = k["id"].replace(" host", " cpu_avx2")
@@ -172,18 +178,21 @@ for args, msg in [(["--suite", suite, "--max-regression", "10"], "--max-regressi
     p = mlk("bench", *args)
     check(f"usage error: {msg}", p.returncode == 2 and msg in p.stderr, p)
 
-# Peers, ratios and the plot (sgemm: the default schedule and OpenBLAS).
+# Peers, ratios and the plot (sgemm, untuned, and layernorm: the default schedule and OpenBLAS).
 svg, out = path("speedup.svg"), path("peers.json")
-p = mlk("bench", "--suite", suite, "--cache", store, "--min-time", "200", "-q", "--peers", "default,openblas",
+peer_suite = write_json("peer_suite.json", {"kernels": [
+    {"file": MLP, "fn": "sgemm", "dims": "M=64,K=64,N=64", "target": "host"},
+    {"file": NORMS, "fn": "layernorm", "dims": "N=512,D=256", "target": "host"}]})
+p = mlk("bench", "--suite", peer_suite, "--cache", store, "--min-time", "200", "-q", "--peers", "default,openblas",
         "--plot", svg, "--json", out)
 check("peers run", p.returncode == 0 and "vs default" in p.stdout and "vs openblas" in p.stdout, p)
 peers = {k["id"]: {q["name"]: q for q in k["peers"]} for k in json.load(open(out))["kernels"]} if os.path.exists(out) else {}
 ob = peers.get(SGEMM, {}).get("openblas", {})
 check("OpenBLAS times sgemm (or says why not)", ob.get("speedup", 0) > 0 or "OpenBLAS not found" in ob.get("error", ""),
       note=str(ob)[:300])
-check("OpenBLAS is not applicable to rmsnorm", "not applicable" in peers.get(RMS, {}).get("openblas", {}).get("error", ""))
+check("OpenBLAS is not applicable to layernorm", "not applicable" in peers.get(DEF, {}).get("openblas", {}).get("error", ""))
 check("the default-schedule peer of an untuned kernel is mlk itself",
-      "same as mlk" in peers.get(RMS, {}).get("default", {}).get("error", ""))
+      "same as mlk" in peers.get(DEF, {}).get("default", {}).get("error", ""))
 text = open(svg).read() if os.path.exists(svg) else ""
 check("the SVG plot has a bar per measured peer",
       text.startswith("<svg") and text.rstrip().endswith("</svg>") and text.count("<rect") >= 4 and "openblas" in text,
