@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "lang/ir_printer.h"
+#include "lang/source.h"
 #include "targets/artifact.h"
 #include "targets/toolchain.h"
 
@@ -57,14 +57,6 @@ std::string when(int64_t t) {
   char b[32];
   std::strftime(b, sizeof b, "%Y-%m-%d %H:%M UTC", std::gmtime(&tt));
   return b;
-}
-
-Expected<std::string> slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return Status::IOError("cannot read " + p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 Status copy_files(const std::map<std::string, std::string>& files, const std::string& dir) {
@@ -120,19 +112,19 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
   if (!built.ok()) return Status::Internal("the winning schedule did not build: " + built.status().message());
   std::map<std::string, std::string> files;
   for (const auto& f : built->files) {
-    auto bytes = slurp(art / f);
+    auto bytes = read_file((art / f).string());
     if (!bytes.ok()) return bytes.status();
     files[f] = *bytes;
   }
   files["manifest.json"] = built->manifest_json;
   files["schedule.json"] = r->best.to_json();
-  auto log = slurp(opts.log_path);
+  auto log = read_file(opts.log_path);
   if (log.ok()) files["tuning_log.jsonl"] = *log;
   json timings = {{"best_times_ms", r->best_times_ms}, {"best_ms", r->best_ms}, {"default_ms", r->default_ms}};
   files["timings.json"] = timings.dump(2);
   // The program itself, so that a runtime can find and check the kernel by its
   // program hash alone (runtime/, GetKernelByHash).
-  if (auto text = slurp(source); text.ok()) files["program.tl"] = *text;
+  if (auto text = read_file(source); text.ok()) files["program.tl"] = *text;
   json summary = {{"fn", fn},
                   {"program_hash", ir::function_hash(m, *m.find(fn))},
                   {"target", p.name},

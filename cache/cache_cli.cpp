@@ -113,16 +113,6 @@ Expected<Options> parse(const std::vector<std::string>& args) {
   return o;
 }
 
-std::string iso_time(int64_t t) {
-  if (t <= 0) return "-";
-  std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string entries(int64_t n) { return std::to_string(n) + (n == 1 ? " entry" : " entries"); }
 
 json entry_json(const EntryInfo& e) {
@@ -329,6 +319,16 @@ int run_cache_cli(const std::vector<std::string>& args, std::ostream& out, std::
   }
   MLK_CHECK(false, "a parsed cache command has no handler");
   return 2;
+}
+
+std::string iso_time(int64_t t) {
+  if (t <= 0) return "-";
+  std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace mlk::cache

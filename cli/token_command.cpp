@@ -1,11 +1,11 @@
 // `mlk token`: create, list and revoke the access tokens of `mlk serve`
 // (service/tokens.h), kept in the store file the server uses.
 #include <cstdio>
-#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "cache/cache_cli.h"
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
@@ -19,15 +19,6 @@ namespace {
 int fail(const Status& s) {
   std::fprintf(stderr, "mlk token: %s\n", s.message().c_str());
   return s.exit_code();
-}
-
-std::string iso(int64_t t) {
-  std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 }  // namespace
@@ -93,7 +84,7 @@ int run_token(const std::vector<std::string>& args) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& t : *list)
       rows.push_back({{"id", t.id}, {"prefix", t.prefix}, {"team", t.team}, {"scopes", service::scopes_string(t.scopes)},
-                      {"note", t.note}, {"created", iso(t.created)}, {"revoked", t.revoked}});
+                      {"note", t.note}, {"created", cache::iso_time(t.created)}, {"revoked", t.revoked}});
     std::printf("%s\n", rows.dump(2).c_str());
     return 0;
   }
@@ -104,7 +95,7 @@ int run_token(const std::vector<std::string>& args) {
   std::printf("%-5s %-13s %-16s %-36s %-20s %-8s %s\n", "ID", "PREFIX", "TEAM", "SCOPES", "CREATED", "STATE", "NOTE");
   for (const auto& t : *list)
     std::printf("%-5lld %-13s %-16s %-36s %-20s %-8s %s\n", static_cast<long long>(t.id), t.prefix.c_str(), t.team.c_str(),
-                service::scopes_string(t.scopes).c_str(), iso(t.created).c_str(), t.revoked ? "revoked" : "active",
+                service::scopes_string(t.scopes).c_str(), cache::iso_time(t.created).c_str(), t.revoked ? "revoked" : "active",
                 t.note.c_str());
   return 0;
 }

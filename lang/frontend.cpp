@@ -1,7 +1,5 @@
 #include "lang/frontend.h"
 
-#include <fstream>
-#include <sstream>
 
 #include "lang/checker.h"
 #include "lang/parser.h"
@@ -24,12 +22,9 @@ FrontendResult compile_source(std::string name, std::string text) {
 }
 
 Expected<FrontendResult> compile_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read " + path + ": no such file or not readable");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IOError("error while reading " + path);
-  return compile_source(path, ss.str());
+  auto text = read_file(path);
+  if (!text.ok()) return text.status();
+  return compile_source(path, std::move(text).value());
 }
 
 }  // namespace mlk

@@ -1,6 +1,8 @@
 #include "lang/source.h"
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 namespace mlk {
 
@@ -29,6 +31,15 @@ std::string_view SourceFile::line_text(uint32_t line) const {
   uint32_t e = line < line_starts_.size() ? line_starts_[line] : text_.size();
   while (e > b && (text_[e - 1] == '\n' || text_[e - 1] == '\r')) --e;
   return std::string_view(text_).substr(b, e - b);
+}
+
+Expected<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError("cannot read " + path + ": no such file or not readable");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::IOError("error while reading " + path);
+  return ss.str();
 }
 
 }  // namespace mlk

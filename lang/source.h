@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "lang/status.h"
+
 namespace mlk {
 
 struct Span {
@@ -39,5 +41,9 @@ class SourceFile {
   std::string text_;
   std::vector<uint32_t> line_starts_;  // byte offset of each line's first byte
 };
+
+// The whole file at `path`, bytes as they are. IOError naming the path when
+// it cannot be read.
+Expected<std::string> read_file(const std::string& path);
 
 }  // namespace mlk

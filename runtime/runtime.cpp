@@ -1,10 +1,5 @@
 #include "runtime/runtime.h"
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -20,7 +15,6 @@
 
 namespace mlk::rt {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
@@ -29,14 +23,6 @@ std::string dims_str(const DimEnv& d) {
   std::string s;
   for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
   return s;
-}
-
-Expected<std::string> slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 Expected<std::shared_ptr<const Program>> compile_program(const std::string& name, const std::string& text) {
@@ -113,10 +99,7 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out) cons
 }
 
 Expected<std::unique_ptr<Runtime>> Runtime::Open(Options options) {
-  if (options.token.empty())
-    if (const char* t = std::getenv("MLK_TOKEN")) options.token = t;
-  if (!options.token.empty()) setenv("MLK_TOKEN", options.token.c_str(), 1);  // read by the cache client
-  auto c = service::CliCache::Open(options.cache, options.ns, "mlk runtime", /*create_if_missing=*/false);
+  auto c = service::CliCache::Open(options.cache, options.ns, "mlk runtime", /*create_if_missing=*/false, options.token);
   if (!c.ok()) return c.status();
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->opts_ = std::move(options);
@@ -129,8 +112,8 @@ Runtime::~Runtime() = default;
 const std::string& Runtime::store_path() const { return cache_->store_path(); }
 
 Expected<std::shared_ptr<const Program>> Runtime::LoadProgram(const std::string& file) {
-  auto text = slurp(file);
-  if (!text.ok()) return text.status();
+  auto text = read_file(file);
+  if (!text.ok()) return Status::NotFound(text.status().message());
   std::string id = file + "#" + sha256_hex(*text);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = programs_.find(id);

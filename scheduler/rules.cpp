@@ -120,10 +120,7 @@ void cpu_stage(const StageInfo& s, const std::map<std::string, int64_t>& k, cons
     // tiles, and the accumulators live in the result between k blocks.
     const int64_t kc = knob("kc", 0), mc = knob("mc", 0);
     std::vector<std::string> order;
-    std::string par = r > 2 ? a(0) : "mo";
-    if (r >= 4) {  // batch axes fused below
-      par = "";
-    }
+    std::string par = r >= 4 ? "" : r > 2 ? a(0) : "mo";  // "": batch axes fused below
     if (kc > 0 && mc > 0) {
       ds.push_back(D("split", {"r0", "rko", "rki"}, {kc}, 0));
       ds.push_back(D("split", {"mo", "mco", "mt"}, {mc}, 0));

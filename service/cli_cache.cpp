@@ -32,7 +32,8 @@ std::string local_mirror_path() {
 }
 
 Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value, const std::string& ns,
-                                                   const std::string& who, bool create_if_missing) {
+                                                   const std::string& who, bool create_if_missing,
+                                                   const std::string& token) {
   auto c = std::unique_ptr<CliCache>(new CliCache());
   c->who_ = who;
   c->ns_ = ns;
@@ -40,7 +41,7 @@ Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value
   if (is_remote_url(spec)) {
     RemoteOptions ro;
     ro.url = spec;
-    ro.token = env("MLK_TOKEN");
+    ro.token = token.empty() ? env("MLK_TOKEN") : token;
     ro.ns = ns == cache::kDefaultNamespace ? "" : ns;
     auto r = RemoteStore::Open(ro);
     if (!r.ok()) return r.status();
@@ -56,7 +57,7 @@ Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value
   auto s = cache::Store::Open(c->store_path_, so);
   if (!s.ok()) return s.status();
   c->store_ = std::move(*s);
-  if (c->remote_ && env("MLK_TOKEN").empty())
+  if (c->remote_ && token.empty() && env("MLK_TOKEN").empty())
     std::fprintf(stderr, "%s: note: $MLK_TOKEN is not set; the cache server %s will refuse requests\n", who.c_str(),
                  c->remote_->url().c_str());
   return c;

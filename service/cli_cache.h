@@ -25,8 +25,10 @@ class CliCache {
   // server, "default" means the token's team. `who`: the command, for
   // messages ("mlk tune"). Without a URL and with create_if_missing false, a
   // store that does not exist is not created: store() is null (a miss).
+  // `token`: the server's bearer token; "" = $MLK_TOKEN.
   static Expected<std::unique_ptr<CliCache>> Open(const std::string& flag_value, const std::string& ns,
-                                                  const std::string& who, bool create_if_missing);
+                                                  const std::string& who, bool create_if_missing,
+                                                  const std::string& token = "");
 
   cache::Store* store() { return store_.get(); }
   const std::string& store_path() const { return store_path_; }

@@ -6,27 +6,15 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "lang/sha256.h"
+#include "lang/source.h"
 #include "targets/abi.h"
 
 namespace mlk {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-
-Expected<std::string> slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return Status::IOError("cannot read " + p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 int32_t abi_dtype(DType t) {
   switch (t) {
@@ -49,13 +37,13 @@ LoadedArtifact::~LoadedArtifact() {
 }
 
 Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::Load(const std::string& dir) {
-  auto text = slurp(fs::path(dir) / "manifest.json");
+  auto text = read_file((fs::path(dir) / "manifest.json").string());
   if (!text.ok()) return text.status();
   json m = json::parse(*text, nullptr, false);
   if (m.is_discarded() || !m.is_object() || m.value("format", "") != "mlk-artifact-1")
     return Status::Corruption(dir + "/manifest.json is not an mlk artifact manifest");
   for (const auto& [name, digest] : m["files"].items()) {
-    auto bytes = slurp(fs::path(dir) / name);
+    auto bytes = read_file((fs::path(dir) / name).string());
     if (!bytes.ok()) return bytes.status();
     if (sha256_hex(*bytes) != digest.get<std::string>())
       return Status::Corruption(dir + "/" + name + " does not match the sha256 in its manifest; refusing to load it");

@@ -19,6 +19,7 @@
 #include "runtime/mlk_runtime.h"
 #include "runtime/runtime.h"
 #include "targets/detect.h"
+#include "targets/loaded_artifact.h"
 
 namespace mlk {
 namespace {
@@ -242,6 +243,16 @@ TEST_F(RuntimeTest, ADamagedArtifactIsNeverLoaded) {
   auto k = (*r)->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host"), {{"B", 2}, {"S", 4}, {"D", 64}});
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.status().code(), Status::Code::kCorruption) << k.status().message();
+}
+
+TEST(LoadedArtifactFiles, NamesThatAreNotPlainFileNamesAreRefused) {
+  for (const std::string name : {"../escape.so", "sub/lib.so", "..", ""}) {
+    auto a = LoadedArtifact::LoadFiles({{name, "bytes"}, {"manifest.json", "{}"}});
+    ASSERT_FALSE(a.ok()) << name;
+    EXPECT_EQ(a.status().code(), Status::Code::kCorruption) << name;
+    EXPECT_THAT(a.status().message(), HasSubstr("artifact file name `" + name + "` is not a plain file name"));
+  }
+  EXPECT_FALSE(fs::exists(fs::temp_directory_path() / "escape.so"));
 }
 
 TEST_F(RuntimeTest, TheCAbiReportsErrorsThroughCodesAndLastError) {
