@@ -8,9 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cache/entry_meta.h"
 #include "lang/ir_printer.h"
 #include "lang/source.h"
 #include "targets/artifact.h"
+#include "targets/loaded_artifact.h"
 #include "targets/toolchain.h"
 
 namespace mlk::tune {
@@ -32,8 +34,6 @@ cache::KeyInputs key_inputs(const ir::Module& m, const std::string& fn, const Di
   k.mlk_version = mlk_version();
   k.halide_version = halide_version();
   k.llvm_version = llvm_version();
-  auto tk = find_cuda_toolkit();
-  k.cuda_version = p.is_gpu() && tk ? tk->version : "";
   k.schedule_space_version = kScheduleSpaceVersion;
   return k;
 }
@@ -71,6 +71,44 @@ Status copy_files(const std::map<std::string, std::string>& files, const std::st
   return Status::Ok();
 }
 
+// The stored artifact itself, loaded from the very bytes that go into the
+// cache and called through its C ABI on every verification case (the ragged
+// shape and the verification shape, both input sets), compared with the
+// reference. What it checked, for the verification record; an error when
+// the artifact cannot be loaded or called, or computes something else.
+Expected<json> check_artifact(const ir::Module& m, const std::string& fn, const std::map<std::string, std::string>& files,
+                              const TuneResult& r, const TuneOptions& opts) {
+  if (!r.measured)
+    return json{{"checked", false}, {"why", "GPU profiles are not run here: nothing calls a CUDA artifact on a GPU yet"}};
+  if (r.verify_cases.empty()) return Status::Internal("tuning `" + fn + "` produced no verification cases to check its artifact on");
+  auto art = LoadedArtifact::LoadFiles(files);
+  if (!art.ok()) return Status::Internal("the built artifact of `" + fn + "` cannot be loaded: " + art.status().message());
+  const ir::Function& f = *m.find(fn);
+  ErrorStats worst;
+  json cases = json::array();
+  for (const VerifyCase& c : r.verify_cases) {
+    auto out = (*art)->Run(f, c.inputs, c.dims);
+    if (!out.ok())
+      return Status::Internal("the built artifact of `" + fn + "` failed at the " + c.name + ": " + out.status().message() +
+                              "; nothing was cached");
+    if (opts.aot_fault) opts.aot_fault(c, *out);
+    Status cmp = compare(c.reference, *out, c.tol);
+    if (!cmp.ok())
+      return Status::Internal("the built artifact of `" + fn + "` differs from the reference at the " + c.name + ": " +
+                              cmp.message() + "; the winning schedule passed under the JIT, so the AOT build is at fault; "
+                              "nothing was cached");
+    ErrorStats e = error_stats(c.reference, *out);
+    worst.max_abs = std::max(worst.max_abs, e.max_abs);
+    worst.max_rel = std::max(worst.max_rel, e.max_rel);
+    cases.push_back(c.name);
+  }
+  return json{{"checked", true},
+              {"how", "the stored library loaded with dlopen and called through its C ABI"},
+              {"cases", cases},
+              {"max_abs_error", worst.max_abs},
+              {"max_rel_error", worst.max_rel}};
+}
+
 }  // namespace
 
 Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const std::string& source,
@@ -82,16 +120,19 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
   if (store) {
     auto hit = store->get_entry(ns, o.key);
     if (hit.ok()) {
-      json meta = json::parse(hit->info.manifest.meta_json);
+      auto em = cache::parse_entry_meta(hit->info.manifest.meta_json);
+      if (!em.ok())
+        return Status::Corruption("cache entry " + o.key.substr(0, 16) + ": " + em.status().message() +
+                                  "; remove it with `mlk cache rm " + o.key.substr(0, 16) + "` and tune again");
+      json meta = json::parse(em->canonical);  // a valid JSON object: parse_entry_meta made it
       o.cached = true;
       meta["cached"] = true;
       o.json = meta.dump();
-      double speedup = meta.value("default_ms", 0.0) > 0 && meta.value("best_ms", 0.0) > 0
-                           ? meta["default_ms"].get<double>() / meta["best_ms"].get<double>() : 0;
+      const double best = em->best_ms.value_or(0), dflt = em->default_ms.value_or(0);
+      double speedup = dflt > 0 && best > 0 ? dflt / best : 0;
       o.summary_line = label + ": cached: tuned on " + hit->info.manifest.provenance.host + " at " +
                        when(hit->info.manifest.provenance.time) + ", " + fmt(speedup) + "x over default schedule (" +
-                       fmt(meta.value("best_ms", 0.0)) + " ms" + (meta.value("measured", true) ? "" : ", estimated") +
-                       "), key " + o.key.substr(0, 16);
+                       fmt(best) + " ms" + (em->measured ? "" : ", estimated") + "), key " + o.key.substr(0, 16);
       if (!out_dir.empty()) MLK_RETURN_IF_ERROR(copy_files(hit->files, out_dir));
       return o;
     }
@@ -107,7 +148,7 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
   // Build the winner as `mlk build` would.
   fs::path art = fs::path(work_dir) / (o.key + ".artifact");
   fs::remove_all(art, ec);
-  BuildRequest req{&m, fn, source, p, dims, r->best, art.string()};
+  BuildRequest req{&m, fn, source, p, dims, r->best, art.string(), r->verification_json};
   auto built = build_artifact(req);
   if (!built.ok()) return Status::Internal("the winning schedule did not build: " + built.status().message());
   std::map<std::string, std::string> files;
@@ -117,6 +158,16 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
     files[f] = *bytes;
   }
   files["manifest.json"] = built->manifest_json;
+  // The artifact as stored must compute what the reference does before it is
+  // stored; the manifest then records that it did.
+  auto aot = check_artifact(m, fn, files, *r, opts);
+  if (!aot.ok()) return aot.status();
+  json verification = json::parse(r->verification_json, nullptr, false);
+  if (!verification.is_object()) verification = json::object();
+  verification["aot_artifact"] = *aot;
+  json manifest = json::parse(built->manifest_json);
+  manifest["verification"] = verification;
+  files["manifest.json"] = manifest.dump(2);
   files["schedule.json"] = r->best.to_json();
   auto log = read_file(opts.log_path);
   if (log.ok()) files["tuning_log.jsonl"] = *log;
@@ -137,6 +188,7 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
                   {"key", o.key},
                   {"measured", r->measured},
                   {"verified_against", r->reference},
+                  {"verification", verification},
                   {"cached", false},
                   {"schedule_hash", r->best.hash()}};
   o.json = summary.dump();

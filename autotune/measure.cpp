@@ -6,7 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "scheduler/kernel.h"
@@ -33,17 +38,38 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// Runs in the worker: everything that may crash or hang.
-json work(const MeasureSetup& s, const Schedule& sched) {
+void write_all(int fd, const std::string& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    off += static_cast<size_t>(n);
+  }
+}
+
+// Runs in the worker: everything that may crash or hang. Writes one line
+// {"compiled": true, "compile_ms": ...} on `fd` as soon as the candidate
+// compiled; returns the result, which the caller writes after it.
+json work(const MeasureSetup& s, const Schedule& sched, int fd) {
   auto t0 = Clock::now();
+  if (s.compile_fault) s.compile_fault(sched);
   auto k = Kernel::CompileJit(*s.module, s.fn, s.target, &sched, s.dims);
-  if (!k.ok()) return {{"verdict", "error"}, {"detail", k.status().message()}};
   double compile_ms = ms_since(t0);
-  auto out = (*k)->Run(s.verify_inputs, s.verify_dims);
-  if (!out.ok()) return {{"verdict", "error"}, {"detail", out.status().message()}, {"compile_ms", compile_ms}};
-  if (s.fault) s.fault(sched, *out);
-  Status cmp = compare(s.reference, *out, s.tol);
-  if (!cmp.ok()) return {{"verdict", "wrong"}, {"detail", cmp.message()}, {"compile_ms", compile_ms}};
+  write_all(fd, json{{"compiled", true}, {"compile_ms", compile_ms}}.dump() + "\n");
+  if (!k.ok()) return {{"verdict", "error"}, {"detail", k.status().message()}, {"compile_ms", compile_ms}};
+  ErrorStats worst;
+  for (const VerifyCase& c : s.verify) {
+    auto out = (*k)->Run(c.inputs, c.dims);
+    if (!out.ok())
+      return {{"verdict", "error"}, {"detail", c.name + ": " + out.status().message()}, {"compile_ms", compile_ms}};
+    if (s.fault) s.fault(sched, c, *out);
+    Status cmp = compare(c.reference, *out, c.tol);
+    if (!cmp.ok()) return {{"verdict", "wrong"}, {"detail", c.name + ": " + cmp.message()}, {"compile_ms", compile_ms}};
+    ErrorStats e = error_stats(c.reference, *out);
+    worst.max_abs = std::max(worst.max_abs, e.max_abs);
+    worst.max_rel = std::max(worst.max_rel, e.max_rel);
+  }
   // Warm-up, then timed runs rotating over the input sets, into one output
   // buffer (the kernel is timed, not the allocator).
   HostTensor result;
@@ -61,10 +87,31 @@ json work(const MeasureSetup& s, const Schedule& sched) {
     if (s.cutoff_ms > 0 && times.size() == 1 && ms > s.cutoff_ms) break;
     if (static_cast<int>(times.size()) >= s.min_reps && ms_since(start) >= s.min_time_s * 1000) break;
   }
-  return {{"verdict", "ok"}, {"compile_ms", compile_ms}, {"times_ms", times}};
+  return {{"verdict", "ok"},       {"compile_ms", compile_ms},       {"times_ms", times},
+          {"max_abs_error", worst.max_abs}, {"max_rel_error", worst.max_rel}};
 }
 
 }  // namespace
+
+std::string seconds_str(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", s);
+  return b;
+}
+
+ErrorStats error_stats(const HostTensor& expected, const HostTensor& actual) {
+  ErrorStats e;
+  if (expected.dtype != actual.dtype || expected.shape != actual.shape) return e;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    double x = expected.get(i), y = actual.get(i);
+    if ((std::isnan(x) && std::isnan(y)) || (std::isinf(x) && x == y)) continue;
+    double d = std::fabs(y - x);
+    if (std::isnan(d)) d = std::numeric_limits<double>::infinity();
+    e.max_abs = std::max(e.max_abs, d);
+    if (x != 0) e.max_rel = std::max(e.max_rel, d / std::fabs(x));
+  }
+  return e;
+}
 
 Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
   Measurement m;
@@ -85,23 +132,25 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
     close(fds[0]);
     std::string bytes;
     try {
-      bytes = work(setup, schedule).dump();
+      bytes = work(setup, schedule, fds[1]).dump();
     } catch (const std::exception& e) {
       bytes = json{{"verdict", "crash"}, {"detail", std::string("exception: ") + e.what()}}.dump();
     }
-    size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = write(fds[1], bytes.data() + off, bytes.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
+    write_all(fds[1], bytes);
     _exit(0);
   }
   close(fds[1]);
   std::string buf;
-  auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(setup.timeout_s * 1000));
-  bool timed_out = false;
+  auto limit = [](double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); };
+  // The compile limit runs until the worker's first line (it compiled), the
+  // run limit from then on.
+  auto deadline = Clock::now() + limit(setup.compile_timeout_s);
+  bool compiled = false, timed_out = false;
   for (;;) {
+    if (!compiled && buf.find('\n') != std::string::npos) {
+      compiled = true;
+      deadline = Clock::now() + limit(setup.run_timeout_s);
+    }
     int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
     if (left <= 0) {
       timed_out = true;
@@ -120,15 +169,24 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
   if (timed_out) kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
+  // The first line, when there is one, says that (and how fast) it compiled.
+  size_t nl = buf.find('\n');
+  if (nl != std::string::npos) {
+    json first = json::parse(buf.substr(0, nl), nullptr, false);
+    if (!first.is_discarded() && first.is_object()) m.compile_ms = first.value("compile_ms", 0.0);
+    buf.erase(0, nl + 1);
+  }
   if (timed_out) {
     m.verdict = Measurement::Verdict::kTimeout;
-    m.detail = "killed after " + std::to_string(setup.timeout_s) + " s";
+    m.detail = compiled ? "run took longer than " + seconds_str(setup.run_timeout_s) + " s"
+                        : "compile took longer than " + seconds_str(setup.compile_timeout_s) + " s";
     return m;
   }
   if (WIFSIGNALED(status) || buf.empty()) {
     m.verdict = Measurement::Verdict::kCrash;
     m.detail = WIFSIGNALED(status) ? std::string("worker died with signal ") + strsignal(WTERMSIG(status))
                                    : "worker exited without a result";
+    if (!compiled) m.detail += " while compiling";
     return m;
   }
   json j = json::parse(buf, nullptr, false);
@@ -141,8 +199,10 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
   m.verdict = v == "ok" ? Measurement::Verdict::kOk : v == "wrong" ? Measurement::Verdict::kWrong
               : v == "crash" ? Measurement::Verdict::kCrash : Measurement::Verdict::kError;
   m.detail = j.value("detail", "");
-  m.compile_ms = j.value("compile_ms", 0.0);
+  m.compile_ms = j.value("compile_ms", m.compile_ms);
   m.times_ms = j.value("times_ms", std::vector<double>{});
+  m.max_abs_error = j.value("max_abs_error", 0.0);
+  m.max_rel_error = j.value("max_rel_error", 0.0);
   if (!m.times_ms.empty()) {
     std::vector<double> t = m.times_ms;
     std::sort(t.begin(), t.end());

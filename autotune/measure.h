@@ -1,10 +1,14 @@
 // Measuring one candidate schedule in an isolated worker process.
 //
 // The worker (a fork of the tuner) compiles the candidate with Halide's JIT,
-// checks its output against the reference on the verification inputs, then
+// tells the parent that compilation finished (a first line on the pipe),
+// checks its output against the reference on every verification case, then
 // times it on the tuning inputs (warm-up, repetitions, median), rotating
-// between input sets so that caches do not flatter. A worker that crashes or
-// hangs past the timeout is killed and costs one trial, not the run.
+// between input sets so that caches do not flatter. Two limits apply: the
+// compile limit from the fork until the worker reports that it compiled
+// (this covers an autoscheduler's run), the run limit from then on
+// (verification and timing). A worker that crashes or passes a limit is
+// killed and costs one trial, not the run.
 #pragma once
 
 #include <functional>
@@ -23,13 +27,36 @@ struct Measurement {
   enum class Verdict { kOk, kWrong, kCrash, kTimeout, kError };
   Verdict verdict = Verdict::kError;
   std::string detail;            // what went wrong, or the comparison summary
-  double compile_ms = 0;
+  double compile_ms = 0;         // 0 when the worker never reported it compiled
   double median_ms = 0;
   std::vector<double> times_ms;  // every timed run
+  // Over all verification cases (set when every case passed): the largest
+  // |actual - expected| and |actual - expected| / |expected| (expected != 0);
+  // elements where both are NaN or the same infinity count as 0.
+  double max_abs_error = 0, max_rel_error = 0;
   bool ok() const { return verdict == Verdict::kOk; }
 };
 
 const char* verdict_name(Measurement::Verdict v);
+
+// One verification case: inputs at a shape and the reference interpreter's
+// output for them, compared with `tol`.
+struct VerifyCase {
+  std::string name;  // "verification shape, set 0", "ragged shape, set 1", ...
+  std::string shape; // "verification" or "ragged"
+  int set = 0;       // which input set (0, 1)
+  DimEnv dims;
+  std::vector<HostTensor> inputs;
+  HostTensor reference;
+  Tolerance tol;
+};
+
+struct ErrorStats {
+  double max_abs = 0, max_rel = 0;
+};
+// The largest absolute and relative differences between `expected` and
+// `actual` (same dtype and shape; see Measurement::max_abs_error).
+ErrorStats error_stats(const HostTensor& expected, const HostTensor& actual);
 
 struct MeasureSetup {
   const ir::Module* module = nullptr;
@@ -37,22 +64,31 @@ struct MeasureSetup {
   std::string target = "host";                  // Halide target the worker JITs for
   DimEnv dims;                                  // tuning shape
   std::vector<std::vector<HostTensor>> timing;  // input sets at the tuning shape
-  DimEnv verify_dims;                           // verification shape (often smaller)
-  std::vector<HostTensor> verify_inputs;
-  HostTensor reference;                         // interpreter output on verify_inputs
-  Tolerance tol;
-  double timeout_s = 60;
+  std::vector<VerifyCase> verify;               // every one must pass
+  // Seconds from the fork until the worker reports that the candidate
+  // compiled (JIT compile, autoscheduler included), and from then until it
+  // sends its result. Passing either is a `timeout` whose detail names it:
+  // "compile took longer than 60 s" / "run took longer than 60 s".
+  double compile_timeout_s = 60;
+  double run_timeout_s = 60;
   double min_time_s = 0.2;                      // time spent in timed runs, at least
   int min_reps = 5, max_reps = 50;
   // > 0: a candidate whose first timed run takes longer than this is timed
   // once, not min_reps times: it cannot win, and slow candidates would eat
   // the budget (the tuner passes a multiple of the best time so far).
   double cutoff_ms = 0;
-  // Test seam, called in the worker with the candidate's verification output
-  // before it is compared: it may crash, hang or corrupt the output.
-  std::function<void(const Schedule&, HostTensor&)> fault;
+  // Test seam, called in the worker with the candidate's output for each
+  // verification case before it is compared: it may crash, hang or corrupt
+  // the output.
+  std::function<void(const Schedule&, const VerifyCase&, HostTensor&)> fault;
+  // Test seam, called in the worker before the candidate is compiled (so in
+  // the compile phase): it may crash or hang.
+  std::function<void(const Schedule&)> compile_fault;
 };
 
 Measurement measure(const MeasureSetup& setup, const Schedule& schedule);
+
+// "60" or "2.5": seconds as the timeout details print them.
+std::string seconds_str(double s);
 
 }  // namespace mlk::tune

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -17,6 +19,7 @@
 #include "lang/ir_printer.h"
 #include "scheduler/kernel.h"
 #include "targets/artifact.h"
+#include "lang/memory_budget.h"
 #include "targets/detect.h"
 #include "targets/toolchain.h"
 
@@ -29,25 +32,235 @@ namespace {
 
 // --- inputs ------------------------------------------------------------------
 
-HostTensor random_input(const ir::Param& p, const DimEnv& env, std::mt19937_64& rng) {
+// Float inputs: a random sign and a magnitude 10^u, u uniform in
+// [kFloatLog10Min, kFloatLog10Max], i.e. from 1e-3 to 4, log-uniform, so that
+// small and large values, both signs, mix in every tensor. Why these bounds:
+// 1e-3 keeps F16 and BF16 values normal (F16's smallest normal is 6.1e-5), so
+// they compare within their tolerances; 4 keeps every function's math far
+// from F32 (and F16: 65504) overflow where the double-precision reasoning of
+// the reference would not overflow: exp(4) = 55, x^3 = 64, a sum of K
+// products at most 16 K. It also bounds how much an exp amplifies rounding:
+// a softmax over scores that are dot products of such values (attention)
+// sees exp(score) with scores of order 10-100, whose F32 rounding (~1e-7
+// relative) moves the result well within rtol 1e-4; at 10 and above that no
+// longer holds for D = 64 heads with a scale of 10.
+constexpr double kFloatLog10Min = -3;
+const double kFloatLog10Max = std::log10(4.0);
+
+// How the values of one parameter are drawn (recorded in the verification
+// record of the manifest).
+struct InputRange {
+  enum class Kind { kFloat, kInt, kIndex, kBool };
+  Kind kind = Kind::kFloat;
+  double lo = 0, hi = 0;  // integers: [lo, hi]; floats: magnitudes [lo, hi]
+  std::string why;
+};
+
+// What a function does with its parameters: which integer params feed a
+// gather's index (through views only: reshape, transpose, broadcast, slice,
+// concat, repeat_interleave, where, integer casts; in callees too), and over
+// which extent; which integer params reach integer arithmetic.
+class ParamUses {
+ public:
+  ParamUses(const ir::Module& m, const ir::Function& f, const DimEnv& env) : m_(m), index_extent_(f.params.size(), -1),
+                                                                             arith_(f.params.size(), false) {
+    auto top = std::make_unique<Ctx>();
+    top->f = &f;
+    top->env = env;
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      top->deps.push_back({static_cast<int>(i)});
+      top->views.push_back({static_cast<int>(i)});
+    }
+    params_ = &f.params;
+    deps(*top, f.body);
+  }
+  // The smallest extent of a gathered axis the param indexes; -1: none.
+  int64_t index_extent(size_t p) const { return index_extent_[p]; }
+  bool integer_arithmetic(size_t p) const { return arith_[p]; }
+
+ private:
+  struct Ctx {
+    const ir::Function* f = nullptr;
+    DimEnv env;
+    std::vector<std::set<int>> deps, views;  // per param of f: the top-level params it derives from / is a view of
+    std::map<const ir::Node*, std::set<int>> dmemo, vmemo;
+    std::map<const ir::Node*, std::unique_ptr<Ctx>> callees;
+  };
+
+  Ctx& callee(Ctx& c, const ir::Node& n) {
+    auto it = c.callees.find(&n);
+    if (it != c.callees.end()) return *it->second;
+    auto k = std::make_unique<Ctx>();
+    k->f = m_.find(n.callee);
+    if (k->f) {
+      for (size_t i = 0; i < k->f->dim_vars.size() && i < n.dims.size(); ++i)
+        if (auto v = n.dims[i].eval(c.env)) k->env[k->f->dim_vars[i]] = *v;
+      for (const auto& o : n.operands) {
+        k->deps.push_back(deps(c, o));
+        k->views.push_back(views(c, o));
+      }
+    }
+    return *(c.callees[&n] = std::move(k));
+  }
+
+  static bool int_arith_op(ir::Op op) {
+    using ir::Op;
+    switch (op) {
+      case Op::kNeg: case Op::kAbs: case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv:
+      case Op::kSum: case Op::kMean: case Op::kMatmul: case Op::kPow: return true;
+      default: return false;
+    }
+  }
+
+  // Every node is visited once per context; gathers and integer arithmetic
+  // are noted on the way.
+  std::set<int> deps(Ctx& c, const ir::NodeRef& n) {
+    auto it = c.dmemo.find(n.get());
+    if (it != c.dmemo.end()) return it->second;
+    std::set<int> out;
+    if (n->op == ir::Op::kParam) {
+      if (n->index >= 0 && static_cast<size_t>(n->index) < c.deps.size()) out = c.deps[n->index];
+    } else if (n->op == ir::Op::kCall) {
+      Ctx& k = callee(c, *n);
+      if (k.f) out = deps(k, k.f->body);
+    } else {
+      std::set<int> operand_deps;
+      for (const auto& o : n->operands) {
+        auto d = deps(c, o);
+        operand_deps.insert(d.begin(), d.end());
+      }
+      out = operand_deps;
+      if (is_integer(n->type.dtype) && int_arith_op(n->op))
+        for (int p : operand_deps)
+          if (is_integer((*params_)[p].type.dtype)) arith_[p] = true;
+      if (n->op == ir::Op::kGather && n->operands.size() == 2 && !n->ints.empty()) {
+        const Shape& ts = n->operands[0]->type.shape;
+        int64_t axis = n->ints[0] < 0 ? n->ints[0] + static_cast<int64_t>(ts.size()) : n->ints[0];
+        if (axis >= 0 && axis < static_cast<int64_t>(ts.size()))
+          if (auto v = ts[axis].eval(c.env))
+            for (int p : views(c, n->operands[1]))
+              if (index_extent_[p] < 0 || *v < index_extent_[p]) index_extent_[p] = *v;
+      }
+    }
+    return c.dmemo[n.get()] = out;
+  }
+
+  std::set<int> views(Ctx& c, const ir::NodeRef& n) {
+    auto it = c.vmemo.find(n.get());
+    if (it != c.vmemo.end()) return it->second;
+    using ir::Op;
+    std::set<int> out;
+    auto add = [&](const ir::NodeRef& o) {
+      auto v = views(c, o);
+      out.insert(v.begin(), v.end());
+    };
+    switch (n->op) {
+      case Op::kParam:
+        if (n->index >= 0 && static_cast<size_t>(n->index) < c.views.size()) out = c.views[n->index];
+        break;
+      case Op::kReshape: case Op::kTranspose: case Op::kBroadcast: case Op::kSlice: case Op::kRepeatInterleave:
+        if (!n->operands.empty()) add(n->operands[0]);
+        break;
+      case Op::kCast:
+        if (is_integer(n->type.dtype) && !n->operands.empty()) add(n->operands[0]);
+        break;
+      case Op::kConcat:
+        for (const auto& o : n->operands) add(o);
+        break;
+      case Op::kWhere:
+        for (size_t i = 1; i < n->operands.size(); ++i) add(n->operands[i]);
+        break;
+      case Op::kCall: {
+        Ctx& k = callee(c, *n);
+        if (k.f) out = views(k, k.f->body);
+        break;
+      }
+      default: break;
+    }
+    return c.vmemo[n.get()] = out;
+  }
+
+  const ir::Module& m_;
+  const std::vector<ir::Param>* params_ = nullptr;
+  std::vector<int64_t> index_extent_;
+  std::vector<bool> arith_;
+};
+
+// The range of every parameter at shape `env`:
+// - floats: see kFloatLog10Min;
+// - a gather index: the whole table, [0, V - 1] (V the smallest gathered
+//   extent it indexes), since anything else is a run-time error;
+// - integers that reach integer arithmetic: I8, I16 and U8 over their whole
+//   range (8- and 16-bit arithmetic wraps in Halide as in the reference);
+//   I32 within +-2^10 and I64 within +-2^20, since Halide assumes that 32-
+//   and 64-bit signed arithmetic does not overflow: a product of two such
+//   values summed over up to 2^10 (I32) or 2^22 (I64) terms still fits;
+// - other integers (compared, cast, selected): the whole range, I64 within
+//   +-2^53 (what the double-valued tensor API holds exactly);
+// - Bool: both values.
+std::vector<InputRange> input_ranges(const ir::Module& m, const ir::Function& f, const DimEnv& env) {
+  ParamUses uses(m, f, env);
+  std::vector<InputRange> out;
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    DType dt = f.params[i].type.dtype;
+    InputRange r;
+    if (dt == DType::Bool) {
+      r = {InputRange::Kind::kBool, 0, 1, "both values"};
+    } else if (is_float(dt)) {
+      r = {InputRange::Kind::kFloat, std::pow(10.0, kFloatLog10Min), std::pow(10.0, kFloatLog10Max),
+           "random sign, magnitude log-uniform"};
+    } else if (uses.index_extent(i) >= 0) {
+      r = {InputRange::Kind::kIndex, 0, static_cast<double>(std::max<int64_t>(uses.index_extent(i), 1) - 1),
+           "gather index: the whole gathered axis"};
+    } else {
+      r.kind = InputRange::Kind::kInt;
+      bool arith = uses.integer_arithmetic(i);
+      switch (dt) {
+        case DType::I8: r.lo = -128, r.hi = 127; break;
+        case DType::I16: r.lo = -32768, r.hi = 32767; break;
+        case DType::U8: r.lo = 0, r.hi = 255; break;
+        case DType::I32: r.lo = arith ? -1024 : -2147483648.0, r.hi = arith ? 1024 : 2147483647.0; break;
+        default: r.lo = arith ? -1048576.0 : -9007199254740992.0, r.hi = arith ? 1048576.0 : 9007199254740992.0; break;
+      }
+      r.why = arith && (dt == DType::I32 || dt == DType::I64) ? "integer arithmetic: bounded so that it cannot overflow"
+                                                              : "the whole range";
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+HostTensor random_input(const ir::Param& p, const InputRange& r, const DimEnv& env, std::mt19937_64& rng) {
   std::vector<int64_t> shape;
   for (const Dim& d : p.type.shape) shape.push_back(*d.eval(env));
   HostTensor t(p.type.dtype, shape);
-  std::uniform_real_distribution<double> u(-1, 1);
+  std::uniform_real_distribution<double> u(kFloatLog10Min, kFloatLog10Max);
+  std::uniform_int_distribution<int64_t> iu(static_cast<int64_t>(r.lo), static_cast<int64_t>(r.hi));
   for (int64_t i = 0; i < t.numel(); ++i) {
-    DType dt = p.type.dtype;
-    // Integer inputs are small and non-negative so that they are valid indices
-    // for a gather over any dimension of at least 2.
-    t.set(i, dt == DType::Bool ? static_cast<double>(rng() % 2) : is_integer(dt) ? static_cast<double>(rng() % 2) : u(rng));
+    if (r.kind == InputRange::Kind::kFloat) {
+      double mag = std::pow(10.0, u(rng));
+      t.set(i, (rng() & 1) ? -mag : mag);
+    } else {
+      t.set(i, static_cast<double>(iu(rng)));
+    }
   }
   return t;
 }
 
-// The shape candidates are verified at: the tuning shape itself (the cached
-// artifact is for that shape), unless the interpreter would need more than
-// ~1e10 element-steps there; then a smaller shape with every dimension
-// capped, odd remainders kept and refinements still satisfied.
-DimEnv verification_dims(const ir::Function& f, const DimEnv& dims, const std::vector<StageInfo>& stages) {
+json range_json(const ir::Param& p, const InputRange& r) {
+  static const char* kinds[] = {"float", "integer", "gather_index", "bool"};
+  json j = {{"param", p.name}, {"dtype", dtype_name(p.type.dtype)}, {"kind", kinds[static_cast<int>(r.kind)]},
+            {"why", r.why}};
+  if (r.kind == InputRange::Kind::kFloat) {
+    j["magnitude"] = {r.lo, r.hi};
+    j["sign"] = "random";
+  } else {
+    j["range"] = {static_cast<int64_t>(r.lo), static_cast<int64_t>(r.hi)};
+  }
+  return j;
+}
+
+double interpreter_cost(const std::vector<StageInfo>& stages) {
   double cost = 0;
   for (const auto& s : stages) {
     double c = 1;
@@ -55,20 +268,80 @@ DimEnv verification_dims(const ir::Function& f, const DimEnv& dims, const std::v
     for (int64_t e : s.rextents) c *= std::max<int64_t>(1, e);
     cost += c;
   }
-  if (cost <= 1e10) return dims;
+  return cost;
+}
+
+// Whether `env` is a valid shape of `f`: every parameter and result extent
+// evaluates to at least 1 and every refinement holds.
+bool valid_shape(const ir::Function& f, const DimEnv& env) {
+  for (const Pred& r : f.refinements) {
+    auto ok = r.eval(env);
+    if (!ok || !*ok) return false;
+  }
+  auto shape_ok = [&](const Shape& s) {
+    for (const Dim& d : s) {
+      auto v = d.eval(env);
+      if (!v || *v < 1) return false;
+    }
+    return true;
+  };
+  for (const auto& p : f.params)
+    if (!shape_ok(p.type.shape)) return false;
+  return shape_ok(f.result_type.shape);
+}
+
+// The shape candidates are verified at: the tuning shape itself (the cached
+// artifact is for that shape), unless the interpreter would need more than
+// ~1e10 element-steps there; then a smaller shape with every dimension
+// capped, odd remainders kept and refinements still satisfied.
+DimEnv verification_dims(const ir::Function& f, const DimEnv& dims, const std::vector<StageInfo>& stages) {
+  if (interpreter_cost(stages) <= 1e10) return dims;
   DimEnv small = dims;
   for (auto& [k, v] : small)
     if (v > 64) v = 48 + v % 16;
-  for (const Pred& r : f.refinements) {
-    auto ok = r.eval(small);
-    if (!ok || !*ok) return dims;
-  }
-  for (const auto& p : f.params)
-    for (const Dim& d : p.type.shape) {
-      auto v = d.eval(small);
-      if (!v || *v < 1) return dims;
+  return valid_shape(f, small) ? small : dims;
+}
+
+// The second verification shape, with ragged tails: each dimension, in turn,
+// takes the first of the candidate extents below that keeps the shape valid
+// (refinements such as `D mod H = 0` included) and is at most max(its
+// verification extent, 7), so that the interpreter's work does not grow.
+// The candidates are odd (a vectorised or tiled loop has a tail, and below a
+// vector width only a tail), then odd multiples of small powers of two for
+// dimensions a refinement makes even. Dimensions of 1 or 2 stay as they are,
+// and so does one no candidate fits. nullopt when no dimension changed.
+std::optional<DimEnv> ragged_dims(const ir::Function& f, const DimEnv& base) {
+  std::vector<int64_t> candidates = {129, 67, 37, 7, 5, 3};
+  for (int64_t k : {2, 4, 8, 16, 32, 64})
+    for (int64_t odd : {7, 5, 3}) candidates.push_back(k * odd);
+  DimEnv env = base;
+  bool changed = false;
+  for (auto& [name, v] : env) {
+    const int64_t orig = v;
+    if (orig <= 2) continue;
+    for (int64_t c : candidates) {
+      if (c > std::max<int64_t>(orig, 7)) continue;
+      v = c;
+      if (valid_shape(f, env)) break;
+      v = orig;
     }
-  return small;
+    changed = changed || v != orig;
+  }
+  if (!changed) return std::nullopt;
+  return env;
+}
+
+std::string dims_text(const DimEnv& d) {
+  std::string s;
+  for (const auto& [k, v] : d) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
+  return s;
+}
+
+bool has_nan(const HostTensor& t) {
+  if (!is_float(t.dtype)) return false;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (std::isnan(t.get(i))) return true;
+  return false;
 }
 
 std::string knobs_json(const Knobs& k) { return json(k).dump(); }
@@ -85,6 +358,8 @@ json trial_json(const Trial& t) {
           {"verdict", verdict_name(t.m.verdict)},
           {"detail", t.m.detail},
           {"compile_ms", t.m.compile_ms},
+          {"max_abs_error", t.m.max_abs_error},
+          {"max_rel_error", t.m.max_rel_error},
           {"median_ms", t.m.median_ms},
           {"times_ms", t.m.times_ms}};
 }
@@ -150,6 +425,8 @@ Expected<std::map<std::string, Trial>> read_log(const std::string& path, const j
     t.m.verdict = parse_verdict(j.value("verdict", "error"));
     t.m.detail = j.value("detail", "");
     t.m.compile_ms = j.value("compile_ms", 0.0);
+    t.m.max_abs_error = j.value("max_abs_error", 0.0);
+    t.m.max_rel_error = j.value("max_rel_error", 0.0);
     t.m.median_ms = j.value("median_ms", 0.0);
     t.m.times_ms = j.value("times_ms", std::vector<double>{});
     out[t.schedule.hash()] = t;
@@ -168,13 +445,15 @@ class Search {
 
   Status prepare_measurement() {
     const ir::Function& f = *m_.find(fn_);
-    std::mt19937_64 data_rng(o_.seed ^ 0x9e3779b97f4a7c15ULL);
+    data_seed_ = o_.seed ^ 0x9e3779b97f4a7c15ULL;
+    std::mt19937_64 data_rng(data_seed_);
     setup_.module = &m_;
     setup_.fn = fn_;
     setup_.target = p_.halide_target;
     setup_.dims = dims_;
-    setup_.timeout_s = o_.timeout_s;
+    setup_.run_timeout_s = o_.run_timeout_s;
     setup_.fault = o_.fault;
+    setup_.compile_fault = o_.compile_fault;
     // Input sets rotated between timed runs, as many as fit in ~256 MiB.
     int64_t bytes = 0;
     for (const auto& p : f.params) {
@@ -183,33 +462,115 @@ class Search {
       bytes += n * dtype_bits(p.type.dtype) / 8;
     }
     int sets = static_cast<int>(std::clamp<int64_t>((256LL << 20) / std::max<int64_t>(bytes, 1), 1, 3));
+    const std::vector<InputRange> tuning_ranges = input_ranges(m_, f, dims_);
     for (int s = 0; s < sets; ++s) {
       std::vector<HostTensor> in;
-      for (const auto& p : f.params) in.push_back(random_input(p, dims_, data_rng));
+      for (size_t i = 0; i < f.params.size(); ++i) in.push_back(random_input(f.params[i], tuning_ranges[i], dims_, data_rng));
       setup_.timing.push_back(std::move(in));
     }
-    setup_.verify_dims = verification_dims(f, dims_, stages_);
-    for (const auto& p : f.params) setup_.verify_inputs.push_back(random_input(p, setup_.verify_dims, data_rng));
-    auto ref = interpret(m_, fn_, setup_.verify_inputs, setup_.verify_dims);
-    if (!ref.ok()) return Status::InvalidArgument("the reference interpreter failed on random inputs: " + ref.status().message());
-    setup_.reference = *ref;
     int64_t red = 1;
     for (const auto& s : stages_)
       for (int64_t e : s.rextents) red = std::max(red, e);
-    setup_.tol = tolerance_for(f.result_type.dtype, red);
-    // Rounding errors of a dot product scale with the magnitude of its terms,
-    // which for random data is the typical magnitude of the results: the
-    // absolute tolerance is relative to the reference's RMS when that exceeds
-    // 1 (chained matmuls, as in `mlp`, produce results in the hundreds).
-    if (is_float(f.result_type.dtype) && setup_.reference.numel() > 0) {
-      double sq = 0;
-      for (int64_t i = 0; i < setup_.reference.numel(); ++i) sq += setup_.reference.get(i) * setup_.reference.get(i);
-      const double rms = std::sqrt(sq / static_cast<double>(setup_.reference.numel()));
-      if (std::isfinite(rms) && rms > 1) setup_.tol.atol *= rms;
+    const Tolerance base_tol = tolerance_for(f.result_type.dtype, red);
+    // The verification shape (the tuning shape, or a capped one) and the
+    // ragged one, each with two independent input sets.
+    std::vector<std::pair<std::string, DimEnv>> shapes = {{"verification", verification_dims(f, dims_, stages_)}};
+    std::string ragged_note;
+    if (auto rg = ragged_dims(f, shapes[0].second)) {
+      auto st = stage_infos_for(m_, fn_, *rg);
+      if (st.ok() && interpreter_cost(*st) <= 1e10) shapes.push_back({"ragged", *rg});
+      else ragged_note = "the ragged shape would cost the interpreter too much";
+    } else {
+      ragged_note = "no dimension could be made ragged within the refinements";
     }
-    reference_ = "reference interpreter on fresh random inputs at ";
-    for (const auto& [k, v] : setup_.verify_dims) reference_ += k + "=" + std::to_string(v) + " ";
+    json shapes_j = json::array(), cases_j = json::array();
+    for (const auto& [shape_name, env] : shapes) {
+      std::vector<InputRange> ranges = input_ranges(m_, f, env);
+      json ranges_j = json::array();
+      for (size_t i = 0; i < f.params.size(); ++i) ranges_j.push_back(range_json(f.params[i], ranges[i]));
+      shapes_j.push_back({{"name", shape_name}, {"dims", env}, {"params", ranges_j}});
+      for (int set = 0; set < 2; ++set) {
+        VerifyCase c;
+        c.shape = shape_name;
+        c.set = set;
+        c.name = shape_name + " shape [" + dims_text(env) + "], input set " + std::to_string(set);
+        c.dims = env;
+        for (size_t i = 0; i < f.params.size(); ++i) c.inputs.push_back(random_input(f.params[i], ranges[i], env, data_rng));
+        auto ref = interpret(m_, fn_, c.inputs, env);
+        if (!ref.ok())
+          return Status::InvalidArgument("the reference interpreter failed on random inputs at the " + c.name + ": " +
+                                         ref.status().message());
+        // Negative values outside a function's domain (the `eps` of an
+        // rmsnorm under an rsqrt) make results NaN, and a NaN reference
+        // checks little: float params are made non-negative, smallest first,
+        // until the reference has no NaN.
+        json non_negative = json::array();
+        if (has_nan(*ref)) {
+          std::vector<size_t> order;
+          for (size_t i = 0; i < f.params.size(); ++i)
+            if (ranges[i].kind == InputRange::Kind::kFloat) order.push_back(i);
+          std::stable_sort(order.begin(), order.end(),
+                           [&](size_t a, size_t b) { return c.inputs[a].numel() < c.inputs[b].numel(); });
+          for (size_t i : order) {
+            HostTensor& t = c.inputs[i];
+            for (int64_t e = 0; e < t.numel(); ++e) t.set(e, std::fabs(t.get(e)));
+            non_negative.push_back(f.params[i].name);
+            auto again = interpret(m_, fn_, c.inputs, env);
+            if (!again.ok())
+              return Status::InvalidArgument("the reference interpreter failed on random inputs at the " + c.name +
+                                             ": " + again.status().message());
+            ref = std::move(again);
+            if (!has_nan(*ref)) break;
+          }
+        }
+        c.reference = *ref;
+        c.tol = base_tol;
+        // Rounding errors of a dot product scale with the magnitude of its
+        // terms, which for random data is the typical magnitude of the
+        // results: the absolute tolerance is relative to the reference's RMS
+        // when that exceeds 1 (chained matmuls, as in `mlp`, produce results
+        // in the hundreds). NaN and infinite elements are left out of it.
+        if (is_float(f.result_type.dtype) && c.reference.numel() > 0) {
+          double sq = 0;
+          int64_t n = 0;
+          for (int64_t i = 0; i < c.reference.numel(); ++i) {
+            double v = c.reference.get(i);
+            if (!std::isfinite(v)) continue;
+            sq += v * v;
+            ++n;
+          }
+          const double rms = n ? std::sqrt(sq / static_cast<double>(n)) : 0;
+          if (std::isfinite(rms) && rms > 1) c.tol.atol *= rms;
+        }
+        cases_j.push_back({{"shape", shape_name}, {"input_set", set}, {"dims", env},
+                           {"tolerance", {{"rtol", c.tol.rtol}, {"atol", c.tol.atol}}},
+                           {"made_non_negative", non_negative}});
+        setup_.verify.push_back(std::move(c));
+      }
+    }
+    verification_ = {
+        {"reference", "the reference interpreter (lang/interpreter.cpp)"},
+        {"generator", "mt19937_64"},
+        {"seed", data_seed_},
+        {"seed_from", "tuning seed xor 0x9e3779b97f4a7c15; draws: the timing sets, then per shape input sets 0 and 1"},
+        {"float_values", "random sign, magnitude 10^u with u uniform in [log10(1e-3), log10(4)]"},
+        {"input_sets", 2},
+        {"shapes", shapes_j},
+        {"cases", cases_j},
+        {"tolerance_from", std::string("tolerance_for(") + dtype_name(f.result_type.dtype) + ", " + std::to_string(red) +
+                               "), atol scaled by the reference RMS when above 1"},
+    };
+    if (!ragged_note.empty()) verification_["ragged_shape_skipped"] = ragged_note;
+    reference_ = "reference interpreter on 2 random input sets at " + dims_text(shapes[0].second);
+    if (shapes.size() > 1) reference_ += " and at the ragged shape " + dims_text(shapes[1].second);
     return Status::Ok();
+  }
+
+  // The compile limit of the next candidate (TuneOptions::compile_timeout_s).
+  double compile_limit() const {
+    if (o_.compile_timeout_s > 0) return o_.compile_timeout_s;
+    if (trials_.empty()) return kFirstCompileTimeoutS;
+    return std::max(kMinCompileTimeoutS, kCompileTimeoutFactor * trials_.front().m.compile_ms / 1000);
   }
 
   void set_resume(std::map<std::string, Trial> r, FinalTimes finals) {
@@ -244,6 +605,7 @@ class Search {
       t.m = build_only(sched);
     } else {
       setup_.cutoff_ms = best_ ? 3 * score(*best_) : 0;
+      setup_.compile_timeout_s = compile_limit();
       t.m = measure(setup_, sched);
     }
     trials_.push_back(t);
@@ -295,9 +657,11 @@ class Search {
     double eta = std::min(o_.time_s - elapsed_s(), per * (o_.trials - static_cast<double>(trials_.size())));
     std::string best = best_ ? fmt(score(*best_)) + " ms" : "none yet";
     std::string speed = best_ && default_ > 0 ? " (" + fmt(default_ / score(*best_)) + "x over default)" : "";
-    std::fprintf(stderr, "[tune %s %s] trial %zu/%d %-9s %-7s %s  best %s%s  ETA %.0fs\n", fn_.c_str(),
+    std::string compile = t.m.compile_ms > 0 ? "  compile " + fmt(t.m.compile_ms / 1000) + " s" : "";
+    std::fprintf(stderr, "[tune %s %s] trial %zu/%d %-9s %-7s %s%s  best %s%s  ETA %.0fs\n", fn_.c_str(),
                  p_.name.c_str(), trials_.size(), o_.trials, t.origin.c_str(), verdict_name(t.m.verdict),
-                 t.m.ok() ? (fmt(score(t)) + " ms").c_str() : "", best.c_str(), speed.c_str(), std::max(0.0, eta));
+                 t.m.ok() ? (fmt(score(t)) + " ms").c_str() : "", compile.c_str(), best.c_str(), speed.c_str(),
+                 std::max(0.0, eta));
   }
 
   static std::string fmt(double v) {
@@ -405,6 +769,7 @@ class Search {
     longer.min_reps = 10;
     longer.max_reps = 500;
     longer.cutoff_ms = 0;
+    longer.compile_timeout_s = compile_limit();
     const Trial* winner = nullptr;
     double winner_ms = 0;
     for (int round = 0; round < 2; ++round)  // interleaved, so drift hits all alike
@@ -459,6 +824,14 @@ class Search {
       r.best_ms = f != final_ms_.end() ? f->second : score(*best_);
       r.best_times_ms = f != final_ms_.end() ? final_times_.at(best_) : best_->m.times_ms;
     }
+    if (!p_.is_gpu()) {
+      r.verify_cases = setup_.verify;
+      json v = verification_;
+      if (best_)
+        v["winner_jit"] = {{"max_abs_error", best_->m.max_abs_error}, {"max_rel_error", best_->m.max_rel_error},
+                           {"cases_passed", setup_.verify.size()}};
+      r.verification_json = v.dump();
+    }
     return r;
   }
 
@@ -477,6 +850,8 @@ class Search {
   Clock::time_point start_;
   MeasureSetup setup_;
   std::string reference_;
+  uint64_t data_seed_ = 0;
+  json verification_;
   std::deque<Trial> trials_;  // stable addresses for best_
   std::set<std::string> seen_;
   std::map<std::string, Trial> resume_;
@@ -511,6 +886,8 @@ Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, c
   }
   auto bound = bind_dims(*f, shapes, dims);
   if (!bound.ok()) return bound.status();
+  // Refuse a shape whose inputs and outputs do not fit in memory, before allocating any.
+  if (!profile.is_gpu()) MLK_RETURN_IF_ERROR(check_tuning_memory(*f, dims, "tuning `" + fn + "` at " + dims_label(dims)));
   // Stage names and extents, from a lowering in this process (no code runs,
   // so no Halide threads exist when workers are forked).
   auto stages = stage_infos_for(m, fn, dims);
@@ -522,7 +899,14 @@ Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, c
     json header = {{"fn", fn}, {"ir", ir::function_hash(m, *f)}, {"dims", dims}, {"profile", profile.name},
                    {"seed", opts.seed}, {"rules", kScheduleSpaceVersion}, {"halide", halide_version()}};
     FinalTimes finals;
-    auto prev = read_log(opts.log_path, header, &finals);
+    // A line of the wrong shape makes nlohmann::json throw: the log is damaged.
+    auto prev = [&]() -> Expected<std::map<std::string, Trial>> {
+      try {
+        return read_log(opts.log_path, header, &finals);
+      } catch (const json::exception& e) {
+        return Status::Corruption(opts.log_path + " is not a tuning log of mlk (" + e.what() + "); remove it or choose another --log");
+      }
+    }();
     if (!prev.ok()) return prev.status();
     search.set_resume(*prev, finals);
     bool fresh = prev->empty();

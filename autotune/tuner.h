@@ -21,12 +21,30 @@ struct TuneOptions {
   int trials = 40;             // measured candidates, at most
   double time_s = 150;         // wall-clock budget for the search
   uint64_t seed = 1;
-  double timeout_s = 60;       // per candidate
+  // Per candidate: the limit on its compilation (Halide's JIT, an
+  // autoscheduler's run included) and on its run (verification and timing).
+  // compile_timeout_s = 0 means automatic: kFirstCompileTimeoutS for trial 0
+  // (the default schedule), then max(60 s, 10 x trial 0's compile time), so
+  // that a slow machine does not turn normal candidates into timeouts.
+  double compile_timeout_s = 0;
+  double run_timeout_s = 60;
   bool autoschedulers = true;  // also try Halide's autoschedulers
   std::string log_path;        // JSON lines, appended per trial; resumed from
   bool progress = true;        // progress lines on stderr
-  std::function<void(const Schedule&, HostTensor&)> fault;  // test seam, see MeasureSetup
+  // Test seams, see MeasureSetup.
+  std::function<void(const Schedule&, const VerifyCase&, HostTensor&)> fault;
+  std::function<void(const Schedule&)> compile_fault;
+  // Test seam for tune_cached: called with the stored AOT artifact's output
+  // for each verification case before it is compared with the reference.
+  std::function<void(const VerifyCase&, HostTensor&)> aot_fault;
 };
+
+// The compile limit of trial 0 when TuneOptions::compile_timeout_s is 0.
+constexpr double kFirstCompileTimeoutS = 600;
+// The automatic compile limit after trial 0: max(kMinCompileTimeoutS,
+// kCompileTimeoutFactor x trial 0's compile time).
+constexpr double kMinCompileTimeoutS = 60;
+constexpr double kCompileTimeoutFactor = 10;
 
 struct Trial {
   int index = 0;
@@ -50,6 +68,12 @@ struct TuneResult {
   int trials = 0;
   std::vector<Trial> log;
   std::string reference;     // what verification compared against
+  // What was verified (CPU profiles): the cases (inputs, shapes, references,
+  // tolerances), and a JSON object describing them for the manifest and the
+  // cache entry: generator, seed, per-param ranges, shapes, tolerances and
+  // the winner's largest errors (see docs/tuning.md, "Verification").
+  std::vector<VerifyCase> verify_cases;
+  std::string verification_json = "null";
 };
 
 Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, const Profile& profile,

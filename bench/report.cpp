@@ -110,7 +110,10 @@ std::string report_to_json(const BenchReport& r) {
     if (k.comparison) {
       json c = {{"verdict", k.comparison->verdict}, {"first", comparison_json(k.comparison->first)},
                 {"notes", k.comparison->notes}};
-      if (k.comparison->confirm) c["confirm"] = comparison_json(*k.comparison->confirm);
+      if (k.comparison->confirm) {
+        c["confirm"] = comparison_json(*k.comparison->confirm);
+        c["confirm"]["mode"] = k.comparison->confirm_ab ? "ab" : "recorded";
+      }
       kj["comparison"] = c;
     }
     j["kernels"].push_back(kj);

@@ -46,6 +46,7 @@ struct VariantResult {
 struct KernelComparison {
   Comparison first;                  // the first measurement
   std::optional<Comparison> confirm; // the re-measurement, when the first was suspect
+  bool confirm_ab = false;           // confirm timed the baseline's artifact beside this build (A/B)
   std::string verdict;               // "ok", "faster", "unconfirmed", "regression"
   std::vector<std::string> notes;    // IR, cache key, variant or version changed since the baseline
 };

@@ -145,20 +145,23 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
   // mlk: the tuned artifact for exactly this fn, shape and profile, else the default schedule.
   mlk_ = Variant{"mlk", "", "", false, nullptr};
   variant_.clear();
-  if (!o.store_path.empty() && fs::exists(o.store_path)) {
+  const std::string& key = o.artifact_key.empty() ? cache_key_ : o.artifact_key;
+  if (!o.artifact_key.empty() && (o.store_path.empty() || !fs::exists(o.store_path)))
+    return with_where(spec_, Status::NotFound("no artifact cache to take artifact " + key.substr(0, 16) + " from"));
+  if (!o.default_schedule && !o.store_path.empty() && fs::exists(o.store_path)) {
     cache::StoreOptions so;
     so.create_if_missing = false;
     auto store = cache::Store::Open(o.store_path, so);
     if (!store.ok()) return with_where(spec_, store.status());
-    auto hit = (*store)->get_entry(o.ns, cache_key_);
+    auto hit = (*store)->get_entry(o.ns, key);
     if (hit.ok()) {
       auto a = LoadedArtifact::LoadFiles(hit->files);
       if (!a.ok()) return with_where(spec_, a.status());
       st.tuned = std::move(a).value();
       variant_ = "tuned";
-      mlk_.how = "tuned artifact from the cache, key " + cache_key_.substr(0, 16) + ", tuned on " +
+      mlk_.how = "tuned artifact from the cache, key " + key.substr(0, 16) + ", tuned on " +
                  hit->info.manifest.provenance.host;
-    } else if (hit.status().code() != Status::Code::kNotFound) {
+    } else if (hit.status().code() != Status::Code::kNotFound || !o.artifact_key.empty()) {
       return with_where(spec_, hit.status());
     }
   }

@@ -25,6 +25,13 @@ struct PrepareOptions {
   std::string ns = "default";      // its namespace
   std::vector<std::string> peers;  // names from all_peer_names()
   uint64_t seed = 1;               // of the random inputs
+  // Non-empty: `mlk` is the artifact stored under this key (a baseline's
+  // artifact, for an A/B comparison), not the one of the kernel's own key;
+  // NotFound when the store lacks it.
+  std::string artifact_key;
+  // With artifact_key empty: never use the cache's artifact; `mlk` is the
+  // default schedule (a baseline recorded with the default schedule).
+  bool default_schedule = false;
   std::function<void(const std::string&)> progress;  // one line per step; may be empty
 };
 

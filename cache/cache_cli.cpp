@@ -47,7 +47,7 @@ const char kCacheUsageText[] =
     "                      namespaces, show, rm, pin and unpin to \"default\"\n"
     "\n"
     "Exit status: 0 success; 1 corruption found (verify) or bad input (no such key, a\n"
-    "damaged, read-only or full store); 2 bad usage.\n";
+    "damaged, read-only or full store); 2 bad usage; 3 internal error (mlk bug).\n";
 
 namespace {
 

@@ -18,7 +18,7 @@ void field(std::string& out, const char* name, const std::string& value) {
 }  // namespace
 
 std::string canonical_key_text(const KeyInputs& in) {
-  std::string out = "mlk-cache-key/1\n";
+  std::string out = "mlk-cache-key/2\n";
   field(out, "ir_hash", in.ir_hash);
   field(out, "entry", in.entry);
   out += "dims=" + std::to_string(in.dims.size()) + "\n";
@@ -30,7 +30,6 @@ std::string canonical_key_text(const KeyInputs& in) {
   field(out, "mlk_version", in.mlk_version);
   field(out, "halide_version", in.halide_version);
   field(out, "llvm_version", in.llvm_version);
-  field(out, "cuda_version", in.cuda_version);
   field(out, "schedule_space_version", in.schedule_space_version);
   return out;
 }

@@ -15,7 +15,11 @@ struct KeyInputs {
   std::map<std::string, int64_t> dims;  // concrete dims (or shape bucket bounds)
   std::string profile;                  // target profile id
   std::string capability_fingerprint;
-  std::string mlk_version, halide_version, llvm_version, cuda_version;
+  // Versions of the code generator the producer compiled with (mlk and the
+  // Halide + LLVM linked into it). Not the CUDA toolkit: ptxas only assembles
+  // the PTX Halide emits, so its version is provenance (manifest.json), not
+  // identity, and a consumer without nvcc computes the same key.
+  std::string mlk_version, halide_version, llvm_version;
   std::string schedule_space_version;
 };
 

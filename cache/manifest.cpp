@@ -1,5 +1,6 @@
 #include "cache/manifest.h"
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 namespace mlk::cache {
@@ -37,23 +38,61 @@ std::string manifest_to_json(const Manifest& m) {
 Expected<Manifest> manifest_from_json(std::string_view text) {
   json j = json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("manifest is not a JSON object");
-  try {
-    Manifest m;
-    for (const auto& [name, ref] : j.at("files").items()) {
-      m.files[name] = BlobRef{ref.at("digest").get<std::string>(), ref.at("size").get<int64_t>()};
-    }
-    m.meta_json = j.at("meta").dump();
-    const json& p = j.at("provenance");
-    m.provenance.producer = p.at("producer").get<std::string>();
-    m.provenance.host = p.at("host").get<std::string>();
-    m.provenance.time = p.at("time").get<int64_t>();
-    m.provenance.toolchain = p.at("toolchain").get<std::map<std::string, std::string>>();
-    m.provenance.measured = p.at("measured").get<bool>();
-    if (!j.at("meta").is_object()) return Status::InvalidArgument("manifest: `meta` is not a JSON object");
-    return m;
-  } catch (const json::exception& e) {
-    return Status::InvalidArgument(std::string("manifest: ") + e.what());
+  auto bad = [](const std::string& field, const std::string& want, const json& v) {
+    return Status::InvalidArgument("manifest: `" + field + "` must be " + want + ", got " + v.type_name());
+  };
+  auto missing = [](const std::string& field) { return Status::InvalidArgument("manifest: `" + field + "` is missing"); };
+  // An integer that fits in int64_t.
+  auto int64_of = [](const json& v, int64_t* out) {
+    if (!v.is_number_integer()) return false;
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return false;
+    *out = v.get<int64_t>();
+    return true;
+  };
+  Manifest m;
+  auto files = j.find("files");
+  if (files == j.end()) return missing("files");
+  if (!files->is_object()) return bad("files", "an object of file name -> {digest, size}", *files);
+  for (const auto& [name, ref] : files->items()) {
+    const std::string f = "files." + name;
+    if (!ref.is_object()) return bad(f, "an object {digest, size}", ref);
+    auto d = ref.find("digest");
+    if (d == ref.end()) return missing(f + ".digest");
+    if (!d->is_string()) return bad(f + ".digest", "a string", *d);
+    auto sz = ref.find("size");
+    if (sz == ref.end()) return missing(f + ".size");
+    BlobRef b{d->get<std::string>(), 0};
+    if (!int64_of(*sz, &b.size)) return bad(f + ".size", "an integer", *sz);
+    m.files[name] = b;
   }
+  auto meta = j.find("meta");
+  if (meta == j.end()) return missing("meta");
+  if (!meta->is_object()) return bad("meta", "a JSON object", *meta);
+  m.meta_json = meta->dump();
+  auto p = j.find("provenance");
+  if (p == j.end()) return missing("provenance");
+  if (!p->is_object()) return bad("provenance", "an object", *p);
+  for (const char* f : {"producer", "host"}) {
+    auto it = p->find(f);
+    if (it == p->end()) return missing(std::string("provenance.") + f);
+    if (!it->is_string()) return bad(std::string("provenance.") + f, "a string", *it);
+    (std::string(f) == "producer" ? m.provenance.producer : m.provenance.host) = it->get<std::string>();
+  }
+  auto t = p->find("time");
+  if (t == p->end()) return missing("provenance.time");
+  if (!int64_of(*t, &m.provenance.time)) return bad("provenance.time", "an integer", *t);
+  auto tc = p->find("toolchain");
+  if (tc == p->end()) return missing("provenance.toolchain");
+  if (!tc->is_object()) return bad("provenance.toolchain", "an object of name -> version", *tc);
+  for (const auto& [k, v] : tc->items()) {
+    if (!v.is_string()) return bad("provenance.toolchain." + k, "a string", v);
+    m.provenance.toolchain[k] = v.get<std::string>();
+  }
+  auto ms = p->find("measured");
+  if (ms == p->end()) return missing("provenance.measured");
+  if (!ms->is_boolean()) return bad("provenance.measured", "true or false", *ms);
+  m.provenance.measured = ms->get<bool>();
+  return m;
 }
 
 Expected<std::string> canonical_json_object(std::string_view text) {

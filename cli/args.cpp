@@ -3,6 +3,7 @@
 #include "lang/bind.h"
 
 #include <charconv>
+#include <limits>
 #include <sstream>
 
 namespace mlk::cli {
@@ -13,12 +14,22 @@ Expected<std::map<std::string, int64_t>> parse_dims(const std::string& text) {
   return *d;
 }
 
-Expected<int64_t> parse_count(const std::string& flag, const std::string& text) {
+Expected<int64_t> parse_int_flag(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
+  const std::string what = min == 1 ? "a positive integer" : "a whole number >= " + std::to_string(min);
+  const std::string too_large = flag + ": `" + text + "` is too large (at most " + std::to_string(max) + ")";
+  bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits) return Status::Usage(flag + ": `" + text + "` is not " + what);
   int64_t v;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || v < 1)
-    return Status::Usage(flag + ": `" + text + "` is not a positive integer");
+  if (ec == std::errc::result_out_of_range) return Status::Usage(too_large);
+  if (ec != std::errc() || p != text.data() + text.size() || v < min)
+    return Status::Usage(flag + ": `" + text + "` is not " + what);
+  if (v > max) return Status::Usage(too_large);
   return v;
+}
+
+Expected<int64_t> parse_count(const std::string& flag, const std::string& text) {
+  return parse_int_flag(flag, text, 1, std::numeric_limits<int>::max());
 }
 
 const std::string& ArgReader::peek() { return args_[i_]; }

@@ -14,7 +14,14 @@ namespace mlk::cli {
 // "B=8,S=128" -> {B: 8, S: 128}. Usage errors name the bad item.
 Expected<std::map<std::string, int64_t>> parse_dims(const std::string& text);
 
-// A positive integer flag value, e.g. --repeat 10.
+// A whole-number flag value from `min` to `max`, e.g. --repeat 10. A usage
+// error names the flag and the value: not a positive integer (or, with min 0,
+// not a whole number >= 0): signs, fractions, letters, or below min; or too
+// large: above max, including values beyond 64 bits.
+Expected<int64_t> parse_int_flag(const std::string& flag, const std::string& text, int64_t min, int64_t max);
+
+// A positive integer flag value up to INT_MAX (what every count, seed and
+// number of seconds of the commands fits in), e.g. --trials 40.
 Expected<int64_t> parse_count(const std::string& flag, const std::string& text);
 
 // Walks argv-style flags. Flags that take a value accept `--flag VALUE` and

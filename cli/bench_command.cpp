@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -24,6 +25,8 @@
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "lang/frontend.h"
+#include "lang/memory_budget.h"
 #include "targets/toolchain.h"
 
 namespace mlk::cli {
@@ -54,14 +57,21 @@ const char* kBenchUsage =
     "                       one-sided Mann-Whitney U test of the rounds gives p < 0.01,\n"
     "                       and the 99% bootstrap interval of the ratio lies above\n"
     "                       1 + PCT/100; a suspect is measured again, and is a\n"
-    "                       regression only when the re-measurement agrees\n"
+    "                       regression only when the re-measurement agrees. The\n"
+    "                       re-measurement is A/B: the baseline's own artifact (by its\n"
+    "                       recorded cache key, from the cache; or the default schedule\n"
+    "                       of the same program) timed interleaved with this build's,\n"
+    "                       so a busy machine slows both alike\n"
+    "  --recorded           re-measure against the baseline's recorded times only (the\n"
+    "                       weaker mode; also used when the baseline's artifact is gone)\n"
     "  --max-regression PCT fail (exit 1) on a regression of more than PCT percent;\n"
     "                       without it, --baseline reports at 10% and never fails\n"
     "  --any-machine        allow a baseline recorded on another machine\n"
     "  --settle SECONDS     with --baseline: wait up to this long (default 30) for the\n"
     "                       machine to run a calibration loop as fast as when the\n"
     "                       baseline was recorded, before timing and before re-measuring\n"
-    "  --json OUT           write the results, every sample included, as JSON\n"
+    "  --json OUT           write the results, every sample included, as JSON; OUT `-`:\n"
+    "                       on stdout, and the tables go to stderr\n"
     "  --plot FILE.svg      write a bar chart of mlk's speedup over each peer\n"
     "  --cache PATH         the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
     "  --namespace NAME     the cache namespace (default: default)\n"
@@ -70,7 +80,7 @@ const char* kBenchUsage =
     "\n"
     "Exit status: 0 success; 1 a regression (named on stderr) or bad input (a .tl\n"
     "error, a missing or malformed suite or baseline, a kernel the baseline lacks);\n"
-    "2 bad usage.\n";
+    "2 bad usage; 3 an internal error (a bug in mlk).\n";
 
 namespace {
 
@@ -84,7 +94,7 @@ struct Options {
   double min_time_ms = 500;
   double settle_s = 30;
   uint64_t seed = 1;
-  bool no_cache = false, any_machine = false, quiet = false;
+  bool no_cache = false, any_machine = false, quiet = false, recorded = false;
 };
 
 Expected<double> parse_pct(const std::string& text) {
@@ -122,6 +132,7 @@ Expected<Options> parse(const std::vector<std::string>& args) {
     std::string a = r.next();
     if (a == "--no-cache") o.no_cache = true;
     else if (a == "--any-machine") o.any_machine = true;
+    else if (a == "--recorded") o.recorded = true;
     else if (a == "-q" || a == "--quiet") o.quiet = true;
     else if (a == "--fn" || a == "--dims" || a == "--target" || a == "--suite" || a == "--cache" || a == "--namespace" ||
              a == "--record" || a == "--baseline" || a == "--json" || a == "--plot" || a == "--max-regression" ||
@@ -150,8 +161,10 @@ Expected<Options> parse(const std::vector<std::string>& args) {
         if (!p.ok()) return p.status();
         o.peers = *p;
       } else if (a == "--settle") {
-        auto n = *v == "0" ? Expected<int64_t>(int64_t{0}) : parse_count(a, *v);
-        if (!n.ok()) return Status::Usage("--settle: `" + *v + "` is not a whole number of seconds");
+        auto n = parse_int_flag(a, *v, 0, std::numeric_limits<int>::max());
+        if (!n.ok() && n.status().message().find("too large") == std::string::npos)
+          return Status::Usage("--settle: `" + *v + "` is not a whole number of seconds");
+        if (!n.ok()) return n.status();
         o.settle_s = static_cast<double>(*n);
       } else {
         auto n = parse_count(a, *v);
@@ -252,6 +265,15 @@ int run_bench(const std::vector<std::string>& args) {
       if (other->id() == (*k)->id())
         return fail(Status::InvalidArgument("kernel `" + other->id() + "` is listed twice" +
                                             (spec.where.empty() ? "" : " (" + spec.where + ")")));
+    // Its inputs (and the fresh copies RenewBuffers makes) and the outputs of
+    // mlk and every peer must fit in memory: checked before Prepare allocates.
+    if (auto fe = compile_file(spec.file); fe.ok() && fe->ok())
+      if (const ir::Function* f = fe->module.find(spec.fn)) {
+        std::string label = spec.where.empty() ? (spec.dims.empty() ? "`" + (*k)->id() + "`" : "--dims " + dims_label(spec.dims))
+                                               : spec.where + ": `" + (*k)->id() + "`";
+        if (Status s = check_memory_budget(*f, (*k)->dims(), 2, 2 + static_cast<int>(o.peers->size()), label); !s.ok())
+          return fail(s);
+      }
     kernels.push_back(std::move(k).value());
   }
   bench::BenchReport report;
@@ -369,53 +391,90 @@ int run_bench(const std::vector<std::string>& args) {
     bench::PreparedKernel* k = nullptr;
     for (auto& kk : kernels)
       if (kk->id() == kr.id) k = kk.get();
-    progress("[bench confirm " + kr.name + "] measuring again");
-    auto again = bench::measure_interleaved({{k->mlk().run, 3, [k] { k->RenewBuffers(); }}}, topts);
+    const bench::KernelResult& b = *base->find(kr.id);
+    // A/B: the baseline's own artifact (by its recorded cache key, or the
+    // default schedule of the same program) timed interleaved with this
+    // build's in this process, so that whatever load the machine carries hits
+    // both alike. Recorded times are compared only when that is impossible.
+    std::unique_ptr<bench::PreparedKernel> twin;
+    std::string no_ab = o.recorded ? "--recorded" : "";
+    if (no_ab.empty() && b.variant == "default" && b.ir_hash != kr.ir_hash)
+      no_ab = "the baseline ran the default schedule of another program";
+    if (no_ab.empty() && b.variant != "default" && b.variant != "tuned")
+      no_ab = "the baseline does not say which artifact it timed";
+    if (no_ab.empty()) {
+      auto t = bench::PreparedKernel::Resolve(k->spec());
+      bench::PrepareOptions bo = popts;
+      bo.peers.clear();
+      bo.progress = nullptr;
+      if (b.variant == "tuned") bo.artifact_key = b.cache_key;
+      else bo.default_schedule = true;
+      Status s = t.ok() ? (*t)->Prepare(bo) : t.status();
+      if (s.ok()) twin = std::move(*t);
+      else no_ab = "the baseline's artifact cannot be had: " + s.message();
+    }
+    progress("[bench confirm " + kr.name + "] measuring again" +
+             (twin ? ", interleaved with the baseline's artifact (A/B)" : ", against the recorded times (" + no_ab + ")"));
+    std::vector<bench::Timed> items = {{k->mlk().run, 3, [k] { k->RenewBuffers(); }}};
+    if (twin) items.push_back({twin->mlk().run, 3, [t = twin.get()] { t->RenewBuffers(); }});
+    auto again = bench::measure_interleaved(items, topts);
     bench::KernelComparison& c = *kr.comparison;
-    if (!again[0].status.ok() || again[0].samples_ms.empty()) {
-      std::fprintf(stderr, "mlk bench: %s: the re-measurement failed: %s\n", kr.id.c_str(),
-                   again[0].status.message().c_str());
-      c.notes.push_back("the re-measurement failed: " + again[0].status.message());
+    auto failed = [&]() -> const Status* {
+      for (const auto& r : again)
+        if (!r.status.ok() || r.samples_ms.empty()) return &r.status;
+      return nullptr;
+    };
+    if (const Status* bad = failed()) {
+      std::fprintf(stderr, "mlk bench: %s: the re-measurement failed: %s\n", kr.id.c_str(), bad->message().c_str());
+      c.notes.push_back("the re-measurement failed: " + bad->message());
       c.verdict = "unconfirmed";
       ++failures;
     } else {
-      const bench::VariantResult& bm = base->find(kr.id)->mlk;
-      c.confirm = bench::compare_rounds(bench::round_medians(bm.samples_ms, bm.round_sizes),
+      const bool ab = twin != nullptr;
+      const std::vector<double>& bs = ab ? again[1].samples_ms : b.mlk.samples_ms;
+      const std::vector<size_t>& br = ab ? again[1].round_sizes : b.mlk.round_sizes;
+      c.confirm = bench::compare_rounds(bench::round_medians(bs, br),
                                         bench::round_medians(again[0].samples_ms, again[0].round_sizes), gate);
+      c.confirm_ab = ab;
+      c.notes.push_back(ab ? "re-measured A/B: the baseline's artifact timed interleaved with this build's, in one process"
+                           : "re-measured against the baseline's recorded times only (" + no_ab +
+                                 "): the weaker mode, in which a busy machine looks like a slower kernel");
       c.verdict = c.confirm->suspect ? "regression" : "unconfirmed";
     }
+    if (twin) twin->Release();
     if (c.verdict == "regression") report.regressions.push_back(kr.id);
     k->Release();
   }
 
-  // 4. Report.
+  // 4. Report. With `--json -` stdout carries the JSON document alone.
+  FILE* out = o.json_out == "-" ? stderr : stdout;
   if (report.kernels.empty()) return 1;  // every kernel failed, each said why
-  std::printf("median times (ms) on %s, %d cores; mlk: the tuned artifact from the cache, else the default schedule\n",
+  std::fprintf(out, "median times (ms) on %s, %d cores; mlk: the tuned artifact from the cache, else the default schedule\n",
               report.machine.cpu.c_str(), report.machine.cores);
-  std::fputs(bench::times_table(report, *o.peers).c_str(), stdout);
+  std::fputs(bench::times_table(report, *o.peers).c_str(), out);
   if (!o.peers->empty()) {
-    std::printf("\nmlk's speedup over each peer (peer median / mlk median; above 1: mlk is faster)\n");
-    std::fputs(bench::ratios_table(report, *o.peers).c_str(), stdout);
-    for (const auto& n : bench::peer_notes(report)) std::printf("note: %s\n", n.c_str());
+    std::fprintf(out, "\nmlk's speedup over each peer (peer median / mlk median; above 1: mlk is faster)\n");
+    std::fputs(bench::ratios_table(report, *o.peers).c_str(), out);
+    for (const auto& n : bench::peer_notes(report)) std::fprintf(out, "note: %s\n", n.c_str());
     const char* forced = std::getenv("OPENBLAS_CORETYPE");
     bool openblas_ran = false;
     for (const auto& k : report.kernels)
       for (const auto& p : k.peers) openblas_ran = openblas_ran || (p.name == "openblas" && p.measured());
     if (openblas_ran && forced && *forced)
-      std::printf("note: OPENBLAS_CORETYPE=%s is set, so OpenBLAS runs that kernel rather than the one it would pick "
+      std::fprintf(out, "note: OPENBLAS_CORETYPE=%s is set, so OpenBLAS runs that kernel rather than the one it would pick "
                   "for this CPU; unset it to compare with OpenBLAS at its best\n", forced);
   }
   if (base) {
-    std::printf("\nagainst baseline %s (recorded %s on %s); regression limit +%g%%%s\n", o.baseline.c_str(),
+    std::fprintf(out, "\nagainst baseline %s (recorded %s on %s); regression limit +%g%%%s\n", o.baseline.c_str(),
                 base->created.c_str(), base->machine.host.c_str(), gate.max_regression_pct,
                 report.gate ? "" : " (report only: no --max-regression)");
-    std::fputs(bench::gate_table(report).c_str(), stdout);
+    std::fputs(bench::gate_table(report).c_str(), out);
     for (const auto& k : report.kernels)
       if (k.comparison)
-        for (const auto& n : k.comparison->notes) std::printf("note: %s: %s\n", k.name.c_str(), n.c_str());
+        for (const auto& n : k.comparison->notes) std::fprintf(out, "note: %s: %s\n", k.name.c_str(), n.c_str());
     if (!base->calibration_ms.empty()) {
       double ratio = bench::median(report.calibration_ms) / bench::median(base->calibration_ms);
-      std::printf("calibration loop: %s ms now, %s ms in the baseline (%.2fx)\n",
+      std::fprintf(out, "calibration loop: %s ms now, %s ms in the baseline (%.2fx)\n",
                   bench::fmt_ms(bench::median(report.calibration_ms)).c_str(),
                   bench::fmt_ms(bench::median(base->calibration_ms)).c_str(), ratio);
       if (ratio > 1.05 || ratio < 1 / 1.05)
@@ -424,8 +483,12 @@ int run_bench(const std::vector<std::string>& args) {
     }
   }
   int status = failures ? 1 : 0;
-  if (!o.json_out.empty())
+  if (o.json_out == "-") {
+    std::fputs(bench::report_to_json(report).c_str(), stdout);
+    std::fflush(stdout);
+  } else if (!o.json_out.empty()) {
     if (Status s = bench::write_report(o.json_out, report); !s.ok()) status = fail(s);
+  }
   if (!o.record.empty()) {
     if (failures) {
       std::fprintf(stderr, "mlk bench: baseline %s not written: %d kernel%s failed\n", o.record.c_str(), failures,
@@ -468,9 +531,10 @@ int run_bench(const std::vector<std::string>& args) {
     const std::string p = c.p_slower < 1e-6 ? "< 1e-6" : "= " + bench::fmt_ms(c.p_slower);
     std::fprintf(stderr,
                  "mlk bench: regression: `%s` is %.1f%% slower than in %s (median %s ms -> %s ms; 99%% interval of "
-                 "the ratio [%.3f, %.3f], Mann-Whitney p %s; limit %g%%); confirmed by a re-measurement\n",
+                 "the ratio [%.3f, %.3f], Mann-Whitney p %s; limit %g%%); confirmed by a re-measurement%s\n",
                  k.id.c_str(), (c.ratio - 1) * 100, o.baseline.c_str(), bench::fmt_ms(c.baseline_median_ms).c_str(),
-                 bench::fmt_ms(c.current_median_ms).c_str(), c.ci_low, c.ci_high, p.c_str(), gate.max_regression_pct);
+                 bench::fmt_ms(c.current_median_ms).c_str(), c.ci_low, c.ci_high, p.c_str(), gate.max_regression_pct,
+                 k.comparison->confirm_ab ? " (A/B against the baseline's artifact)" : " (against recorded times only)");
   }
   if (report.gate && !report.regressions.empty()) return 1;
   if (base && !report.gate && !report.regressions.empty())

@@ -1,5 +1,6 @@
 // The mlk command line: one Command per subcommand, each with its own usage
-// text. Exit codes: 0 success, 1 bad program or input, 2 bad usage.
+// text. Exit codes: 0 success, 1 bad program or input, 2 bad usage, 3 an
+// internal error (an exception escaped the command; cli/main.cpp).
 #pragma once
 
 #include <string>

@@ -1,5 +1,11 @@
 // mlk: the command-line driver. Dispatches to one Command per subcommand.
+// Any exception that escapes a command is a bug in mlk: it becomes the one
+// line `mlk COMMAND: internal error: WHAT (...)` on stderr and exit status 3
+// (kInternalErrorExit), never an abort.
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,7 +25,8 @@ const char* kCheckUsage =
     "\n"
     "Parses and type-checks .tl programs: dtypes, symbolic shapes and refinements.\n"
     "Exit status 0 when every file is well-typed, 1 when any has errors (printed as\n"
-    "FILE:LINE:COL: error: MESSAGE with the source line and a caret), 2 on bad usage.\n"
+    "FILE:LINE:COL: error: MESSAGE with the source line and a caret), 2 on bad usage,\n"
+    "3 on an internal error (a bug in mlk).\n"
     "\n"
     "  --emit-ir      print the canonical typed IR of each file\n"
     "  --emit-tokens  print the token stream (one token per line)\n"
@@ -29,7 +36,7 @@ const char* kCheckUsage =
 const char* kRunUsage =
     "usage: mlk run FILE.tl [--fn NAME] --inputs IN.safetensors --output OUT.safetensors\n"
     "               [--dims N=V,...] [--target PROFILE] [--repeat K] [--reference]\n"
-    "               [--cache PATH] [--namespace NAME] [--no-cache]\n"
+    "               [--cache PATH] [--namespace NAME] [--no-cache] [--require any|tuned|exact]\n"
     "\n"
     "Computes fn NAME of FILE.tl on the tensors of IN.safetensors and writes its result\n"
     "as the tensor \"output\" of OUT.safetensors.\n"
@@ -39,17 +46,24 @@ const char* kRunUsage =
     "                   exactly and every other tensor in the file is an error\n"
     "  --output FILE    where to write the result (written atomically)\n"
     "  --dims N=V,...   values of dimensions no input binds (and checks on the rest)\n"
-    "  --target PROFILE use the tuned artifact for PROFILE, this fn and this shape from\n"
-    "                   the artifact cache when it has one (re-hashed, then loaded); else,\n"
-    "                   for `host` (the default), the default schedule with Halide's JIT\n"
-    "  --cache PATH     the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
+    "  --target PROFILE the profile to run (default host). From the artifact cache (re-hashed,\n"
+    "                   then loaded): the artifact tuned for PROFILE, this fn and exactly this\n"
+    "                   shape; else the one tuned at the nearest other shape (whose required\n"
+    "                   CPU features this machine has); else, for a CPU profile, the default\n"
+    "                   schedule with Halide's JIT. stderr says which was run and why\n"
+    "  --require WHAT   any (default); tuned: refuse the JIT fallback; exact: refuse all but\n"
+    "                   an artifact tuned at exactly this shape (exit 1, naming what is missing)\n"
+    "  --cache PATH     the store or a `mlk serve` URL (default: $MLK_CACHE, else\n"
+    "                   $XDG_CACHE_HOME/mlk/cache.db); a server's entries are found too\n"
     "  --no-cache       never consult the cache\n"
     "  --repeat K       run K more times and print the median and minimum time\n"
     "  --reference      use the reference interpreter (double precision) instead\n"
     "\n"
     "Dimensions are inferred from the input shapes and checked against the signature\n"
     "and its refinements; a mismatch names the parameter, axis and symbol. Exit status\n"
-    "0 on success, 1 on a bad program or input, 2 on bad usage.\n";
+    "0 on success, 1 on a bad program or input (also inputs and outputs larger than\n"
+    "this machine's memory, refused before anything is allocated), 2 on bad usage,\n"
+    "3 on an internal error (a bug in mlk).\n";
 
 const char* kBuildUsage =
     "usage: mlk build FILE.tl [--fn NAME] --target PROFILE [--dims N=V,...] [--schedule S.json] -o DIR\n"
@@ -83,11 +97,14 @@ const char* kTargetsUsage =
 const char* kTuneUsage =
     "usage: mlk tune FILE.tl --target PROFILE [--fn NAME] [--dims N=V,...] [--trials N] [--time SECONDS]\n"
     "                [--seed K] [--json] [-o DIR] [--cache PATH] [--namespace NAME] [--log FILE]\n"
-    "                [--timeout SECONDS] [--require-measured] [--no-autoschedulers] [--no-cache] [-q]\n"
+    "                [--timeout SECONDS] [--compile-timeout SECONDS] [--require-measured]\n"
+    "                [--no-autoschedulers] [--no-cache] [-q]\n"
     "\n"
     "Searches schedules for every public fn of FILE.tl (or --fn NAME) at each shape of\n"
     "its `tune` declarations (or --dims), verifies every candidate against the reference\n"
-    "interpreter, measures it in an isolated worker process, and keeps the fastest.\n"
+    "interpreter (two random input sets at each of two shapes, one with ragged tails),\n"
+    "measures it in an isolated worker process, and keeps the fastest. The winner's\n"
+    "stored artifact is called through its C ABI and checked the same way.\n"
     "The winner's artifact (as `mlk build` makes it), schedule, tuning log and timings\n"
     "go into the artifact cache under a key of everything that determines them; a\n"
     "cache hit returns at once and says so.\n"
@@ -96,19 +113,30 @@ const char* kTuneUsage =
     "  --time SECONDS      search budget per shape (default 150)\n"
     "  --seed K            the search's random seed (default 1); the same seed replays\n"
     "                      the same search\n"
-    "  --json              print a JSON array with, per tuned fn and shape: fn, target,\n"
-    "                      dims, best_ms, default_ms, speedup, trials, key, measured, cached\n"
+    "  --json              print only a JSON array on stdout (the summary lines go to\n"
+    "                      stderr) with, per tuned fn and shape: fn, target, dims,\n"
+    "                      best_ms, default_ms, speedup, trials, key, measured, cached\n"
     "  -o DIR              also write the artifact files to DIR\n"
     "  --cache PATH        the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
     "  --log FILE          the tuning log (JSON lines, appended after every trial); an\n"
     "                      interrupted run resumes from it (default: next to the store)\n"
-    "  --timeout SECONDS   per candidate; a hung or crashed candidate costs one trial\n"
+    "  --timeout SECONDS   per candidate, the limit on its run (verification and\n"
+    "                      timing; default 60); a hung or crashed candidate costs one\n"
+    "                      trial\n"
+    "  --compile-timeout SECONDS\n"
+    "                      per candidate, the limit on its compilation (Halide's JIT\n"
+    "                      and any autoscheduler; default: max(60, 10 x the default\n"
+    "                      schedule's compile time))\n"
     "  --require-measured  refuse results that are estimates (GPU profiles with no GPU)\n"
     "  --no-autoschedulers do not try Halide's autoschedulers as extra candidates\n"
     "\n"
     "GPU profiles on a machine without a GPU are tuned with the cost model and the\n"
     "ptxas resource report; their results are marked measured: false.\n"
-    "Progress goes to stderr: trials done, best time, speedup over the default, ETA.\n";
+    "Progress goes to stderr: trials done, best time, speedup over the default, ETA.\n"
+    "\n"
+    "Exit status: 0 success; 1 a bad program or input (including a shape whose\n"
+    "inputs and outputs would not fit in this machine's memory, refused before\n"
+    "anything is allocated); 2 bad usage; 3 an internal error (a bug in mlk).\n";
 
 const char* kServeUsage =
     "usage: mlk serve [--cache PATH] [--listen HOST:PORT] [--threads N] [--max-body SIZE]\n"
@@ -200,7 +228,34 @@ void print_help(FILE* out) {
   std::fprintf(out,
                "\n"
                "`mlk COMMAND --help` describes one command. Exit status: 0 success,\n"
-               "1 bad program or input, 2 bad usage.\n");
+               "1 bad program or input, 2 bad usage, 3 internal error (a bug in mlk).\n");
+}
+
+// Exit status of a command that ended by an exception: a bug in mlk, distinct
+// from 1 (bad program or input) and 2 (bad usage).
+constexpr int kInternalErrorExit = 3;
+
+int internal_error(const char* command, const char* what) {
+  std::fprintf(stderr,
+               "mlk %s: internal error: %s (please report this bug to the mlk maintainers with the command line "
+               "that caused it)\n",
+               command, what);
+  return kInternalErrorExit;
+}
+
+// Runs one command; an escaping exception becomes exit status 3.
+int run_guarded(const Command& c, const std::vector<std::string>& args) {
+  try {
+    // Test seam: MLK_TEST_THROW=1 makes the command throw before it starts, so
+    // that tests can check the internal-error path (tests/cli_tests.cmake).
+    if (const char* t = std::getenv("MLK_TEST_THROW"); t && std::string(t) == "1")
+      throw std::runtime_error("MLK_TEST_THROW is set (a test of the internal-error path)");
+    return c.run(args);
+  } catch (const std::exception& e) {
+    return internal_error(c.name, e.what());
+  } catch (...) {
+    return internal_error(c.name, "an exception that is not a std::exception");
+  }
 }
 
 }  // namespace
@@ -226,7 +281,7 @@ int main(int argc, char** argv) {
         std::fputs(c.usage, stdout);
         return 0;
       }
-    return c.run(rest);
+    return run_guarded(c, rest);
   }
   std::fprintf(stderr, "mlk: unknown command `%s`\n\n", name.c_str());
   print_help(stderr);

@@ -16,6 +16,9 @@
 #include "interop/tensor_files.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
+#include "lang/ir_printer.h"
+#include "lang/memory_budget.h"
+#include "runtime/resolve.h"
 #include "scheduler/kernel.h"
 #include "service/cli_cache.h"
 #include "targets/detect.h"
@@ -31,6 +34,7 @@ struct RunOptions {
   std::map<std::string, int64_t> dims;
   int64_t repeat = 0;
   bool reference = false;
+  rt::Require require = rt::Require::kAny;
 };
 
 Expected<RunOptions> parse(const std::vector<std::string>& args) {
@@ -40,7 +44,7 @@ Expected<RunOptions> parse(const std::vector<std::string>& args) {
     std::string a = r.next();
     auto val = [&]() { return r.value(); };
     if (a == "--fn" || a == "--inputs" || a == "--output" || a == "--dims" || a == "--target" || a == "--repeat" ||
-        a == "--cache" || a == "--namespace") {
+        a == "--cache" || a == "--namespace" || a == "--require") {
       auto v = val();
       if (!v.ok()) return v.status();
       if (a == "--fn") o.fn = *v;
@@ -49,6 +53,11 @@ Expected<RunOptions> parse(const std::vector<std::string>& args) {
       if (a == "--target") o.target = *v;
       if (a == "--cache") o.cache = *v;
       if (a == "--namespace") o.ns = *v;
+      if (a == "--require") {
+        auto r = rt::parse_require(*v);
+        if (!r.ok()) return Status::Usage("--require: " + r.status().message());
+        o.require = *r;
+      }
       if (a == "--dims") {
         auto d = parse_dims(*v);
         if (!d.ok()) return d.status();
@@ -129,6 +138,18 @@ int run_run(const std::vector<std::string>& args) {
                                           "` (parameters: " + names + ")"));
   }
 
+  // The result (and, with --repeat, the buffer timed runs reuse) must fit in
+  // memory next to the inputs, checked before it is allocated. When the shape
+  // does not bind, the run below says why.
+  {
+    std::vector<std::vector<int64_t>> in_shapes;
+    for (const auto& t : inputs) in_shapes.push_back(t.shape);
+    auto b = bind_dims(*f, in_shapes, o.dims);
+    std::string label = o.dims.empty() ? "the inputs of " + o.inputs : "--dims " + dims_label(o.dims);
+    if (b.ok())
+      if (Status s = check_memory_budget(*f, *b, 1, o.repeat > 0 ? 2 : 1, label); !s.ok()) return fail(s);
+  }
+
   std::unique_ptr<Kernel> kernel;
   std::unique_ptr<LoadedArtifact> tuned;
   DimEnv env;
@@ -143,38 +164,38 @@ int run_run(const std::vector<std::string>& args) {
     auto bound = bind_dims(*f, shapes, o.dims);
     if (!bound.ok()) return fail(bound.status());
     env = *bound;
-    // A tuned artifact for exactly this fn, shape and profile, when the cache has one
-    // (--cache may name a `mlk serve`: then a hit there is pulled into the local mirror).
+    // The shared resolver (runtime/resolve.h): the artifact tuned at this
+    // shape, else at the nearest other shape (--cache may name a `mlk serve`:
+    // then its entries count too), else, unless --require says otherwise,
+    // the default schedule with the JIT.
     std::unique_ptr<service::CliCache> cc;
     if (!o.no_cache) {
       auto c = service::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false);
       if (!c.ok()) return fail(c.status());
       cc = std::move(c).value();
     }
-    std::string store_path = cc ? cc->store_path() : "";
-    if (cc && cc->store()) {
-      std::string key = cache::cache_key(tune::key_inputs(m, o.fn, env, *profile));
-      cc->pull(key);
-      auto hit = cc->store()->get_entry(o.ns, key);
-      if (hit.ok()) {
-        auto a = LoadedArtifact::LoadFiles(hit->files);
-        if (!a.ok()) return fail(a.status());
-        tuned = std::move(a).value();
-        how = "tuned artifact from the cache, key " + key.substr(0, 16) + ", tuned on " +
-              hit->info.manifest.provenance.host;
-      } else if (hit.status().code() != Status::Code::kNotFound) {
-        return fail(hit.status());
-      }
-    }
-    if (!tuned) {
-      if (profile->name != "host")
-        return fail(Status::NotFound("no tuned artifact of `" + o.fn + "` for " + profile->name + " at this shape in the cache" +
-                                     (store_path.empty() ? "" : " (" + store_path + ")") + "; run `mlk tune " + o.file +
-                                     " --target " + profile->name + " --fn " + o.fn + " --dims ...` at this shape first, or use --target host"));
-      auto k = Kernel::CompileJit(m, o.fn, "host", nullptr, env);
+    auto found = rt::find_tuned(cc.get(), o.ns, m, o.fn, ir::function_hash(m, *f), *profile, env, o.require, detect_cpu());
+    if (found.ok()) {
+      auto a = LoadedArtifact::LoadFiles(found->entry.files);
+      if (!a.ok()) return fail(a.status());
+      tuned = std::move(a).value();
+      how = "tuned artifact " + found->key.substr(0, 16) +
+            (found->exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + rt::dims_str(found->tuned_dims) +
+            " on " + found->entry.info.manifest.provenance.host;
+    } else if (found.status().code() != Status::Code::kNotFound) {
+      return fail(found.status());
+    } else if (o.require != rt::Require::kAny) {
+      return fail(Status::NotFound(found.status().message() + " (--require " + rt::require_name(o.require) +
+                                   "; run `mlk tune " + o.file + " --fn " + o.fn + " --target " + profile->name +
+                                   " --dims " + rt::dims_str(env) + "` first)"));
+    } else if (profile->is_gpu()) {
+      return fail(Status::NotFound(found.status().message() + "; a CUDA profile has no JIT fallback: run `mlk tune " +
+                                   o.file + " --target " + profile->name + " --fn " + o.fn + "` first, or use --target host"));
+    } else {
+      auto k = Kernel::CompileJit(m, o.fn, profile->name == "host" ? "host" : profile->halide_target, nullptr, env);
       if (!k.ok()) return fail(k.status());
       kernel = std::move(k).value();
-      how = "default schedule, Halide JIT for this machine";
+      how = "default schedule (JIT), not tuned: " + found.status().message();
     }
   }
   std::fprintf(stderr, "mlk run: %s: %s\n", o.fn.c_str(), how.c_str());

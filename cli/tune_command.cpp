@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "lang/frontend.h"
+#include "lang/memory_budget.h"
 #include "service/cli_cache.h"
 #include "targets/detect.h"
 
@@ -37,7 +38,8 @@ int run_tune(const std::vector<std::string>& args) {
     else if (a == "--no-cache") no_cache = true;
     else if (a == "--quiet" || a == "-q") opts.progress = false;
     else if (a == "--fn" || a == "--target" || a == "--dims" || a == "--trials" || a == "--time" || a == "--seed" ||
-             a == "-o" || a == "--cache" || a == "--namespace" || a == "--log" || a == "--timeout") {
+             a == "-o" || a == "--cache" || a == "--namespace" || a == "--log" || a == "--timeout" ||
+             a == "--compile-timeout") {
       auto v = r.value();
       if (!v.ok()) return usage_error(self, v.status().message());
       if (a == "--fn") fn = *v;
@@ -56,7 +58,8 @@ int run_tune(const std::vector<std::string>& args) {
         if (a == "--trials") opts.trials = static_cast<int>(*n);
         if (a == "--time") opts.time_s = static_cast<double>(*n);
         if (a == "--seed") opts.seed = static_cast<uint64_t>(*n);
-        if (a == "--timeout") opts.timeout_s = static_cast<double>(*n);
+        if (a == "--timeout") opts.run_timeout_s = static_cast<double>(*n);
+        if (a == "--compile-timeout") opts.compile_timeout_s = static_cast<double>(*n);
       }
     } else if (!a.empty() && a[0] == '-') {
       return usage_error(self, "unknown option `" + a + "`");
@@ -105,6 +108,13 @@ int run_tune(const std::vector<std::string>& args) {
   if (jobs.empty())
     return fail(Status::InvalidArgument(fn.empty() ? file + " has no public fn with a `tune` declaration"
                                                    : file + " has no fn `" + fn + "`"));
+  // Every shape must fit in memory (inputs, outputs and the tuner's copies)
+  // before anything is allocated or tuned. GPU profiles allocate no inputs here.
+  if (!profile->is_gpu())
+    for (const auto& [name, shape] : jobs) {
+      std::string label = dims.empty() ? "the `tune` shape " + dims_label(shape) : "--dims " + dims_label(shape);
+      if (Status s = check_tuning_memory(*fe->module.find(name), shape, label); !s.ok()) return fail(s);
+    }
   // --cache may name a `mlk serve`: then each key is pulled into the local
   // mirror before tuning (a hit there is a hit here) and pushed after.
   std::unique_ptr<service::CliCache> cc;
@@ -134,7 +144,8 @@ int run_tune(const std::vector<std::string>& args) {
       status = 1;
       continue;
     }
-    std::printf("%s\n", res->summary_line.c_str());
+    // With --json, stdout carries the JSON document alone.
+    std::fprintf(json_out ? stderr : stdout, "%s\n", res->summary_line.c_str());
     all_json += (all_json.size() > 1 ? "," : "") + res->json;
   }
   if (json_out) std::printf("%s]\n", all_json.c_str());

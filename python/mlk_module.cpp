@@ -8,10 +8,13 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/boundary.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -66,6 +69,14 @@ std::vector<const DLTensor*> tensors_of(const py::list& caps) {
 struct PyProgram {
   std::shared_ptr<mlk::rt::Runtime> rt;
   std::shared_ptr<const mlk::rt::Program> prog;
+  // Policies by their text, parsed once (the call path is hot).
+  std::shared_ptr<std::map<std::string, mlk::rt::TargetPolicy>> policies =
+      std::make_shared<std::map<std::string, mlk::rt::TargetPolicy>>();
+  const mlk::rt::TargetPolicy& policy(const std::string& text) const {
+    auto it = policies->find(text);
+    if (it == policies->end()) it = policies->emplace(text, unwrap(mlk::rt::TargetPolicy::Parse(text))).first;
+    return it->second;
+  }
 };
 
 struct PyKernel {
@@ -106,8 +117,11 @@ PYBIND11_MODULE(_mlk, m) {
            }),
            py::arg("cache") = "", py::arg("namespace") = "default", py::arg("token") = "")
       .def_property_readonly("store_path", &mlk::rt::Runtime::store_path)
-      .def("program", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& file) {
-        return PyProgram{rt, unwrap(rt->LoadProgram(file))};
+      // A .tl file, or an `mlk build -o DIR` directory.
+      .def("program", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& path) {
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec)) return PyProgram{rt, unwrap(rt->LoadArtifactDir(path))};
+        return PyProgram{rt, unwrap(rt->LoadProgram(path))};
       });
 
   py::class_<PyProgram>(m, "Program")
@@ -133,13 +147,36 @@ PYBIND11_MODULE(_mlk, m) {
              if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
              auto args = tensors_of(caps);
              auto dims = unwrap(mlk::rt::dims_of(*f, args, given));
-             auto policy = unwrap(mlk::rt::TargetPolicy::Parse(targets));
-             return PyKernel{unwrap(p.rt->GetKernel(p.prog->file, fn, policy, dims))};
+             return PyKernel{unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), dims))};
            });
+
+  // The whole call in one crossing (the hot path of mlk/__init__.py): the
+  // arguments checked once for their dims and the result's shape, the kernel
+  // looked up, the output made by `alloc(shape)` -> (result, its capsule),
+  // the kernel run with the GIL released. Returns the result.
+  m.def("call", [](const PyProgram& p, const std::string& fn, const std::string& targets, const py::list& caps,
+                   const std::map<std::string, int64_t>& given, const py::object& alloc) {
+    const auto* f = p.prog->module.find(fn);
+    if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
+    auto args = tensors_of(caps);
+    auto checked = unwrap(mlk::rt::check_call(*f, args, nullptr, given));
+    auto k = unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), checked.dims));
+    py::tuple made = alloc(py::cast(checked.out_shape));
+    const DLTensor* o = tensor_of(made[1], "the output");
+    Status s;
+    {
+      py::gil_scoped_release release;  // tensors stay referenced by the caller
+      s = k->Run(args, const_cast<DLTensor*>(o));
+    }
+    if (!s.ok()) raise(s);
+    return py::object(made[0]);
+  });
 
   py::class_<PyKernel>(m, "Kernel")
       .def_property_readonly("selection", [](const PyKernel& k) { return k.k->selection().explain(); })
       .def_property_readonly("profile", [](const PyKernel& k) { return k.k->selection().profile; })
+      // "exact", "other-shape", "default-jit" or "directory".
+      .def_property_readonly("source", [](const PyKernel& k) { return mlk::rt::source_name(k.k->selection().source); })
       .def("output_shape", [](const PyKernel& k, const py::list& caps) { return unwrap(k.k->OutputShape(tensors_of(caps))); })
       .def("run", [](const PyKernel& k, const py::list& caps, const py::object& out) {
         auto args = tensors_of(caps);

@@ -51,9 +51,13 @@ void mlk_runtime_close(mlk_runtime_t* rt);
 
 /* The kernel of fn `fn` of a program, given by its file (program_file) or by
  * the fn's program hash (`mlk check --hash`; program_file NULL). targets: the
- * policy, profiles best first ("cuda_sm90,host"; NULL: "host"). dims: the
- * shape to select the artifact for ("B=1,S=128,D=4096": every dimension
- * variable). The kernel runs at every shape its signature admits. */
+ * policy, profiles best first ("cuda_sm90,host"; NULL: "host"), optionally
+ * followed by ";require=tuned" or ";require=exact". dims: the shape to select
+ * the artifact for ("B=1,S=128,D=4096": every dimension variable). The
+ * artifact tuned at exactly that shape is taken, else the one tuned at the
+ * nearest other shape, else (unless require says otherwise) the default
+ * schedule compiled by Halide's JIT; mlk_kernel_selection() says which. The
+ * kernel runs at every shape its signature admits. */
 int mlk_runtime_get_kernel(mlk_runtime_t* rt, const char* program_file, const char* program_hash, const char* fn,
                            const char* targets, const char* dims, mlk_kernel_t** out);
 

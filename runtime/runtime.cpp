@@ -4,34 +4,49 @@
 #include <sstream>
 
 #include "autotune/cached_tune.h"
+#include "cache/entry_meta.h"
 #include "cache/key.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
 #include "lang/sha256.h"
 #include "runtime/boundary.h"
+#include "scheduler/kernel.h"
 #include "service/cli_cache.h"
 #include "targets/detect.h"
+#include "targets/artifact_manifest.h"
 #include "targets/loaded_artifact.h"
 
 namespace mlk::rt {
 
 using nlohmann::json;
 
-namespace {
+// The default schedule compiled by the JIT; Halide's JIT pipeline binds its
+// inputs as pipeline state, so calls are serialised.
+struct Kernel::Jit {
+  std::mutex mu;
+  std::unique_ptr<mlk::Kernel> kernel;
+};
 
-std::string dims_str(const DimEnv& d) {
-  std::string s;
-  for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return s;
+const char* source_name(Selection::Source s) {
+  switch (s) {
+    case Selection::Source::kExact: return "exact";
+    case Selection::Source::kOtherShape: return "other-shape";
+    case Selection::Source::kDefaultJit: return "default-jit";
+    case Selection::Source::kDirectory: return "directory";
+  }
+  return "?";
 }
 
-Expected<std::shared_ptr<const Program>> compile_program(const std::string& name, const std::string& text) {
+namespace {
+
+Expected<std::shared_ptr<Program>> compile_program(const std::string& name, const std::string& text) {
   FrontendResult r = compile_source(name, text);
   if (!r.ok()) return Status::InvalidArgument(name + " does not check:\n" + r.rendered());
   auto p = std::make_shared<Program>();
   p->file = name;
   p->module = std::move(r.module);
-  return std::shared_ptr<const Program>(std::move(p));
+  for (const auto& f : p->module.functions) p->fn_hash[f.name] = ir::function_hash(p->module, f);
+  return p;
 }
 
 // Loads an entry's artifact (LoadedArtifact re-hashes the files against the
@@ -39,9 +54,10 @@ Expected<std::shared_ptr<const Program>> compile_program(const std::string& name
 Expected<std::shared_ptr<LoadedArtifact>> load_files(const std::map<std::string, std::string>& files) {
   auto a = LoadedArtifact::LoadFiles(files);
   if (!a.ok()) return a.status();
-  json m = json::parse(a.value()->manifest_json(), nullptr, false);
-  if (m.is_discarded() || m.value("abi_version", 0) != MLK_ABI_VERSION)
-    return Status::Unsupported("the artifact speaks C ABI version " + (m.is_discarded() ? std::string("?") : m["abi_version"].dump()) +
+  auto m = parse_artifact_manifest(a.value()->manifest_json(), "manifest.json");  // never throws
+  if (!m.ok()) return m.status();
+  if (m->abi_version != MLK_ABI_VERSION)
+    return Status::Unsupported("the artifact speaks C ABI version " + std::to_string(m->abi_version) +
                                ", this runtime version " + std::to_string(MLK_ABI_VERSION));
   return std::shared_ptr<LoadedArtifact>(std::move(a).value());
 }
@@ -50,7 +66,12 @@ Expected<std::shared_ptr<LoadedArtifact>> load_files(const std::map<std::string,
 
 Expected<TargetPolicy> TargetPolicy::Parse(const std::string& text) {
   TargetPolicy p;
-  std::stringstream ss(text.empty() ? "host" : text);
+  std::string list = text, options;
+  if (size_t semi = text.find(';'); semi != std::string::npos) {
+    list = text.substr(0, semi);
+    options = text.substr(semi + 1);
+  }
+  std::stringstream ss(list.empty() ? "host" : list);
   std::string item;
   while (std::getline(ss, item, ',')) {
     auto prof = resolve_profile(item);
@@ -58,12 +79,21 @@ Expected<TargetPolicy> TargetPolicy::Parse(const std::string& text) {
     p.profiles.push_back(item);
   }
   if (p.profiles.empty()) return Status::InvalidArgument("target policy `" + text + "` names no profile");
+  if (!options.empty()) {
+    if (options.rfind("require=", 0) != 0)
+      return Status::InvalidArgument("target policy `" + text + "`: unknown option `" + options +
+                                     "` (the only option is `require=any|tuned|exact`)");
+    auto r = parse_require(options.substr(8));
+    if (!r.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + r.status().message());
+    p.require = *r;
+  }
   return p;
 }
 
 std::string TargetPolicy::str() const {
   std::string s;
   for (const auto& p : profiles) s += (s.empty() ? "" : ",") + p;
+  if (require != Require::kAny) s += std::string(";require=") + require_name(require);
   return s;
 }
 
@@ -95,6 +125,10 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out) cons
                  c->shapes[i].data(), nullptr});
   mlk_tensor_t o{c->out, abi_dtype(fn_->result_type.dtype), static_cast<int32_t>(c->out_shape.size()),
                  c->out_shape.data(), nullptr};
+  if (jit_) {
+    std::lock_guard<std::mutex> lock(jit_->mu);
+    return jit_->kernel->Call(a, o, c->dims);
+  }
   return artifact_->Call(a, o, c->dims, fn_->name);
 }
 
@@ -121,15 +155,63 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadProgram(const std::string&
   auto p = compile_program(file, *text);
   if (!p.ok()) return p.status();
   programs_[id] = *p;
-  return *p;
+  return std::shared_ptr<const Program>(*p);
 }
 
 Expected<std::shared_ptr<const Kernel>> Runtime::GetKernel(const std::string& program_file, const std::string& fn,
                                                            const TargetPolicy& policy, const DimEnv& dims) {
   auto prog = LoadProgram(program_file);
   if (!prog.ok()) return prog.status();
+  return GetKernel(*prog, fn, policy, dims);
+}
+
+Expected<std::shared_ptr<const Kernel>> Runtime::GetKernel(const std::shared_ptr<const Program>& program,
+                                                           const std::string& fn, const TargetPolicy& policy,
+                                                           const DimEnv& dims) {
   std::lock_guard<std::mutex> lock(mu_);
-  return Select(*prog, fn, policy, dims);
+  return Select(program, fn, policy, dims);
+}
+
+Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::string& dir) {
+  const std::string where = dir + "/manifest.json";
+  auto text = read_file(where);
+  if (!text.ok()) return Status::NotFound(dir + " is not an artifact directory of `mlk build`: " + text.status().message());
+  json m = json::parse(*text, nullptr, false);
+  auto str = [&](const json& o, const char* k) {
+    return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string();
+  };
+  const std::string fn = str(m, "function"), ir_hash = str(m, "ir_hash");
+  const std::string profile = m.is_object() && m.contains("profile") ? str(m["profile"], "name") : "";
+  if (fn.empty() || ir_hash.empty() || profile.empty())
+    return Status::Corruption(where + ": `function`, `ir_hash` and `profile.name` must be strings");
+  auto src = read_file(dir + "/program.tl");
+  if (!src.ok())
+    return Status::NotFound(dir + " has no program.tl (built by an older mlk? build it again with `mlk build`)");
+  auto prog = compile_program(dir + "/program.tl", *src);
+  if (!prog.ok()) return prog.status();
+  if ((*prog)->fn_hash[fn] != ir_hash)
+    return Status::Corruption(dir + "/program.tl does not hash to the manifest's ir_hash of `" + fn + "`");
+  Program::Directory d;
+  d.dir = dir;
+  d.fn = fn;
+  d.profile = profile;
+  if (m.contains("dims") && m["dims"].is_object())
+    for (const auto& [k, v] : m["dims"].items())
+      if (v.is_number_integer()) d.dims[k] = v.get<int64_t>();
+  if (m.contains("requires") && m["requires"].is_object() && m["requires"].contains("cpu_features") &&
+      m["requires"]["cpu_features"].is_array()) {
+    const CpuInfo cpu = detect_cpu();
+    std::string missing;
+    for (const auto& f : m["requires"]["cpu_features"])
+      if (f.is_string() && !cpu.has(f.get<std::string>())) missing += (missing.empty() ? "" : ", ") + f.get<std::string>();
+    if (!missing.empty())
+      return Status::Unsupported(dir + " was built for " + profile + " and needs CPU features this machine lacks: " + missing);
+  }
+  auto art = LoadedArtifact::Load(dir);
+  if (!art.ok()) return art.status();
+  d.artifact = std::shared_ptr<LoadedArtifact>(std::move(*art));
+  (*prog)->directory = std::move(d);
+  return std::shared_ptr<const Program>(*prog);
 }
 
 Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::string& program_hash, const std::string& fn,
@@ -140,8 +222,8 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
   auto entries = store->list(opts_.ns);
   if (!entries.ok()) return entries.status();
   for (const auto& e : *entries) {
-    json meta = json::parse(e.manifest.meta_json, nullptr, false);
-    if (meta.is_discarded() || meta.value("program_hash", "") != program_hash || meta.value("fn", "") != fn) continue;
+    auto meta = cache::parse_entry_meta(e.manifest.meta_json);  // damaged metadata: not a candidate
+    if (!meta.ok() || meta->program_hash != program_hash || meta->fn != fn) continue;
     auto art = store->get_entry(opts_.ns, e.key);
     if (!art.ok()) return art.status();
     auto src = art->files.find("program.tl");
@@ -166,14 +248,36 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   if (!f->is_public) return Status::InvalidArgument("`" + fn + "` is not public; only public fns have artifacts");
   for (const auto& d : f->dim_vars)
     if (!dims.count(d)) return Status::InvalidArgument("kernel `" + fn + "` needs a value for dimension `" + d + "`");
-  const std::string fhash = ir::function_hash(prog->module, *f);
-  const std::string kid = fhash + "|" + fn + "|" + policy.str() + "|" + dims_str(dims);
+  const std::string& fhash = prog->fn_hash.at(fn);
+  const std::string kid = fhash + "|" + fn + "|" + policy.str() + "|" + dims_str(dims) +
+                          (prog->directory ? "|" + prog->directory->dir : "");
   if (auto it = kernels_.find(kid); it != kernels_.end()) return it->second;
 
+  auto k = std::make_shared<Kernel>();
+  k->program_ = prog;
+  k->fn_ = f;
+  for (const auto& d : f->unbound_dims()) k->unbound_[d] = dims.at(d);
+  auto done = [&](Selection sel) {
+    k->sel_ = std::move(sel);
+    kernels_[kid] = k;
+    return std::shared_ptr<const Kernel>(k);
+  };
   Selection sel;
+  if (prog->directory) {
+    const auto& d = *prog->directory;
+    if (d.fn != fn) return Status::NotFound(d.dir + " holds the artifact of `" + d.fn + "`, not of `" + fn + "`");
+    sel.source = Selection::Source::kDirectory;
+    sel.profile = d.profile;
+    sel.tuned_dims = dims_str(d.dims);
+    sel.exact = d.dims == dims;
+    sel.reason = d.profile + ": the artifact in " + d.dir + " (built for " + sel.tuned_dims + "), not from the cache";
+    k->artifact_ = d.artifact;
+    return done(std::move(sel));
+  }
+
   const CpuInfo cpu = detect_cpu();
   const CudaInfo cuda = detect_cuda();
-  cache::Store* store = cache_->store();
+  std::optional<Profile> jit_profile;  // the first CPU profile of the policy that runs here
   for (const auto& name : policy.profiles) {
     auto p = resolve_profile(name);
     if (!p.ok()) return p.status();
@@ -182,74 +286,64 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
       sel.rejected.push_back(name + ": cannot run here: " + rn.reason);
       continue;
     }
-    std::string key = cache::cache_key(tune::key_inputs(prog->module, fn, dims, *p));
-    bool pulled = cache_->pull(key);
-    store = cache_->store();
-    if (!store) {
-      sel.rejected.push_back(name + ": no artifact cache at " + cache_->store_path());
-      continue;
-    }
-    auto hit = store->get_entry(opts_.ns, key);
-    std::string tuned_dims = dims_str(dims);
-    bool exact = hit.ok();
-    if (!hit.ok() && hit.status().code() != Status::Code::kNotFound) return hit.status();
-    if (!hit.ok()) {
-      // Any artifact of this fn and profile: correct at every valid shape.
-      auto entries = store->list(opts_.ns);
-      if (!entries.ok()) return entries.status();
-      for (const auto& e : *entries) {
-        json meta = json::parse(e.manifest.meta_json, nullptr, false);
-        if (meta.is_discarded() || meta.value("program_hash", "") != fhash || meta.value("fn", "") != fn ||
-            meta.value("target", "") != p->name)
-          continue;
-        hit = store->get_entry(opts_.ns, e.key);
-        if (!hit.ok()) return hit.status();
-        key = e.key;
-        DimEnv td;
-        if (meta.contains("dims") && meta["dims"].is_object())
-          for (const auto& [k, v] : meta["dims"].items())
-            if (v.is_number_integer()) td[k] = v.get<int64_t>();
-        tuned_dims = dims_str(td);
-        break;
-      }
-    }
-    if (!hit.ok()) {
-      sel.rejected.push_back(name + ": no artifact of `" + fn + "` in namespace " + opts_.ns + " of " +
-                             cache_->store_path() + " (run `mlk tune` for " + name + ")");
+    if (!p->is_gpu() && !jit_profile) jit_profile = *p;
+    auto found = find_tuned(cache_.get(), opts_.ns, prog->module, fn, fhash, *p, dims, policy.require, cpu);
+    if (!found.ok()) {
+      if (found.status().code() != Status::Code::kNotFound) return found.status();
+      sel.rejected.push_back(name + ": " + found.status().message());
       continue;
     }
     std::shared_ptr<LoadedArtifact> art;
-    if (auto it = artifacts_.find(key); it != artifacts_.end()) {
+    if (auto it = artifacts_.find(found->key); it != artifacts_.end()) {
       art = it->second;
     } else {
-      auto loaded = load_files(hit->files);
+      auto loaded = load_files(found->entry.files);
       if (!loaded.ok()) return Status(loaded.status().code() == Status::Code::kCorruption
-                                          ? Status::Corruption("artifact " + key.substr(0, 16) + ": " + loaded.status().message())
+                                          ? Status::Corruption("artifact " + found->key.substr(0, 16) + ": " + loaded.status().message())
                                           : loaded.status());
       art = *loaded;
-      artifacts_[key] = art;
+      artifacts_[found->key] = art;
     }
-    json meta = json::parse(hit->info.manifest.meta_json, nullptr, false);
+    auto meta = cache::parse_entry_meta(found->entry.info.manifest.meta_json);
+    if (!meta.ok()) return Status::Corruption("entry " + found->key.substr(0, 16) + ": " + meta.status().message());
+    sel.source = found->exact ? Selection::Source::kExact : Selection::Source::kOtherShape;
     sel.profile = name;
-    sel.key = key;
-    sel.exact = exact;
-    sel.tuned_dims = tuned_dims;
-    sel.reason = name + ": artifact " + key.substr(0, 16) + (pulled ? " (pulled from the server)" : "") +
-                 (exact ? ", tuned at exactly " + tuned_dims : ", tuned at " + tuned_dims + ", run at " + dims_str(dims)) +
-                 " on " + hit->info.manifest.provenance.host +
-                 (meta.is_object() && !meta.value("measured", true) ? ", NOT measured (estimated)" : "");
-    auto k = std::make_shared<Kernel>();
-    k->program_ = prog;
-    k->fn_ = f;
+    sel.key = found->key;
+    sel.exact = found->exact;
+    sel.tuned_dims = dims_str(found->tuned_dims);
+    sel.reason = name + ": tuned artifact " + found->key.substr(0, 16) + (found->pulled ? " (pulled from the server)" : "") +
+                 (found->exact ? ", tuned at exactly " + sel.tuned_dims
+                               : ", tuned at " + sel.tuned_dims + " (the nearest tuned shape), run at " + dims_str(dims)) +
+                 " on " + found->entry.info.manifest.provenance.host + (!meta->measured ? ", NOT measured (estimated)" : "");
     k->artifact_ = art;
-    for (const auto& d : f->unbound_dims()) k->unbound_[d] = dims.at(d);
-    k->sel_ = std::move(sel);
-    kernels_[kid] = k;
-    return std::shared_ptr<const Kernel>(k);
+    return done(std::move(sel));
   }
   std::string why;
   for (const auto& r : sel.rejected) why += "\n  " + r;
-  return Status::NotFound("no kernel for `" + fn + "` at " + dims_str(dims) + " under policy " + policy.str() + ":" + why);
+  if (policy.require != Require::kAny || !jit_profile)
+    return Status::NotFound("no kernel for `" + fn + "` at " + dims_str(dims) + " under policy " + policy.str() +
+                            (jit_profile ? "" : " (no CPU profile of it runs here, so no default schedule either)") +
+                            ":" + why);
+  // No tuned artifact: the default schedule, compiled once per fn and profile.
+  const std::string jid = fhash + "|" + fn + "|" + jit_profile->name;
+  auto& jit = jits_[jid];
+  if (!jit) {
+    auto compiled = mlk::Kernel::CompileJit(prog->module, fn, jit_profile->name == "host" ? "host" : jit_profile->halide_target,
+                                            nullptr, dims);
+    if (!compiled.ok()) {
+      jits_.erase(jid);
+      return compiled.status();
+    }
+    jit = std::make_shared<Kernel::Jit>();
+    jit->kernel = std::move(*compiled);
+  }
+  sel.source = Selection::Source::kDefaultJit;
+  sel.profile = jit_profile->name;
+  sel.reason = jit_profile->name + ": default schedule (JIT), not tuned: no tuned artifact of `" + fn + "` for " +
+               policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile->name + " --dims " + dims_str(dims) +
+               "` tunes one)";
+  k->jit_ = jit;
+  return done(std::move(sel));
 }
 
 }  // namespace mlk::rt

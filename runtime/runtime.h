@@ -18,15 +18,18 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lang/bind.h"
 #include "lang/ir.h"
 #include "lang/status.h"
+#include "runtime/resolve.h"
 
 namespace mlk {
 class LoadedArtifact;
+class Kernel;
 namespace service {
 class CliCache;
 }
@@ -41,18 +44,26 @@ struct Options {
 };
 
 // The profiles to try, best first: "cuda_sm90,host" is
-// select([prefer(cuda_sm90), fallback(host)]).
+// select([prefer(cuda_sm90), fallback(host)]), and how strict the lookup is.
 struct TargetPolicy {
   std::vector<std::string> profiles;
-  // Comma-separated profile names (see `mlk targets`); "" = {"host"}.
+  Require require = Require::kAny;
+  // Comma-separated profile names (see `mlk targets`), optionally followed by
+  // `;require=any|tuned|exact`: "cpu_avx512,host;require=tuned". "" = {"host"}.
   static Expected<TargetPolicy> Parse(const std::string& text);
   std::string str() const;
 };
 
 // Which artifact a kernel runs, and why.
 struct Selection {
+  // kExact: tuned at exactly the requested shape; kOtherShape: tuned for the
+  // same fn and profile at the nearest other shape; kDefaultJit: no tuned
+  // artifact, the default schedule compiled by Halide's JIT for this machine;
+  // kDirectory: the artifact of an `mlk build -o DIR` directory.
+  enum class Source { kExact, kOtherShape, kDefaultJit, kDirectory };
+  Source source = Source::kExact;
   std::string profile;                // the chosen profile
-  std::string key;                    // its cache key
+  std::string key;                    // its cache key ("" for the JIT and a directory)
   std::string tuned_dims;             // the shape it was tuned at, "B=1,S=128,D=4096"
   bool exact = false;                 // tuned at exactly the requested shape
   std::string reason;                 // one line for people
@@ -60,10 +71,20 @@ struct Selection {
   std::string explain() const;        // reason, then the rejections
 };
 
-// A loaded program: its checked IR and its source hash.
+const char* source_name(Selection::Source s);  // "exact", "other-shape", "default-jit", "directory"
+
+// A loaded program: its checked IR, the program hash of each fn, and, for an
+// `mlk build` directory, the artifact it holds.
 struct Program {
   std::string file;  // where it was read ("" when it came from the cache)
   ir::Module module;
+  std::map<std::string, std::string> fn_hash;  // ir::function_hash of every fn, computed once
+  struct Directory {
+    std::string dir, fn, profile;
+    DimEnv dims;
+    std::shared_ptr<LoadedArtifact> artifact;
+  };
+  std::optional<Directory> directory;
 };
 
 class Kernel {
@@ -80,7 +101,9 @@ class Kernel {
   friend class Runtime;
   std::shared_ptr<const Program> program_;
   const ir::Function* fn_ = nullptr;
-  std::shared_ptr<LoadedArtifact> artifact_;
+  std::shared_ptr<LoadedArtifact> artifact_;  // a tuned artifact, or
+  struct Jit;
+  std::shared_ptr<Jit> jit_;                  // the default schedule, compiled by the JIT
   DimEnv unbound_;  // values of the dims no parameter binds, from the request
   Selection sel_;
 };
@@ -92,14 +115,24 @@ class Runtime {
 
   // The checked program in `file` (read and checked once per path and content).
   Expected<std::shared_ptr<const Program>> LoadProgram(const std::string& file);
+  // The artifact directory `dir` written by `mlk build -o DIR`: its
+  // program.tl (checked against the manifest's ir_hash), its library
+  // (re-hashed against the manifest) and its required CPU features (checked
+  // against this machine). Kernels of it never consult the cache.
+  Expected<std::shared_ptr<const Program>> LoadArtifactDir(const std::string& dir);
 
   // The kernel of fn `fn` of the program in `program_file` for the shape
   // `dims` (every dimension variable; see dims_of): per profile of `policy`
-  // in order, skipping profiles this machine cannot run, the artifact tuned
-  // at exactly this shape, else one tuned for the same fn and profile at
-  // another shape (artifacts are correct at every valid shape). NotFound when
-  // no profile has one, with every profile's reason.
+  // in order, skipping profiles this machine cannot run, what find_tuned
+  // (runtime/resolve.h) finds; when no profile has a tuned artifact and the
+  // policy requires none, the default schedule compiled by Halide's JIT for
+  // the first CPU profile of the policy this machine runs (compiled once per
+  // fn and profile, kept for the Runtime's life). NotFound otherwise, with
+  // every profile's reason. selection() says which and why.
   Expected<std::shared_ptr<const Kernel>> GetKernel(const std::string& program_file, const std::string& fn,
+                                                    const TargetPolicy& policy, const DimEnv& dims);
+  // The same for a program already loaded: no file is read or hashed again.
+  Expected<std::shared_ptr<const Kernel>> GetKernel(const std::shared_ptr<const Program>& program, const std::string& fn,
                                                     const TargetPolicy& policy, const DimEnv& dims);
   // The same by the fn's program hash (`mlk check --hash`): the program text
   // comes from the cached entry (program.tl) and is checked against the hash.
@@ -118,6 +151,7 @@ class Runtime {
   std::map<std::string, std::shared_ptr<const Program>> programs_;        // by path + sha256 of the text
   std::map<std::string, std::shared_ptr<LoadedArtifact>> artifacts_;     // by cache key
   std::map<std::string, std::shared_ptr<const Kernel>> kernels_;         // by program, fn, policy, dims
+  std::map<std::string, std::shared_ptr<Kernel::Jit>> jits_;            // by fn hash and profile
 };
 
 // Every dimension variable of `f` from the shapes of `args` and `given`

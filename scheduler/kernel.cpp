@@ -89,7 +89,40 @@ Halide::Buffer<> wrap(const HostTensor& t) {
   return Halide::Buffer<>(lower::storage_type(t.dtype), const_cast<uint8_t*>(t.bytes.data()), sizes);
 }
 
+// A Halide view of C ABI memory: dimensions innermost first, strides in
+// elements (compact row-major when the tensor gives none).
+Halide::Buffer<> wrap(const mlk_tensor_t& t, DType dt) {
+  std::vector<halide_dimension_t> d(static_cast<size_t>(t.rank));
+  int64_t stride = 1;
+  for (int32_t i = t.rank - 1; i >= 0; --i) {
+    const int64_t s = t.strides ? t.strides[i] : stride;
+    d[static_cast<size_t>(t.rank - 1 - i)] = halide_dimension_t(0, static_cast<int32_t>(t.shape[i]), static_cast<int32_t>(s));
+    stride *= t.shape[i];
+  }
+  return Halide::Buffer<>(lower::storage_type(dt), t.data, t.rank, d.data());
+}
+
 }  // namespace
+
+Status Kernel::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& dims) {
+  const ir::Function& f = *impl_->fn;
+  if (args.size() != f.params.size())
+    return Status::InvalidArgument("`" + f.name + "` takes " + std::to_string(f.params.size()) + " tensors, got " +
+                                   std::to_string(args.size()));
+  try {
+    for (size_t i = 0; i < args.size(); ++i) impl_->lowered.inputs[i].set(wrap(args[i], f.params[i].type.dtype));
+    for (auto& [name, prm] : impl_->lowered.dim_params) {
+      auto it = dims.find(name);
+      if (it == dims.end()) return Status::InvalidArgument("`" + f.name + "`: no value for dimension `" + name + "`");
+      prm.set(static_cast<int32_t>(it->second));
+    }
+    Halide::Buffer<> ob = wrap(out, f.result_type.dtype);
+    impl_->pipeline.realize(ob, impl_->target);
+  } catch (const Halide::Error& e) {
+    return Status::InvalidArgument(std::string("`") + f.name + "` failed at run time: " + clean_runtime_error(e.what()));
+  }
+  return Status::Ok();
+}
 
 Expected<HostTensor> Kernel::Run(const std::vector<HostTensor>& inputs, const DimEnv& given) {
   HostTensor out;

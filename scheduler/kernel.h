@@ -11,6 +11,7 @@
 #include "lang/status.h"
 #include "lang/tensor.h"
 #include "scheduler/schedule.h"
+#include "targets/abi.h"
 
 namespace mlk {
 
@@ -39,6 +40,12 @@ class Kernel {
   // The same, writing into `out`, which is reallocated only when its dtype or
   // shape is not the result's (so repeated runs reuse one buffer).
   Status RunInto(const std::vector<HostTensor>& inputs, const DimEnv& given, HostTensor& out);
+
+  // The same on caller-owned memory described as the C ABI describes it
+  // (targets/abi.h): the caller has checked dtypes, ranks, extents and
+  // refinements (runtime/boundary.h) and gives every dimension in `dims`.
+  // No copy is made; strides NULL means compact row-major. Not thread-safe.
+  Status Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& dims);
 
   const ir::Function& function() const;
 

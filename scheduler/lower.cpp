@@ -550,6 +550,10 @@ Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn) {
     for (size_t i = 0; i < f->params.size(); ++i) {
       const ir::Type& t = f->params[i].type;
       int rank = static_cast<int>(t.shape.size());
+      // Halide names of user names are prefixed (in_P, dim_D, load_P): the AOT
+      // header's parameters (_in_P_buffer, _dim_D) are then never a C keyword
+      // or macro, and no user name meets an internal Func (fN_..., output, the
+      // stage names). JIT and AOT share these names; schedules cite load_P.
       Halide::ImageParam ip(storage_type(t.dtype), rank, "in_" + f->params[i].name);
       p.inputs.push_back(ip);
       // Bare-variable extents bind dimension variables.

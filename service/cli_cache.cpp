@@ -96,4 +96,13 @@ Status CliCache::push(const std::string& key) {
   return rep.status();
 }
 
+std::vector<cache::EntryInfo> CliCache::query(const std::string& fn, const std::string& target,
+                                              const std::string& program_hash) {
+  if (!remote_ || down_) return {};
+  auto r = remote_->query(fn, target, program_hash);
+  if (r.ok()) return std::move(*r);
+  server_down(r.status());
+  return {};
+}
+
 }  // namespace mlk::service

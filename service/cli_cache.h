@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cache/store.h"
 #include "service/remote_store.h"
@@ -41,6 +42,10 @@ class CliCache {
   // Remote mode: uploads (ns, key) from the local store; a failure is
   // reported (and returned), the local copy stays.
   Status push(const std::string& key);
+  // Remote mode: the server's entries for (fn, target, program_hash) (see
+  // RemoteStore::query); empty without a server or when it is down (a
+  // failure is reported once, like pull()).
+  std::vector<cache::EntryInfo> query(const std::string& fn, const std::string& target, const std::string& program_hash);
 
  private:
   void server_down(const Status& why);

@@ -171,14 +171,29 @@ Expected<cache::EntryInfo> RemoteStore::get_entry(const std::string& key) {
     return Status::Corruption("cache server " + s.opt.url + ": " + what + ": the answer is not an entry");
   auto m = cache::manifest_from_json(j["manifest"].dump());
   if (!m.ok()) return Status::Corruption("cache server " + s.opt.url + ": " + what + ": " + m.status().message());
+  // The other fields are optional; one of the wrong type is a damaged answer.
+  auto field_error = [&](const char* field, const char* want) {
+    return Status::Corruption("cache server " + s.opt.url + ": " + what + ": `" + field + "` must be " + want);
+  };
   cache::EntryInfo e;
-  e.ns = j.value("namespace", std::string());
+  if (j.contains("namespace")) {
+    if (!j["namespace"].is_string()) return field_error("namespace", "a string");
+    e.ns = j["namespace"].get<std::string>();
+  }
   e.key = key;
   e.manifest = std::move(*m);
   for (const auto& [name, ref] : e.manifest.files) e.size += ref.size;
-  e.pinned = j.value("pinned", false);
-  e.created = j.value("created", int64_t{0});
-  e.last_used = j.value("last_used", int64_t{0});
+  if (j.contains("pinned")) {
+    if (!j["pinned"].is_boolean()) return field_error("pinned", "true or false");
+    e.pinned = j["pinned"].get<bool>();
+  }
+  for (const char* f : {"created", "last_used"}) {
+    if (!j.contains(f)) continue;
+    const json& v = j[f];
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+      return field_error(f, "unix seconds (an integer)");
+    (std::string(f) == "created" ? e.created : e.last_used) = v.get<int64_t>();
+  }
   return e;
 }
 
@@ -247,6 +262,37 @@ Expected<TransferReport> RemoteStore::pull(cache::Store& local, const std::strin
   }
   MLK_RETURN_IF_ERROR(local.put_entry(local_ns, key, e->manifest.meta_json, e->manifest.provenance, files));
   return rep;
+}
+
+Expected<std::vector<cache::EntryInfo>> RemoteStore::query(const std::string& fn, const std::string& target,
+                                                           const std::string& program_hash, int limit) {
+  Impl& s = *impl_;
+  const std::string what = "query entries of `" + fn + "`";
+  httplib::Params q = {{"fn", fn}, {"target", target}, {"program_hash", program_hash}, {"limit", std::to_string(limit)}};
+  const std::string url = s.path(httplib::append_query_params("/v1/entries", q));
+  auto r = s.call(what, [&] { return s.client->Get(url.c_str()); });
+  if (!r.ok()) return r.status();
+  if (r->status != 200) return s.failure(what, *r);
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption("cache server " + s.opt.url + ": " + what + ": " + why);
+  };
+  json j = json::parse(r->body, nullptr, false);
+  if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array()) return bad("the answer has no `entries` list");
+  std::vector<cache::EntryInfo> out;
+  for (const auto& e : j["entries"]) {
+    if (!e.is_object() || !e.contains("key") || !e["key"].is_string() || !e.contains("manifest") ||
+        !e["manifest"].is_object())
+      return bad("an entry without `key` or `manifest`");
+    auto m = cache::manifest_from_json(e["manifest"].dump());
+    if (!m.ok()) return bad(m.status().message());
+    cache::EntryInfo info;
+    info.key = e["key"].get<std::string>();
+    info.ns = e.contains("namespace") && e["namespace"].is_string() ? e["namespace"].get<std::string>() : "";
+    info.manifest = std::move(*m);
+    for (const auto& [name, ref] : info.manifest.files) info.size += ref.size;
+    out.push_back(std::move(info));
+  }
+  return out;
 }
 
 }  // namespace mlk::service

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cache/store.h"
 #include "lang/status.h"
@@ -54,6 +55,12 @@ class RemoteStore {
   Expected<std::string> get_blob(const std::string& digest);
   // The entry's manifest and bookkeeping (no blob bytes).
   Expected<cache::EntryInfo> get_entry(const std::string& key);
+  // Entries whose meta has fn `fn`, target `target` and program_hash
+  // `program_hash` (GET /v1/entries?..., most recently used first, at most
+  // `limit`): manifests and bookkeeping only, no blob bytes. Corruption when
+  // the answer is not a list of entries.
+  Expected<std::vector<cache::EntryInfo>> query(const std::string& fn, const std::string& target,
+                                                const std::string& program_hash, int limit = 100);
   // Binds `key` to `m`; its blobs must have been put.
   Status put_entry(const std::string& key, const cache::Manifest& m);
   // The team of the token (GET /v1/whoami): a cheap check of URL and token.

@@ -23,6 +23,10 @@ struct BuildRequest {
   DimEnv dims;                     // shape estimates the schedule was made for
   std::optional<Schedule> schedule;  // default: the rules' default schedule
   std::string out_dir;
+  // A JSON object describing how the schedule was verified (`mlk tune`:
+  // autotune/tuner.h, TuneResult::verification_json), written to the
+  // manifest as "verification"; empty: no such key.
+  std::string verification_json = {};
 };
 
 struct BuildResult {

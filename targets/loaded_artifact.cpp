@@ -5,16 +5,15 @@
 
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "lang/sha256.h"
 #include "lang/source.h"
 #include "targets/abi.h"
+#include "targets/artifact_manifest.h"
 
 namespace mlk {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 int32_t abi_dtype(DType t) {
   switch (t) {
@@ -39,22 +38,21 @@ LoadedArtifact::~LoadedArtifact() {
 Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::Load(const std::string& dir) {
   auto text = read_file((fs::path(dir) / "manifest.json").string());
   if (!text.ok()) return text.status();
-  json m = json::parse(*text, nullptr, false);
-  if (m.is_discarded() || !m.is_object() || m.value("format", "") != "mlk-artifact-1")
-    return Status::Corruption(dir + "/manifest.json is not an mlk artifact manifest");
-  for (const auto& [name, digest] : m["files"].items()) {
+  auto m = parse_artifact_manifest(*text, dir + "/manifest.json");
+  if (!m.ok()) return m.status();
+  for (const auto& [name, digest] : m->files) {
     auto bytes = read_file((fs::path(dir) / name).string());
     if (!bytes.ok()) return bytes.status();
-    if (sha256_hex(*bytes) != digest.get<std::string>())
+    if (sha256_hex(*bytes) != digest)
       return Status::Corruption(dir + "/" + name + " does not match the sha256 in its manifest; refusing to load it");
   }
   std::unique_ptr<LoadedArtifact> a(new LoadedArtifact());
   a->manifest_ = *text;
-  a->unbound_ = m["signature"].value("unbound_dims", std::vector<std::string>{});
-  std::string lib = (fs::path(dir) / m.value("library", "")).string();
+  a->unbound_ = m->unbound_dims;
+  std::string lib = (fs::path(dir) / m->library).string();
   a->handle_ = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!a->handle_) return Status::InvalidArgument(std::string("cannot load ") + lib + ": " + dlerror());
-  a->entry_ = dlsym(a->handle_, m.value("entry_symbol", "").c_str());
+  a->entry_ = dlsym(a->handle_, m->entry_symbol.c_str());
   a->last_error_ = reinterpret_cast<const char* (*)()>(dlsym(a->handle_, "mlk_last_error"));
   if (!a->entry_ || !a->last_error_) return Status::Corruption(lib + " lacks its C ABI entry");
   return a;

@@ -30,3 +30,48 @@ mlk_cli_test(tune_needs_target 2 "--target PROFILE is required" tune ${CMAKE_SOU
 mlk_cli_test(tune_bad_trials 2 "--trials: `zero` is not a positive integer" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target host --trials zero)
 mlk_cli_test(tune_no_bucket 1 "`gelu_tanh` has no `tune` declaration. give its shape with --dims" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target host --fn gelu_tanh --no-cache)
 mlk_cli_test(tune_help 0 "usage: mlk tune FILE.tl --target PROFILE" tune --help)
+# Dims and params named like C keywords and the wrapper's own names: the winner
+# is compiled and built like any other (tests/targets/c_names.tl).
+mlk_cli_test(tune_c_names 0 "c_names \\[.*\\] host: [0-9.]+ ms \\(.*, measured, key [0-9a-f]{16}"
+  tune ${CMAKE_CURRENT_SOURCE_DIR}/targets/c_names.tl --target host --trials 2 --no-autoschedulers --no-cache -q
+  -o ${CMAKE_CURRENT_BINARY_DIR}/cli_tune_c_names)
+
+# Exit status 3: an exception escaping a command (cli/main.cpp; the test seam
+# MLK_TEST_THROW=1 throws one) is one line naming the command, not an abort.
+add_test(NAME cli.internal_error_exit_3
+  COMMAND ${CMAKE_COMMAND} -E env MLK_TEST_THROW=1
+          ${_expect} 3 "^mlk check: internal error: MLK_TEST_THROW is set \\(a test of the internal-error path\\) \\(please report this bug"
+          $<TARGET_FILE:mlk> check ${CMAKE_SOURCE_DIR}/examples/mlp.tl)
+
+# Shapes too large for this machine's memory: refused before allocating, exit 1.
+set(_mlp ${CMAKE_SOURCE_DIR}/examples/mlp.tl)
+mlk_cli_test(tune_dims_beyond_memory 1
+  "mlk tune: --dims K=1000000,M=1000000,N=1000000 needs about 21.8 TiB for the inputs and outputs of `sgemm` \\(2 sets of inputs of 7.3 TiB, 2 results of 3.6 TiB\\). this machine has [0-9.]+ [KMGT]iB of memory. choose smaller dimensions"
+  tune ${_mlp} --target host --fn sgemm --dims M=1000000,K=1000000,N=1000000 --no-cache)
+mlk_cli_test(tune_dims_overflow_64_bits 1
+  "mlk tune: --dims K=99999999999,M=99999999999,N=99999999999 needs more than 8.0 EiB \\(the byte count of a tensor overflows 64 bits\\)"
+  tune ${_mlp} --target host --fn sgemm --dims M=99999999999,K=99999999999,N=99999999999 --no-cache)
+mlk_cli_test(bench_dims_beyond_memory 1
+  "mlk bench: --dims K=1000000,M=1000000,N=1000000 needs about [0-9.]+ TiB for the inputs and outputs of `sgemm`"
+  bench ${_mlp} --fn sgemm --target host --dims M=1000000,K=1000000,N=1000000 --no-cache -q)
+
+# Numeric flags: out of range, negative or not a number is a usage error naming the flag.
+mlk_cli_test(tune_trials_above_int_max 2 "mlk tune: --trials: `3000000000` is too large \\(at most 2147483647\\)"
+  tune ${_mlp} --target host --trials 3000000000)
+mlk_cli_test(tune_trials_beyond_64_bits 2 "mlk tune: --trials: `99999999999999999999999` is too large \\(at most 2147483647\\)"
+  tune ${_mlp} --target host --trials 99999999999999999999999)
+mlk_cli_test(tune_negative_time 2 "mlk tune: --time: `-5` is not a positive integer" tune ${_mlp} --target host --time -5)
+mlk_cli_test(tune_bad_seed 2 "mlk tune: --seed: `abc` is not a positive integer" tune ${_mlp} --target host --seed abc)
+mlk_cli_test(tune_fractional_timeout 2 "mlk tune: --timeout: `1.5` is not a positive integer" tune ${_mlp} --target host --timeout 1.5)
+mlk_cli_test(run_repeat_too_large 2 "mlk run: --repeat: `99999999999999999999` is too large \\(at most 2147483647\\)"
+  run ${_mlp} --inputs x.safetensors --repeat 99999999999999999999)
+mlk_cli_test(run_negative_repeat 2 "mlk run: --repeat: `-1` is not a positive integer" run ${_mlp} --inputs x.safetensors --repeat=-1)
+mlk_cli_test(serve_threads_too_large 2 "mlk serve: --threads: `3000000000` is not a number from 1 to 1024" serve --threads 3000000000)
+mlk_cli_test(serve_negative_timeout 2 "mlk serve: --timeout: `-1` is not a positive integer" serve --timeout -1)
+mlk_cli_test(serve_ttl_too_large 2 "mlk serve: --staged-ttl: `9223372036854775808` is too large \\(at most 2147483647\\)"
+  serve --staged-ttl 9223372036854775808)
+mlk_cli_test(bench_rounds_too_large 2 "mlk bench: --rounds: `3000000000` is too large \\(at most 2147483647\\)"
+  bench ${_mlp} --fn sgemm --target host --rounds 3000000000)
+mlk_cli_test(bench_negative_settle 2 "mlk bench: --settle: `-1` is not a whole number of seconds" bench ${_mlp} --fn sgemm --target host --settle -1)
+mlk_cli_test(bench_settle_too_large 2 "mlk bench: --settle: `3000000000` is too large" bench ${_mlp} --fn sgemm --target host --settle 3000000000)
+mlk_cli_test(bench_bad_min_time 2 "mlk bench: --min-time: `fast` is not a positive integer" bench ${_mlp} --fn sgemm --target host --min-time fast)

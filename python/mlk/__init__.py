@@ -22,16 +22,21 @@ _NUMPY_DTYPES = {"F16": "float16", "F32": "float32", "F64": "float64", "I8": "in
                  "I32": "int32", "I64": "int64", "U8": "uint8", "Bool": "bool"}
 
 
+_TORCH = []  # [torch module or None], looked up once: the call path is hot
+
+
 def _torch():
-    try:
-        import torch
-        return torch
-    except ImportError:
-        return None
+    if not _TORCH:
+        try:
+            import torch
+            _TORCH.append(torch)
+        except ImportError:
+            _TORCH.append(None)
+    return _TORCH[0]
 
 
 def _is_torch(x):
-    t = _torch()
+    t = _TORCH[0] if _TORCH else _torch()
     return t is not None and isinstance(x, t.Tensor)
 
 
@@ -41,6 +46,7 @@ class _Fn:
     def __init__(self, ops, name):
         self._ops = ops
         self._sig = ops._program.signature(name)
+        self._out_dtype = None  # the torch dtype of the result, on first use
         self.__name__ = name
         self.__doc__ = "mlk kernel `%s`(%s) -> %s" % (
             name, ", ".join("%s: %s rank %d" % (p["name"], p["dtype"], p["rank"]) for p in self._sig["params"]),
@@ -61,12 +67,12 @@ class _Fn:
                     raise BoundaryError("%s: a Python number, but the signature declares a rank-%d %s tensor"
                                         % (self._where(i), p["rank"], p["dtype"]))
                 a = self._scalar(a, p["dtype"], use_torch)
-            if _is_torch(a):
+            if use_torch and _is_torch(a):
                 if a.requires_grad:
                     raise BoundaryError("%s: requires grad; mlk kernels have no autograd (pass x.detach())"
                                         % self._where(i))
-                if a.dtype == _torch().bool:
-                    a = a.view(_torch().uint8)
+                if a.dtype is _TORCH[0].bool:
+                    a = a.view(_TORCH[0].uint8)
                 caps.append(a.__dlpack__())
             elif hasattr(a, "__dlpack__"):
                 caps.append(a.__dlpack__())
@@ -92,23 +98,25 @@ class _Fn:
         keep, caps = self._capsules(args, use_torch)
         return self._ops._program.kernel(self.__name__, self._ops.target, caps, dims or {})
 
+    def _alloc_torch(self, shape):
+        torch = _TORCH[0]
+        if self._out_dtype is None:
+            self._out_dtype = getattr(torch, _TORCH_DTYPES[self._sig["result_dtype"]])
+        out = torch.empty(shape, dtype=self._out_dtype)
+        return out, (out.view(torch.uint8) if self._out_dtype is torch.bool else out).__dlpack__()
+
+    def _alloc_numpy(self, shape):
+        import numpy as np
+        out = np.empty(shape, dtype=_NUMPY_DTYPES[self._sig["result_dtype"]])
+        return out, out.__dlpack__()
+
     def __call__(self, *args, dims=None):
         use_torch = any(_is_torch(a) for a in args)
         keep, caps = self._capsules(args, use_torch)
-        # The capsules are borrowed, never consumed, so they serve every call below.
-        k = self._ops._program.kernel(self.__name__, self._ops.target, caps, dims or {})
-        shape = k.output_shape(caps)
-        rd = self._sig["result_dtype"]
-        if use_torch:
-            torch = _torch()
-            out = torch.empty(shape, dtype=getattr(torch, _TORCH_DTYPES[rd]))
-            view = out.view(torch.uint8) if rd == "Bool" else out
-        else:
-            import numpy as np
-            out = np.empty(shape, dtype=_NUMPY_DTYPES[rd])
-            view = out
-        k.run(caps, view.__dlpack__())
-        return out
+        # One crossing into C++: check, select, allocate (through the callback), run.
+        # The capsules are borrowed, never consumed.
+        return _mlk.call(self._ops._program, self.__name__, self._ops.target, caps, dims or {},
+                         self._alloc_torch if use_torch else self._alloc_numpy)
 
 
 class Ops:
@@ -121,9 +129,21 @@ class Ops:
             setattr(self, name, _Fn(self, name))
 
 
-def load(path, target="host", cache="", namespace="default", token=""):
+def load(path, target="host", cache="", namespace="default", token="", require="any"):
     """Opens the artifact cache (a store path or http://HOST:PORT; "" uses
-    $MLK_CACHE or the default store) and the program at `path`. `target` is
-    the policy: profile names, best first ("cuda_sm90,cpu_avx512,host")."""
+    $MLK_CACHE or the default store) and the program at `path`: a .tl file,
+    or a directory written by `mlk build -o DIR` (its artifact is used, the
+    cache is not consulted). `target` is the policy: profile names, best
+    first ("cuda_sm90,cpu_avx512,host").
+
+    On a cache miss a kernel falls back to the artifact tuned for the same fn
+    and profile at the nearest other shape, then to the default schedule
+    compiled by Halide's JIT for this machine; `ops.fn.kernel(...).selection`
+    says which and why. `require="tuned"` refuses the JIT fallback,
+    `require="exact"` anything not tuned at exactly the call's shape (both
+    raise NotFoundError)."""
+    if require not in ("any", "tuned", "exact"):
+        raise ValueError("require=%r: expected 'any', 'tuned' or 'exact'" % (require,))
     rt = _mlk.Runtime(cache, namespace, token)
-    return Ops(rt.program(path), target)
+    policy = target if require == "any" else "%s;require=%s" % (target, require)
+    return Ops(rt.program(str(path)), policy)

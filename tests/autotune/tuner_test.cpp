@@ -7,7 +7,9 @@
 
 #include <csignal>
 #include <filesystem>
+#include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "autotune/cached_tune.h"
@@ -60,23 +62,148 @@ TEST(Tuner, CrashingHangingAndWrongCandidatesAreSurvivedAndNeverChosen) {
   TuneOptions o;
   o.trials = 7;
   o.progress = false;
-  o.timeout_s = 3;
+  // A generous compile limit (an autoscheduler's run is compilation) and a
+  // short run limit: only the hang below can pass it, on any machine.
+  o.compile_timeout_s = 600;
+  o.run_timeout_s = 3;
   // Halide's three autoschedulers are trials 1-3: make one crash, one hang,
   // one compute a wrong answer.
-  o.fault = [](const Schedule& s, HostTensor& out) {
+  o.fault = [](const Schedule& s, const VerifyCase&, HostTensor& out) {
     if (s.autoscheduler == "Adams2019") std::raise(SIGSEGV);
     if (s.autoscheduler == "Li2018") pause();
     if (s.autoscheduler == "Mullapudi2016") out.set(3, out.get(3) + 1.0);
   };
   auto r = tune_function(m, "sgemm", host_profile(), {{"M", 64}, {"K", 64}, {"N", 64}}, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  std::map<std::string, Measurement::Verdict> by;
-  for (const auto& t : r->log) by[t.schedule.autoscheduler.empty() ? t.origin : t.schedule.autoscheduler] = t.m.verdict;
-  EXPECT_EQ(by["Adams2019"], Measurement::Verdict::kCrash);
-  EXPECT_EQ(by["Li2018"], Measurement::Verdict::kTimeout);
-  EXPECT_EQ(by["Mullapudi2016"], Measurement::Verdict::kWrong);
+  std::map<std::string, const Trial*> by;
+  for (const auto& t : r->log) by[t.schedule.autoscheduler.empty() ? t.origin : t.schedule.autoscheduler] = &t;
+  ASSERT_TRUE(by.count("Adams2019") && by.count("Li2018") && by.count("Mullapudi2016"));
+  EXPECT_EQ(by["Adams2019"]->m.verdict, Measurement::Verdict::kCrash) << by["Adams2019"]->m.detail;
+  EXPECT_EQ(by["Li2018"]->m.verdict, Measurement::Verdict::kTimeout) << by["Li2018"]->m.detail;
+  EXPECT_EQ(by["Li2018"]->m.detail, "run took longer than 3 s");
+  EXPECT_GT(by["Li2018"]->m.compile_ms, 0) << "the worker reported its compile time before the run hung";
+  EXPECT_EQ(by["Mullapudi2016"]->m.verdict, Measurement::Verdict::kWrong) << by["Mullapudi2016"]->m.detail;
   EXPECT_TRUE(r->best.autoscheduler.empty()) << "a faulty candidate won: " << r->best.autoscheduler;
   EXPECT_EQ(r->trials, 7) << "the run went on after the faults";
+}
+
+// The compile limit applies until the worker reports that it compiled: a
+// candidate whose compilation never ends is a compile timeout, whatever the
+// run limit. (The seam hangs for ever, so no real duration matters.)
+TEST(Tuner, ACandidateWhoseCompileExceedsTheCompileLimitIsACompileTimeout) {
+  ir::Module m = sgemm_module();
+  MeasureSetup s;
+  s.module = &m;
+  s.fn = "sgemm";
+  s.dims = {{"M", 8}, {"K", 8}, {"N", 8}};
+  s.compile_timeout_s = 1;
+  s.run_timeout_s = 600;
+  s.compile_fault = [](const Schedule&) { pause(); };
+  Measurement r = measure(s, Schedule{});
+  EXPECT_EQ(r.verdict, Measurement::Verdict::kTimeout);
+  EXPECT_EQ(r.detail, "compile took longer than 1 s");
+  EXPECT_EQ(r.compile_ms, 0);
+  // A crash while compiling says so too.
+  s.compile_fault = [](const Schedule&) { std::raise(SIGSEGV); };
+  r = measure(s, Schedule{});
+  EXPECT_EQ(r.verdict, Measurement::Verdict::kCrash);
+  EXPECT_THAT(r.detail, ::testing::HasSubstr("while compiling"));
+}
+
+// Verification covers what the old inputs (floats in [-1, 1), one set, one
+// shape) never exercised: a candidate wrong only on the ragged tail, or only
+// for inputs of magnitude above 1, is rejected.
+TEST(Tuner, CandidatesWrongOnlyOnRaggedTailsOrLargeInputsAreRejected) {
+  ir::Module m = sgemm_module();
+  TuneOptions o;
+  o.trials = 4;
+  o.progress = false;
+  o.compile_timeout_s = 600;
+  o.fault = [](const Schedule& s, const VerifyCase& c, HostTensor& out) {
+    if (s.autoscheduler == "Li2018" && c.shape == "ragged") out.set(out.numel() - 1, out.get(out.numel() - 1) + 1.0);
+    if (s.autoscheduler == "Mullapudi2016") {
+      bool large = false;
+      for (const auto& in : c.inputs)
+        for (int64_t i = 0; i < in.numel(); ++i) large = large || std::fabs(in.get(i)) > 1;
+      if (large) out.set(0, out.get(0) * 2 + 1);
+    }
+  };
+  auto r = tune_function(m, "sgemm", host_profile(), {{"M", 64}, {"K", 64}, {"N", 64}}, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::map<std::string, const Trial*> by;
+  for (const auto& t : r->log) by[t.schedule.autoscheduler.empty() ? t.origin : t.schedule.autoscheduler] = &t;
+  ASSERT_TRUE(by.count("Li2018") && by.count("Mullapudi2016"));
+  EXPECT_EQ(by["Li2018"]->m.verdict, Measurement::Verdict::kWrong) << by["Li2018"]->m.detail;
+  EXPECT_THAT(by["Li2018"]->m.detail, ::testing::HasSubstr("ragged shape [K=37 M=37 N=37]"));
+  EXPECT_EQ(by["Mullapudi2016"]->m.verdict, Measurement::Verdict::kWrong) << by["Mullapudi2016"]->m.detail;
+  EXPECT_NE(r->best.autoscheduler, "Li2018");
+  EXPECT_NE(r->best.autoscheduler, "Mullapudi2016");
+  // Two input sets at each of two shapes, every float of both signs and of
+  // magnitudes from below 0.01 to above 1.
+  ASSERT_EQ(r->verify_cases.size(), 4u);
+  EXPECT_EQ(r->verify_cases[0].dims, (DimEnv{{"M", 64}, {"K", 64}, {"N", 64}}));
+  EXPECT_EQ(r->verify_cases[2].dims, (DimEnv{{"M", 37}, {"K", 37}, {"N", 37}}));
+  for (const auto& c : r->verify_cases) {
+    double lo = 1e9, hi = 0;
+    bool neg = false, pos = false;
+    for (const auto& in : c.inputs)
+      for (int64_t i = 0; i < in.numel(); ++i) {
+        double v = in.get(i);
+        lo = std::min(lo, std::fabs(v));
+        hi = std::max(hi, std::fabs(v));
+        neg = neg || v < 0;
+        pos = pos || v > 0;
+      }
+    EXPECT_TRUE(neg && pos) << c.name;
+    EXPECT_LT(lo, 0.01) << c.name;
+    EXPECT_GT(hi, 2) << c.name;
+  }
+  EXPECT_NE(r->verify_cases[0].inputs[0].bytes, r->verify_cases[1].inputs[0].bytes) << "the two sets are the same";
+}
+
+// An index parameter (here through a reshape in a callee) is drawn over the
+// whole gathered axis at every verification shape, not 0 and 1.
+TEST(Tuner, GatherIndicesCoverTheWholeTable) {
+  auto fe = compile_source("emb.tl",
+                           "fn lookup [V, D, N](t: Tensor[F32, [V, D]], i: Tensor[I32, [N]]) -> Tensor[F32, [N, D]] =\n"
+                           "  gather(t, i, axis=0)\n"
+                           "public fn embed [V, D, B, S](table: Tensor[F32, [V, D]], ids: Tensor[I32, [B, S]], "
+                           "k: Tensor[I32, [B, S]]) -> Tensor[F32, [B * S, D]] =\n"
+                           "  let scaled = lookup(table, reshape(ids, [B * S]))\n"
+                           "  scaled * cast(broadcast(reshape(k * k, [B * S]), [B * S, D], axes=[0]), F32)\n");
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  TuneOptions o;
+  o.trials = 1;
+  o.progress = false;
+  o.autoschedulers = false;
+  auto r = tune_function(fe.module, "embed", host_profile(), {{"V", 24}, {"D", 8}, {"B", 4}, {"S", 64}}, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->verify_cases.size(), 4u);
+  std::set<int64_t> extents;
+  for (const auto& c : r->verify_cases) {
+    const int64_t v = c.dims.at("V");
+    extents.insert(v);
+    const HostTensor& ids = c.inputs[1];
+    double lo = 1e18, hi = -1e18;
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      lo = std::min(lo, ids.get(i));
+      hi = std::max(hi, ids.get(i));
+    }
+    EXPECT_EQ(lo, 0) << c.name;
+    EXPECT_EQ(hi, v - 1) << c.name;
+    // The integer param in arithmetic is wide but bounded (I32: +-2^10).
+    const HostTensor& k = c.inputs[2];
+    double kmax = 0;
+    for (int64_t i = 0; i < k.numel(); ++i) kmax = std::max(kmax, std::fabs(k.get(i)));
+    EXPECT_GT(kmax, 100) << c.name;
+    EXPECT_LE(kmax, 1024) << c.name;
+  }
+  EXPECT_EQ(extents, (std::set<int64_t>{7, 24})) << "the ragged shape has its own table extent";
+  auto v = nlohmann::json::parse(r->verification_json);
+  EXPECT_EQ(v["shapes"][0]["params"][1]["kind"], "gather_index");
+  EXPECT_EQ(v["shapes"][0]["params"][1]["range"], nlohmann::json::array({0, 23}));
+  EXPECT_EQ(v["shapes"][1]["params"][1]["range"], nlohmann::json::array({0, 6}));
+  EXPECT_EQ(v["shapes"][0]["params"][2]["kind"], "integer");
 }
 
 TEST(Tuner, SameSeedAndLogReplayTheSameSearch) {
@@ -188,6 +315,86 @@ TEST(CacheKey, StableAcrossFormattingAndChangedByEverythingThatMatters) {
   EXPECT_NE(k, key_of(src, {{"N", 8}, {"D", 32}}));
   EXPECT_NE(k, key_of(src, dims, "cpu_avx512"));
   EXPECT_NE(k, key_of(src, dims, "cuda_sm90"));
+}
+
+}  // namespace
+}  // namespace mlk::tune
+
+namespace mlk::tune {
+namespace {
+
+// The program of sgemm_module(), as a file (the build records and reads it).
+std::string sgemm_file() {
+  std::string path = log_path("mm.tl");
+  std::ofstream(path) << "public fn sgemm [M, K, N](a: Tensor[F32, [M, K]], b: Tensor[F32, [K, N]]) -> Tensor[F32, [M, N]] =\n"
+                         "  matmul(a, b)\n";
+  return path;
+}
+
+// What `mlk tune` stores says what was verified (in manifest.json and the
+// entry's metadata), including that the stored artifact itself was run.
+TEST(TunedArtifact, ManifestAndEntryRecordTheVerification) {
+  ir::Module m = sgemm_module();
+  auto store = cache::Store::Open(log_path("verified.db"));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  TuneOptions o;
+  o.trials = 2;
+  o.progress = false;
+  o.autoschedulers = false;
+  o.log_path = log_path("verified.jsonl");
+  const std::string out = log_path("verified.out");
+  auto r = tune_cached(m, "sgemm", sgemm_file(), host_profile(), {{"M", 64}, {"K", 64}, {"N", 64}}, o, store->get(),
+                       "default", out, log_path("verified.work"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto check = [](const nlohmann::json& v, const std::string& where) {
+    ASSERT_TRUE(v.is_object()) << where;
+    EXPECT_EQ(v["generator"], "mt19937_64") << where;
+    EXPECT_EQ(v["seed"], 1ULL ^ 0x9e3779b97f4a7c15ULL) << where;
+    EXPECT_EQ(v["input_sets"], 2) << where;
+    ASSERT_EQ(v["shapes"].size(), 2u) << where;
+    EXPECT_EQ(v["shapes"][1]["name"], "ragged") << where;
+    EXPECT_EQ(v["shapes"][1]["dims"], nlohmann::json({{"K", 37}, {"M", 37}, {"N", 37}})) << where;
+    EXPECT_EQ(v["shapes"][0]["params"][0]["kind"], "float") << where;
+    EXPECT_EQ(v["cases"].size(), 4u) << where;
+    EXPECT_GT(v["cases"][0]["tolerance"]["rtol"].get<double>(), 0) << where;
+    EXPECT_TRUE(v["winner_jit"].contains("max_abs_error")) << where;
+    EXPECT_EQ(v["aot_artifact"]["checked"], true) << where;
+    EXPECT_EQ(v["aot_artifact"]["cases"].size(), 4u) << where;
+    EXPECT_TRUE(v["aot_artifact"].contains("max_rel_error")) << where;
+  };
+  std::ifstream mf(fs::path(out) / "manifest.json");
+  nlohmann::json manifest = nlohmann::json::parse(mf);
+  check(manifest["verification"], "manifest.json");
+  auto e = (*store)->get_entry("default", r->key);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  check(nlohmann::json::parse(e->info.manifest.meta_json)["verification"], "entry metadata");
+  check(nlohmann::json::parse(e->files.at("manifest.json"))["verification"], "stored manifest.json");
+}
+
+// A stored artifact that computes something else than the reference (here
+// made so by a seam on its output at the ragged shape) is an error, and
+// nothing is cached.
+TEST(TunedArtifact, TheAotCheckCatchesACorruptedArtifact) {
+  ir::Module m = sgemm_module();
+  auto store = cache::Store::Open(log_path("corrupt.db"));
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  TuneOptions o;
+  o.trials = 1;
+  o.progress = false;
+  o.autoschedulers = false;
+  o.log_path = log_path("corrupt.jsonl");
+  o.aot_fault = [](const VerifyCase& c, HostTensor& out) {
+    if (c.shape == "ragged") out.set(out.numel() - 1, out.get(out.numel() - 1) + 1.0);
+  };
+  const DimEnv dims = {{"M", 64}, {"K", 64}, {"N", 64}};
+  auto r = tune_cached(m, "sgemm", sgemm_file(), host_profile(), dims, o, store->get(), "default", "",
+                       log_path("corrupt.work"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("the built artifact of `sgemm` differs from the reference at "
+                                                         "the ragged shape [K=37 M=37 N=37], input set 0"));
+  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("nothing was cached"));
+  auto e = (*store)->get_entry("default", cache::cache_key(key_inputs(m, "sgemm", dims, host_profile())));
+  EXPECT_FALSE(e.ok()) << "a corrupted artifact was cached";
 }
 
 }  // namespace

@@ -66,6 +66,14 @@ check("unknown_target", "norms.tl", {"x": x, "w": np.ones(4, f32), "eps": np.arr
       "cannot run cuda_sm90 here", ["--fn", "rmsnorm", "--target", "cuda_sm90"])
 out = check("repeat", "norms.tl", {"x": x, "w": np.ones(4, f32), "eps": np.array(1e-5, f32)}, 0,
             "rmsnorm: median", ["--fn", "rmsnorm", "--repeat", "3"])
+# A result too large for this machine's memory (G is bound only by --dims): refused
+# before it is allocated, with the estimate, for the JIT and the interpreter alike.
+kv = {"kv": np.ones((1, 1, 1, 1024), f32)}
+too_big = ("--dims G=2147483647 needs about 8.0 TiB for the inputs and outputs of `expand_kv` "
+           "(1 set of inputs of 4.0 KiB, 1 result of 8.0 TiB); this machine has ")
+check("result_beyond_memory", "attention.tl", kv, 1, too_big, ["--fn", "expand_kv", "--dims", "G=2147483647", "--no-cache"])
+check("result_beyond_memory_reference", "attention.tl", kv, 1, too_big,
+      ["--fn", "expand_kv", "--dims", "G=2147483647", "--reference"])
 
 failed = [r for r in results if not r[1]]
 for name, ok, note in results:

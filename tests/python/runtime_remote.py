@@ -69,8 +69,9 @@ print("CLOSE", bool(torch.allclose(y, want, rtol=2e-5, atol=2e-5)))
 
     # Another team's token: the server refuses, the mirror is empty: a clear error.
     env_other = dict(os.environ, MLK_LOCAL_CACHE=os.path.join(WORK, "mirror_other.db"), MLK_TOKEN=other)
-    p = subprocess.run([PULL, server.url, norms, "host", "1", "16", "64"], env=env_other, capture_output=True, text=True)
-    check("another team's token gets no kernel", p.returncode == 1 and "no artifact of `rmsnorm`" in p.stderr,
+    p = subprocess.run([PULL, server.url, norms, "host;require=tuned", "1", "16", "64"], env=env_other,
+                       capture_output=True, text=True)
+    check("another team's token gets no tuned kernel", p.returncode == 1 and "no artifact of `rmsnorm`" in p.stderr,
           p.stdout + p.stderr)
 finally:
     rc, err = server.stop()

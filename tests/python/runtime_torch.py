@@ -144,9 +144,34 @@ refused("requires grad", lambda: norms.rmsnorm(x.clone().requires_grad_(), w, ep
 refused("too few arguments", lambda: norms.rmsnorm(x, w), "`rmsnorm` takes 3 arguments, got 2")
 refused("not a tensor", lambda: norms.rmsnorm([1.0], w, eps), "argument 0 `x` of `rmsnorm`: a list, not a tensor")
 refused("missing unbound dim", lambda: attn.attention(q, kk, v, scale), "H")
-refused("no artifact for the profile", lambda: mlk.load(os.path.join(EXAMPLES, "norms.tl"), target="cpu_avx2",
-                                                          cache=store).rmsnorm(x, w, eps),
-        "no artifact of `rmsnorm`", mlk.NotFoundError)
+refused("no tuned artifact for the profile under require='tuned'",
+        lambda: mlk.load(os.path.join(EXAMPLES, "norms.tl"), target="host", cache=os.path.join(WORK, "empty.db"),
+                         require="tuned").rmsnorm(x, w, eps),
+        "under policy host;require=tuned:\n  host: no artifact cache at", mlk.NotFoundError)
+refused("require='exact' refuses another shape", lambda: mlk.load(
+    os.path.join(EXAMPLES, "norms.tl"), target="host", cache=store, require="exact").rmsnorm(x[:, :3].contiguous(), w, eps),
+    "tuned for host at exactly B=2,D=64,S=3", mlk.NotFoundError)
+refused("a bad require", lambda: mlk.load(os.path.join(EXAMPLES, "norms.tl"), require="fast"), "expected 'any'", ValueError)
+
+# A first call always works: on an empty cache the default schedule (JIT) runs, and says so.
+fresh = mlk.load(os.path.join(EXAMPLES, "norms.tl"), target="host", cache=os.path.join(WORK, "never_created.db"))
+k = fresh.rmsnorm.kernel(x, w, eps)
+check("a fresh user's first call runs the default schedule (JIT), and says so",
+      "default schedule (JIT), not tuned" in k.selection and k.source == "default-jit", k.selection)
+close("... and computes rmsnorm", fresh.rmsnorm(x, w, eps), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w)
+check("... without creating a store", not os.path.exists(os.path.join(WORK, "never_created.db")))
+check("a tuned artifact says it is tuned", norms.rmsnorm.kernel(x, w, eps).source == "exact",
+      norms.rmsnorm.kernel(x, w, eps).selection)
+
+# An `mlk build -o DIR` directory loads directly.
+built = os.path.join(WORK, "rmsnorm_built")
+p = subprocess.run([MLK, "build", os.path.join(EXAMPLES, "norms.tl"), "--fn", "rmsnorm", "--target", "host",
+                    "--dims", "B=2,S=16,D=64", "--no-cache", "-o", built], capture_output=True, text=True)
+check("mlk build -o DIR", p.returncode == 0, p.stderr[-400:])
+from_dir = mlk.load(built)
+k = from_dir.rmsnorm.kernel(x, w, eps)
+check("mlk.load(DIR) uses the directory's artifact", k.source == "directory" and built in k.selection, k.selection)
+close("... and computes rmsnorm", from_dir.rmsnorm(x, w, eps), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w)
 check("BoundaryError is a ValueError", issubclass(mlk.BoundaryError, ValueError))
 # The process survived every bad call and still computes.
 close("still correct after bad calls", norms.rmsnorm(x, w, eps), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w)

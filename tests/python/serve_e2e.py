@@ -79,7 +79,7 @@ a, b = rng.standard_normal((40, 48)).astype(np.float32), rng.standard_normal((48
 inp, out = os.path.join(WORK, "in.safetensors"), os.path.join(WORK, "out.safetensors")
 save_file({"a": a, "b": b}, inp)
 r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, "--cache", local2)
-R.check("run uses the pulled artifact", r.returncode == 0 and "tuned artifact from the cache" in r.stderr, r.stderr[-300:])
+R.check("run uses the pulled artifact", r.returncode == 0 and "tuned at exactly K=48,M=40,N=24" in r.stderr, r.stderr[-300:])
 if r.returncode == 0:
     R.check("pulled artifact agrees with numpy", np.allclose(load_file(out)["output"], a @ b, rtol=1e-4, atol=1e-4))
 
@@ -88,7 +88,7 @@ mirror = os.path.join(WORK, "mirror.db")
 env = {"MLK_CACHE": server.url, "MLK_LOCAL_CACHE": mirror, "MLK_TOKEN": alpha_ro}
 r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, env=env)
 R.check("run --cache URL pulls the tuned artifact", r.returncode == 0 and "pulled " + key[:16] in r.stderr
-        and "tuned artifact from the cache" in r.stderr, r.stderr[-400:])
+        and "tuned at exactly K=48,M=40,N=24" in r.stderr, r.stderr[-400:])
 bd = os.path.join(WORK, "built")
 env2 = dict(env, MLK_LOCAL_CACHE=os.path.join(WORK, "mirror2.db"))
 r = mlk("build", tl, "--fn", "sgemm", "--dims", dims, "--target", "host", "-o", bd, "--cache", server.url, env=env2)
@@ -109,7 +109,7 @@ R.check("server down: run falls back to the local store and says so", r.returnco
 env5 = dict(env4, MLK_LOCAL_CACHE=local2)
 r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, env=env5)
 R.check("server down, entry in the mirror: the tuned artifact runs", r.returncode == 0
-        and "tuned artifact from the cache" in r.stderr, r.stderr[-400:])
+        and "tuned at exactly K=48,M=40,N=24" in r.stderr, r.stderr[-400:])
 
 # Query and status.
 st, body, _ = request(port, "GET", "/v1/entries?fn=sgemm&target=host", alpha_ro)

@@ -48,17 +48,40 @@ a, b = rng.standard_normal((40, 48)).astype(np.float32), rng.standard_normal((48
 inp, out = os.path.join(WORK, "in.safetensors"), os.path.join(WORK, "out.safetensors")
 save_file({"a": a, "b": b}, inp)
 r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, "--cache", store)
-check("run uses the tuned artifact", r.returncode == 0 and "tuned artifact from the cache" in r.stderr, r.stderr[-300:])
+check("run uses the tuned artifact", r.returncode == 0 and "tuned artifact " + s.get("key", "?")[:16] in r.stderr
+      and "tuned at exactly K=48,M=40,N=24" in r.stderr, r.stderr[-300:])
 if r.returncode == 0:
     got = load_file(out)["output"]
     check("tuned artifact agrees with numpy", np.allclose(got, a @ b, rtol=1e-4, atol=1e-4))
-# Another shape is a miss: the default schedule runs instead, and says so.
+# Another shape: the artifact tuned at the nearest shape runs, and says so;
+# --require exact refuses it instead.
 save_file({"a": a[:20], "b": b}, inp)
 r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, "--cache", store)
-check("other shape falls back to the default schedule", r.returncode == 0 and "default schedule" in r.stderr, r.stderr[-300:])
-r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, "--cache", store, "--target", "cpu_avx2")
-check("non-host profile without a tuned artifact is a clear error",
-      r.returncode == 1 and "no tuned artifact of `sgemm` for cpu_avx2" in r.stderr, r.stderr[-300:])
+check("other shape uses the artifact tuned at the nearest shape",
+      r.returncode == 0 and "tuned at the nearest shape K=48,M=40,N=24" in r.stderr, r.stderr[-300:])
+if r.returncode == 0:
+    check("... and agrees with numpy", np.allclose(load_file(out)["output"], a[:20] @ b, rtol=1e-4, atol=1e-4))
+r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, "--cache", store, "--require", "exact")
+check("--require exact refuses another shape, naming it",
+      r.returncode == 1 and "no artifact of `sgemm` tuned for host at exactly K=48,M=20,N=24" in r.stderr
+      and "--require exact" in r.stderr, r.stderr[-300:])
+r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, "--cache", store, "--require", "fast")
+check("--require with a bad value is a usage error", r.returncode == 2 and "expected `any`, `tuned`" in r.stderr,
+      r.stderr[-300:])
+# Nothing tuned at all (an empty cache): the default schedule (JIT), and it says so; --require tuned refuses.
+empty = os.path.join(WORK, "empty.db")
+r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, "--cache", empty)
+check("an empty cache falls back to the default schedule (JIT)", r.returncode == 0 and
+      "default schedule (JIT), not tuned" in r.stderr, r.stderr[-300:])
+if r.returncode == 0:
+    check("... and agrees with numpy", np.allclose(load_file(out)["output"], a[:20] @ b, rtol=1e-4, atol=1e-4))
+r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, "--cache", empty, "--require", "tuned")
+check("--require tuned refuses the JIT fallback",
+      r.returncode == 1 and "no artifact cache at " + empty in r.stderr and "--require tuned" in r.stderr,
+      r.stderr[-300:])
+r = mlk("run", tl, "--fn", "sgemm", "--inputs", inp, "--output", out, "--cache", store, "--target", "cuda_sm90")
+check("a profile this machine cannot run is a clear error",
+      r.returncode == 1 and "cannot run cuda_sm90 here" in r.stderr, r.stderr[-300:])
 bd = os.path.join(WORK, "built")
 bld = mlk("build", tl, "--fn", "sgemm", "--dims", "M=40,K=48,N=24", "--target", "host", "--cache", store, "-o", bd)
 check("build of a tuned shape is a cache hit", bld.returncode == 0 and bld.stdout.startswith("cached: tuned on")

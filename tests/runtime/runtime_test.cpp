@@ -111,7 +111,8 @@ TEST_F(RuntimeTest, AnotherShapeUsesTheArtifactTunedForTheFnAndSaysSo) {
   auto k = r->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host"), {{"B", 3}, {"S", 5}, {"D", 48}});
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_FALSE((*k)->selection().exact);
-  EXPECT_THAT((*k)->selection().reason, HasSubstr("tuned at B=2,D=64,S=4, run at B=3,D=48,S=5"));
+  EXPECT_EQ((*k)->selection().source, rt::Selection::Source::kOtherShape);
+  EXPECT_THAT((*k)->selection().reason, HasSubstr("tuned at B=2,D=64,S=4 (the nearest tuned shape), run at B=3,D=48,S=5"));
   Dl x(DType::F32, {3, 5, 48}), w(DType::F32, {48}), eps(DType::F32, {}), out(DType::F32, {3, 5, 48});
   EXPECT_TRUE((*k)->Run({&x.d, &w.d, &eps.d}, &out.d).ok());
 }
@@ -125,8 +126,13 @@ TEST_F(RuntimeTest, PolicySkipsWhatThisMachineCannotRunAndExplainsWhy) {
   const std::string why = (*k)->selection().explain();
   if (!detect_cuda().devices.empty()) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_THAT(why, HasSubstr("not cuda_sm90: cannot run here"));
-  EXPECT_THAT(why, HasSubstr("cpu_avx2: no artifact of `rmsnorm`"));
-  auto none = r->GetKernel(kNorms, "layernorm", *rt::TargetPolicy::Parse("host"), {{"N", 4}, {"D", 8}});
+  if (detect_cpu().has("avx2")) EXPECT_THAT(why, HasSubstr("cpu_avx2: no artifact of `rmsnorm` tuned for cpu_avx2"));
+  // Nothing tuned for layernorm: the default schedule (JIT), or under
+  // require=tuned a refusal naming every profile.
+  auto jit = r->GetKernel(kNorms, "layernorm", *rt::TargetPolicy::Parse("host"), {{"N", 4}, {"D", 8}});
+  ASSERT_TRUE(jit.ok()) << jit.status().message();
+  EXPECT_EQ((*jit)->selection().source, rt::Selection::Source::kDefaultJit);
+  auto none = r->GetKernel(kNorms, "layernorm", *rt::TargetPolicy::Parse("host;require=tuned"), {{"N", 4}, {"D", 8}});
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), Status::Code::kNotFound);
   EXPECT_THAT(none.status().message(), HasSubstr("host: no artifact of `layernorm`"));
@@ -279,6 +285,48 @@ TEST_F(RuntimeTest, TheCAbiReportsErrorsThroughCodesAndLastError) {
   EXPECT_EQ(mlk_kernel_run(k, args, 2, &out.d), MLK_RT_ERR_INVALID);
   EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("takes 3 arguments, got 2"));
   mlk_runtime_close(rt);
+}
+
+
+// tests/targets/c_names.tl names its dims and params after C keywords, libc
+// macros and the generated wrapper's own names: tuned into a store (the
+// winner built by mlk build's code), pulled and run like any other kernel.
+TEST(RuntimeCNames, AKernelWhoseNamesAreCKeywordsIsTunedPulledAndRun) {
+  const std::string file = std::string(MLK_SOURCE_DIR) + "/tests/targets/c_names.tl";
+  const std::string dir = (fs::temp_directory_path() / ("mlk_runtime_c_names_" + std::to_string(getpid()))).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto store = cache::Store::Open(dir + "/cache.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  auto host = resolve_profile("host");
+  ASSERT_TRUE(host.ok());
+  auto fe = compile_file(file);
+  ASSERT_TRUE(fe.ok() && fe->ok());
+  const DimEnv dims{{"b", 2}, {"d", 4}, {"rc", 3}, {"int", 2}, {"errno", 2}, {"out", 2},
+                    {"dims", 3}, {"mlk_err", 3}, {"i", 2}};
+  tune::TuneOptions o;
+  o.trials = 1;
+  o.time_s = 20;
+  o.autoschedulers = false;
+  o.progress = false;
+  o.log_path = dir + "/c_names.log";
+  auto tuned = tune::tune_cached(fe->module, "c_names", file, *host, dims, o, store->get(), "default", "", dir + "/work");
+  ASSERT_TRUE(tuned.ok()) << tuned.status().message();
+
+  auto r = rt::Runtime::Open({dir + "/cache.db", "default", ""});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto k = (*r)->GetKernel(file, "c_names", *rt::TargetPolicy::Parse("host"), dims);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ((*k)->selection().source, rt::Selection::Source::kExact) << (*k)->selection().explain();
+  Dl args(DType::F32, {2, 4, 3}, 1), nargs(DType::F32, {3}, 2), ndims(DType::F32, {2, 3, 2}, 3),
+      halide(DType::F32, {}, 4), out(DType::F32, {2, 6, 2, 6});
+  Status st = (*k)->Run({&args.d, &nargs.d, &ndims.d, &halide.d}, &out.d);
+  ASSERT_TRUE(st.ok()) << st.message();
+  auto want = interpret(fe->module, "c_names", {args.t, nargs.t, ndims.t, halide.t}, {{"int", 2}, {"errno", 2}, {"dims", 3}});
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  Status cmp = compare(*want, out.t, tolerance_for(DType::F32, 12));
+  EXPECT_TRUE(cmp.ok()) << cmp.message();
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -255,3 +255,104 @@ TEST(Artifact, GpuMatmulRuleStagesInputTilesInSharedMemory) {
 
 }  // namespace
 }  // namespace mlk
+
+#include "targets/loaded_artifact.h"
+
+namespace mlk {
+namespace {
+
+// tests/targets/c_names.tl: dims b, d, rc, int, errno, out, dims, mlk_err, i
+// and params args, nargs, ndims, halide, every one a C keyword, a libc macro
+// or a name the generated wrapper uses for itself.
+const std::string kCNames = std::string(MLK_SOURCE_DIR) + "/tests/targets/c_names.tl";
+
+// Inputs of c_names for `env` (every dim), with their seeds.
+std::vector<HostTensor> c_names_inputs(const DimEnv& env, std::mt19937& rng) {
+  return {random_f32({env.at("b"), env.at("d"), env.at("rc")}, rng), random_f32({env.at("rc")}, rng),
+          random_f32({env.at("out"), env.at("mlk_err"), env.at("i")}, rng), random_f32({}, rng)};
+}
+
+TEST(Artifact, DimAndParamNamesThatAreCKeywordsOrWrapperLocalsBuildAndRun) {
+  auto fe = compile_file(kCNames);
+  ASSERT_TRUE(fe.ok() && fe->ok()) << (fe.ok() ? fe->rendered() : fe.status().message());
+  const ir::Module& m = fe->module;
+  const DimEnv estimate{{"b", 2}, {"d", 4}, {"rc", 3}, {"int", 2}, {"errno", 2}, {"out", 2},
+                        {"dims", 2}, {"mlk_err", 3}, {"i", 2}};
+  BuildRequest req{&m, "c_names", kCNames, host_profile(), estimate, {}, tmpdir("c_names")};
+  auto res = build_artifact(req);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  auto man = nlohmann::json::parse(res->manifest_json);
+  EXPECT_EQ(man["signature"]["unbound_dims"], nlohmann::json::array({"dims", "errno", "int"}));
+  auto art = LoadedArtifact::Load(res->dir);
+  ASSERT_TRUE(art.ok()) << art.status().message();
+  const ir::Function& f = *m.find("c_names");
+
+  // Another shape than the estimate, every dim different.
+  const DimEnv env{{"b", 3}, {"d", 6}, {"rc", 5}, {"int", 3}, {"errno", 2}, {"out", 2},
+                   {"dims", 4}, {"mlk_err", 4}, {"i", 3}};
+  std::mt19937 rng(11);
+  std::vector<HostTensor> in = c_names_inputs(env, rng);
+  auto got = (*art)->Run(f, in, env);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->shape, (std::vector<int64_t>{3, 12, 2, 10}));
+  auto want = interpret(m, "c_names", in, {{"int", 3}, {"errno", 2}, {"dims", 4}});
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  Status cmp = compare(*want, *got, tolerance_for(DType::F32, 24));
+  EXPECT_TRUE(cmp.ok()) << cmp.message();
+
+  // The checks name the user's dims and params as the program spells them.
+  DimEnv bad = env;
+  bad["int"] = 4;  // 6 mod 4 != 0
+  std::vector<int64_t> bad_out = {3, 16, 1, 10};
+  HostTensor o(DType::F32, bad_out);
+  std::vector<mlk_tensor_t> args;
+  for (auto& t : in) args.push_back(view(t));
+  mlk_tensor_t ov = view(o);
+  Status st = (*art)->Call(args, ov, bad, "c_names");
+  EXPECT_THAT(st.message(), HasSubstr("refinement `d mod int = 0` does not hold"));
+  std::mt19937 rng2(12);
+  DimEnv wide = env;
+  wide["mlk_err"] = 6;  // 6 > out + i = 5
+  std::vector<HostTensor> in2 = c_names_inputs(wide, rng2);
+  st = (*art)->Run(f, in2, wide).status();
+  EXPECT_THAT(st.message(), HasSubstr("refinement `mlk_err <= i + out` does not hold"));
+  HostTensor small(DType::F32, {3, 11, 2, 10});
+  mlk_tensor_t sv = view(small);
+  st = (*art)->Call(args, sv, env, "c_names");
+  EXPECT_THAT(st.message(), HasSubstr("output.shape[1] = 11 but dims*int = 12"));
+  args[1].dtype = MLK_F64;
+  st = (*art)->Call(args, ov, env, "c_names");
+  EXPECT_THAT(st.message(), HasSubstr("nargs: dtype"));
+}
+
+// Entries are mlk_FN: fns whose entry would spell one of the wrapper's own
+// names build, and the two that would be the ABI's own symbols are refused.
+TEST(Artifact, FnNamesThatSpellTheWrappersOwnNamesBuildOrAreRefusedClearly) {
+  auto fe = compile_source("fns.tl",
+                           "public fn err [n](x: Tensor[F32, [n]]) -> Tensor[F32, [n]] = x + x\n"
+                           "public fn fill [n](x: Tensor[F32, [n]]) -> Tensor[F32, [n]] = x * x\n"
+                           "public fn abi_version [n](x: Tensor[F32, [n]]) -> Tensor[F32, [n]] = x\n");
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  for (const std::string fn : {"err", "fill"}) {
+    BuildRequest req{&fe.module, fn, "", host_profile(), {{"n", 8}}, {}, tmpdir("fn_" + fn)};
+    auto res = build_artifact(req);
+    ASSERT_TRUE(res.ok()) << fn << ": " << res.status().message();
+    auto art = LoadedArtifact::Load(res->dir);
+    ASSERT_TRUE(art.ok()) << art.status().message();
+    std::mt19937 rng(5);
+    std::vector<HostTensor> in = {random_f32({5}, rng)};
+    auto got = (*art)->Run(*fe.module.find(fn), in, {{"n", 5}});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    auto want = interpret(fe.module, fn, in, {});
+    ASSERT_TRUE(want.ok());
+    EXPECT_TRUE(compare(*want, *got, tolerance_for(DType::F32)).ok()) << fn;
+  }
+  BuildRequest req{&fe.module, "abi_version", "", host_profile(), {{"n", 8}}, {}, tmpdir("fn_abi_version")};
+  auto res = build_artifact(req);
+  ASSERT_FALSE(res.ok());
+  EXPECT_THAT(res.status().message(),
+              HasSubstr("fn `abi_version` cannot be built: its entry `mlk_abi_version` would be the C ABI's own symbol"));
+}
+
+}  // namespace
+}  // namespace mlk

@@ -1,0 +1,157 @@
+#include "runtime/resolve.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "autotune/cached_tune.h"
+#include "cache/entry_meta.h"
+#include "cache/key.h"
+#include "service/cli_cache.h"
+
+namespace mlk::rt {
+
+using nlohmann::json;
+
+Expected<Require> parse_require(const std::string& text) {
+  if (text.empty() || text == "any") return Require::kAny;
+  if (text == "tuned") return Require::kTuned;
+  if (text == "exact") return Require::kExact;
+  return Status::InvalidArgument("require `" + text + "`: expected `any`, `tuned` (a tuned artifact at any shape) or "
+                                 "`exact` (tuned at exactly this shape)");
+}
+
+const char* require_name(Require r) {
+  switch (r) {
+    case Require::kAny: return "any";
+    case Require::kTuned: return "tuned";
+    case Require::kExact: return "exact";
+  }
+  return "?";
+}
+
+std::string dims_str(const DimEnv& d) {
+  std::string s;
+  for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
+namespace {
+
+// An entry of another shape that may serve the call.
+struct Candidate {
+  std::string key;
+  DimEnv dims;
+  double distance = 0;
+  bool remote = false;  // known only from the server's query
+};
+
+// The shape an entry's meta says it was tuned at, when the meta names this
+// fn, profile and program; nullopt for any other entry (or unreadable meta,
+// which the store's own checks report elsewhere: it only disqualifies here).
+std::optional<DimEnv> tuned_shape(const cache::EntryInfo& e, const std::string& fn, const std::string& target,
+                                  const std::string& fhash) {
+  auto meta = cache::parse_entry_meta(e.manifest.meta_json);
+  if (!meta.ok() || meta->fn != fn || meta->target != target || meta->program_hash != fhash) return std::nullopt;
+  return DimEnv(meta->dims.begin(), meta->dims.end());
+}
+
+// Sum over the requested dims of |log2(tuned / requested)|; a dim the entry
+// lacks (another signature) disqualifies it.
+std::optional<double> distance(const DimEnv& tuned, const DimEnv& want) {
+  if (tuned.size() != want.size()) return std::nullopt;
+  double d = 0;
+  for (const auto& [k, v] : want) {
+    auto it = tuned.find(k);
+    if (it == tuned.end() || it->second < 1 || v < 1) return std::nullopt;
+    d += std::fabs(std::log2(static_cast<double>(it->second) / static_cast<double>(v)));
+  }
+  return d;
+}
+
+// The CPU features an artifact's manifest.json requires that `cpu` lacks
+// ("" when it has them all). Corruption when the manifest is unreadable.
+Expected<std::string> missing_features(const cache::Artifact& a, const CpuInfo& cpu) {
+  auto it = a.files.find("manifest.json");
+  if (it == a.files.end()) return Status::Corruption("entry " + a.info.key.substr(0, 16) + " has no manifest.json");
+  json m = json::parse(it->second, nullptr, false);
+  if (!m.is_object() || !m.contains("requires") || !m["requires"].is_object() ||
+      !m["requires"].contains("cpu_features") || !m["requires"]["cpu_features"].is_array())
+    return Status::Corruption("entry " + a.info.key.substr(0, 16) + ": manifest.json: `requires.cpu_features` is not a list");
+  std::string missing;
+  for (const auto& f : m["requires"]["cpu_features"]) {
+    if (!f.is_string())
+      return Status::Corruption("entry " + a.info.key.substr(0, 16) + ": manifest.json: `requires.cpu_features` holds a non-string");
+    if (!cpu.has(f.get<std::string>())) missing += (missing.empty() ? "" : ", ") + f.get<std::string>();
+  }
+  return missing;
+}
+
+}  // namespace
+
+Expected<Tuned> find_tuned(service::CliCache* cache, const std::string& ns, const ir::Module& m, const std::string& fn,
+                           const std::string& fhash, const Profile& p, const DimEnv& dims, Require require,
+                           const CpuInfo& cpu) {
+  if (!cache) return Status::NotFound("no artifact cache (--no-cache)");
+  Tuned t;
+  t.key = cache::cache_key(tune::key_inputs(m, fn, dims, p));
+  t.pulled = cache->pull(t.key);
+  cache::Store* store = cache->store();
+  if (!store) return Status::NotFound("no artifact cache at " + cache->store_path());
+  auto hit = store->get_entry(ns, t.key);
+  if (hit.ok()) {
+    t.entry = std::move(*hit);
+    t.tuned_dims = dims;
+    t.exact = true;
+    return t;
+  }
+  if (hit.status().code() != Status::Code::kNotFound) return hit.status();
+  const std::string where = "namespace " + ns + " of " + cache->store_path() + (cache->remote() ? " or its server" : "");
+  if (require == Require::kExact)
+    return Status::NotFound("no artifact of `" + fn + "` tuned for " + p.name + " at exactly " + dims_str(dims) + " in " +
+                            where);
+
+  // Every entry of this fn and profile at another shape, local and remote.
+  std::vector<Candidate> cands;
+  std::set<std::string> seen;
+  auto consider = [&](const cache::EntryInfo& e, bool remote) {
+    if (e.damaged || seen.count(e.key)) return;
+    auto td = tuned_shape(e, fn, p.name, fhash);
+    if (!td) return;
+    auto d = distance(*td, dims);
+    if (!d) return;
+    seen.insert(e.key);
+    cands.push_back({e.key, *td, *d, remote});
+  };
+  auto local = store->list(ns);
+  if (!local.ok()) return local.status();
+  for (const auto& e : *local) consider(e, false);
+  for (const auto& e : cache->query(fn, p.name, fhash)) consider(e, true);
+  std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
+    return a.distance != b.distance ? a.distance < b.distance : a.key < b.key;
+  });
+  std::string skipped;
+  for (const Candidate& c : cands) {
+    bool pulled = c.remote && cache->pull(c.key);
+    auto e = store->get_entry(ns, c.key);
+    if (!e.ok()) {
+      if (e.status().code() == Status::Code::kNotFound) continue;  // the server lost it meanwhile
+      return e.status();
+    }
+    auto missing = missing_features(*e, cpu);
+    if (!missing.ok()) return missing.status();
+    if (!missing->empty()) {
+      skipped += "; " + c.key.substr(0, 16) + " (tuned at " + dims_str(c.dims) + ") needs " + *missing;
+      continue;
+    }
+    t.key = c.key;
+    t.entry = std::move(*e);
+    t.tuned_dims = c.dims;
+    t.pulled = pulled;
+    return t;
+  }
+  return Status::NotFound("no artifact of `" + fn + "` tuned for " + p.name + " in " + where + skipped);
+}
+
+}  // namespace mlk::rt

@@ -1,0 +1,58 @@
+// The artifact resolver: which tuned artifact in an artifact cache serves a
+// call of fn F for profile P at shape D. Used by the runtime (Runtime::
+// GetKernel) and by `mlk run`, so both choose alike:
+//
+//   1. the entry under the exact cache key of (F, P, D), pulled from the
+//      server when the cache is one;
+//   2. unless `require` is exact: an entry of F (same program hash) tuned for
+//      P at another shape, local or on the server (its query API), whose
+//      required CPU features this machine has; the nearest shape wins
+//      (smallest sum over the dims of |log2(tuned / requested)|), ties broken
+//      by key, so the choice never depends on what was used last.
+//
+// What happens when nothing is found (the default schedule with the JIT, or
+// a refusal under a strict policy) is the caller's decision; `Require` names
+// the policies.
+#pragma once
+
+#include <string>
+
+#include "cache/store.h"
+#include "lang/bind.h"
+#include "lang/ir.h"
+#include "lang/status.h"
+#include "targets/detect.h"
+
+namespace mlk::service {
+class CliCache;
+}
+
+namespace mlk::rt {
+
+// How strict a lookup is: kAny falls back to the default schedule (JIT),
+// kTuned accepts a tuned artifact at any shape, kExact only one tuned at
+// exactly the requested shape.
+enum class Require { kAny, kTuned, kExact };
+// "any", "tuned" or "exact"; anything else is InvalidArgument naming the choices.
+Expected<Require> parse_require(const std::string& text);
+const char* require_name(Require r);
+
+struct Tuned {
+  std::string key;
+  cache::Artifact entry;  // verified: every file re-hashed by the store
+  DimEnv tuned_dims;      // the shape it was tuned at
+  bool exact = false;     // tuned_dims == the requested dims
+  bool pulled = false;    // downloaded from the server now
+};
+
+// `cache` may be null (no cache at all). `fhash` is ir::function_hash of
+// `fn`. NotFound (with a one-line reason) when no artifact qualifies; other
+// errors, such as a corrupt entry, are returned as they are.
+Expected<Tuned> find_tuned(service::CliCache* cache, const std::string& ns, const ir::Module& m, const std::string& fn,
+                           const std::string& fhash, const Profile& p, const DimEnv& dims, Require require,
+                           const CpuInfo& cpu);
+
+// "B=1,D=64": the dims in name order.
+std::string dims_str(const DimEnv& d);
+
+}  // namespace mlk::rt

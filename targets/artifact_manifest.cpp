@@ -1,0 +1,57 @@
+#include "targets/artifact_manifest.h"
+
+#include <nlohmann/json.hpp>
+
+namespace mlk {
+
+using nlohmann::json;
+
+namespace {
+
+bool is_plain_name(const std::string& n) {
+  return !n.empty() && n != "." && n != ".." && n.find('/') == std::string::npos && n.find('\0') == std::string::npos;
+}
+
+}  // namespace
+
+Expected<ArtifactManifest> parse_artifact_manifest(std::string_view text, const std::string& where) {
+  auto bad = [&](const std::string& what) { return Status::Corruption(where + ": " + what); };
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return bad("not an mlk artifact manifest (not a JSON object)");
+  auto fmt = j.find("format");
+  if (fmt == j.end() || !fmt->is_string() || fmt->get<std::string>() != "mlk-artifact-1")
+    return bad("not an mlk artifact manifest (`format` is not \"mlk-artifact-1\")");
+  ArtifactManifest m;
+  auto files = j.find("files");
+  if (files == j.end() || !files->is_object()) return bad("`files` must be an object of file name -> sha256");
+  for (const auto& [name, digest] : files->items()) {
+    if (!is_plain_name(name)) return bad("`files`: `" + name + "` is not a plain file name");
+    if (!digest.is_string()) return bad("`files." + name + "` must be a sha256 string, got " + digest.type_name());
+    m.files[name] = digest.get<std::string>();
+  }
+  for (const char* f : {"library", "entry_symbol"}) {
+    auto it = j.find(f);
+    if (it == j.end() || !it->is_string() || it->get<std::string>().empty())
+      return bad(std::string("`") + f + "` must be a non-empty string");
+    (std::string(f) == "library" ? m.library : m.entry_symbol) = it->get<std::string>();
+  }
+  if (!is_plain_name(m.library)) return bad("`library`: `" + m.library + "` is not a plain file name");
+  if (!m.files.count(m.library)) return bad("`library` " + m.library + " is not listed in `files`");
+  auto abi = j.find("abi_version");
+  if (abi == j.end() || !abi->is_number_integer() || (abi->is_number_unsigned() && abi->get<uint64_t>() > INT64_MAX))
+    return bad("`abi_version` must be an integer");
+  m.abi_version = abi->get<int64_t>();
+  if (auto sig = j.find("signature"); sig != j.end()) {
+    if (!sig->is_object()) return bad(std::string("`signature` must be an object, got ") + sig->type_name());
+    if (auto u = sig->find("unbound_dims"); u != sig->end()) {
+      if (!u->is_array()) return bad("`signature.unbound_dims` must be a list of dimension names");
+      for (const auto& d : *u) {
+        if (!d.is_string()) return bad("`signature.unbound_dims` must be a list of dimension names");
+        m.unbound_dims.push_back(d.get<std::string>());
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace mlk
