@@ -18,6 +18,7 @@
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
 #include "runtime/boundary.h"
+#include "tests/runtime/dl_tensor.h"
 #include "runtime/resolve.h"
 #include "runtime/runtime.h"
 #include "targets/artifact.h"
@@ -32,21 +33,6 @@ using nlohmann::json;
 
 const std::string kNorms = std::string(MLK_SOURCE_DIR) + "/examples/norms.tl";
 
-struct Dl {
-  HostTensor t;
-  DLTensor d{};
-  Dl(DType dt, std::vector<int64_t> shape, uint64_t seed = 1) : t(dt, std::move(shape)) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<double> u(-2, 2);
-    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
-    d.data = t.bytes.data();
-    d.device = {kDLCPU, 0};
-    d.ndim = static_cast<int32_t>(t.shape.size());
-    d.dtype = rt::to_dl(dt);
-    d.shape = t.shape.data();
-  }
-  Dl(const Dl&) = delete;
-};
 
 // rmsnorm tuned (one trial) for host at D=64 and at D=256, B=2, S=4.
 class ResolveTest : public ::testing::Test {

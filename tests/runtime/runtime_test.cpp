@@ -16,6 +16,7 @@
 #include "lang/interpreter.h"
 #include "lang/ir_printer.h"
 #include "runtime/boundary.h"
+#include "tests/runtime/dl_tensor.h"
 #include "runtime/mlk_runtime.h"
 #include "runtime/runtime.h"
 #include "targets/detect.h"
@@ -73,22 +74,6 @@ class RuntimeTest : public ::testing::Test {
 };
 std::string RuntimeTest::dir_, RuntimeTest::store_path_;
 
-// A host tensor with its DLPack view.
-struct Dl {
-  HostTensor t;
-  DLTensor d{};
-  Dl(DType dt, std::vector<int64_t> shape, uint64_t seed = 1) : t(dt, std::move(shape)) {
-    std::mt19937 rng(seed);
-    std::uniform_real_distribution<double> u(-2, 2);
-    for (int64_t i = 0; i < t.numel(); ++i) t.set(i, u(rng));
-    d.data = t.bytes.data();
-    d.device = {kDLCPU, 0};
-    d.ndim = static_cast<int32_t>(t.shape.size());
-    d.dtype = rt::to_dl(dt);
-    d.shape = t.shape.data();
-  }
-  Dl(const Dl&) = delete;
-};
 
 TEST_F(RuntimeTest, RunsThePulledKernelOnDlpackTensorsLikeTheInterpreter) {
   auto r = open();
