@@ -1,4 +1,5 @@
 #include "autotune/cached_tune.h"
+#include "base/files.h"
 
 #include <unistd.h>
 

@@ -11,7 +11,7 @@
 
 #include "bench/report.h"
 #include "bench/variants.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::bench {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "bench/stats.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::bench {
 

@@ -11,7 +11,7 @@
 
 #include "lang/bind.h"
 #include "lang/ir.h"
-#include "lang/status.h"
+#include "base/status.h"
 #include "lang/tensor.h"
 
 namespace mlk::bench {

@@ -253,11 +253,5 @@ Status write_text_file(const std::string& path, const std::string& text) {
 
 Status write_report(const std::string& path, const BenchReport& r) { return write_text_file(path, report_to_json(r)); }
 
-std::string utc_now_iso() {
-  std::time_t t = std::time(nullptr);
-  char b[32];
-  std::strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return b;
-}
 
 }  // namespace mlk::bench

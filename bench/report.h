@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/gate.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::bench {
 
@@ -93,7 +93,5 @@ Status write_report(const std::string& path, const BenchReport& r);
 // Writes any text atomically; shared with the SVG writer.
 Status write_text_file(const std::string& path, const std::string& text);
 
-// "2026-11-30T09:27:16Z"
-std::string utc_now_iso();
 
 }  // namespace mlk::bench

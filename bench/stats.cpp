@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::bench {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::bench {
 

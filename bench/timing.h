@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::bench {
 

@@ -13,7 +13,7 @@
 
 #include "bench/suite.h"
 #include "lang/bind.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::bench {
 

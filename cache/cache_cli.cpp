@@ -1,5 +1,7 @@
 #include "cache/cache_cli.h"
 
+#include "base/time.h"
+
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
@@ -321,14 +323,5 @@ int run_cache_cli(const std::vector<std::string>& args, std::ostream& out, std::
   return 2;
 }
 
-std::string iso_time(int64_t t) {
-  if (t <= 0) return "-";
-  std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 }  // namespace mlk::cache

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::cache {
 
@@ -22,8 +22,6 @@ int run_cache_cli(const std::vector<std::string>& args, std::ostream& out, std::
 // optional trailing B or iB) -> bytes. Usage errors say what is accepted.
 Expected<int64_t> parse_size(const std::string& text);
 
-// Unix seconds -> "2026-11-30T09:12:00Z" (UTC); "-" for 0 or less (never).
-std::string iso_time(int64_t t);
 
 // 1536 -> "1.5 KiB".
 std::string human_bytes(int64_t n);

@@ -1,6 +1,6 @@
 #include "cache/key.h"
 
-#include "lang/sha256.h"
+#include "base/sha256.h"
 
 namespace mlk::cache {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::cache {
 

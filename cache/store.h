@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "cache/manifest.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::cache {
 

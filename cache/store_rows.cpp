@@ -6,7 +6,7 @@
 #include <set>
 
 #include "cache/store_internal.h"
-#include "lang/sha256.h"
+#include "base/sha256.h"
 
 namespace mlk::cache {
 

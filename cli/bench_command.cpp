@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 
+#include "base/time.h"
 #include "bench/baseline_check.h"
 #include "bench/report.h"
 #include "bench/stats.h"
@@ -277,7 +278,7 @@ int run_bench(const std::vector<std::string>& args) {
     kernels.push_back(std::move(k).value());
   }
   bench::BenchReport report;
-  report.created = bench::utc_now_iso();
+  report.created = now_iso();
   report.machine = bench::this_machine();
   report.versions = {{"mlk", mlk_version()}, {"halide", halide_version()}, {"llvm", llvm_version()}};
   report.settings = {{"rounds", o.rounds}, {"min_time_ms", o.min_time_ms}, {"seed", static_cast<double>(o.seed)},

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/time.h"
 #include "cache/cache_cli.h"
 #include "cache/paths.h"
 #include "cli/args.h"
@@ -84,7 +85,7 @@ int run_token(const std::vector<std::string>& args) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& t : *list)
       rows.push_back({{"id", t.id}, {"prefix", t.prefix}, {"team", t.team}, {"scopes", service::scopes_string(t.scopes)},
-                      {"note", t.note}, {"created", cache::iso_time(t.created)}, {"revoked", t.revoked}});
+                      {"note", t.note}, {"created", iso_time(t.created)}, {"revoked", t.revoked}});
     std::printf("%s\n", rows.dump(2).c_str());
     return 0;
   }
@@ -95,7 +96,7 @@ int run_token(const std::vector<std::string>& args) {
   std::printf("%-5s %-13s %-16s %-36s %-20s %-8s %s\n", "ID", "PREFIX", "TEAM", "SCOPES", "CREATED", "STATE", "NOTE");
   for (const auto& t : *list)
     std::printf("%-5lld %-13s %-16s %-36s %-20s %-8s %s\n", static_cast<long long>(t.id), t.prefix.c_str(), t.team.c_str(),
-                service::scopes_string(t.scopes).c_str(), cache::iso_time(t.created).c_str(), t.revoked ? "revoked" : "active",
+                service::scopes_string(t.scopes).c_str(), iso_time(t.created).c_str(), t.revoked ? "revoked" : "active",
                 t.note.c_str());
   return 0;
 }

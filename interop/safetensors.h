@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::safetensors {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "lang/status.h"
+#include "base/status.h"
 #include "lang/tensor.h"
 
 namespace mlk {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "lang/ir.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "lang/dtype.h"
-#include "lang/status.h"
+#include "base/status.h"
 #include "lang/tensor.h"
 
 namespace mlk {

@@ -1,4 +1,5 @@
 #include "lang/frontend.h"
+#include "base/files.h"
 
 
 #include "lang/checker.h"

@@ -12,7 +12,7 @@
 #include "lang/ir.h"
 #include "lang/lexer.h"
 #include "lang/source.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk {
 

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::ir {
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "lang/sha256.h"
+#include "base/sha256.h"
 
 namespace mlk::ir {
 namespace {

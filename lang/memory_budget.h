@@ -9,7 +9,7 @@
 
 #include "lang/bind.h"
 #include "lang/ir.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk {
 

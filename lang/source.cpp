@@ -33,13 +33,4 @@ std::string_view SourceFile::line_text(uint32_t line) const {
   return std::string_view(text_).substr(b, e - b);
 }
 
-Expected<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot read " + path + ": no such file or not readable");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IOError("error while reading " + path);
-  return ss.str();
-}
-
 }  // namespace mlk

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk {
 
@@ -41,9 +41,5 @@ class SourceFile {
   std::string text_;
   std::vector<uint32_t> line_starts_;  // byte offset of each line's first byte
 };
-
-// The whole file at `path`, bytes as they are. IOError naming the path when
-// it cannot be read.
-Expected<std::string> read_file(const std::string& path);
 
 }  // namespace mlk

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk {
 

@@ -31,7 +31,7 @@
 #include "lang/bind.h"
 #include "lang/dtype.h"
 #include "lang/ir.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::rt {
 

@@ -20,7 +20,7 @@
 #include "cache/store.h"
 #include "lang/bind.h"
 #include "lang/ir.h"
-#include "lang/status.h"
+#include "base/status.h"
 #include "targets/detect.h"
 
 namespace mlk::service {

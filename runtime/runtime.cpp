@@ -1,4 +1,5 @@
 #include "runtime/runtime.h"
+#include "base/files.h"
 
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -8,7 +9,7 @@
 #include "cache/key.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
-#include "lang/sha256.h"
+#include "base/sha256.h"
 #include "runtime/boundary.h"
 #include "scheduler/kernel.h"
 #include "service/cli_cache.h"

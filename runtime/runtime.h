@@ -24,7 +24,7 @@
 
 #include "lang/bind.h"
 #include "lang/ir.h"
-#include "lang/status.h"
+#include "base/status.h"
 #include "runtime/resolve.h"
 
 namespace mlk {

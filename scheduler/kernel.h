@@ -8,7 +8,7 @@
 
 #include "lang/bind.h"
 #include "lang/ir.h"
-#include "lang/status.h"
+#include "base/status.h"
 #include "lang/tensor.h"
 #include "scheduler/schedule.h"
 #include "targets/abi.h"

@@ -13,7 +13,7 @@
 
 #include "lang/bind.h"
 #include "lang/ir.h"
-#include "lang/status.h"
+#include "base/status.h"
 #include "scheduler/schedule.h"
 
 namespace mlk::lower {

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "lang/sha256.h"
+#include "base/sha256.h"
 #include "service/api_internal.h"
 
 namespace mlk::service {

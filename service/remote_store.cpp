@@ -11,7 +11,7 @@
 #include <random>
 #include <thread>
 
-#include "lang/sha256.h"
+#include "base/sha256.h"
 
 namespace mlk::service {
 

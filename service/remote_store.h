@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cache/store.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::service {
 

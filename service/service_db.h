@@ -16,7 +16,7 @@
 #include <string>
 
 #include "cache/sqlite.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::service {
 

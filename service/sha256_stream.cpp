@@ -2,7 +2,7 @@
 
 #include <openssl/evp.h>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::service {
 

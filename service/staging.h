@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "cache/sqlite.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::service {
 

@@ -6,7 +6,7 @@
 #include <ctime>
 
 #include "cache/store.h"
-#include "lang/sha256.h"
+#include "base/sha256.h"
 
 namespace mlk::service {
 

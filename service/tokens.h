@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cache/sqlite.h"
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk::service {
 

@@ -1,6 +1,8 @@
 // Ahead-of-time compilation of one function for one profile into an artifact
 // directory (see docs/artifacts.md for the layout and the manifest).
 #include "targets/artifact.h"
+#include "base/files.h"
+#include "base/time.h"
 
 #include <unistd.h>
 
@@ -16,7 +18,7 @@
 #include <sstream>
 
 #include "lang/ir_printer.h"
-#include "lang/sha256.h"
+#include "base/sha256.h"
 #include "scheduler/lower.h"
 #include "scheduler/rules.h"
 #include "targets/toolchain.h"
@@ -27,22 +29,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-Status write_file(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary);
-  out << bytes;
-  out.close();
-  if (!out) return Status::IOError("cannot write " + p.string());
-  return Status::Ok();
-}
-
-Expected<std::string> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return Status::IOError("cannot read " + p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Runs a command; returns its exit status and combined output.
 std::pair<int, std::string> run(const std::string& cmd) {
@@ -280,12 +266,6 @@ json parse_ptxas(const std::string& out) {
   return kernels;
 }
 
-std::string now_iso() {
-  std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
 
 }  // namespace
 
@@ -337,7 +317,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
           ptx.assign(reinterpret_cast<const char*>(b.data()), b.size_in_bytes());
       ptx.erase(std::remove(ptx.begin(), ptx.end(), '\0'), ptx.end());
       if (ptx.empty()) return Status::Internal("Halide produced no PTX for `" + req.fn + "` (is every stage GPU-scheduled?)");
-      MLK_RETURN_IF_ERROR(write_file(dir / (req.fn + ".ptx"), ptx + "\n"));
+      MLK_RETURN_IF_ERROR(write_file((dir / (req.fn + ".ptx")).string(), ptx + "\n"));
     }
   } catch (const Halide::Error& e) {
     return Status::InvalidArgument("Halide could not compile `" + req.fn + "` for " + prof.name +
@@ -346,9 +326,9 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
 
   // 2. The C ABI wrapper, linked with the object into a shared library that
   // exports only mlk_* symbols.
-  MLK_RETURN_IF_ERROR(write_file(dir / "mlk_abi.h", abi_header_text()));
-  MLK_RETURN_IF_ERROR(write_file(dir / (req.fn + "_abi.c"), wrapper_source(*f, unbound, hname)));
-  MLK_RETURN_IF_ERROR(write_file(dir / "exports.map",
+  MLK_RETURN_IF_ERROR(write_file((dir / "mlk_abi.h").string(), abi_header_text()));
+  MLK_RETURN_IF_ERROR(write_file((dir / (req.fn + "_abi.c")).string(), wrapper_source(*f, unbound, hname)));
+  MLK_RETURN_IF_ERROR(write_file((dir / "exports.map").string(),
                                  "{ global: mlk_abi_version; mlk_last_error; mlk_" + req.fn + "; local: *; };\n"));
   const std::string lib = "lib" + req.fn + ".so";
   const char* cc = std::getenv("CC");
@@ -387,13 +367,13 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   // label) gets no program.tl; the runtime then says so when asked to load it.
   if (!req.source_path.empty()) {
     if (auto text = read_file(req.source_path); text.ok()) {
-      MLK_RETURN_IF_ERROR(write_file(dir / "program.tl", *text));
+      MLK_RETURN_IF_ERROR(write_file((dir / "program.tl").string(), *text));
       res.files.push_back("program.tl");
     }
   }
   json files = json::object();
   for (const auto& name : res.files) {
-    auto bytes = read_file(dir / name);
+    auto bytes = read_file((dir / name).string());
     if (!bytes.ok()) return bytes.status();
     files[name] = sha256_hex(*bytes);
   }
@@ -430,7 +410,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
     m["verification"] = v;
   }
   res.manifest_json = m.dump(2);
-  MLK_RETURN_IF_ERROR(write_file(dir / "manifest.json", res.manifest_json + "\n"));
+  MLK_RETURN_IF_ERROR(write_file((dir / "manifest.json").string(), res.manifest_json + "\n"));
   return res;
 }
 

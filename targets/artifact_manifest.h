@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk {
 

@@ -1,4 +1,5 @@
 #include "targets/loaded_artifact.h"
+#include "base/files.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -6,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lang/sha256.h"
+#include "base/sha256.h"
 #include "lang/source.h"
 #include "targets/abi.h"
 #include "targets/artifact_manifest.h"

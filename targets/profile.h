@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk {
 

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "base/files.h"
 #include "cache/store.h"
 #include "tests/cache/test_util.h"
 

@@ -8,7 +8,7 @@
 
 #include "cache/key.h"
 #include "cache/paths.h"
-#include "lang/sha256.h"
+#include "base/sha256.h"
 
 namespace mlk::cache {
 namespace {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include "base/files.h"
 #include "cache/store.h"
 #include "tests/cache/test_util.h"
 

@@ -13,8 +13,9 @@
 #include <random>
 #include <string>
 
+#include "base/files.h"
 #include "cache/store.h"
-#include "lang/sha256.h"
+#include "base/sha256.h"
 
 namespace mlk::cache::testing {
 

@@ -50,6 +50,16 @@ try:
     p = subprocess.run([PULL, server.url, norms, "host", "2", "8", "64"], env=env_cpp, capture_output=True, text=True)
     check("C++ example at another shape", p.returncode == 0 and "tuned at B=1,D=64,S=16" in p.stdout, p.stdout + p.stderr)
 
+    # Another shape from a mirror that has never seen the program: the exact
+    # key misses, and the server's query API finds the entry tuned at the
+    # nearest shape, which is pulled and run.
+    env_near = dict(env, MLK_LOCAL_CACHE=os.path.join(WORK, "mirror_near.db"))
+    p = subprocess.run([PULL, server.url, norms, "host;require=tuned", "2", "8", "64"], env=env_near,
+                       capture_output=True, text=True)
+    check("an empty mirror finds the nearest shape through the server's query", p.returncode == 0
+          and "pulled from the server" in p.stdout and "tuned at B=1,D=64,S=16 (the nearest tuned shape)" in p.stdout
+          and "max relative error" in p.stdout, p.stdout + p.stderr)
+
     # PyTorch, from another empty mirror.
     script = f"""
 import sys; sys.path.insert(0, {MODULE_DIR!r})

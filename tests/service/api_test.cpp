@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../cache/test_util.h"
-#include "lang/sha256.h"
+#include "base/sha256.h"
 #include "service/api.h"
 #include "service/service_db.h"
 

@@ -3,7 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "../cache/test_util.h"
-#include "lang/sha256.h"
+#include "base/files.h"
+#include "base/sha256.h"
 #include "service/ccache_layout.h"
 #include "service/metrics.h"
 #include "service/service_db.h"

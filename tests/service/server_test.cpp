@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "../cache/test_util.h"
-#include "lang/sha256.h"
+#include "base/sha256.h"
 #include "service/remote_store.h"
 #include "service/server.h"
 #include "service/service_db.h"

@@ -13,7 +13,7 @@
 #include "lang/compare.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
-#include "lang/sha256.h"
+#include "base/sha256.h"
 #include "scheduler/kernel.h"
 #include "scheduler/rules.h"
 #include "targets/abi.h"

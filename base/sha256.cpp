@@ -1,8 +1,8 @@
-#include "lang/sha256.h"
+#include "base/sha256.h"
 
 #include <openssl/evp.h>
 
-#include "lang/status.h"
+#include "base/status.h"
 
 namespace mlk {
 

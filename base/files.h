@@ -1,0 +1,21 @@
+// Whole-file reads and writes: the one place mlk reads or writes a file in
+// one piece. Errors are IOError statuses that name the path.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace mlk {
+
+// The bytes of `path`. IOError "cannot read PATH: no such file or not
+// readable" when it cannot be opened, "error while reading PATH" on a read
+// error.
+Expected<std::string> read_file(const std::string& path);
+
+// Replaces `path` with `bytes` (truncating; not atomic: callers that need
+// atomicity write a temporary and rename it). IOError "cannot write PATH".
+Status write_file(const std::string& path, std::string_view bytes);
+
+}  // namespace mlk
