@@ -1,5 +1,6 @@
 #include "autotune/cached_tune.h"
 #include "base/files.h"
+#include "base/log.h"
 
 #include <unistd.h>
 
@@ -20,24 +21,6 @@ namespace mlk::tune {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-cache::KeyInputs key_inputs(const ir::Module& m, const std::string& fn, const DimEnv& dims, const Profile& p) {
-  cache::KeyInputs k;
-  k.ir_hash = ir::function_hash(m, *m.find(fn));
-  k.entry = fn;
-  k.dims = dims;
-  k.profile = p.name;
-  std::vector<std::string> f = p.is_gpu() ? p.host_features : p.features;
-  std::sort(f.begin(), f.end());
-  k.capability_fingerprint = p.halide_target;
-  for (const auto& x : f) k.capability_fingerprint += "," + x;
-  if (p.is_gpu()) k.capability_fingerprint += ",cc" + std::to_string(p.compute_capability);
-  k.mlk_version = mlk_version();
-  k.halide_version = halide_version();
-  k.llvm_version = llvm_version();
-  k.schedule_space_version = kScheduleSpaceVersion;
-  return k;
-}
 
 namespace {
 
@@ -129,6 +112,7 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
       o.cached = true;
       meta["cached"] = true;
       o.json = meta.dump();
+      if (auto sj = hit->files.find("schedule.json"); sj != hit->files.end()) o.schedule_json = sj->second;
       const double best = em->best_ms.value_or(0), dflt = em->default_ms.value_or(0);
       double speedup = dflt > 0 && best > 0 ? dflt / best : 0;
       o.summary_line = label + ": cached: tuned on " + hit->info.manifest.provenance.host + " at " +
@@ -138,7 +122,7 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
       return o;
     }
     if (hit.status().code() != Status::Code::kNotFound)
-      std::fprintf(stderr, "mlk tune: cache read failed (%s); tuning anew\n", hit.status().message().c_str());
+      log_linef(LogLevel::kWarning, "mlk tune: cache read failed (%s); tuning anew", hit.status().message().c_str());
   }
   // Resumable: the log of an interrupted run of the same key is picked up.
   std::error_code ec;
@@ -170,6 +154,7 @@ Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const 
   manifest["verification"] = verification;
   files["manifest.json"] = manifest.dump(2);
   files["schedule.json"] = r->best.to_json();
+  o.schedule_json = files["schedule.json"];
   auto log = read_file(opts.log_path);
   if (log.ok()) files["tuning_log.jsonl"] = *log;
   json timings = {{"best_times_ms", r->best_times_ms}, {"best_ms", r->best_ms}, {"default_ms", r->default_ms}};

@@ -8,17 +8,20 @@
 #include "autotune/tuner.h"
 #include "cache/key.h"
 #include "cache/store.h"
+#include "targets/key_inputs.h"
 
 namespace mlk::tune {
 
-// Everything that determines an artifact (architecture.md, "The cache key").
-cache::KeyInputs key_inputs(const ir::Module& m, const std::string& fn, const DimEnv& dims, const Profile& p);
+// Everything that determines an artifact: targets/key_inputs.h (Halide-free,
+// shared with the runtime); named here too for the tuner's callers.
+using mlk::key_inputs;
 
 struct Outcome {
   std::string key;
   bool cached = false;        // found in the store, not tuned now
   std::string summary_line;   // for people
   std::string json;           // the summary object of `mlk tune --json`
+  std::string schedule_json;  // the winner's schedule (Schedule::to_json), cached or tuned now
 };
 
 // `store` may be null (no cache): then the artifact goes only to `out_dir`.

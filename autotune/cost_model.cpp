@@ -13,11 +13,10 @@ double product(const std::vector<int64_t>& v) {
   return p;
 }
 
-int64_t knob(const Knobs& k, const std::string& stage, const char* name, int64_t def) {
-  auto s = k.find(stage);
-  if (s == k.end()) return def;
-  auto it = s->second.find(name);
-  return it == s->second.end() ? def : it->second;
+// The knob values of stage `s` (the knob registry's defaults where unset).
+KnobValues knobs_of(const Knobs& k, const StageInfo& s, const Profile& p) {
+  auto it = k.find(s.name);
+  return KnobValues(it == k.end() ? nullptr : &it->second, s, p);
 }
 
 }  // namespace
@@ -32,14 +31,15 @@ double predict_ms(const std::vector<StageInfo>& stages, const Knobs& knobs, cons
   double total = 0;
   for (const auto& s : stages) {
     if (s.kind == Kind::kInput) continue;
-    if (s.kind == Kind::kOperand && !knob(knobs, s.name, "mat", 0)) continue;  // inline: costed in its matmul
+    const KnobValues k = knobs_of(knobs, s, p);
+    if (s.kind == Kind::kOperand && !k[Knob::kMat]) continue;  // inline: costed in its matmul
     const double elems = product(s.extents), red = product(s.rextents);
     double eff = 0.1;
     double bytes = elems * 4 * (s.kind == Kind::kOutput ? 2 : 1);
     if (p.is_gpu()) {
-      double threads = static_cast<double>(knob(knobs, s.name, "tx", 32) * knob(knobs, s.name, "ty", 8));
-      if (s.kind == Kind::kMatmul && knob(knobs, s.name, "smem", 0)) {
-        double t = static_cast<double>(knob(knobs, s.name, "tile", 16));
+      double threads = static_cast<double>(k[Knob::kTx] * k[Knob::kTy]);
+      if (s.kind == Kind::kMatmul && k[Knob::kSmem]) {
+        double t = static_cast<double>(k[Knob::kTile]);
         threads = t * t;
         bytes /= t;  // each staged element is reused by a tile's worth of threads
         eff = std::min(1.0, threads / 256) * 0.6;
@@ -47,20 +47,20 @@ double predict_ms(const std::vector<StageInfo>& stages, const Knobs& knobs, cons
         eff = std::min(1.0, threads / 256) * 0.3;
       }
     } else if (s.kind == Kind::kMatmul) {
-      double acc = static_cast<double>(knob(knobs, s.name, "tn", 2) * knob(knobs, s.name, "tm", 4));
+      double acc = static_cast<double>(k[Knob::kTn] * k[Knob::kTm]);
       double regs = p.vector_bits >= 512 ? 32 : 16;
       eff = acc <= regs - 4 ? 0.12 + 0.5 * std::min(1.0, acc / 16) : 0.08;
-      if (knob(knobs, s.name, "unroll", 1)) eff *= 1.1;
-      if (knob(knobs, s.name, "at_output", 0)) eff *= 1.8;  // accumulators stay in registers
+      if (k[Knob::kUnroll]) eff *= 1.1;
+      if (k[Knob::kAtOutput]) eff *= 1.8;  // accumulators stay in registers
       bytes += elems * red * 4 / std::max(1.0, std::sqrt(acc * lanes));
     } else if (s.kind != Kind::kOutput) {
       eff = 0.15;
-      if (knob(knobs, s.name, "fuse", 0)) bytes *= 0.3;  // rows stay in cache
-      if (knob(knobs, s.name, "fuse", 0) == 2) bytes *= 0.5;
+      if (k[Knob::kFuse]) bytes *= 0.3;  // rows stay in cache
+      if (k[Knob::kFuse] == 2) bytes *= 0.5;
     } else {
-      if (knob(knobs, s.name, "vec", 1) == 2) eff *= 1.05;
+      if (k[Knob::kVec] == 2) eff *= 1.05;
     }
-    double par = (!p.is_gpu() && s.kind == Kind::kOutput && !knob(knobs, s.name, "par", 1)) ? cores : 1;
+    double par = (!p.is_gpu() && s.kind == Kind::kOutput && !k[Knob::kPar]) ? cores : 1;
     total += par * std::max(elems * red / (peak * eff), bytes / bandwidth);
   }
   return total;

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "autotune/cost_model.h"
+#include "base/log.h"
 #include "lang/interpreter.h"
 #include "lang/ir_printer.h"
 #include "scheduler/kernel.h"
@@ -658,10 +659,10 @@ class Search {
     std::string best = best_ ? fmt(score(*best_)) + " ms" : "none yet";
     std::string speed = best_ && default_ > 0 ? " (" + fmt(default_ / score(*best_)) + "x over default)" : "";
     std::string compile = t.m.compile_ms > 0 ? "  compile " + fmt(t.m.compile_ms / 1000) + " s" : "";
-    std::fprintf(stderr, "[tune %s %s] trial %zu/%d %-9s %-7s %s%s  best %s%s  ETA %.0fs\n", fn_.c_str(),
-                 p_.name.c_str(), trials_.size(), o_.trials, t.origin.c_str(), verdict_name(t.m.verdict),
-                 t.m.ok() ? (fmt(score(t)) + " ms").c_str() : "", compile.c_str(), best.c_str(), speed.c_str(),
-                 std::max(0.0, eta));
+    log_linef(LogLevel::kProgress, "[tune %s %s] trial %zu/%d %-9s %-7s %s%s  best %s%s  ETA %.0fs", fn_.c_str(),
+              p_.name.c_str(), trials_.size(), o_.trials, t.origin.c_str(), verdict_name(t.m.verdict),
+              t.m.ok() ? (fmt(score(t)) + " ms").c_str() : "", compile.c_str(), best.c_str(), speed.c_str(),
+              std::max(0.0, eta));
   }
 
   static std::string fmt(double v) {
@@ -804,8 +805,8 @@ class Search {
     best_ = winner;
     if (def && final_ms_.count(def)) default_ = final_ms_[def];
     if (o_.progress)
-      std::fprintf(stderr, "[tune %s %s] final round: %s %.4g ms vs default %.4g ms\n", fn_.c_str(), p_.name.c_str(),
-                   winner->origin.c_str(), winner_ms, default_);
+      log_linef(LogLevel::kProgress, "[tune %s %s] final round: %s %.4g ms vs default %.4g ms", fn_.c_str(),
+                p_.name.c_str(), winner->origin.c_str(), winner_ms, default_);
   }
 
   TuneResult result() const {

@@ -30,7 +30,7 @@ struct TuneOptions {
   double run_timeout_s = 60;
   bool autoschedulers = true;  // also try Halide's autoschedulers
   std::string log_path;        // JSON lines, appended per trial; resumed from
-  bool progress = true;        // progress lines on stderr
+  bool progress = true;        // progress lines to the log sink (base/log.h)
   // Test seams, see MeasureSetup.
   std::function<void(const Schedule&, const VerifyCase&, HostTensor&)> fault;
   std::function<void(const Schedule&)> compile_fault;

@@ -1,5 +1,6 @@
 #include "base/log.h"
 
+#include <cstdarg>
 #include <cstdio>
 #include <mutex>
 
@@ -33,6 +34,19 @@ void log_line(LogLevel level, std::string_view line) {
     return;
   }
   std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+}
+
+void log_linef(LogLevel level, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list again;
+  va_copy(again, args);
+  int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string line(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(line.data(), line.size() + 1, format, again);
+  va_end(again);
+  log_line(level, line);
 }
 
 }  // namespace mlk

@@ -11,7 +11,9 @@
 #include "lang/compare.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
+#include "runtime/resolve.h"
 #include "scheduler/kernel.h"
+#include "client/cli_cache.h"
 #include "targets/detect.h"
 #include "targets/loaded_artifact.h"
 
@@ -145,24 +147,39 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
   // mlk: the tuned artifact for exactly this fn, shape and profile, else the default schedule.
   mlk_ = Variant{"mlk", "", "", false, nullptr};
   variant_.clear();
-  const std::string& key = o.artifact_key.empty() ? cache_key_ : o.artifact_key;
-  if (!o.artifact_key.empty() && (o.store_path.empty() || !fs::exists(o.store_path)))
-    return with_where(spec_, Status::NotFound("no artifact cache to take artifact " + key.substr(0, 16) + " from"));
-  if (!o.default_schedule && !o.store_path.empty() && fs::exists(o.store_path)) {
-    cache::StoreOptions so;
-    so.create_if_missing = false;
-    auto store = cache::Store::Open(o.store_path, so);
-    if (!store.ok()) return with_where(spec_, store.status());
-    auto hit = (*store)->get_entry(o.ns, key);
-    if (hit.ok()) {
-      auto a = LoadedArtifact::LoadFiles(hit->files);
+  // The shared resolver (runtime/resolve.h), strict: a benchmark's id is its
+  // shape, so only an artifact tuned at exactly this shape is "tuned" here.
+  // --cache may name a `mlk serve`: its entries are pulled into the mirror.
+  std::unique_ptr<client::CliCache> cc;
+  if (!o.store_path.empty() && !o.default_schedule) {
+    auto c = client::CliCache::Open(o.store_path, o.ns, "mlk bench", /*create_if_missing=*/false);
+    if (!c.ok()) return with_where(spec_, c.status());
+    cc = std::move(c).value();
+  }
+  if (!o.artifact_key.empty()) {
+    // A baseline's artifact by its key (the A/B re-measurement).
+    const std::string& key = o.artifact_key;
+    if (cc) cc->pull(key);
+    if (!cc || !cc->store())
+      return with_where(spec_, Status::NotFound("no artifact cache to take artifact " + key.substr(0, 16) + " from"));
+    auto hit = cc->store()->get_entry(o.ns, key);
+    if (!hit.ok()) return with_where(spec_, hit.status());
+    auto a = LoadedArtifact::LoadFiles(hit->files);
+    if (!a.ok()) return with_where(spec_, a.status());
+    st.tuned = std::move(a).value();
+    variant_ = "tuned";
+    mlk_.how = "tuned artifact " + key.substr(0, 16) + " (the baseline's), tuned on " + hit->info.manifest.provenance.host;
+  } else if (cc) {
+    auto found = rt::find_tuned(cc.get(), o.ns, m, spec_.fn, ir_hash_, st.profile, env_, rt::Require::kExact, detect_cpu());
+    if (found.ok()) {
+      auto a = LoadedArtifact::LoadFiles(found->entry.files);
       if (!a.ok()) return with_where(spec_, a.status());
       st.tuned = std::move(a).value();
       variant_ = "tuned";
-      mlk_.how = "tuned artifact from the cache, key " + key.substr(0, 16) + ", tuned on " +
-                 hit->info.manifest.provenance.host;
-    } else if (hit.status().code() != Status::Code::kNotFound || !o.artifact_key.empty()) {
-      return with_where(spec_, hit.status());
+      mlk_.how = "tuned artifact from the cache, key " + found->key.substr(0, 16) + ", tuned on " +
+                 found->entry.info.manifest.provenance.host;
+    } else if (found.status().code() != Status::Code::kNotFound) {
+      return with_where(spec_, found.status());
     }
   }
   if (st.tuned) {

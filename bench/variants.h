@@ -21,7 +21,7 @@ namespace mlk::bench {
 const std::vector<std::string>& all_peer_names();
 
 struct PrepareOptions {
-  std::string store_path;          // the artifact store; empty: do not use the cache
+  std::string store_path;          // --cache: a store path or a `mlk serve` URL; empty: do not use the cache
   std::string ns = "default";      // its namespace
   std::vector<std::string> peers;  // names from all_peer_names()
   uint64_t seed = 1;               // of the random inputs

@@ -10,8 +10,11 @@
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/dump_after.h"
 #include "lang/frontend.h"
-#include "service/cli_cache.h"
+#include "lang/ir_printer.h"
+#include "runtime/resolve.h"
+#include "client/cli_cache.h"
 #include "targets/artifact.h"
 #include "targets/detect.h"
 
@@ -30,6 +33,7 @@ int run_build(const std::vector<std::string>& args) {
   const Command& self = command("build");
   std::string file, fn, target, schedule_path, out_dir, cache_flag, ns = cache::kDefaultNamespace;
   bool no_cache = false;
+  DumpStage dump_after = DumpStage::kNone;
   std::map<std::string, int64_t> dims;
   ArgReader r(args);
   while (!r.done()) {
@@ -37,10 +41,14 @@ int run_build(const std::vector<std::string>& args) {
     if (a == "--no-cache") {
       no_cache = true;
     } else if (a == "--fn" || a == "--target" || a == "--schedule" || a == "-o" || a == "--out" || a == "--dims" ||
-               a == "--cache" || a == "--namespace") {
+               a == "--cache" || a == "--namespace" || a == "--dump-after") {
       auto v = r.value();
       if (!v.ok()) return usage_error(self, v.status().message());
-      if (a == "--fn") fn = *v;
+      if (a == "--dump-after") {
+        auto d = parse_dump_stage(*v);
+        if (!d.ok()) return usage_error(self, d.status().message());
+        dump_after = *d;
+      } else if (a == "--fn") fn = *v;
       else if (a == "--target") target = *v;
       else if (a == "--schedule") schedule_path = *v;
       else if (a == "--cache") cache_flag = *v;
@@ -88,17 +96,20 @@ int run_build(const std::vector<std::string>& args) {
   if (target_fn)
     for (const auto& d : target_fn->dim_vars) all_dims = all_dims && dims.count(d);
   // (--cache may name a `mlk serve`: then a hit there is pulled into the local mirror.)
-  std::unique_ptr<service::CliCache> cc;
+  std::unique_ptr<client::CliCache> cc;
   if (!no_cache && schedule_path.empty() && all_dims) {
-    auto c = service::CliCache::Open(cache_flag, ns, "mlk build", /*create_if_missing=*/false);
+    auto c = client::CliCache::Open(cache_flag, ns, "mlk build", /*create_if_missing=*/false);
     if (!c.ok()) return fail(c.status());
     cc = std::move(c).value();
   }
-  if (cc && cc->store()) {
-    std::string key = cache::cache_key(tune::key_inputs(fe->module, fn, dims, *profile));
-    cc->pull(key);
-    auto hit = cc->store()->get_entry(ns, key);
-    if (hit.ok()) {
+  if (cc) {
+    // The shared resolver (runtime/resolve.h), strict: only an artifact tuned
+    // at exactly this shape is the build; anything else is built anew.
+    auto found = rt::find_tuned(cc.get(), ns, fe->module, fn, ir::function_hash(fe->module, *target_fn), *profile, dims,
+                                rt::Require::kExact, detect_cpu());
+    if (found.ok()) {
+      const std::string& key = found->key;
+      const cache::Artifact* hit = &found->entry;
       std::error_code ec;
       std::filesystem::create_directories(out_dir, ec);
       for (const auto& [name, bytes] : hit->files) {
@@ -106,11 +117,13 @@ int run_build(const std::vector<std::string>& args) {
         out << bytes;
         if (!out) return fail(Status::IOError("cannot write " + out_dir + "/" + name));
       }
+      // --dump-after: the stages of the stored artifact's schedule.
+      if (Status d = dump_stored(fe->module, fn, *profile, dims, hit->files, dump_after, stdout); !d.ok()) return fail(d);
       std::printf("cached: tuned on %s (key %s); artifact written to %s\n",
                   hit->info.manifest.provenance.host.c_str(), key.substr(0, 16).c_str(), out_dir.c_str());
       return 0;
     }
-    if (hit.status().code() != Status::Code::kNotFound) return fail(hit.status());
+    if (found.status().code() != Status::Code::kNotFound) return fail(found.status());
   }
   BuildRequest req;
   req.module = &fe->module;
@@ -119,6 +132,8 @@ int run_build(const std::vector<std::string>& args) {
   req.profile = *profile;
   req.dims = dims;
   req.out_dir = out_dir;
+  req.dump_after = dump_after;
+  req.dump = dump_to(stdout);
   if (!schedule_path.empty()) {
     std::ifstream in(schedule_path);
     if (!in) return fail(Status::IOError("cannot read " + schedule_path));

@@ -37,6 +37,7 @@ const char* kRunUsage =
     "usage: mlk run FILE.tl [--fn NAME] --inputs IN.safetensors --output OUT.safetensors\n"
     "               [--dims N=V,...] [--target PROFILE] [--repeat K] [--reference]\n"
     "               [--cache PATH] [--namespace NAME] [--no-cache] [--require any|tuned|exact]\n"
+    "               [--dump-after STAGE]\n"
     "\n"
     "Computes fn NAME of FILE.tl on the tensors of IN.safetensors and writes its result\n"
     "as the tensor \"output\" of OUT.safetensors.\n"
@@ -58,6 +59,10 @@ const char* kRunUsage =
     "  --no-cache       never consult the cache\n"
     "  --repeat K       run K more times and print the median and minimum time\n"
     "  --reference      use the reference interpreter (double precision) instead\n"
+    "  --dump-after STAGE  print, on stdout, the kernel's compile stage STAGE (for a tuned\n"
+    "                   artifact: rebuilt from its schedule up to code generation) and go on:\n"
+    "                   ir (typed IR), stages (stage table), schedule (applied schedule JSON),\n"
+    "                   loops (Halide's loop nest)\n"
     "\n"
     "Dimensions are inferred from the input shapes and checked against the signature\n"
     "and its refinements; a mismatch names the parameter, axis and symbol. Exit status\n"
@@ -67,6 +72,7 @@ const char* kRunUsage =
 
 const char* kBuildUsage =
     "usage: mlk build FILE.tl [--fn NAME] --target PROFILE [--dims N=V,...] [--schedule S.json] -o DIR\n"
+    "                 [--cache PATH] [--namespace NAME] [--no-cache] [--dump-after STAGE]\n"
     "\n"
     "Compiles fn NAME ahead of time for a target capability profile into DIR:\n"
     "  libNAME.so        the kernel, exporting the C ABI entry mlk_NAME (see mlk_abi.h)\n"
@@ -85,7 +91,10 @@ const char* kBuildUsage =
     "                    else $XDG_CACHE_HOME/mlk/cache.db) holds a tuned artifact for this\n"
     "                    fn, shape and profile, that artifact is the build (says `cached:`)\n"
     "  --namespace NAME  the cache namespace (default: default)\n"
-    "  --no-cache        never consult the cache\n";
+    "  --no-cache        never consult the cache\n"
+    "  --dump-after STAGE  print, on stdout, compile stage STAGE and go on building: ir\n"
+    "                    (typed IR), stages (stage table), schedule (applied schedule\n"
+    "                    JSON), loops (Halide's loop nest)\n";
 
 const char* kTargetsUsage =
     "usage: mlk targets\n"
@@ -98,7 +107,7 @@ const char* kTuneUsage =
     "usage: mlk tune FILE.tl --target PROFILE [--fn NAME] [--dims N=V,...] [--trials N] [--time SECONDS]\n"
     "                [--seed K] [--json] [-o DIR] [--cache PATH] [--namespace NAME] [--log FILE]\n"
     "                [--timeout SECONDS] [--compile-timeout SECONDS] [--require-measured]\n"
-    "                [--no-autoschedulers] [--no-cache] [-q]\n"
+    "                [--no-autoschedulers] [--no-cache] [--dump-after STAGE] [-q]\n"
     "\n"
     "Searches schedules for every public fn of FILE.tl (or --fn NAME) at each shape of\n"
     "its `tune` declarations (or --dims), verifies every candidate against the reference\n"
@@ -129,6 +138,9 @@ const char* kTuneUsage =
     "                      schedule's compile time))\n"
     "  --require-measured  refuse results that are estimates (GPU profiles with no GPU)\n"
     "  --no-autoschedulers do not try Halide's autoschedulers as extra candidates\n"
+    "  --dump-after STAGE  after each winner's final build, print its compile stage\n"
+    "                      STAGE (on stdout; on stderr with --json): ir, stages,\n"
+    "                      schedule or loops\n"
     "\n"
     "GPU profiles on a machine without a GPU are tuned with the cost model and the\n"
     "ptxas resource report; their results are marked measured: false.\n"

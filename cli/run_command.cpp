@@ -13,6 +13,7 @@
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/dump_after.h"
 #include "interop/tensor_files.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
@@ -20,7 +21,7 @@
 #include "lang/memory_budget.h"
 #include "runtime/resolve.h"
 #include "scheduler/kernel.h"
-#include "service/cli_cache.h"
+#include "client/cli_cache.h"
 #include "targets/detect.h"
 #include "targets/loaded_artifact.h"
 
@@ -35,6 +36,7 @@ struct RunOptions {
   int64_t repeat = 0;
   bool reference = false;
   rt::Require require = rt::Require::kAny;
+  DumpStage dump_after = DumpStage::kNone;
 };
 
 Expected<RunOptions> parse(const std::vector<std::string>& args) {
@@ -44,7 +46,7 @@ Expected<RunOptions> parse(const std::vector<std::string>& args) {
     std::string a = r.next();
     auto val = [&]() { return r.value(); };
     if (a == "--fn" || a == "--inputs" || a == "--output" || a == "--dims" || a == "--target" || a == "--repeat" ||
-        a == "--cache" || a == "--namespace" || a == "--require") {
+        a == "--cache" || a == "--namespace" || a == "--require" || a == "--dump-after") {
       auto v = val();
       if (!v.ok()) return v.status();
       if (a == "--fn") o.fn = *v;
@@ -53,6 +55,11 @@ Expected<RunOptions> parse(const std::vector<std::string>& args) {
       if (a == "--target") o.target = *v;
       if (a == "--cache") o.cache = *v;
       if (a == "--namespace") o.ns = *v;
+      if (a == "--dump-after") {
+        auto d = parse_dump_stage(*v);
+        if (!d.ok()) return d.status();
+        o.dump_after = *d;
+      }
       if (a == "--require") {
         auto r = rt::parse_require(*v);
         if (!r.ok()) return Status::Usage("--require: " + r.status().message());
@@ -81,6 +88,8 @@ Expected<RunOptions> parse(const std::vector<std::string>& args) {
     }
   }
   if (o.file.empty()) return Status::Usage("no input file");
+  if (o.reference && o.dump_after != DumpStage::kNone)
+    return Status::Usage("--dump-after shows a compiled kernel; --reference runs the interpreter");
   if (o.inputs.empty()) return Status::Usage("--inputs IN.safetensors is required");
   if (o.output.empty() && o.repeat == 0) return Status::Usage("--output OUT.safetensors is required (or --repeat K to time only)");
   return o;
@@ -168,9 +177,9 @@ int run_run(const std::vector<std::string>& args) {
     // shape, else at the nearest other shape (--cache may name a `mlk serve`:
     // then its entries count too), else, unless --require says otherwise,
     // the default schedule with the JIT.
-    std::unique_ptr<service::CliCache> cc;
+    std::unique_ptr<client::CliCache> cc;
     if (!o.no_cache) {
-      auto c = service::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false);
+      auto c = client::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false);
       if (!c.ok()) return fail(c.status());
       cc = std::move(c).value();
     }
@@ -179,6 +188,8 @@ int run_run(const std::vector<std::string>& args) {
       auto a = LoadedArtifact::LoadFiles(found->entry.files);
       if (!a.ok()) return fail(a.status());
       tuned = std::move(a).value();
+      if (Status d = dump_stored(m, o.fn, *profile, env, found->entry.files, o.dump_after, stdout); !d.ok())
+        return fail(d);
       how = "tuned artifact " + found->key.substr(0, 16) +
             (found->exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + rt::dims_str(found->tuned_dims) +
             " on " + found->entry.info.manifest.provenance.host;
@@ -192,7 +203,8 @@ int run_run(const std::vector<std::string>& args) {
       return fail(Status::NotFound(found.status().message() + "; a CUDA profile has no JIT fallback: run `mlk tune " +
                                    o.file + " --target " + profile->name + " --fn " + o.fn + "` first, or use --target host"));
     } else {
-      auto k = Kernel::CompileJit(m, o.fn, profile->name == "host" ? "host" : profile->halide_target, nullptr, env);
+      auto k = Kernel::CompileJit(m, o.fn, profile->name == "host" ? "host" : profile->halide_target, nullptr, env,
+                                  o.dump_after, dump_to(stdout));
       if (!k.ok()) return fail(k.status());
       kernel = std::move(k).value();
       how = "default schedule (JIT), not tuned: " + found.status().message();

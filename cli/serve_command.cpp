@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "cache/cache_cli.h"
 #include "cache/paths.h"
+#include "cache/sizes.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "service/server.h"

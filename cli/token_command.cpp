@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "base/time.h"
-#include "cache/cache_cli.h"
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"

@@ -7,9 +7,10 @@
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/dump_after.h"
 #include "lang/frontend.h"
 #include "lang/memory_budget.h"
-#include "service/cli_cache.h"
+#include "client/cli_cache.h"
 #include "targets/detect.h"
 
 namespace mlk::cli {
@@ -29,6 +30,7 @@ int run_tune(const std::vector<std::string>& args) {
   std::map<std::string, int64_t> dims;
   tune::TuneOptions opts;
   bool json_out = false, require_measured = false, no_cache = false;
+  DumpStage dump_after = DumpStage::kNone;
   ArgReader r(args);
   while (!r.done()) {
     std::string a = r.next();
@@ -39,10 +41,14 @@ int run_tune(const std::vector<std::string>& args) {
     else if (a == "--quiet" || a == "-q") opts.progress = false;
     else if (a == "--fn" || a == "--target" || a == "--dims" || a == "--trials" || a == "--time" || a == "--seed" ||
              a == "-o" || a == "--cache" || a == "--namespace" || a == "--log" || a == "--timeout" ||
-             a == "--compile-timeout") {
+             a == "--compile-timeout" || a == "--dump-after") {
       auto v = r.value();
       if (!v.ok()) return usage_error(self, v.status().message());
-      if (a == "--fn") fn = *v;
+      if (a == "--dump-after") {
+        auto d = parse_dump_stage(*v);
+        if (!d.ok()) return usage_error(self, d.status().message());
+        dump_after = *d;
+      } else if (a == "--fn") fn = *v;
       else if (a == "--target") target = *v;
       else if (a == "-o") out_dir = *v;
       else if (a == "--cache") cache_flag = *v;
@@ -117,11 +123,11 @@ int run_tune(const std::vector<std::string>& args) {
     }
   // --cache may name a `mlk serve`: then each key is pulled into the local
   // mirror before tuning (a hit there is a hit here) and pushed after.
-  std::unique_ptr<service::CliCache> cc;
+  std::unique_ptr<client::CliCache> cc;
   cache::Store* store = nullptr;
   std::string store_path;
   if (!no_cache) {
-    auto c = service::CliCache::Open(cache_flag, ns, "mlk tune", /*create_if_missing=*/true);
+    auto c = client::CliCache::Open(cache_flag, ns, "mlk tune", /*create_if_missing=*/true);
     if (!c.ok()) return fail(c.status());
     cc = std::move(c).value();
     store = cc->store();
@@ -146,6 +152,18 @@ int run_tune(const std::vector<std::string>& args) {
     }
     // With --json, stdout carries the JSON document alone.
     std::fprintf(json_out ? stderr : stdout, "%s\n", res->summary_line.c_str());
+    // --dump-after: the winner's stages, after its final build.
+    if (dump_after != DumpStage::kNone) {
+      auto winner = Schedule::from_json(res->schedule_json);
+      Status d = winner.ok() ? dump_for_schedule(fe->module, name, *profile, shape, *winner, dump_after,
+                                                 json_out ? stderr : stdout)
+                             : Status::Corruption("the winner's schedule of `" + name + "` is not readable: " +
+                                                  winner.status().message());
+      if (!d.ok()) {
+        std::fprintf(stderr, "mlk tune: %s: --dump-after: %s\n", name.c_str(), d.message().c_str());
+        status = 1;
+      }
+    }
     all_json += (all_json.size() > 1 ? "," : "") + res->json;
   }
   if (json_out) std::printf("%s]\n", all_json.c_str());

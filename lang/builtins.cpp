@@ -1,31 +1,15 @@
-// Typing rules of the builtins of language-core.md (and phase-0/builtins.md).
+// Typing rules of the builtins of language-core.md (and phase-0/builtins.md),
+// one function per rule, dispatched through the op registry (lang/ops.def).
 #include <algorithm>
 #include <set>
 
 #include "lang/checker_internal.h"
+#include "lang/ops.h"
 
 namespace mlk::check {
 namespace {
 
 std::string q(const std::string& s) { return "`" + s + "`"; }
-
-const std::set<std::string>& float_unary() {
-  static const std::set<std::string> s = {"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf"};
-  return s;
-}
-
-const std::map<std::string, ir::Op>& op_table() {
-  static const std::map<std::string, ir::Op> m = {
-      {"exp", ir::Op::kExp}, {"log", ir::Op::kLog}, {"sqrt", ir::Op::kSqrt}, {"rsqrt", ir::Op::kRsqrt},
-      {"tanh", ir::Op::kTanh}, {"sigmoid", ir::Op::kSigmoid}, {"abs", ir::Op::kAbs}, {"relu", ir::Op::kRelu},
-      {"erf", ir::Op::kErf}, {"max", ir::Op::kMax}, {"min", ir::Op::kMin}, {"pow", ir::Op::kPow},
-      {"where", ir::Op::kWhere}, {"cast", ir::Op::kCast}, {"sum", ir::Op::kSum}, {"mean", ir::Op::kMean},
-      {"reduce_max", ir::Op::kReduceMax}, {"reduce_min", ir::Op::kReduceMin}, {"broadcast", ir::Op::kBroadcast},
-      {"matmul", ir::Op::kMatmul}, {"transpose", ir::Op::kTranspose}, {"reshape", ir::Op::kReshape},
-      {"softmax", ir::Op::kSoftmax}, {"gather", ir::Op::kGather}, {"repeat_interleave", ir::Op::kRepeatInterleave},
-      {"concat", ir::Op::kConcat}, {"slice", ir::Op::kSlice}, {"iota", ir::Op::kIota}, {"full", ir::Op::kFull}};
-  return m;
-}
 
 struct ArgSpec {
   const char* name;
@@ -35,7 +19,7 @@ struct ArgSpec {
 // Builds one builtin call's typed node; every method reports its own errors.
 class Call {
  public:
-  Call(FnChecker& c, const ast::Expr& e) : c_(c), e_(e), name_(e.name) {}
+  Call(FnChecker& c, const ast::Expr& e, ir::Op op) : c_(c), e_(e), name_(e.name), op_(op) {}
 
   // Matches the call's arguments to `specs` (positional, then by keyword).
   bool bind(std::initializer_list<ArgSpec> specs) {
@@ -181,10 +165,11 @@ class Call {
     return a;
   }
 
-  Val make(ir::Op op, ir::Type t, std::vector<ir::NodeRef> operands, std::vector<int64_t> ints = {},
+  // The call's node, of the builtin's op.
+  Val make(ir::Type t, std::vector<ir::NodeRef> operands, std::vector<int64_t> ints = {},
            std::vector<Dim> dims = {}, std::string literal = {}) {
     ir::Node n;
-    n.op = op;
+    n.op = op_;
     n.type = std::move(t);
     n.operands = std::move(operands);
     n.ints = std::move(ints);
@@ -200,342 +185,341 @@ class Call {
     c_.error(k, s, std::move(msg));
     return false;
   }
+  // Reports `msg` and gives the call's error value.
+  Val error(DiagKind k, Span s, std::string msg) {
+    c_.error(k, s, std::move(msg));
+    return err();
+  }
+  Val err() const { return Val::Error(e_.span); }
   const char* spec_name(size_t) const { return "axes"; }
   const std::string& name() const { return name_; }
+  ir::Op op() const { return op_; }
   const ast::Expr& expr() const { return e_; }
+  Span span() const { return e_.span; }
   FnChecker& checker() { return c_; }
 
  private:
   FnChecker& c_;
   const ast::Expr& e_;
   std::string name_;
+  ir::Op op_;
   std::vector<const ast::Expr*> args_;
 };
 
-Val err(const ast::Expr& e) { return Val::Error(e.span); }
+// --- The typing rules, one per builtin (or per family with one rule); the
+// registry (lang/ops.def, column RULE) says which op uses which. Each binds
+// the call's arguments, reports the user's mistakes and builds the node.
+
+using Rule = Val (*)(Call&);
+
+// exp log sqrt rsqrt tanh sigmoid erf; abs; relu.
+Val unary_rule(Call& c, bool (*ok)(DType), const char* needs) {
+  if (!c.bind({{"x", true}})) return c.err();
+  auto x = c.value(0);
+  if (!x || !c.dtype_ok(*x, ok(x->type().dtype), needs)) return c.err();
+  return c.make(x->type(), {x->node});
+}
+Val rule_float_unary(Call& c) { return unary_rule(c, is_float, "a floating-point tensor"); }
+Val rule_abs(Call& c) { return unary_rule(c, is_signed, "a signed or floating-point tensor"); }
+bool is_numeric(DType t) { return t != DType::Bool; }
+Val rule_relu(Call& c) { return unary_rule(c, is_numeric, "a numeric tensor"); }
+
+// max min; pow.
+Val pair_rule(Call& c, bool (*ok)(DType), const char* needs) {
+  if (!c.bind({{"a", true}, {"b", true}})) return c.err();
+  auto a = c.value(0, true), b = c.value(1, true);
+  if (!a || !b || !c.same_type(*a, *b)) return c.err();
+  if (!c.dtype_ok(*a, ok(a->type().dtype), needs)) return c.err();
+  return c.make(a->type(), {a->node, b->node});
+}
+Val rule_numeric_pair(Call& c) { return pair_rule(c, is_numeric, "numeric tensors"); }
+Val rule_pow(Call& c) { return pair_rule(c, is_float, "floating-point tensors"); }
+
+Val rule_where(Call& c) {
+  if (!c.bind({{"c", true}, {"a", true}, {"b", true}})) return c.err();
+  auto cond = c.value(0), a = c.value(1, true), b = c.value(2, true);
+  if (!cond || !a || !b) return c.err();
+  if (!c.dtype_ok(*cond, cond->type().dtype == DType::Bool, "a Bool condition")) return c.err();
+  if (!c.same_type(*a, *b)) return c.err();
+  if (!c.same_shape(cond->type().shape, a->type().shape))
+    return c.error(DiagKind::ShapeMismatch, c.span(),
+                   "`where` needs the condition's shape " + shape_str(cond->type().shape) + " to equal the branches' " +
+                       shape_str(a->type().shape));
+  return c.make(a->type(), {cond->node, a->node, b->node});
+}
+
+Val rule_cast(Call& c) {
+  if (!c.bind({{"x", true}, {"dtype", true}})) return c.err();
+  auto x = c.value(0);
+  auto t = c.dtype(1);
+  if (!x || !t) return c.err();
+  return c.make({*t, x->type().shape}, {x->node});
+}
+
+// sum mean reduce_max reduce_min.
+Val rule_reduce(Call& c) {
+  if (!c.bind({{"x", true}, {"axes", true}})) return c.err();
+  auto x = c.value(0);
+  if (!x) return c.err();
+  auto axes = c.axes(1, x->rank(), true);
+  if (!axes) return c.err();
+  if (axes->empty()) return c.error(DiagKind::BadAxis, c.arg(1)->span, q(c.name()) + " needs at least one axis");
+  DType t = x->type().dtype;
+  bool mean = c.op() == ir::Op::kMean;
+  if (!c.dtype_ok(*x, mean ? is_float(t) : t != DType::Bool, mean ? "a floating-point tensor" : "a numeric tensor"))
+    return c.err();
+  std::sort(axes->begin(), axes->end());
+  Shape out;
+  for (int i = 0; i < x->rank(); ++i)
+    if (!std::count(axes->begin(), axes->end(), i)) out.push_back(x->type().shape[i]);
+  return c.make({t, out}, {x->node}, *axes);
+}
+
+Val rule_broadcast(Call& c) {
+  FnChecker& k = c.checker();
+  if (!c.bind({{"x", true}, {"shape", true}, {"axes", false}})) return c.err();
+  auto x = c.value(0);
+  if (!x) return c.err();
+  auto shape = c.dims(1);
+  if (!shape) return c.err();
+  int out_rank = static_cast<int>(shape->size());
+  std::vector<int64_t> axes;
+  if (c.arg(2)) {
+    auto a = c.axes(2, out_rank, true);
+    if (!a) return c.err();
+    axes = *a;
+  } else if (x->rank() != 0) {
+    return c.error(DiagKind::BadArguments, c.span(),
+                   "`broadcast` of a rank-" + std::to_string(x->rank()) +
+                       " tensor needs `axes=[..]`: the output axis of each input axis");
+  }
+  if (static_cast<int>(axes.size()) != x->rank())
+    return c.error(DiagKind::BadAxis, c.arg(2) ? c.arg(2)->span : c.span(),
+                   "`broadcast` needs one output axis per input axis: the input has rank " + std::to_string(x->rank()) +
+                       " but `axes` lists " + std::to_string(axes.size()));
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (!k.facts().prove({Pred::Op::kEq, x->type().shape[i], (*shape)[axes[i]]}))
+      return c.error(DiagKind::ShapeMismatch, c.span(),
+                     "`broadcast` maps input axis " + std::to_string(i) + " (" + x->type().shape[i].str() +
+                         ") to output axis " + std::to_string(axes[i]) + " (" + (*shape)[axes[i]].str() +
+                         "), which differ" + k.where_bound({x->type().shape[i], (*shape)[axes[i]]}));
+  return c.make({x->type().dtype, *shape}, {x->node}, axes);
+}
+
+Val rule_matmul(Call& c) {
+  FnChecker& k = c.checker();
+  if (!c.bind({{"a", true}, {"b", true}})) return c.err();
+  auto a = c.value(0), b = c.value(1);
+  if (!a || !b) return c.err();
+  if (a->type().dtype != b->type().dtype)
+    return c.error(DiagKind::DTypeMismatch, c.span(),
+                   "`matmul` needs identical dtypes, found " + std::string(dtype_name(a->type().dtype)) + " and " +
+                       dtype_name(b->type().dtype));
+  if (!c.dtype_ok(*a, a->type().dtype != DType::Bool, "numeric tensors")) return c.err();
+  int ra = a->rank(), rb = b->rank();
+  if (ra < 2 || rb < 2)
+    return c.error(DiagKind::MatmulDims, c.span(),
+                   "`matmul` needs operands of rank >= 2, found rank " + std::to_string(ra) + " and " +
+                       std::to_string(rb));
+  const Shape& sa = a->type().shape;
+  const Shape& sb = b->type().shape;
+  if (!k.facts().prove({Pred::Op::kEq, sa[ra - 1], sb[rb - 2]}))
+    return c.error(DiagKind::MatmulDims, c.span(),
+                   "`matmul` inner dims differ: the left operand's last axis is " + q(sa[ra - 1].str()) +
+                       " but the right operand's axis " + std::to_string(rb - 2) + " is " + q(sb[rb - 2].str()) +
+                       k.where_bound({sa[ra - 1], sb[rb - 2]}));
+  Shape batch(sa.begin(), sa.end() - 2);
+  if (rb > 2) {
+    Shape bb(sb.begin(), sb.end() - 2);
+    if (!c.same_shape(batch, bb))
+      return c.error(DiagKind::MatmulDims, c.span(),
+                     "`matmul` batch dims differ: " + shape_str(batch) + " and " + shape_str(bb) +
+                         " (the right operand is either [K, N] or has the same batch dims)");
+  }
+  Shape out = batch;
+  out.push_back(sa[ra - 2]);
+  out.push_back(sb[rb - 1]);
+  return c.make({a->type().dtype, out}, {a->node, b->node});
+}
+
+Val rule_transpose(Call& c) {
+  if (!c.bind({{"x", true}, {"perm", true}})) return c.err();
+  auto x = c.value(0);
+  if (!x) return c.err();
+  auto perm = c.axes(1, x->rank(), true);
+  if (!perm) return c.err();
+  if (static_cast<int>(perm->size()) != x->rank())
+    return c.error(DiagKind::BadAxis, c.arg(1)->span,
+                   "`transpose` needs a permutation of all " + std::to_string(x->rank()) + " axes, found " +
+                       std::to_string(perm->size()));
+  Shape out;
+  for (int64_t p : *perm) out.push_back(x->type().shape[p]);
+  return c.make({x->type().dtype, out}, {x->node}, *perm);
+}
+
+Val rule_reshape(Call& c) {
+  FnChecker& k = c.checker();
+  if (!c.bind({{"x", true}, {"shape", true}})) return c.err();
+  auto x = c.value(0);
+  if (!x) return c.err();
+  auto shape = c.dims(1);
+  if (!shape) return c.err();
+  Dim from = element_count(x->type().shape), to = element_count(*shape);
+  if (from.overflowed() || to.overflowed())
+    return c.error(DiagKind::DimOverflow, c.span(), "`reshape` element count overflows 64 bits");
+  if (!k.facts().prove({Pred::Op::kEq, from, to}))
+    return c.error(DiagKind::ElementCount, c.span(),
+                   "`reshape` must keep the element count: " + shape_str(x->type().shape) + " has " + q(from.str()) +
+                       " elements but " + shape_str(*shape) + " has " + q(to.str()) + k.where_bound({from, to}));
+  return c.make({x->type().dtype, *shape}, {x->node});
+}
+
+Val rule_softmax(Call& c) {
+  if (!c.bind({{"x", true}, {"axis", true}})) return c.err();
+  auto x = c.value(0);
+  if (!x) return c.err();
+  if (!c.dtype_ok(*x, is_float(x->type().dtype), "a floating-point tensor")) return c.err();
+  if (x->rank() == 0) return c.error(DiagKind::BadAxis, c.span(), "`softmax` needs a tensor of rank >= 1");
+  auto a = c.axis(1, x->rank());
+  if (!a) return c.err();
+  return c.make(x->type(), {x->node}, {*a});
+}
+
+Val rule_gather(Call& c) {
+  if (!c.bind({{"table", true}, {"idx", true}, {"axis", false}})) return c.err();
+  auto t = c.value(0), idx = c.value(1);
+  if (!t || !idx) return c.err();
+  if (!c.dtype_ok(*idx, is_integer(idx->type().dtype), "an integer index tensor")) return c.err();
+  if (t->rank() == 0) return c.error(DiagKind::BadAxis, c.span(), "`gather` needs a table of rank >= 1");
+  int axis = 0;
+  if (c.arg(2)) {
+    auto a = c.axis(2, t->rank());
+    if (!a) return c.err();
+    axis = *a;
+  }
+  const Shape& ts = t->type().shape;
+  Shape out(ts.begin(), ts.begin() + axis);
+  out.insert(out.end(), idx->type().shape.begin(), idx->type().shape.end());
+  out.insert(out.end(), ts.begin() + axis + 1, ts.end());
+  return c.make({t->type().dtype, out}, {t->node, idx->node}, {axis});
+}
+
+Val rule_repeat_interleave(Call& c) {
+  if (!c.bind({{"x", true}, {"repeats", true}, {"axis", true}})) return c.err();
+  auto x = c.value(0);
+  if (!x) return c.err();
+  auto r = c.positive_dim(*c.arg(1));
+  if (!r) return c.err();
+  if (x->rank() == 0) return c.error(DiagKind::BadAxis, c.span(), "`repeat_interleave` needs a tensor of rank >= 1");
+  auto a = c.axis(2, x->rank());
+  if (!a) return c.err();
+  Shape out = x->type().shape;
+  out[*a] = out[*a] * *r;
+  if (out[*a].overflowed()) return c.error(DiagKind::DimOverflow, c.span(), "`repeat_interleave` extent overflows 64 bits");
+  return c.make({x->type().dtype, out}, {x->node}, {*a}, {*r});
+}
+
+Val rule_concat(Call& c) {
+  FnChecker& k = c.checker();
+  if (!c.bind({{"xs", true}, {"axis", true}})) return c.err();
+  const ast::Expr* l = c.arg(0);
+  if (l->kind != ast::Expr::Kind::kList || l->args.empty())
+    return c.error(DiagKind::BadArguments, l->span, "`concat` needs a non-empty list of tensors like `[a, b]`");
+  std::vector<Val> xs;
+  for (const auto& item : l->args) {
+    Val v = k.expr(*item);
+    if (v.error || !k.require_typed(v, "an argument of `concat`")) return c.err();
+    xs.push_back(v);
+  }
+  if (xs[0].rank() == 0) return c.error(DiagKind::BadAxis, c.span(), "`concat` needs tensors of rank >= 1");
+  auto a = c.axis(1, xs[0].rank());
+  if (!a) return c.err();
+  Shape out = xs[0].type().shape;
+  std::vector<ir::NodeRef> nodes = {xs[0].node};
+  for (size_t i = 1; i < xs.size(); ++i) {
+    const ir::Type& t = xs[i].type();
+    if (t.dtype != xs[0].type().dtype)
+      return c.error(DiagKind::DTypeMismatch, xs[i].span,
+                     "`concat` needs identical dtypes, found " + std::string(dtype_name(xs[0].type().dtype)) + " and " +
+                         dtype_name(t.dtype));
+    bool ok = t.shape.size() == out.size();
+    for (size_t ax = 0; ok && ax < out.size(); ++ax)
+      ok = static_cast<int>(ax) == *a || k.facts().prove({Pred::Op::kEq, t.shape[ax], out[ax]});
+    if (!ok)
+      return c.error(DiagKind::ShapeMismatch, xs[i].span,
+                     "`concat` along axis " + std::to_string(*a) + " needs every other axis equal, found " +
+                         shape_str(xs[0].type().shape) + " and " + shape_str(t.shape));
+    out[*a] = out[*a] + t.shape[*a];
+    nodes.push_back(xs[i].node);
+  }
+  return c.make({xs[0].type().dtype, out}, nodes, {*a});
+}
+
+Val rule_slice(Call& c) {
+  FnChecker& k = c.checker();
+  if (!c.bind({{"x", true}, {"axis", true}, {"start", true}, {"len", true}})) return c.err();
+  auto x = c.value(0);
+  if (!x) return c.err();
+  if (x->rank() == 0) return c.error(DiagKind::BadAxis, c.span(), "`slice` needs a tensor of rank >= 1");
+  auto a = c.axis(1, x->rank());
+  auto start = k.dim_of(*c.arg(2));
+  auto len = c.arg(3) ? c.positive_dim(*c.arg(3)) : std::nullopt;
+  if (!a || !start || !len) return c.err();
+  if (!k.prove_or_report({Pred::Op::kGe, *start, Dim()}, c.arg(2)->span, "`slice` start", "")) return c.err();
+  const Dim& extent = x->type().shape[*a];
+  if (!k.prove_or_report({Pred::Op::kLe, *start + *len, extent}, c.span(), "`slice` of axis " + std::to_string(*a), ""))
+    return c.err();
+  Shape out = x->type().shape;
+  out[*a] = *len;
+  return c.make({x->type().dtype, out}, {x->node}, {*a}, {*start, *len});
+}
+
+Val rule_iota(Call& c) {
+  if (!c.bind({{"dtype", true}, {"shape", true}, {"axis", true}})) return c.err();
+  auto t = c.dtype(0);
+  auto shape = c.dims(1);
+  if (!t || !shape) return c.err();
+  if (*t == DType::Bool) return c.error(DiagKind::BadOperandDType, c.arg(0)->span, "`iota` needs a numeric dtype, found Bool");
+  if (shape->empty()) return c.error(DiagKind::BadAxis, c.span(), "`iota` needs a shape of rank >= 1");
+  auto a = c.axis(2, static_cast<int>(shape->size()));
+  if (!a) return c.err();
+  return c.make({*t, *shape}, {}, {*a});
+}
+
+Val rule_full(Call& c) {
+  FnChecker& k = c.checker();
+  if (!c.bind({{"dtype", true}, {"shape", true}, {"value", true}})) return c.err();
+  auto t = c.dtype(0);
+  auto shape = c.dims(1);
+  if (!t || !shape) return c.err();
+  Val v = k.expr(*c.arg(2));
+  if (v.error) return c.err();
+  if (!v.lit)
+    return c.error(DiagKind::BadArguments, c.arg(2)->span, "`full` needs a literal value such as `0.0` or `true`");
+  Val typed = k.coerce(v, {*t, *shape});
+  if (typed.error) return c.err();
+  return c.make({*t, *shape}, {}, {}, {}, typed.node->literal);
+}
+
+// The rule of each op, by ir::Op (null: not a builtin).
+constexpr Rule kRules[] = {
+#define none nullptr
+#define MLK_OP(ID, NAME, ARITY, CALL, RULE, ...) RULE,
+#include "lang/ops.def"
+#undef MLK_OP
+#undef none
+};
+static_assert(sizeof(kRules) / sizeof(kRules[0]) == ir::kOpCount, "one rule slot per op");
 
 }  // namespace
 
-bool is_builtin(const std::string& name) { return op_table().count(name) > 0; }
+bool is_builtin(const std::string& name) { return ir::builtin_op(name).has_value(); }
 
 Val FnChecker::builtin(const ast::Expr& e) {
-  Call c(*this, e);
-  const std::string& nm = e.name;
-  ir::Op op = op_table().at(nm);
-
-  if (float_unary().count(nm) || nm == "abs" || nm == "relu") {
-    if (!c.bind({{"x", true}})) return err(e);
-    auto x = c.value(0);
-    if (!x) return err(e);
-    DType t = x->type().dtype;
-    bool ok = float_unary().count(nm) ? is_float(t) : nm == "abs" ? is_signed(t) : t != DType::Bool;
-    if (!c.dtype_ok(*x, ok, float_unary().count(nm) ? "a floating-point tensor" : nm == "abs" ? "a signed or floating-point tensor" : "a numeric tensor"))
-      return err(e);
-    return c.make(op, x->type(), {x->node});
-  }
-  if (nm == "max" || nm == "min" || nm == "pow") {
-    if (!c.bind({{"a", true}, {"b", true}})) return err(e);
-    auto a = c.value(0, true), b = c.value(1, true);
-    if (!a || !b || !c.same_type(*a, *b)) return err(e);
-    DType t = a->type().dtype;
-    if (!c.dtype_ok(*a, nm == "pow" ? is_float(t) : t != DType::Bool, nm == "pow" ? "floating-point tensors" : "numeric tensors"))
-      return err(e);
-    return c.make(op, a->type(), {a->node, b->node});
-  }
-  if (nm == "where") {
-    if (!c.bind({{"c", true}, {"a", true}, {"b", true}})) return err(e);
-    auto cond = c.value(0), a = c.value(1, true), b = c.value(2, true);
-    if (!cond || !a || !b) return err(e);
-    if (!c.dtype_ok(*cond, cond->type().dtype == DType::Bool, "a Bool condition")) return err(e);
-    if (!c.same_type(*a, *b)) return err(e);
-    if (!c.same_shape(cond->type().shape, a->type().shape)) {
-      error(DiagKind::ShapeMismatch, e.span,
-            "`where` needs the condition's shape " + shape_str(cond->type().shape) + " to equal the branches' " +
-                shape_str(a->type().shape));
-      return err(e);
-    }
-    return c.make(op, a->type(), {cond->node, a->node, b->node});
-  }
-  if (nm == "cast") {
-    if (!c.bind({{"x", true}, {"dtype", true}})) return err(e);
-    auto x = c.value(0);
-    auto t = c.dtype(1);
-    if (!x || !t) return err(e);
-    return c.make(op, {*t, x->type().shape}, {x->node});
-  }
-  if (nm == "sum" || nm == "mean" || nm == "reduce_max" || nm == "reduce_min") {
-    if (!c.bind({{"x", true}, {"axes", true}})) return err(e);
-    auto x = c.value(0);
-    if (!x) return err(e);
-    auto axes = c.axes(1, x->rank(), true);
-    if (!axes) return err(e);
-    if (axes->empty()) {
-      error(DiagKind::BadAxis, c.arg(1)->span, q(nm) + " needs at least one axis");
-      return err(e);
-    }
-    DType t = x->type().dtype;
-    if (!c.dtype_ok(*x, nm == "mean" ? is_float(t) : t != DType::Bool, nm == "mean" ? "a floating-point tensor" : "a numeric tensor"))
-      return err(e);
-    std::sort(axes->begin(), axes->end());
-    Shape out;
-    for (int i = 0; i < x->rank(); ++i)
-      if (!std::count(axes->begin(), axes->end(), i)) out.push_back(x->type().shape[i]);
-    return c.make(op, {t, out}, {x->node}, *axes);
-  }
-  if (nm == "broadcast") {
-    if (!c.bind({{"x", true}, {"shape", true}, {"axes", false}})) return err(e);
-    auto x = c.value(0);
-    if (!x) return err(e);
-    auto shape = c.dims(1);
-    if (!shape) return err(e);
-    int out_rank = static_cast<int>(shape->size());
-    std::vector<int64_t> axes;
-    if (c.arg(2)) {
-      auto a = c.axes(2, out_rank, true);
-      if (!a) return err(e);
-      axes = *a;
-    } else if (x->rank() != 0) {
-      error(DiagKind::BadArguments, e.span,
-            "`broadcast` of a rank-" + std::to_string(x->rank()) + " tensor needs `axes=[..]`: the output axis of each input axis");
-      return err(e);
-    }
-    if (static_cast<int>(axes.size()) != x->rank()) {
-      error(DiagKind::BadAxis, c.arg(2) ? c.arg(2)->span : e.span,
-            "`broadcast` needs one output axis per input axis: the input has rank " + std::to_string(x->rank()) +
-                " but `axes` lists " + std::to_string(axes.size()));
-      return err(e);
-    }
-    for (size_t i = 0; i < axes.size(); ++i)
-      if (!facts().prove({Pred::Op::kEq, x->type().shape[i], (*shape)[axes[i]]})) {
-        error(DiagKind::ShapeMismatch, e.span,
-              "`broadcast` maps input axis " + std::to_string(i) + " (" + x->type().shape[i].str() + ") to output axis " +
-                  std::to_string(axes[i]) + " (" + (*shape)[axes[i]].str() + "), which differ" +
-                  where_bound({x->type().shape[i], (*shape)[axes[i]]}));
-        return err(e);
-      }
-    return c.make(op, {x->type().dtype, *shape}, {x->node}, axes);
-  }
-  if (nm == "matmul") {
-    if (!c.bind({{"a", true}, {"b", true}})) return err(e);
-    auto a = c.value(0), b = c.value(1);
-    if (!a || !b) return err(e);
-    if (a->type().dtype != b->type().dtype) {
-      error(DiagKind::DTypeMismatch, e.span,
-            "`matmul` needs identical dtypes, found " + std::string(dtype_name(a->type().dtype)) + " and " + dtype_name(b->type().dtype));
-      return err(e);
-    }
-    if (!c.dtype_ok(*a, a->type().dtype != DType::Bool, "numeric tensors")) return err(e);
-    int ra = a->rank(), rb = b->rank();
-    if (ra < 2 || rb < 2) {
-      error(DiagKind::MatmulDims, e.span,
-            "`matmul` needs operands of rank >= 2, found rank " + std::to_string(ra) + " and " + std::to_string(rb));
-      return err(e);
-    }
-    const Shape& sa = a->type().shape;
-    const Shape& sb = b->type().shape;
-    if (!facts().prove({Pred::Op::kEq, sa[ra - 1], sb[rb - 2]})) {
-      error(DiagKind::MatmulDims, e.span,
-            "`matmul` inner dims differ: the left operand's last axis is " + q(sa[ra - 1].str()) +
-                " but the right operand's axis " + std::to_string(rb - 2) + " is " + q(sb[rb - 2].str()) +
-                where_bound({sa[ra - 1], sb[rb - 2]}));
-      return err(e);
-    }
-    Shape batch(sa.begin(), sa.end() - 2);
-    if (rb > 2) {
-      Shape bb(sb.begin(), sb.end() - 2);
-      if (!c.same_shape(batch, bb)) {
-        error(DiagKind::MatmulDims, e.span,
-              "`matmul` batch dims differ: " + shape_str(batch) + " and " + shape_str(bb) +
-                  " (the right operand is either [K, N] or has the same batch dims)");
-        return err(e);
-      }
-    }
-    Shape out = batch;
-    out.push_back(sa[ra - 2]);
-    out.push_back(sb[rb - 1]);
-    return c.make(op, {a->type().dtype, out}, {a->node, b->node});
-  }
-  if (nm == "transpose") {
-    if (!c.bind({{"x", true}, {"perm", true}})) return err(e);
-    auto x = c.value(0);
-    if (!x) return err(e);
-    auto perm = c.axes(1, x->rank(), true);
-    if (!perm) return err(e);
-    if (static_cast<int>(perm->size()) != x->rank()) {
-      error(DiagKind::BadAxis, c.arg(1)->span,
-            "`transpose` needs a permutation of all " + std::to_string(x->rank()) + " axes, found " +
-                std::to_string(perm->size()));
-      return err(e);
-    }
-    Shape out;
-    for (int64_t p : *perm) out.push_back(x->type().shape[p]);
-    return c.make(op, {x->type().dtype, out}, {x->node}, *perm);
-  }
-  if (nm == "reshape") {
-    if (!c.bind({{"x", true}, {"shape", true}})) return err(e);
-    auto x = c.value(0);
-    if (!x) return err(e);
-    auto shape = c.dims(1);
-    if (!shape) return err(e);
-    Dim from = element_count(x->type().shape), to = element_count(*shape);
-    if (from.overflowed() || to.overflowed()) {
-      error(DiagKind::DimOverflow, e.span, "`reshape` element count overflows 64 bits");
-      return err(e);
-    }
-    if (!facts().prove({Pred::Op::kEq, from, to})) {
-      error(DiagKind::ElementCount, e.span,
-            "`reshape` must keep the element count: " + shape_str(x->type().shape) + " has " + q(from.str()) +
-                " elements but " + shape_str(*shape) + " has " + q(to.str()) + where_bound({from, to}));
-      return err(e);
-    }
-    return c.make(op, {x->type().dtype, *shape}, {x->node});
-  }
-  if (nm == "softmax") {
-    if (!c.bind({{"x", true}, {"axis", true}})) return err(e);
-    auto x = c.value(0);
-    if (!x) return err(e);
-    if (!c.dtype_ok(*x, is_float(x->type().dtype), "a floating-point tensor")) return err(e);
-    if (x->rank() == 0) {
-      error(DiagKind::BadAxis, e.span, "`softmax` needs a tensor of rank >= 1");
-      return err(e);
-    }
-    auto a = c.axis(1, x->rank());
-    if (!a) return err(e);
-    return c.make(op, x->type(), {x->node}, {*a});
-  }
-  if (nm == "gather") {
-    if (!c.bind({{"table", true}, {"idx", true}, {"axis", false}})) return err(e);
-    auto t = c.value(0), idx = c.value(1);
-    if (!t || !idx) return err(e);
-    if (!c.dtype_ok(*idx, is_integer(idx->type().dtype), "an integer index tensor")) return err(e);
-    if (t->rank() == 0) {
-      error(DiagKind::BadAxis, e.span, "`gather` needs a table of rank >= 1");
-      return err(e);
-    }
-    int axis = 0;
-    if (c.arg(2)) {
-      auto a = c.axis(2, t->rank());
-      if (!a) return err(e);
-      axis = *a;
-    }
-    const Shape& ts = t->type().shape;
-    Shape out(ts.begin(), ts.begin() + axis);
-    out.insert(out.end(), idx->type().shape.begin(), idx->type().shape.end());
-    out.insert(out.end(), ts.begin() + axis + 1, ts.end());
-    return c.make(op, {t->type().dtype, out}, {t->node, idx->node}, {axis});
-  }
-  if (nm == "repeat_interleave") {
-    if (!c.bind({{"x", true}, {"repeats", true}, {"axis", true}})) return err(e);
-    auto x = c.value(0);
-    if (!x) return err(e);
-    auto r = c.positive_dim(*c.arg(1));
-    if (!r) return err(e);
-    if (x->rank() == 0) {
-      error(DiagKind::BadAxis, e.span, "`repeat_interleave` needs a tensor of rank >= 1");
-      return err(e);
-    }
-    auto a = c.axis(2, x->rank());
-    if (!a) return err(e);
-    Shape out = x->type().shape;
-    out[*a] = out[*a] * *r;
-    if (out[*a].overflowed()) {
-      error(DiagKind::DimOverflow, e.span, "`repeat_interleave` extent overflows 64 bits");
-      return err(e);
-    }
-    return c.make(op, {x->type().dtype, out}, {x->node}, {*a}, {*r});
-  }
-  if (nm == "concat") {
-    if (!c.bind({{"xs", true}, {"axis", true}})) return err(e);
-    const ast::Expr* l = c.arg(0);
-    if (l->kind != ast::Expr::Kind::kList || l->args.empty()) {
-      error(DiagKind::BadArguments, l->span, "`concat` needs a non-empty list of tensors like `[a, b]`");
-      return err(e);
-    }
-    std::vector<Val> xs;
-    for (const auto& item : l->args) {
-      Val v = expr(*item);
-      if (v.error || !require_typed(v, "an argument of `concat`")) return err(e);
-      xs.push_back(v);
-    }
-    if (xs[0].rank() == 0) {
-      error(DiagKind::BadAxis, e.span, "`concat` needs tensors of rank >= 1");
-      return err(e);
-    }
-    auto a = c.axis(1, xs[0].rank());
-    if (!a) return err(e);
-    Shape out = xs[0].type().shape;
-    std::vector<ir::NodeRef> nodes = {xs[0].node};
-    for (size_t i = 1; i < xs.size(); ++i) {
-      const ir::Type& t = xs[i].type();
-      if (t.dtype != xs[0].type().dtype) {
-        error(DiagKind::DTypeMismatch, xs[i].span,
-              "`concat` needs identical dtypes, found " + std::string(dtype_name(xs[0].type().dtype)) + " and " + dtype_name(t.dtype));
-        return err(e);
-      }
-      bool ok = t.shape.size() == out.size();
-      for (size_t ax = 0; ok && ax < out.size(); ++ax)
-        ok = static_cast<int>(ax) == *a || facts().prove({Pred::Op::kEq, t.shape[ax], out[ax]});
-      if (!ok) {
-        error(DiagKind::ShapeMismatch, xs[i].span,
-              "`concat` along axis " + std::to_string(*a) + " needs every other axis equal, found " +
-                  shape_str(xs[0].type().shape) + " and " + shape_str(t.shape));
-        return err(e);
-      }
-      out[*a] = out[*a] + t.shape[*a];
-      nodes.push_back(xs[i].node);
-    }
-    return c.make(op, {xs[0].type().dtype, out}, nodes, {*a});
-  }
-  if (nm == "slice") {
-    if (!c.bind({{"x", true}, {"axis", true}, {"start", true}, {"len", true}})) return err(e);
-    auto x = c.value(0);
-    if (!x) return err(e);
-    if (x->rank() == 0) {
-      error(DiagKind::BadAxis, e.span, "`slice` needs a tensor of rank >= 1");
-      return err(e);
-    }
-    auto a = c.axis(1, x->rank());
-    auto start = dim_of(*c.arg(2));
-    auto len = c.arg(3) ? c.positive_dim(*c.arg(3)) : std::nullopt;
-    if (!a || !start || !len) return err(e);
-    if (!prove_or_report({Pred::Op::kGe, *start, Dim()}, c.arg(2)->span, "`slice` start", "")) return err(e);
-    const Dim& extent = x->type().shape[*a];
-    if (!prove_or_report({Pred::Op::kLe, *start + *len, extent}, e.span, "`slice` of axis " + std::to_string(*a), ""))
-      return err(e);
-    Shape out = x->type().shape;
-    out[*a] = *len;
-    return c.make(op, {x->type().dtype, out}, {x->node}, {*a}, {*start, *len});
-  }
-  if (nm == "iota" || nm == "full") {
-    if (!c.bind({{"dtype", true}, {"shape", true}, {nm == "iota" ? "axis" : "value", true}})) return err(e);
-    auto t = c.dtype(0);
-    auto shape = c.dims(1);
-    if (!t || !shape) return err(e);
-    if (nm == "iota") {
-      if (*t == DType::Bool) {
-        error(DiagKind::BadOperandDType, c.arg(0)->span, "`iota` needs a numeric dtype, found Bool");
-        return err(e);
-      }
-      if (shape->empty()) {
-        error(DiagKind::BadAxis, e.span, "`iota` needs a shape of rank >= 1");
-        return err(e);
-      }
-      auto a = c.axis(2, static_cast<int>(shape->size()));
-      if (!a) return err(e);
-      return c.make(op, {*t, *shape}, {}, {*a});
-    }
-    Val v = expr(*c.arg(2));
-    if (v.error) return err(e);
-    if (!v.lit) {
-      error(DiagKind::BadArguments, c.arg(2)->span, "`full` needs a literal value such as `0.0` or `true`");
-      return err(e);
-    }
-    Val typed = coerce(v, {*t, *shape});
-    if (typed.error) return err(e);
-    return c.make(op, {*t, *shape}, {}, {}, {}, typed.node->literal);
-  }
-  error(DiagKind::UnknownFunction, e.callee_span, "unknown function " + q(nm));  // unreachable: table and cases agree
-  return err(e);
+  auto op = ir::builtin_op(e.name);
+  MLK_CHECK(op && kRules[static_cast<size_t>(*op)], "builtin: not a builtin (the caller checks is_builtin)");
+  Call c(*this, e, *op);
+  return kRules[static_cast<size_t>(*op)](c);
 }
 
 }  // namespace mlk::check

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lang/checker_internal.h"
+#include "lang/ir_verify.h"
 
 namespace mlk {
 namespace check {
@@ -483,8 +484,16 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
     bad = bad || args.back().error;
   }
   if (!callee.valid) return Val::Error(e.span);
+  auto slot = match_args(e, callee);
+  if (!slot || bad) return Val::Error(e.span);
+  std::map<std::string, Dim> m;
+  if (!unify_dims(e, callee, args, *slot, m)) return Val::Error(e.span);
+  return call_node(e, callee, args, *slot, m);
+}
+
+// Matches arguments to parameters: positional first, then by keyword.
+std::optional<std::vector<int>> FnChecker::match_args(const ast::Expr& e, const Signature& callee) {
   const std::string fname = q(callee.ast->name);
-  // Match arguments to parameters: positional first, then by keyword.
   std::vector<int> slot(callee.params.size(), -1);
   for (size_t i = 0; i < e.args.size(); ++i) {
     size_t target = i;
@@ -494,45 +503,48 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
         if (callee.params[j].name == e.arg_keywords[i]) target = j;
       if (target == callee.params.size()) {
         error(DiagKind::BadArguments, e.arg_keyword_spans[i], fname + " has no parameter " + q(e.arg_keywords[i]));
-        return Val::Error(e.span);
+        return std::nullopt;
       }
     }
     if (target >= callee.params.size()) {
       error(DiagKind::BadArguments, e.args[i]->span,
             fname + " takes " + std::to_string(callee.params.size()) + (callee.params.size() == 1 ? " argument" : " arguments") + ", found " +
                 std::to_string(e.args.size()));
-      return Val::Error(e.span);
+      return std::nullopt;
     }
     if (slot[target] != -1) {
       error(DiagKind::BadArguments, e.args[i]->span, "parameter " + q(callee.params[target].name) + " of " + fname + " is given twice");
-      return Val::Error(e.span);
+      return std::nullopt;
     }
     slot[target] = static_cast<int>(i);
   }
   for (size_t j = 0; j < slot.size(); ++j)
     if (slot[j] == -1) {
       error(DiagKind::BadArguments, e.span, "missing argument " + q(callee.params[j].name) + " of " + fname);
-      return Val::Error(e.span);
+      return std::nullopt;
     }
-  if (bad) return Val::Error(e.span);
+  return slot;
+}
 
-  // Unify: explicit dims first, then bare-variable extents, then solve the rest.
-  std::map<std::string, Dim> m;
+// Unify: explicit dims first, then bare-variable extents, then solve the rest.
+bool FnChecker::unify_dims(const ast::Expr& e, const Signature& callee, const std::vector<Val>& args,
+                           const std::vector<int>& slot, std::map<std::string, Dim>& m) {
+  const std::string fname = q(callee.ast->name);
   for (size_t i = 0; i < e.dim_args.size(); ++i) {
     const auto& [name, d] = e.dim_args[i];
     bool known = false;
     for (const auto& v : callee.dims) known = known || v == name;
     if (!known) {
       error(DiagKind::UnknownDim, e.dim_arg_spans[i], fname + " has no dimension " + q(name));
-      return Val::Error(e.span);
+      return false;
     }
     if (m.count(name)) {
       error(DiagKind::BadArguments, e.dim_arg_spans[i], "dimension " + q(name) + " of " + fname + " is given twice");
-      return Val::Error(e.span);
+      return false;
     }
     auto v = dim_of_ast(*d);
-    if (!v) return Val::Error(e.span);
-    if (!prove_or_report({Pred::Op::kGe, *v, Dim::constant(1)}, d->span, "dimension " + q(name), "")) return Val::Error(e.span);
+    if (!v) return false;
+    if (!prove_or_report({Pred::Op::kGe, *v, Dim::constant(1)}, d->span, "dimension " + q(name), "")) return false;
     m[name] = *v;
   }
   for (size_t j = 0; j < callee.params.size(); ++j) {
@@ -543,7 +555,7 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
       error(a.type().dtype != pt.dtype ? DiagKind::DTypeMismatch : DiagKind::ShapeMismatch, a.span,
             "argument " + q(callee.params[j].name) + " of " + fname + " must be " + pt.str() + ", found " +
                 a.type().str());
-      return Val::Error(e.span);
+      return false;
     }
     for (size_t ax = 0; ax < pt.shape.size(); ++ax) {
       const auto& ts = pt.shape[ax].terms();
@@ -552,7 +564,21 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
         m[ts[0].atoms[0].key] = a.type().shape[ax];
     }
   }
-  // Solve remaining linear patterns `c*V + rest = actual` for one unknown V.
+  if (!solve_linear_dims(callee, args, slot, m)) return false;
+  for (const auto& v : callee.dims)
+    if (!m.count(v)) {
+      error(DiagKind::CannotInfer, e.callee_span,
+            "cannot infer dimension " + q(v) + " of " + fname + " from the arguments; give it explicitly: `" +
+                callee.ast->name + "[" + v + "=...](...)`");
+      return false;
+    }
+  return true;
+}
+
+// Solves the remaining linear patterns `c*V + rest = actual` for one unknown V.
+bool FnChecker::solve_linear_dims(const Signature& callee, const std::vector<Val>& args, const std::vector<int>& slot,
+                                  std::map<std::string, Dim>& m) {
+  const std::string fname = q(callee.ast->name);
   for (bool progress = true; progress;) {
     progress = false;
     for (size_t j = 0; j < callee.params.size(); ++j) {
@@ -582,19 +608,20 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
         Dim solved = Dim::exact_div(num, c);
         if (!prove_or_report({Pred::Op::kGe, solved, Dim::constant(1)}, a.span,
                              "inferring " + q(unknown[0]) + " = " + q(solved.str()) + " for " + fname, ""))
-          return Val::Error(e.span);
+          return false;
         m[unknown[0]] = solved;
         progress = true;
       }
     }
   }
-  for (const auto& v : callee.dims)
-    if (!m.count(v)) {
-      error(DiagKind::CannotInfer, e.callee_span,
-            "cannot infer dimension " + q(v) + " of " + fname + " from the arguments; give it explicitly: `" +
-                callee.ast->name + "[" + v + "=...](...)`");
-      return Val::Error(e.span);
-    }
+  return true;
+}
+
+// The call's node, once every dimension of the callee has a value in `m`:
+// operands coerced and their shapes checked, refinements proven.
+Val FnChecker::call_node(const ast::Expr& e, const Signature& callee, const std::vector<Val>& args,
+                         const std::vector<int>& slot, std::map<std::string, Dim>& m) {
+  const std::string fname = q(callee.ast->name);
   ir::Node n;
   n.op = ir::Op::kCall;
   n.callee = callee.ast->name;
@@ -824,6 +851,7 @@ ir::Module check_program(const SourceFile& file, const ast::Program& program, Di
     m.functions.push_back(std::move(out));
   }
   check_tunes(program, sigs, m, sink);
+  ir::debug_verify(m, "checking");
   return m;
 }
 

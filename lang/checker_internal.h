@@ -91,6 +91,14 @@ class FnChecker {
   Val unary(const ast::Expr& e);
   Val binary(const ast::Expr& e);
   Val call_fn(const ast::Expr& e, const Signature& callee);
+  // The steps of call_fn; each reports its own errors (false / nullopt then).
+  std::optional<std::vector<int>> match_args(const ast::Expr& e, const Signature& callee);
+  bool unify_dims(const ast::Expr& e, const Signature& callee, const std::vector<Val>& args,
+                  const std::vector<int>& slot, std::map<std::string, Dim>& m);
+  bool solve_linear_dims(const Signature& callee, const std::vector<Val>& args, const std::vector<int>& slot,
+                         std::map<std::string, Dim>& m);
+  Val call_node(const ast::Expr& e, const Signature& callee, const std::vector<Val>& args,
+                const std::vector<int>& slot, std::map<std::string, Dim>& m);
   std::optional<Dim> dim_of_ast(const ast::DimExpr& d);
 
   const SourceFile& file_;

@@ -111,13 +111,12 @@ class Evaluator {
         if (r) MLK_CHECK((*r)->dtype == n.type.dtype && (*r)->shape == *shape, "call result differs from its type");
         return r;
       }
-      case ir::Op::kSum: case ir::Op::kMean: case ir::Op::kReduceMax: case ir::Op::kReduceMin:
-      case ir::Op::kBroadcast: case ir::Op::kMatmul: case ir::Op::kTranspose: case ir::Op::kReshape:
-      case ir::Op::kSoftmax: case ir::Op::kGather: case ir::Op::kRepeatInterleave: case ir::Op::kConcat:
-      case ir::Op::kSlice:
-        v = interp::eval_structural(n, in, *shape, env);
+      default: {
+        interp::Kernel k = interp::kernel_of(n.op);
+        MLK_CHECK(k != nullptr, "interpret: an op without a kernel");
+        v = k(n, in, *shape, env);
         break;
-      default: v = interp::eval_elementwise(n, in, *shape); break;
+      }
     }
     if (!v) return v.status();
     MLK_CHECK(v->dtype == n.type.dtype && v->shape == *shape, "kernel result differs from the node's type");

@@ -1,5 +1,6 @@
 // The reference interpreter's elementwise kernels, literals and constants
 // (kLiteral, kNeg .. kCast, kIota, kFull), by the rules of docs/numerics.md.
+// Which op runs which kernel is lang/ops.def's KERNEL column.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <limits>
 
 #include "lang/interpreter_ops.h"
+#include "lang/ops.h"
 #include "lang/tensor.h"
 
 namespace mlk::interp {
@@ -246,32 +248,47 @@ Expected<Value> iota(const ir::Node& n, const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-Expected<Value> eval_elementwise(const ir::Node& n, const std::vector<const Value*>& args,
-                                 const std::vector<int64_t>& shape) {
-  switch (n.op) {
-    case Op::kLiteral:
-    case Op::kFull: return literal(n.literal, n.type.dtype, shape);
-    case Op::kIota: return iota(n, shape);
-    case Op::kCast: return cast(n.type.dtype, *args[0], shape);
-    case Op::kWhere: {
-      const Value &c = *args[0], &a = *args[1], &b = *args[2];
-      MLK_CHECK(!c.floating() && c.numel() == a.numel() && a.shape == b.shape && a.shape == shape, "where operands");
-      Value out = a;
-      for (int64_t k = 0; k < out.numel(); ++k)
-        if (!c.i[k]) out.copy_from(k, b, k);
-      return out;
-    }
-    case Op::kNeg: case Op::kNot: case Op::kExp: case Op::kLog: case Op::kSqrt: case Op::kRsqrt:
-    case Op::kTanh: case Op::kSigmoid: case Op::kAbs: case Op::kRelu: case Op::kErf:
-      return unary(n, *args[0], shape);
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kEq: case Op::kNe:
-    case Op::kLt: case Op::kLe: case Op::kGt: case Op::kGe: case Op::kAnd: case Op::kOr:
-    case Op::kMax: case Op::kMin: case Op::kPow:
-      return binary(n, *args[0], *args[1], shape);
-    default: break;
-  }
-  MLK_CHECK(false, "eval_elementwise: not an elementwise op");
-  return Status::Internal("unreachable");
+Expected<Value> kernel_literal(const ir::Node& n, const Args&, const Shape64& shape, const DimEnv&) {
+  return literal(n.literal, n.type.dtype, shape);
+}
+
+Expected<Value> kernel_iota(const ir::Node& n, const Args&, const Shape64& shape, const DimEnv&) {
+  return iota(n, shape);
+}
+
+Expected<Value> kernel_cast(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return cast(n.type.dtype, *args[0], shape);
+}
+
+Expected<Value> kernel_where(const ir::Node&, const Args& args, const Shape64& shape, const DimEnv&) {
+  const Value &c = *args[0], &a = *args[1], &b = *args[2];
+  MLK_CHECK(!c.floating() && c.numel() == a.numel() && a.shape == b.shape && a.shape == shape, "where operands");
+  Value out = a;
+  for (int64_t k = 0; k < out.numel(); ++k)
+    if (!c.i[k]) out.copy_from(k, b, k);
+  return out;
+}
+
+Expected<Value> kernel_unary(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return unary(n, *args[0], shape);
+}
+
+Expected<Value> kernel_binary(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return binary(n, *args[0], *args[1], shape);
+}
+
+Kernel kernel_of(ir::Op op) {
+  static constexpr Kernel kKernels[] = {
+#define none nullptr
+#define MLK_OP(ID, NAME, ARITY, CALL, RULE, VERIFY, KERNEL) KERNEL,
+#include "lang/ops.def"
+#undef MLK_OP
+#undef none
+  };
+  static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == ir::kOpCount, "one kernel slot per op");
+  size_t i = static_cast<size_t>(op);
+  MLK_CHECK(i < ir::kOpCount, "kernel_of: not an op");
+  return kKernels[i];
 }
 
 }  // namespace mlk::interp

@@ -43,15 +43,37 @@ int64_t float_to_int(DType t, double v);
 // Integer (or Bool) to float dtype `t`, rounded once (to nearest even).
 double int_to_float(DType t, int64_t v);
 
-// Elementwise ops, literals and constants: kLiteral, kNeg .. kCast, kIota,
-// kFull (interpreter_ops.cpp). `shape` is the node's concrete shape; operands
-// are the node's operands' values, in order.
-Expected<Value> eval_elementwise(const ir::Node& n, const std::vector<const Value*>& args,
-                                 const std::vector<int64_t>& shape);
+// The kernels, one per row of lang/ops.def's KERNEL column: `n` is the node,
+// `args` its operands' values in order, `shape` its concrete shape and `env`
+// evaluates its Dim attributes (repeats, slice bounds). A failure the input
+// values cause (a gather index out of range) is InvalidArgument; a node that
+// breaks its op's invariants is an internal error.
+using Args = std::vector<const Value*>;
+using Shape64 = std::vector<int64_t>;
+using Kernel = Expected<Value> (*)(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
 
-// Reductions and structural ops: kSum .. kSlice (interpreter_structural.cpp).
-// `env` evaluates the node's Dim attributes (repeats, slice bounds).
-Expected<Value> eval_structural(const ir::Node& n, const std::vector<const Value*>& args,
-                                const std::vector<int64_t>& shape, const DimEnv& env);
+// The kernel of `op` (lang/ops.def's KERNEL column); null for kParam and
+// kCall, which the interpreter's driver evaluates.
+Kernel kernel_of(ir::Op op);
+
+// interpreter_ops.cpp: literals, constants and elementwise ops.
+Expected<Value> kernel_literal(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);  // kLiteral, kFull
+Expected<Value> kernel_iota(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_cast(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_where(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_unary(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_binary(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+
+// interpreter_structural.cpp: reductions and structural ops.
+Expected<Value> kernel_reduce(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_broadcast(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_matmul(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_transpose(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_reshape(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_softmax(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_gather(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_repeat_interleave(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_concat(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
+Expected<Value> kernel_slice(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env);
 
 }  // namespace mlk::interp

@@ -1,6 +1,7 @@
 // The reference interpreter's reductions and structural kernels (kSum ..
 // kSlice): reductions accumulate in double for floats and wrap for integers,
-// and round once to the dtype (docs/numerics.md).
+// and round once to the dtype (docs/numerics.md). Which op runs which kernel
+// is lang/ops.def's KERNEL column.
 #include <cmath>
 #include <limits>
 
@@ -12,7 +13,6 @@ namespace mlk::interp {
 namespace {
 
 using ir::Op;
-using Shape64 = std::vector<int64_t>;
 
 Shape64 strides_of(const Shape64& s) {
   Shape64 st(s.size(), 1);
@@ -231,44 +231,59 @@ Value concat(const ir::Node& n, const std::vector<const Value*>& xs, const Shape
 
 }  // namespace
 
-Expected<Value> eval_structural(const ir::Node& n, const std::vector<const Value*>& args, const Shape64& shape,
-                                const DimEnv& env) {
-  switch (n.op) {
-    case Op::kSum: case Op::kMean: case Op::kReduceMax: case Op::kReduceMin: return reduce(n, *args[0], shape);
-    case Op::kBroadcast: return broadcast(n, *args[0], shape);
-    case Op::kMatmul: return matmul(*args[0], *args[1], shape);
-    case Op::kTranspose: return transpose(n, *args[0], shape);
-    case Op::kReshape: {
-      Value out = *args[0];
-      out.shape = shape;
-      MLK_CHECK(product(shape, 0, shape.size()) == out.numel(), "reshape element count");
-      return out;
-    }
-    case Op::kSoftmax: return softmax(n, *args[0], shape);
-    case Op::kGather: return gather(n, *args[0], *args[1], shape);
-    case Op::kRepeatInterleave: {
-      size_t axis = the_axis(n, *args[0]);
-      MLK_CHECK(n.dims.size() == 1, "repeat_interleave repeats");
-      auto r = eval_attr(n.dims[0], env, "`repeat_interleave` repeats");
-      if (!r) return r.status();
-      MLK_CHECK(*r >= 1 && same_except(args[0]->shape, shape, axis) && shape[axis] == args[0]->shape[axis] * *r,
-                "repeat_interleave shape");
-      return along_axis(*args[0], axis, shape, 0, *r);
-    }
-    case Op::kConcat: return concat(n, args, shape);
-    case Op::kSlice: {
-      size_t axis = the_axis(n, *args[0]);
-      MLK_CHECK(n.dims.size() == 2, "slice bounds");
-      auto start = eval_attr(n.dims[0], env, "`slice` start");
-      if (!start) return start.status();
-      MLK_CHECK(*start >= 0 && same_except(args[0]->shape, shape, axis) && *start + shape[axis] <= args[0]->shape[axis],
-                "slice bounds");
-      return along_axis(*args[0], axis, shape, *start, 1);
-    }
-    default: break;
-  }
-  MLK_CHECK(false, "eval_structural: not a structural op");
-  return Status::Internal("unreachable");
+Expected<Value> kernel_reduce(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return reduce(n, *args[0], shape);
+}
+
+Expected<Value> kernel_broadcast(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return broadcast(n, *args[0], shape);
+}
+
+Expected<Value> kernel_matmul(const ir::Node&, const Args& args, const Shape64& shape, const DimEnv&) {
+  return matmul(*args[0], *args[1], shape);
+}
+
+Expected<Value> kernel_transpose(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return transpose(n, *args[0], shape);
+}
+
+Expected<Value> kernel_reshape(const ir::Node&, const Args& args, const Shape64& shape, const DimEnv&) {
+  Value out = *args[0];
+  out.shape = shape;
+  MLK_CHECK(product(shape, 0, shape.size()) == out.numel(), "reshape element count");
+  return out;
+}
+
+Expected<Value> kernel_softmax(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return softmax(n, *args[0], shape);
+}
+
+Expected<Value> kernel_gather(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return gather(n, *args[0], *args[1], shape);
+}
+
+Expected<Value> kernel_repeat_interleave(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env) {
+  size_t axis = the_axis(n, *args[0]);
+  MLK_CHECK(n.dims.size() == 1, "repeat_interleave repeats");
+  auto r = eval_attr(n.dims[0], env, "`repeat_interleave` repeats");
+  if (!r) return r.status();
+  MLK_CHECK(*r >= 1 && same_except(args[0]->shape, shape, axis) && shape[axis] == args[0]->shape[axis] * *r,
+            "repeat_interleave shape");
+  return along_axis(*args[0], axis, shape, 0, *r);
+}
+
+Expected<Value> kernel_concat(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return concat(n, args, shape);
+}
+
+Expected<Value> kernel_slice(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv& env) {
+  size_t axis = the_axis(n, *args[0]);
+  MLK_CHECK(n.dims.size() == 2, "slice bounds");
+  auto start = eval_attr(n.dims[0], env, "`slice` start");
+  if (!start) return start.status();
+  MLK_CHECK(*start >= 0 && same_except(args[0]->shape, shape, axis) && *start + shape[axis] <= args[0]->shape[axis],
+            "slice bounds");
+  return along_axis(*args[0], axis, shape, *start, 1);
 }
 
 }  // namespace mlk::interp

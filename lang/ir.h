@@ -19,16 +19,12 @@
 
 namespace mlk::ir {
 
+// The ops, in the order of their rows in lang/ops.def (the op registry; see
+// lang/ops.h for what each one is).
 enum class Op {
-  kParam, kLiteral,
-  // elementwise
-  kNeg, kNot, kAdd, kSub, kMul, kDiv, kEq, kNe, kLt, kLe, kGt, kGe, kAnd, kOr,
-  kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kAbs, kRelu, kErf,
-  kMax, kMin, kPow, kWhere, kCast,
-  // structural and reductions
-  kSum, kMean, kReduceMax, kReduceMin, kBroadcast, kMatmul, kTranspose, kReshape,
-  kSoftmax, kGather, kRepeatInterleave, kConcat, kSlice, kIota, kFull,
-  kCall,
+#define MLK_OP(ID, ...) ID,
+#include "lang/ops.def"
+#undef MLK_OP
 };
 
 const char* op_name(Op op);  // the canonical text name: "add", "reduce_max", ...

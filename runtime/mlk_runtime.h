@@ -56,8 +56,10 @@ void mlk_runtime_close(mlk_runtime_t* rt);
  * the artifact for ("B=1,S=128,D=4096": every dimension variable). The
  * artifact tuned at exactly that shape is taken, else the one tuned at the
  * nearest other shape, else (unless require says otherwise) the default
- * schedule compiled by Halide's JIT; mlk_kernel_selection() says which. The
- * kernel runs at every shape its signature admits. */
+ * schedule compiled by Halide's JIT (the plugin libmlk_jit.so, loaded on
+ * first use; MLK_RT_ERR_NOT_FOUND when it cannot be: docs/runtime.md);
+ * mlk_kernel_selection() says which. The kernel runs at every shape its
+ * signature admits. */
 int mlk_runtime_get_kernel(mlk_runtime_t* rt, const char* program_file, const char* program_hash, const char* fn,
                            const char* targets, const char* dims, mlk_kernel_t** out);
 

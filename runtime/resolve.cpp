@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "autotune/cached_tune.h"
 #include "cache/entry_meta.h"
 #include "cache/key.h"
-#include "service/cli_cache.h"
+#include "client/cli_cache.h"
+#include "targets/key_inputs.h"
 
 namespace mlk::rt {
 
@@ -90,12 +90,12 @@ Expected<std::string> missing_features(const cache::Artifact& a, const CpuInfo& 
 
 }  // namespace
 
-Expected<Tuned> find_tuned(service::CliCache* cache, const std::string& ns, const ir::Module& m, const std::string& fn,
+Expected<Tuned> find_tuned(client::CliCache* cache, const std::string& ns, const ir::Module& m, const std::string& fn,
                            const std::string& fhash, const Profile& p, const DimEnv& dims, Require require,
                            const CpuInfo& cpu) {
   if (!cache) return Status::NotFound("no artifact cache (--no-cache)");
   Tuned t;
-  t.key = cache::cache_key(tune::key_inputs(m, fn, dims, p));
+  t.key = cache::cache_key(key_inputs(m, fn, dims, p));
   t.pulled = cache->pull(t.key);
   cache::Store* store = cache->store();
   if (!store) return Status::NotFound("no artifact cache at " + cache->store_path());

@@ -23,7 +23,7 @@
 #include "base/status.h"
 #include "targets/detect.h"
 
-namespace mlk::service {
+namespace mlk::client {
 class CliCache;
 }
 
@@ -48,7 +48,7 @@ struct Tuned {
 // `cache` may be null (no cache at all). `fhash` is ir::function_hash of
 // `fn`. NotFound (with a one-line reason) when no artifact qualifies; other
 // errors, such as a corrupt entry, are returned as they are.
-Expected<Tuned> find_tuned(service::CliCache* cache, const std::string& ns, const ir::Module& m, const std::string& fn,
+Expected<Tuned> find_tuned(client::CliCache* cache, const std::string& ns, const ir::Module& m, const std::string& fn,
                            const std::string& fhash, const Profile& p, const DimEnv& dims, Require require,
                            const CpuInfo& cpu);
 

@@ -4,15 +4,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "autotune/cached_tune.h"
 #include "cache/entry_meta.h"
 #include "cache/key.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
 #include "base/sha256.h"
 #include "runtime/boundary.h"
-#include "scheduler/kernel.h"
-#include "service/cli_cache.h"
+#include "runtime/jit.h"
+#include "client/cli_cache.h"
 #include "targets/detect.h"
 #include "targets/artifact_manifest.h"
 #include "targets/loaded_artifact.h"
@@ -21,11 +20,11 @@ namespace mlk::rt {
 
 using nlohmann::json;
 
-// The default schedule compiled by the JIT; Halide's JIT pipeline binds its
-// inputs as pipeline state, so calls are serialised.
+// The default schedule compiled by the JIT plugin (runtime/jit.h); Halide's
+// JIT pipeline binds its inputs as pipeline state, so calls are serialised.
 struct Kernel::Jit {
   std::mutex mu;
-  std::unique_ptr<mlk::Kernel> kernel;
+  std::unique_ptr<JitKernel> kernel;
 };
 
 const char* source_name(Selection::Source s) {
@@ -45,6 +44,7 @@ Expected<std::shared_ptr<Program>> compile_program(const std::string& name, cons
   if (!r.ok()) return Status::InvalidArgument(name + " does not check:\n" + r.rendered());
   auto p = std::make_shared<Program>();
   p->file = name;
+  p->text = text;
   p->module = std::move(r.module);
   for (const auto& f : p->module.functions) p->fn_hash[f.name] = ir::function_hash(p->module, f);
   return p;
@@ -134,7 +134,7 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out) cons
 }
 
 Expected<std::unique_ptr<Runtime>> Runtime::Open(Options options) {
-  auto c = service::CliCache::Open(options.cache, options.ns, "mlk runtime", /*create_if_missing=*/false, options.token);
+  auto c = client::CliCache::Open(options.cache, options.ns, "mlk runtime", /*create_if_missing=*/false, options.token);
   if (!c.ok()) return c.status();
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->opts_ = std::move(options);
@@ -329,8 +329,18 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   const std::string jid = fhash + "|" + fn + "|" + jit_profile->name;
   auto& jit = jits_[jid];
   if (!jit) {
-    auto compiled = mlk::Kernel::CompileJit(prog->module, fn, jit_profile->name == "host" ? "host" : jit_profile->halide_target,
-                                            nullptr, dims);
+    auto plugin = load_jit_plugin();
+    if (!plugin.ok()) {
+      jits_.erase(jid);
+      return Status(plugin.status().code() == Status::Code::kNotFound
+                        ? Status::NotFound("no tuned artifact of `" + fn + "` at " + dims_str(dims) + " under policy " +
+                                           policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile->name +
+                                           " --dims " + dims_str(dims) + "` tunes one), and no default schedule either: " +
+                                           plugin.status().message() + why)
+                        : plugin.status());
+    }
+    auto compiled = JitKernel::Compile(*plugin, prog->file, prog->text, fn, fhash,
+                                       jit_profile->name == "host" ? "host" : jit_profile->halide_target, dims);
     if (!compiled.ok()) {
       jits_.erase(jid);
       return compiled.status();

@@ -29,8 +29,7 @@
 
 namespace mlk {
 class LoadedArtifact;
-class Kernel;
-namespace service {
+namespace client {
 class CliCache;
 }
 }  // namespace mlk
@@ -58,7 +57,8 @@ struct TargetPolicy {
 struct Selection {
   // kExact: tuned at exactly the requested shape; kOtherShape: tuned for the
   // same fn and profile at the nearest other shape; kDefaultJit: no tuned
-  // artifact, the default schedule compiled by Halide's JIT for this machine;
+  // artifact, the default schedule compiled by Halide's JIT (the JIT plugin,
+  // runtime/jit.h) for this machine;
   // kDirectory: the artifact of an `mlk build -o DIR` directory.
   enum class Source { kExact, kOtherShape, kDefaultJit, kDirectory };
   Source source = Source::kExact;
@@ -77,6 +77,7 @@ const char* source_name(Selection::Source s);  // "exact", "other-shape", "defau
 // `mlk build` directory, the artifact it holds.
 struct Program {
   std::string file;  // where it was read ("" when it came from the cache)
+  std::string text;  // the program's source, as checked (the JIT plugin checks it again)
   ir::Module module;
   std::map<std::string, std::string> fn_hash;  // ir::function_hash of every fn, computed once
   struct Directory {
@@ -127,8 +128,10 @@ class Runtime {
   // (runtime/resolve.h) finds; when no profile has a tuned artifact and the
   // policy requires none, the default schedule compiled by Halide's JIT for
   // the first CPU profile of the policy this machine runs (compiled once per
-  // fn and profile, kept for the Runtime's life). NotFound otherwise, with
-  // every profile's reason. selection() says which and why.
+  // fn and profile, kept for the Runtime's life) by the JIT plugin, loaded on
+  // first use (runtime/jit.h; NotFound naming where it was looked for when
+  // it cannot be loaded). NotFound otherwise, with every profile's reason.
+  // selection() says which and why.
   Expected<std::shared_ptr<const Kernel>> GetKernel(const std::string& program_file, const std::string& fn,
                                                     const TargetPolicy& policy, const DimEnv& dims);
   // The same for a program already loaded: no file is read or hashed again.
@@ -147,7 +150,7 @@ class Runtime {
                                                  const TargetPolicy& policy, const DimEnv& dims);
   std::mutex mu_;
   Options opts_;
-  std::unique_ptr<service::CliCache> cache_;
+  std::unique_ptr<client::CliCache> cache_;
   std::map<std::string, std::shared_ptr<const Program>> programs_;        // by path + sha256 of the text
   std::map<std::string, std::shared_ptr<LoadedArtifact>> artifacts_;     // by cache key
   std::map<std::string, std::shared_ptr<const Kernel>> kernels_;         // by program, fn, policy, dims

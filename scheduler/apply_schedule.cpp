@@ -1,6 +1,9 @@
-// The one applier: Schedule (plain data) -> Halide scheduling calls.
+// The one applier: Schedule (plain data) -> Halide scheduling calls. Each
+// directive kind's Halide calls are its `apply` in the registry
+// (scheduler/directives.h); apply_schedule validates and dispatches.
 #include <map>
 
+#include "scheduler/directives.h"
 #include "scheduler/lower.h"
 
 namespace mlk::lower {
@@ -16,20 +19,30 @@ std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env) {
     i.reduces_innermost = s.reduces_innermost;
     for (const Dim& d : s.shape) i.extents.push_back(d.eval(env).value_or(0));
     for (const Dim& d : s.rshape) i.rextents.push_back(d.eval(env).value_or(0));
-    i.direct_inputs = s.direct_inputs;
+    // By stage name (`load_a`), not the Func's name: Halide uniquifies that
+    // (`load_a$3`) when a process lowers the same fn again.
+    for (const std::string& fn : s.direct_inputs)
+      for (const Stage& in : p.stages)
+        if (in.kind == Stage::Kind::kInput && in.func.name() == fn) i.direct_inputs.push_back(in.name);
     out.push_back(i);
   }
   return out;
 }
 
-namespace {
+}  // namespace mlk::lower
+
+namespace mlk {
 
 using Halide::TailStrategy;
 using Halide::VarOrRVar;
+using lower::Pipeline;
+using lower::Stage;
 
-class Applier {
+// The state of one schedule being applied: the pipeline's stages and the
+// Halide variable behind every name a stage has (a0.., r0.., introduced ones).
+class DirectiveApplier {
  public:
-  explicit Applier(Pipeline& p) : p_(p) {
+  explicit DirectiveApplier(Pipeline& p) {
     for (Stage& s : p.stages) {
       by_name_[s.name] = &s;
       auto& t = vars_[s.name];
@@ -39,102 +52,20 @@ class Applier {
     }
   }
 
-  void apply(const std::string& name, const Directive& d) {
-    Stage& s = *by_name_.at(name);
-    Halide::Func& f = s.func;
-    Halide::Stage st = d.update >= 0 ? f.update(d.update) : static_cast<Halide::Stage>(f);
-    auto v = [&](size_t i) { return lookup(name, d.vars[i]); };
-    auto fresh = [&](size_t i, const VarOrRVar& like) {
-      VarOrRVar n(d.vars[i], like.is_rvar);
-      vars_[name].insert_or_assign(d.vars[i], n);
-      return n;
-    };
-    const TailStrategy tail = TailStrategy::GuardWithIf;
-    const std::string& op = d.op;
-    if (op == "split") {
-      VarOrRVar old = v(0);
-      st.split(old, fresh(1, old), fresh(2, old), static_cast<int>(d.factors[0]), tail);
-    } else if (op == "tile" || (op == "gpu_tile" && d.vars.size() == 6)) {
-      VarOrRVar x = v(0), y = v(1);
-      VarOrRVar xo = fresh(2, x), yo = fresh(3, y), xi = fresh(4, x), yi = fresh(5, y);
-      if (op == "tile")
-        st.tile(x, y, xo, yo, xi, yi, static_cast<int>(d.factors[0]), static_cast<int>(d.factors[1]), tail);
-      else
-        st.gpu_tile(x, y, xo, yo, xi, yi, static_cast<int>(d.factors[0]), static_cast<int>(d.factors[1]), tail);
-    } else if (op == "gpu_tile") {
-      VarOrRVar x = v(0);
-      st.gpu_tile(x, fresh(1, x), fresh(2, x), static_cast<int>(d.factors[0]), tail);
-    } else if (op == "fuse") {
-      VarOrRVar a = v(0), b = v(1);
-      st.fuse(a, b, fresh(2, a));
-    } else if (op == "reorder") {
-      std::vector<VarOrRVar> order;
-      for (size_t i = 0; i < d.vars.size(); ++i) order.push_back(v(i));
-      st.reorder(order);
-    } else if (op == "vectorize") {
-      if (d.factors.empty()) st.vectorize(v(0));
-      else st.vectorize(v(0), static_cast<int>(d.factors[0]), tail);
-    } else if (op == "unroll") {
-      if (d.factors.empty()) st.unroll(v(0));
-      else st.unroll(v(0), static_cast<int>(d.factors[0]), tail);
-    } else if (op == "parallel") {
-      st.parallel(v(0));
-    } else if (op == "compute_root") {
-      f.compute_root();
-    } else if (op == "compute_inline") {
-      f.compute_inline();
-    } else if (op == "store_root") {
-      f.store_root();
-    } else if (op == "compute_at" || op == "store_at") {
-      Stage& at = *by_name_.at(d.at_stage);
-      VarOrRVar where = lookup(d.at_stage, d.at_var);
-      if (op == "compute_at") where.is_rvar ? f.compute_at(at.func, where.rvar) : f.compute_at(at.func, where.var);
-      else where.is_rvar ? f.store_at(at.func, where.rvar) : f.store_at(at.func, where.var);
-    } else if (op == "rfactor") {
-      VarOrRVar r = v(0);
-      Halide::RVar ro(d.vars[0] + "_o"), ri(d.vars[0] + "_i");
-      Halide::Var u(d.vars[1]);
-      Halide::Stage up = f.update(0);
-      up.split(r.rvar, ro, ri, static_cast<int>(d.factors[0]), tail);
-      Halide::Func intm = up.rfactor(ro, u);
-      intm.compute_root();
-      intm.update(0).parallel(u);
-    } else if (op == "rfactor_vector") {
-      VarOrRVar r = v(0);
-      Halide::RVar ro(d.vars[0] + "_o"), ri(d.vars[0] + "_i");
-      Halide::Var u(d.vars[1]);
-      const int factor = static_cast<int>(d.factors[0]);
-      Halide::Stage up = f.update(0);
-      up.split(r.rvar, ro, ri, factor, tail);
-      Halide::Func intm = up.rfactor(ri, u);
-      if (s.vars.empty()) intm.compute_root();
-      else intm.compute_at(f, s.vars.front());
-      intm.vectorize(u);
-      intm.update(0).vectorize(u);
-    } else if (op == "gpu_blocks" || op == "gpu_threads") {
-      std::vector<VarOrRVar> vs;
-      for (size_t i = 0; i < d.vars.size(); ++i) vs.push_back(v(i));
-      bool blocks = op == "gpu_blocks";
-      if (vs.size() == 1) blocks ? st.gpu_blocks(vs[0]) : st.gpu_threads(vs[0]);
-      else if (vs.size() == 2) blocks ? st.gpu_blocks(vs[0], vs[1]) : st.gpu_threads(vs[0], vs[1]);
-      else blocks ? st.gpu_blocks(vs[0], vs[1], vs[2]) : st.gpu_threads(vs[0], vs[1], vs[2]);
-    } else if (op == "gpu_single_thread") {
-      st.gpu_single_thread();
-    } else if (op == "stage_shared") {
-      Stage& in = *by_name_.at(d.at_stage);
-      VarOrRVar where = lookup(name, d.at_var);
-      Halide::Func w = in.func.in(f);
-      where.is_rvar ? w.compute_at(f, where.rvar) : w.compute_at(f, where.var);
-      w.store_in(Halide::MemoryType::GPUShared);
-      int r = static_cast<int>(in.vars.size());
-      if (r >= 2) w.gpu_threads(in.vars[0], in.vars[1]);
-      else if (r == 1) w.gpu_threads(in.vars[0]);
-    } else {
-      MLK_CHECK(false, "apply_schedule: directive passed validation but has no case");
-    }
+  Stage& stage(const std::string& name) { return *by_name_.at(name); }
+  // The definition `d` applies to.
+  Halide::Stage definition(const std::string& name, const Directive& d) {
+    Halide::Func& f = stage(name).func;
+    return d.update >= 0 ? f.update(d.update) : static_cast<Halide::Stage>(f);
   }
-
- private:
+  // The variable in slot `i` of `d` (validation checked that it exists).
+  VarOrRVar var(const std::string& name, const Directive& d, size_t i) { return lookup(name, d.vars[i]); }
+  // Introduces the name in slot `i` of `d`, a Var or RVar as `like` is.
+  VarOrRVar fresh(const std::string& name, const Directive& d, size_t i, const VarOrRVar& like) {
+    VarOrRVar n(d.vars[i], like.is_rvar);
+    vars_[name].insert_or_assign(d.vars[i], n);
+    return n;
+  }
   VarOrRVar lookup(const std::string& stage, const std::string& name) {
     auto& t = vars_[stage];
     auto it = t.find(name);
@@ -142,31 +73,170 @@ class Applier {
     return it->second;
   }
 
-  Pipeline& p_;
+ private:
   std::map<std::string, Stage*> by_name_;
   std::map<std::string, std::map<std::string, VarOrRVar>> vars_;
 };
 
+namespace apply {
+
+namespace {
+
+// Every split uses GuardWithIf (docs/schedules.md): factors need not divide extents.
+constexpr TailStrategy kTail = TailStrategy::GuardWithIf;
+
+int factor(const Directive& d, size_t i) { return static_cast<int>(d.factors[i]); }
+
+// tile and the six-variable gpu_tile: [x, y, xo, yo, xi, yi].
+void tile2(DirectiveApplier& a, const std::string& name, const Directive& d, bool gpu) {
+  Halide::Stage st = a.definition(name, d);
+  VarOrRVar x = a.var(name, d, 0), y = a.var(name, d, 1);
+  VarOrRVar xo = a.fresh(name, d, 2, x), yo = a.fresh(name, d, 3, y), xi = a.fresh(name, d, 4, x),
+            yi = a.fresh(name, d, 5, y);
+  if (gpu) st.gpu_tile(x, y, xo, yo, xi, yi, factor(d, 0), factor(d, 1), kTail);
+  else st.tile(x, y, xo, yo, xi, yi, factor(d, 0), factor(d, 1), kTail);
+}
+
+std::vector<VarOrRVar> all_vars(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  std::vector<VarOrRVar> vs;
+  for (size_t i = 0; i < d.vars.size(); ++i) vs.push_back(a.var(name, d, i));
+  return vs;
+}
+
+// gpu_blocks / gpu_threads over the first one to three variables.
+void gpu_map(DirectiveApplier& a, const std::string& name, const Directive& d, bool blocks) {
+  Halide::Stage st = a.definition(name, d);
+  std::vector<VarOrRVar> vs = all_vars(a, name, d);
+  if (vs.size() == 1) blocks ? st.gpu_blocks(vs[0]) : st.gpu_threads(vs[0]);
+  else if (vs.size() == 2) blocks ? st.gpu_blocks(vs[0], vs[1]) : st.gpu_threads(vs[0], vs[1]);
+  else blocks ? st.gpu_blocks(vs[0], vs[1], vs[2]) : st.gpu_threads(vs[0], vs[1], vs[2]);
+}
+
+// compute_at / store_at: inside at_stage's loop over at_var.
+void place(DirectiveApplier& a, const std::string& name, const Directive& d, bool compute) {
+  Halide::Func& f = a.stage(name).func;
+  Stage& at = a.stage(d.at_stage);
+  VarOrRVar where = a.lookup(d.at_stage, d.at_var);
+  if (compute) where.is_rvar ? f.compute_at(at.func, where.rvar) : f.compute_at(at.func, where.var);
+  else where.is_rvar ? f.store_at(at.func, where.rvar) : f.store_at(at.func, where.var);
+}
+
 }  // namespace
+
+void split(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  VarOrRVar old = a.var(name, d, 0);
+  a.definition(name, d).split(old, a.fresh(name, d, 1, old), a.fresh(name, d, 2, old), factor(d, 0), kTail);
+}
+
+void tile(DirectiveApplier& a, const std::string& name, const Directive& d) { tile2(a, name, d, false); }
+
+void fuse(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  VarOrRVar x = a.var(name, d, 0), y = a.var(name, d, 1);
+  a.definition(name, d).fuse(x, y, a.fresh(name, d, 2, x));
+}
+
+void reorder(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  a.definition(name, d).reorder(all_vars(a, name, d));
+}
+
+void vectorize(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Halide::Stage st = a.definition(name, d);
+  if (d.factors.empty()) st.vectorize(a.var(name, d, 0));
+  else st.vectorize(a.var(name, d, 0), factor(d, 0), kTail);
+}
+
+void unroll(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Halide::Stage st = a.definition(name, d);
+  if (d.factors.empty()) st.unroll(a.var(name, d, 0));
+  else st.unroll(a.var(name, d, 0), factor(d, 0), kTail);
+}
+
+void parallel(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  a.definition(name, d).parallel(a.var(name, d, 0));
+}
+
+void compute_root(DirectiveApplier& a, const std::string& name, const Directive&) { a.stage(name).func.compute_root(); }
+void compute_inline(DirectiveApplier& a, const std::string& name, const Directive&) { a.stage(name).func.compute_inline(); }
+void store_root(DirectiveApplier& a, const std::string& name, const Directive&) { a.stage(name).func.store_root(); }
+void compute_at(DirectiveApplier& a, const std::string& name, const Directive& d) { place(a, name, d, true); }
+void store_at(DirectiveApplier& a, const std::string& name, const Directive& d) { place(a, name, d, false); }
+
+void rfactor(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Halide::Func& f = a.stage(name).func;
+  VarOrRVar r = a.var(name, d, 0);
+  Halide::RVar ro(d.vars[0] + "_o"), ri(d.vars[0] + "_i");
+  Halide::Var u(d.vars[1]);
+  Halide::Stage up = f.update(0);
+  up.split(r.rvar, ro, ri, factor(d, 0), kTail);
+  Halide::Func intm = up.rfactor(ro, u);
+  intm.compute_root();
+  intm.update(0).parallel(u);
+}
+
+void rfactor_vector(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Stage& s = a.stage(name);
+  Halide::Func& f = s.func;
+  VarOrRVar r = a.var(name, d, 0);
+  Halide::RVar ro(d.vars[0] + "_o"), ri(d.vars[0] + "_i");
+  Halide::Var u(d.vars[1]);
+  Halide::Stage up = f.update(0);
+  up.split(r.rvar, ro, ri, factor(d, 0), kTail);
+  Halide::Func intm = up.rfactor(ri, u);
+  if (s.vars.empty()) intm.compute_root();
+  else intm.compute_at(f, s.vars.front());
+  intm.vectorize(u);
+  intm.update(0).vectorize(u);
+}
+
+void gpu_blocks(DirectiveApplier& a, const std::string& name, const Directive& d) { gpu_map(a, name, d, true); }
+void gpu_threads(DirectiveApplier& a, const std::string& name, const Directive& d) { gpu_map(a, name, d, false); }
+
+void gpu_single_thread(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  a.definition(name, d).gpu_single_thread();
+}
+
+void gpu_tile(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  if (d.vars.size() == 6) return tile2(a, name, d, true);
+  VarOrRVar x = a.var(name, d, 0);
+  a.definition(name, d).gpu_tile(x, a.fresh(name, d, 1, x), a.fresh(name, d, 2, x), factor(d, 0), kTail);
+}
+
+void stage_shared(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Halide::Func& f = a.stage(name).func;
+  Stage& in = a.stage(d.at_stage);
+  VarOrRVar where = a.lookup(name, d.at_var);
+  Halide::Func w = in.func.in(f);
+  where.is_rvar ? w.compute_at(f, where.rvar) : w.compute_at(f, where.var);
+  w.store_in(Halide::MemoryType::GPUShared);
+  int r = static_cast<int>(in.vars.size());
+  if (r >= 2) w.gpu_threads(in.vars[0], in.vars[1]);
+  else if (r == 1) w.gpu_threads(in.vars[0]);
+}
+
+}  // namespace apply
+
+}  // namespace mlk
+
+namespace mlk::lower {
 
 Status apply_schedule(Pipeline& p, const Schedule& s, bool gpu) {
   MLK_RETURN_IF_ERROR(validate_schedule(s, stage_infos(p, {}), gpu));
   if (!s.autoscheduler.empty()) return Status::Ok();  // see apply_autoscheduler
-  Applier a(p);
+  DirectiveApplier a(p);
   // Placement directives last: they may name variables that another stage's
   // directives introduce (compute_at(output, "no") after output's tile).
-  auto placement = [](const Directive& d) { return d.op == "compute_at" || d.op == "store_at" || d.op == "stage_shared"; };
   for (int pass = 0; pass < 2; ++pass)
-  for (const auto& [name, ds] : s.stages)
-    for (size_t i = 0; i < ds.size(); ++i) {
-      if (placement(ds[i]) != (pass == 1)) continue;
-      try {
-        a.apply(name, ds[i]);
-      } catch (const Halide::Error& e) {
-        return Status::InvalidArgument("schedule: stage `" + name + "` directive " + std::to_string(i) + " `" +
-                                       ds[i].op + "`: Halide refuses it: " + e.what());
+    for (const auto& [name, ds] : s.stages)
+      for (size_t i = 0; i < ds.size(); ++i) {
+        const DirectiveKind& kind = *find_directive(ds[i].op);  // validated above
+        if (kind.placement != (pass == 1)) continue;
+        try {
+          kind.apply(a, name, ds[i]);
+        } catch (const Halide::Error& e) {
+          return Status::InvalidArgument("schedule: stage `" + name + "` directive " + std::to_string(i) + " `" +
+                                         ds[i].op + "`: Halide refuses it: " + e.what());
+        }
       }
-    }
   return Status::Ok();
 }
 

@@ -1,8 +1,9 @@
-// JIT compilation and execution of lowered pipelines.
+// Running JIT-compiled pipelines; they are compiled by the compile driver
+// (scheduler/compile.h).
 #include "scheduler/kernel.h"
 
-#include "scheduler/lower.h"
-#include "scheduler/rules.h"
+#include "scheduler/compile.h"
+#include "scheduler/jit_pipeline.h"
 #include "targets/detect.h"
 
 namespace mlk {
@@ -10,16 +11,13 @@ namespace mlk {
 struct Kernel::Impl {
   ir::Module module;  // keeps the function (and its callees) alive
   const ir::Function* fn = nullptr;
-  lower::Pipeline lowered;
-  Halide::Pipeline pipeline;
-  Halide::Target target;
-  Schedule schedule;
+  JitPipelinePtr jit;
 };
 
 Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Kernel::~Kernel() = default;
 const ir::Function& Kernel::function() const { return *impl_->fn; }
-const Schedule& Kernel::schedule() const { return impl_->schedule; }
+const Schedule& Kernel::schedule() const { return impl_->jit->schedule; }
 
 Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& inputs) {
   if (inputs.size() != f.params.size())
@@ -40,31 +38,23 @@ Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std:
 
 Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const std::string& fn,
                                                      const std::string& target, const Schedule* schedule,
-                                                     const DimEnv& estimates) {
+                                                     const DimEnv& estimates, DumpStage dump_after,
+                                                     const std::function<void(const std::string&)>& dump) {
   auto impl = std::make_unique<Impl>();
   impl->module = m;
+  CompileRequest req;
+  req.module = &impl->module;
+  req.fn = fn;
+  req.profile = host_profile();  // the JIT runs here: this machine's rules
+  req.halide_target = target;    // "host", or a CPU profile's Halide target (which must run here)
+  req.schedule = schedule;
+  req.dims = estimates;
+  req.dump_after = dump_after;
+  req.dump = dump;
+  auto jit = compile_jit(req);
+  if (!jit.ok()) return jit.status();
   impl->fn = impl->module.find(fn);
-  if (!impl->fn) return Status::NotFound("no function `" + fn + "` in the program");
-  if (target != "host" && target.find("cuda") != std::string::npos)
-    return Status::Unsupported("JIT runs only on the host CPU; target `" + target + "` needs `mlk build`");
-  auto lowered = lower::lower_function(impl->module, fn);
-  if (!lowered.ok()) return lowered.status();
-  impl->lowered = std::move(lowered).value();
-  const Profile host = host_profile();
-  auto infos = lower::stage_infos(impl->lowered, estimates);
-  impl->schedule = schedule ? *schedule : schedule_from_knobs(infos, default_knobs(infos, host), host);
-  MLK_RETURN_IF_ERROR(lower::apply_schedule(impl->lowered, impl->schedule, false));
-  try {
-    // "host", or a CPU profile's Halide target (which must run here).
-    impl->target = target == "host" ? Halide::get_host_target() : Halide::Target(target);
-    impl->pipeline = Halide::Pipeline(impl->lowered.output);
-    if (!impl->schedule.autoscheduler.empty())
-      MLK_RETURN_IF_ERROR(lower::apply_autoscheduler(impl->lowered, impl->pipeline, impl->schedule.autoscheduler,
-                                                     estimates, impl->target));
-    impl->pipeline.compile_jit(impl->target);
-  } catch (const Halide::Error& e) {
-    return Status::InvalidArgument("Halide could not compile `" + fn + "`: " + e.what());
-  }
+  impl->jit = std::move(jit).value();
   return std::unique_ptr<Kernel>(new Kernel(std::move(impl)));
 }
 
@@ -110,14 +100,14 @@ Status Kernel::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, co
     return Status::InvalidArgument("`" + f.name + "` takes " + std::to_string(f.params.size()) + " tensors, got " +
                                    std::to_string(args.size()));
   try {
-    for (size_t i = 0; i < args.size(); ++i) impl_->lowered.inputs[i].set(wrap(args[i], f.params[i].type.dtype));
-    for (auto& [name, prm] : impl_->lowered.dim_params) {
+    for (size_t i = 0; i < args.size(); ++i) impl_->jit->lowered.inputs[i].set(wrap(args[i], f.params[i].type.dtype));
+    for (auto& [name, prm] : impl_->jit->lowered.dim_params) {
       auto it = dims.find(name);
       if (it == dims.end()) return Status::InvalidArgument("`" + f.name + "`: no value for dimension `" + name + "`");
       prm.set(static_cast<int32_t>(it->second));
     }
     Halide::Buffer<> ob = wrap(out, f.result_type.dtype);
-    impl_->pipeline.realize(ob, impl_->target);
+    impl_->jit->pipeline.realize(ob, impl_->jit->target);
   } catch (const Halide::Error& e) {
     return Status::InvalidArgument(std::string("`") + f.name + "` failed at run time: " + clean_runtime_error(e.what()));
   }
@@ -141,10 +131,10 @@ Status Kernel::RunInto(const std::vector<HostTensor>& inputs, const DimEnv& give
   if (!out_shape.ok()) return out_shape.status();
   if (out.dtype != f.result_type.dtype || out.shape != *out_shape) out = HostTensor(f.result_type.dtype, *out_shape);
   try {
-    for (size_t i = 0; i < inputs.size(); ++i) impl_->lowered.inputs[i].set(wrap(inputs[i]));
-    for (auto& [name, prm] : impl_->lowered.dim_params) prm.set(static_cast<int32_t>(env->at(name)));
+    for (size_t i = 0; i < inputs.size(); ++i) impl_->jit->lowered.inputs[i].set(wrap(inputs[i]));
+    for (auto& [name, prm] : impl_->jit->lowered.dim_params) prm.set(static_cast<int32_t>(env->at(name)));
     Halide::Buffer<> ob = wrap(out);
-    impl_->pipeline.realize(ob, impl_->target);
+    impl_->jit->pipeline.realize(ob, impl_->jit->target);
   } catch (const Halide::Error& e) {
     return Status::InvalidArgument(std::string("`") + f.name + "` failed at run time: " + clean_runtime_error(e.what()));
   }

@@ -2,6 +2,7 @@
 // tensors. The Halide-free face of scheduler/: callers never see Halide.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "lang/ir.h"
 #include "base/status.h"
 #include "lang/tensor.h"
+#include "scheduler/compile.h"
 #include "scheduler/schedule.h"
 #include "targets/abi.h"
 
@@ -21,14 +23,17 @@ class Kernel {
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
 
-  // Lowers `fn` (callees inlined), applies `schedule` (or the default
-  // schedule of the rules for this machine, with extents estimated from
-  // `estimates`) and compiles it with Halide's JIT for `target` ("host" is
-  // the only JIT target).
+  // Through the compile driver (scheduler/compile.h): lowers `fn` (callees
+  // inlined), applies `schedule` (or the default schedule of the rules for
+  // this machine, with extents estimated from `estimates`) and compiles it
+  // with Halide's JIT for `target` ("host", or the Halide target of a CPU
+  // profile this machine runs). `dump` receives the `dump_after` dump.
   static Expected<std::unique_ptr<Kernel>> CompileJit(const ir::Module& m, const std::string& fn,
                                                       const std::string& target = "host",
                                                       const Schedule* schedule = nullptr,
-                                                      const DimEnv& estimates = {});
+                                                      const DimEnv& estimates = {},
+                                                      DumpStage dump_after = DumpStage::kNone,
+                                                      const std::function<void(const std::string&)>& dump = {});
 
   // The schedule it was compiled with.
   const Schedule& schedule() const;

@@ -1,4 +1,5 @@
-// Lowering of the typed IR to Halide Funcs; one case per op. The numerics
+// Lowering of the typed IR to Halide Funcs; one rule per op (kLowerRules,
+// keyed by the op registry's ir::Op). The numerics
 // follow docs/numerics.md: F16/BF16 widen to F32 for arithmetic and round
 // back once per op; reductions accumulate in F32 (F64 for F64, the dtype itself
 // for integers).
@@ -7,7 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
+
+#include "lang/ops.h"
+
+#include "base/log.h"
 
 namespace mlk::lower {
 
@@ -151,7 +157,17 @@ class Lowerer {
     return p_.stages.back();
   }
 
- private:
+ public:
+  // --- what the lowering rules (kLowerRules below) build from ---
+
+  // A Func of the node's rank and dtype defined as `e` (over make_vars(rank)).
+  Value pure(const ir::Node& n, const char* what, Expr e) {
+    auto v = make_vars(n.type.shape.size());
+    Func f(fresh(what));
+    define(f, v, e);
+    return Value{f, n.type.dtype, static_cast<int>(v.size())};
+  }
+
   Value unary(const ir::Node& n, Frame& fr, const std::function<Expr(Expr)>& op) {
     Value a = lower(n.operands[0], fr);
     Func f(fresh(ir::op_name(n.op)));
@@ -297,6 +313,193 @@ class Lowerer {
     return {out, n.type.dtype, r};
   }
 
+  Value literal(const ir::Node& n) {
+    const DType dt = n.type.dtype;
+    const Halide::Type ct = compute_type(dt);
+    const std::string& t = n.literal;
+    Expr c = t == "true" ? Expr(true) : t == "false" ? Expr(false) : konst(ct, std::strtod(t.c_str(), nullptr));
+    if (dt == DType::Bool) c = Halide::cast(Halide::Bool(), c);
+    if (is_integer(dt)) {
+      // Parse integers exactly (doubles lose I64 precision).
+      c = Halide::cast(ct, Expr(static_cast<int64_t>(std::strtoll(t.c_str(), nullptr, 10))));
+    }
+    return pure(n, "const", round_to_dtype(dt, c));
+  }
+
+  Value where(const ir::Node& n, Frame& fr) {
+    auto vx = as_exprs(make_vars(n.type.shape.size()));
+    Value c = lower(n.operands[0], fr), a = lower(n.operands[1], fr), b = lower(n.operands[2], fr);
+    return pure(n, "where", Halide::select(c.at(vx), a.at(vx), b.at(vx)));
+  }
+
+  Value cast(const ir::Node& n, Frame& fr) {
+    const DType dt = n.type.dtype;
+    const Halide::Type ct = compute_type(dt);
+    Value a = lower(n.operands[0], fr);
+    Expr x = a.at(as_exprs(make_vars(n.type.shape.size())));
+    DType from = n.operands[0]->type.dtype;
+    Expr y;
+    if (dt == DType::Bool) y = x != Halide::cast(x.type(), 0);
+    else if (from == DType::Bool) y = Halide::cast(ct, Halide::select(x, 1, 0));
+    else y = Halide::cast(storage_type(dt), x);  // rounds to the target dtype
+    if (dt != DType::Bool) y = Halide::cast(ct, y);
+    return pure(n, "cast", y);
+  }
+
+  Value broadcast(const ir::Node& n, Frame& fr) {
+    auto v = make_vars(n.type.shape.size());
+    Value a = lower(n.operands[0], fr);
+    std::vector<Expr> idx;
+    for (int64_t ax : n.ints) idx.push_back(v[ax]);
+    return pure(n, "broadcast", a.at(idx));
+  }
+
+  Value transpose(const ir::Node& n, Frame& fr) {
+    const int rank = static_cast<int>(n.type.shape.size());
+    auto v = make_vars(rank);
+    Value a = lower(n.operands[0], fr);
+    std::vector<Expr> idx(rank);
+    for (int i = 0; i < rank; ++i) idx[n.ints[i]] = v[i];  // out axis i reads input axis perm[i]
+    return pure(n, "transpose", a.at(idx));
+  }
+
+  // Axes are matched in groups whose extents have equal products (D and
+  // [H, D / H]; [S, H, E] and [S, H * E]); index arithmetic stays within a
+  // group, so the common split of one axis needs no division at all. The
+  // extents are run-time parameters: a division per element would be a
+  // scalar integer division in the innermost loop.
+  Value reshape(const ir::Node& n, Frame& fr) {
+    auto v = make_vars(n.type.shape.size());
+    Value a = lower(n.operands[0], fr);
+    const Shape& in = n.operands[0]->type.shape;
+    const Shape& out = n.type.shape;
+    std::vector<Expr> idx(in.size());
+    size_t i = 0, j = 0;
+    while (i < out.size() || j < in.size()) {
+      const size_t i0 = i, j0 = j, ro = out.size() - i, ri = in.size() - j;
+      if (ro == 0 || ri == 0) {  // what is left has extent 1 (the checker proved the products equal)
+        for (; j < in.size(); ++j) idx[j] = Expr(0);
+        break;
+      }
+      auto [k, l] = reshape_group(in, out, i, j);
+      i += k;
+      j += l;
+      reshape_group_index(in, out, v, i0, i, j0, j, fr, idx);
+    }
+    return pure(n, "reshape", a.at(idx));
+  }
+
+  // The smallest group (k output axes from i, l input axes from j) with equal
+  // extents; failing that, everything left.
+  static std::pair<size_t, size_t> reshape_group(const Shape& in, const Shape& out, size_t i, size_t j) {
+    auto prod = [](const Shape& sh, size_t from, size_t count) {
+      Dim p = Dim::constant(1);
+      for (size_t k = from; k < from + count; ++k) p = p * sh[k];
+      return p;
+    };
+    const size_t ro = out.size() - i, ri = in.size() - j;
+    for (size_t total = 2; total <= ro + ri; ++total)
+      for (size_t kk = 1; kk < total; ++kk) {
+        size_t ll = total - kk;
+        if (kk <= ro && ll <= ri && prod(out, i, kk) == prod(in, j, ll)) return {kk, ll};
+      }
+    return {ro, ri};
+  }
+
+  // The input indices [j0, j) of the output axes [i0, i): flatten, then
+  // unflatten over the group's input axes; axes of extent 1 read index 0.
+  void reshape_group_index(const Shape& in, const Shape& out, const std::vector<Var>& v, size_t i0, size_t i, size_t j0,
+                           size_t j, const Frame& fr, std::vector<Expr>& idx) {
+    const Halide::Type i64 = Halide::Int(64);
+    Expr flat = Halide::cast(i64, 0);
+    for (size_t q = i0; q < i; ++q) flat = flat * dim(out[q], fr, i64) + Halide::cast(i64, v[q]);
+    std::vector<size_t> real;
+    for (size_t q = j0; q < j; ++q) {
+      if (in[q] == Dim::constant(1)) idx[q] = Expr(0);
+      else real.push_back(q);
+    }
+    for (size_t r = real.size(); r-- > 0;) {
+      const size_t q = real[r];
+      if (r == 0) {
+        idx[q] = Halide::cast(Halide::Int(32), flat);
+      } else {
+        Expr e = dim(in[q], fr, i64);
+        idx[q] = Halide::cast(Halide::Int(32), flat % e);
+        flat = flat / e;
+      }
+    }
+  }
+
+  Value gather(const ir::Node& n, Frame& fr) {
+    auto vx = as_exprs(make_vars(n.type.shape.size()));
+    Value t = lower(n.operands[0], fr), ix = lower(n.operands[1], fr);
+    int axis = static_cast<int>(n.ints[0]);
+    int ir = static_cast<int>(n.operands[1]->type.shape.size());
+    std::vector<Expr> iidx(vx.begin() + axis, vx.begin() + axis + ir);
+    Expr i = Halide::cast(Halide::Int(32), ix.at(iidx));
+    Expr extent = dim(n.operands[0]->type.shape[axis], fr);
+    std::vector<Expr> tidx(vx.begin(), vx.begin() + axis);
+    tidx.push_back(Halide::clamp(i, 0, extent - 1));
+    tidx.insert(tidx.end(), vx.begin() + axis + ir, vx.end());
+    Expr raw = ix.at(iidx);
+    // The message is tidied by Kernel::Run (see clean_runtime_error).
+    return pure(n, "gather", Halide::require(raw >= 0 && raw < Halide::cast(raw.type(), extent), t.at(tidx),
+                                             "gather index", raw, "is outside [0,", extent, ")"));
+  }
+
+  Value repeat_interleave(const ir::Node& n, Frame& fr) {
+    auto vx = as_exprs(make_vars(n.type.shape.size()));
+    Value a = lower(n.operands[0], fr);
+    std::vector<Expr> idx = vx;
+    idx[n.ints[0]] = idx[n.ints[0]] / dim(n.dims[0], fr);
+    return pure(n, "repeat", a.at(idx));
+  }
+
+  Value concat(const ir::Node& n, Frame& fr) {
+    auto vx = as_exprs(make_vars(n.type.shape.size()));
+    int axis = static_cast<int>(n.ints[0]);
+    Expr offset = 0;
+    Expr result;
+    std::vector<Value> xs;
+    std::vector<Expr> starts;
+    for (const auto& o : n.operands) {
+      xs.push_back(lower(o, fr));
+      starts.push_back(offset);
+      offset = offset + dim(o->type.shape[axis], fr);
+    }
+    for (size_t i = 0; i < xs.size(); ++i) {
+      std::vector<Expr> idx = vx;
+      Expr ext = dim(n.operands[i]->type.shape[axis], fr);
+      idx[axis] = Halide::clamp(vx[axis] - starts[i], 0, ext - 1);
+      Expr val = xs[i].at(idx);
+      result = result.defined() ? Halide::select(vx[axis] >= starts[i], val, result) : val;
+    }
+    return pure(n, "concat", result);
+  }
+
+  Value slice(const ir::Node& n, Frame& fr) {
+    auto vx = as_exprs(make_vars(n.type.shape.size()));
+    Value a = lower(n.operands[0], fr);
+    std::vector<Expr> idx = vx;
+    idx[n.ints[0]] = idx[n.ints[0]] + dim(n.dims[0], fr);
+    return pure(n, "slice", a.at(idx));
+  }
+
+  Value iota(const ir::Node& n) {
+    auto v = make_vars(n.type.shape.size());
+    return pure(n, "iota", Halide::cast(compute_type(n.type.dtype), v[n.ints[0]]));
+  }
+
+  Value call(const ir::Node& n, Frame& fr) {
+    const ir::Function* callee = m_.find(n.callee);
+    MLK_CHECK(callee != nullptr, "lower: call of a function missing from the module");
+    Frame inner;
+    for (const auto& o : n.operands) inner.args.push_back(lower(o, fr));
+    for (size_t i = 0; i < callee->dim_vars.size(); ++i) inner.dims[callee->dim_vars[i]] = dim(n.dims[i], fr);
+    return call_function(*callee, inner);
+  }
+
+ private:
   Value lower_node(const ir::Node& n, Frame& fr);
 
   const ir::Module& m_;
@@ -312,208 +515,99 @@ class Lowerer {
   }
 };
 
-Value Lowerer::lower_node(const ir::Node& n, Frame& fr) {
-  using ir::Op;
-  const DType dt = n.type.dtype;
-  const int rank = static_cast<int>(n.type.shape.size());
-  const Halide::Type ct = compute_type(dt);
-  auto v = make_vars(rank);
-  auto vx = as_exprs(v);
-  auto pure = [&](const char* what, Expr e) {
-    Func f(fresh(what));
-    define(f, v, e);
-    return Value{f, dt, rank};
-  };
-  switch (n.op) {
-    case Op::kParam: return fr.args.at(n.index);
-    case Op::kLiteral:
-    case Op::kFull: {
-      const std::string& t = n.literal;
-      Expr c = t == "true" ? Expr(true) : t == "false" ? Expr(false)
-                                                        : konst(ct, std::strtod(t.c_str(), nullptr));
-      if (dt == DType::Bool) c = Halide::cast(Halide::Bool(), c);
-      if (is_integer(dt)) {
-        // Parse integers exactly (doubles lose I64 precision).
-        c = Halide::cast(ct, Expr(static_cast<int64_t>(std::strtoll(t.c_str(), nullptr, 10))));
-      }
-      return pure("const", round_to_dtype(dt, c));
-    }
-    case Op::kNeg: return unary(n, fr, [](Expr a) { return -a; });
-    case Op::kNot: return unary(n, fr, [](Expr a) { return !a; });
-    case Op::kAdd: return binary(n, fr, [](Expr a, Expr b) { return a + b; });
-    case Op::kSub: return binary(n, fr, [](Expr a, Expr b) { return a - b; });
-    case Op::kMul: return binary(n, fr, [](Expr a, Expr b) { return a * b; });
-    case Op::kDiv:
-      return binary(n, fr, [&](Expr a, Expr b) { return is_integer(dt) ? floor_div_int(a, b) : a / b; });
-    case Op::kEq: return binary(n, fr, [](Expr a, Expr b) { return a == b; });
-    case Op::kNe: return binary(n, fr, [](Expr a, Expr b) { return a != b; });
-    case Op::kLt: return binary(n, fr, [](Expr a, Expr b) { return a < b; });
-    case Op::kLe: return binary(n, fr, [](Expr a, Expr b) { return a <= b; });
-    case Op::kGt: return binary(n, fr, [](Expr a, Expr b) { return a > b; });
-    case Op::kGe: return binary(n, fr, [](Expr a, Expr b) { return a >= b; });
-    case Op::kAnd: return binary(n, fr, [](Expr a, Expr b) { return a && b; });
-    case Op::kOr: return binary(n, fr, [](Expr a, Expr b) { return a || b; });
-    case Op::kExp: return unary(n, fr, [](Expr a) { return Halide::exp(a); });
-    case Op::kLog: return unary(n, fr, [](Expr a) { return Halide::log(a); });
-    case Op::kSqrt: return unary(n, fr, [](Expr a) { return Halide::sqrt(a); });
-    case Op::kRsqrt: return unary(n, fr, [](Expr a) { return Halide::cast(a.type(), 1) / Halide::sqrt(a); });
-    case Op::kTanh: return unary(n, fr, [](Expr a) { return Halide::tanh(a); });
-    case Op::kSigmoid:
-      return unary(n, fr, [](Expr a) { return Halide::cast(a.type(), 1) / (Halide::cast(a.type(), 1) + Halide::exp(-a)); });
-    case Op::kAbs: return unary(n, fr, [](Expr a) { return Halide::cast(a.type(), Halide::abs(a)); });
-    case Op::kRelu: return unary(n, fr, [](Expr a) { return Halide::max(a, Halide::cast(a.type(), 0)); });
-    case Op::kErf: return unary(n, fr, [](Expr a) { return erf_approx(a); });
-    case Op::kMax: return binary(n, fr, [](Expr a, Expr b) { return Halide::max(a, b); });
-    case Op::kMin: return binary(n, fr, [](Expr a, Expr b) { return Halide::min(a, b); });
-    case Op::kPow: return binary(n, fr, [](Expr a, Expr b) { return Halide::pow(a, b); });
-    case Op::kWhere: {
-      Value c = lower(n.operands[0], fr), a = lower(n.operands[1], fr), b = lower(n.operands[2], fr);
-      return pure("where", Halide::select(c.at(vx), a.at(vx), b.at(vx)));
-    }
-    case Op::kCast: {
-      Value a = lower(n.operands[0], fr);
-      Expr x = a.at(vx);
-      DType from = n.operands[0]->type.dtype;
-      Expr y;
-      if (dt == DType::Bool) y = x != Halide::cast(x.type(), 0);
-      else if (from == DType::Bool) y = Halide::cast(ct, Halide::select(x, 1, 0));
-      else y = Halide::cast(storage_type(dt), x);  // rounds to the target dtype
-      if (dt != DType::Bool) y = Halide::cast(ct, y);
-      return pure("cast", y);
-    }
-    case Op::kSum:
-    case Op::kMean:
-    case Op::kReduceMax:
-    case Op::kReduceMin: return reduce(n, fr);
-    case Op::kBroadcast: {
-      Value a = lower(n.operands[0], fr);
-      std::vector<Expr> idx;
-      for (int64_t ax : n.ints) idx.push_back(v[ax]);
-      return pure("broadcast", a.at(idx));
-    }
-    case Op::kMatmul: return matmul(n, fr);
-    case Op::kTranspose: {
-      Value a = lower(n.operands[0], fr);
-      std::vector<Expr> idx(rank);
-      for (int i = 0; i < rank; ++i) idx[n.ints[i]] = v[i];  // out axis i reads input axis perm[i]
-      return pure("transpose", a.at(idx));
-    }
-    case Op::kReshape: {
-      // Axes are matched in groups whose extents have equal products (D and
-      // [H, D / H]; [S, H, E] and [S, H * E]); index arithmetic stays within a
-      // group, so the common split of one axis needs no division at all. The
-      // extents are run-time parameters: a division per element would be a
-      // scalar integer division in the innermost loop.
-      Value a = lower(n.operands[0], fr);
-      const Shape& in = n.operands[0]->type.shape;
-      const Shape& out = n.type.shape;
-      std::vector<Expr> idx(in.size());
-      const Halide::Type i64 = Halide::Int(64);
-      auto prod = [](const Shape& sh, size_t from, size_t count) {
-        Dim p = Dim::constant(1);
-        for (size_t k = from; k < from + count; ++k) p = p * sh[k];
-        return p;
-      };
-      size_t i = 0, j = 0;
-      while (i < out.size() || j < in.size()) {
-        const size_t i0 = i, j0 = j, ro = out.size() - i, ri = in.size() - j;
-        if (ro == 0 || ri == 0) {  // what is left has extent 1 (the checker proved the products equal)
-          for (; j < in.size(); ++j) idx[j] = Expr(0);
-          break;
-        }
-        // The smallest group (k output axes, l input axes) with equal extents;
-        // failing that, everything left.
-        size_t k = ro, l = ri;
-        bool found = false;
-        for (size_t total = 2; total <= ro + ri && !found; ++total)
-          for (size_t kk = 1; kk < total && !found; ++kk) {
-            size_t ll = total - kk;
-            if (kk <= ro && ll <= ri && prod(out, i, kk) == prod(in, j, ll)) k = kk, l = ll, found = true;
-          }
-        i += k;
-        j += l;
-        Expr flat = Halide::cast(i64, 0);
-        for (size_t q = i0; q < i; ++q) flat = flat * dim(out[q], fr, i64) + Halide::cast(i64, v[q]);
-        // Unflatten over the group's input axes; axes of extent 1 read index 0.
-        std::vector<size_t> real;
-        for (size_t q = j0; q < j; ++q) {
-          if (in[q] == Dim::constant(1)) idx[q] = Expr(0);
-          else real.push_back(q);
-        }
-        for (size_t r = real.size(); r-- > 0;) {
-          const size_t q = real[r];
-          if (r == 0) {
-            idx[q] = Halide::cast(Halide::Int(32), flat);
-          } else {
-            Expr e = dim(in[q], fr, i64);
-            idx[q] = Halide::cast(Halide::Int(32), flat % e);
-            flat = flat / e;
-          }
-        }
-      }
-      return pure("reshape", a.at(idx));
-    }
-    case Op::kSoftmax: return softmax(n, fr);
-    case Op::kGather: {
-      Value t = lower(n.operands[0], fr), ix = lower(n.operands[1], fr);
-      int axis = static_cast<int>(n.ints[0]);
-      int ir = static_cast<int>(n.operands[1]->type.shape.size());
-      std::vector<Expr> iidx(vx.begin() + axis, vx.begin() + axis + ir);
-      Expr i = Halide::cast(Halide::Int(32), ix.at(iidx));
-      Expr extent = dim(n.operands[0]->type.shape[axis], fr);
-      std::vector<Expr> tidx(vx.begin(), vx.begin() + axis);
-      tidx.push_back(Halide::clamp(i, 0, extent - 1));
-      tidx.insert(tidx.end(), vx.begin() + axis + ir, vx.end());
-      Expr raw = ix.at(iidx);
-      // The message is tidied by Kernel::Run (see clean_runtime_error).
-      return pure("gather", Halide::require(raw >= 0 && raw < Halide::cast(raw.type(), extent), t.at(tidx),
-                                            "gather index", raw, "is outside [0,", extent, ")"));
-    }
-    case Op::kRepeatInterleave: {
-      Value a = lower(n.operands[0], fr);
-      std::vector<Expr> idx = vx;
-      idx[n.ints[0]] = idx[n.ints[0]] / dim(n.dims[0], fr);
-      return pure("repeat", a.at(idx));
-    }
-    case Op::kConcat: {
-      int axis = static_cast<int>(n.ints[0]);
-      Expr offset = 0;
-      Expr result;
-      std::vector<Value> xs;
-      std::vector<Expr> starts;
-      for (const auto& o : n.operands) {
-        xs.push_back(lower(o, fr));
-        starts.push_back(offset);
-        offset = offset + dim(o->type.shape[axis], fr);
-      }
-      for (size_t i = 0; i < xs.size(); ++i) {
-        std::vector<Expr> idx = vx;
-        Expr ext = dim(n.operands[i]->type.shape[axis], fr);
-        idx[axis] = Halide::clamp(vx[axis] - starts[i], 0, ext - 1);
-        Expr val = xs[i].at(idx);
-        result = result.defined() ? Halide::select(vx[axis] >= starts[i], val, result) : val;
-      }
-      return pure("concat", result);
-    }
-    case Op::kSlice: {
-      Value a = lower(n.operands[0], fr);
-      std::vector<Expr> idx = vx;
-      idx[n.ints[0]] = idx[n.ints[0]] + dim(n.dims[0], fr);
-      return pure("slice", a.at(idx));
-    }
-    case Op::kIota: return pure("iota", Halide::cast(ct, v[n.ints[0]]));
-    case Op::kCall: {
-      const ir::Function* callee = m_.find(n.callee);
-      MLK_CHECK(callee != nullptr, "lower: call of a function missing from the module");
-      Frame inner;
-      for (const auto& o : n.operands) inner.args.push_back(lower(o, fr));
-      for (size_t i = 0; i < callee->dim_vars.size(); ++i) inner.dims[callee->dim_vars[i]] = dim(n.dims[i], fr);
-      return call_function(*callee, inner);
-    }
-  }
-  MLK_CHECK(false, "lower: unhandled op");
-  return {};
+// The Halide lowering of each op, keyed by ir::Op: the scheduler's half of
+// the op registry (lang/ops.def names the ops; lang/ stays Halide-free). The
+// static_asserts below prove it has one row per op, in ops.def's order.
+using Frame = Lowerer::Frame;
+using LowerFn = Value (*)(Lowerer&, const ir::Node&, Frame&);
+struct LowerRule {
+  ir::Op op;
+  LowerFn fn;
+};
+using N = const ir::Node;
+
+constexpr LowerRule kLowerRules[] = {
+    {ir::Op::kParam, [](Lowerer&, N& n, Frame& fr) { return fr.args.at(n.index); }},
+    {ir::Op::kLiteral, [](Lowerer& l, N& n, Frame&) { return l.literal(n); }},
+    {ir::Op::kNeg, [](Lowerer& l, N& n, Frame& fr) { return l.unary(n, fr, [](Expr a) { return -a; }); }},
+    {ir::Op::kNot, [](Lowerer& l, N& n, Frame& fr) { return l.unary(n, fr, [](Expr a) { return !a; }); }},
+    {ir::Op::kAdd, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a + b; }); }},
+    {ir::Op::kSub, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a - b; }); }},
+    {ir::Op::kMul, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a * b; }); }},
+    {ir::Op::kDiv,
+     [](Lowerer& l, N& n, Frame& fr) {
+       bool integer = is_integer(n.type.dtype);
+       return l.binary(n, fr, [integer](Expr a, Expr b) { return integer ? floor_div_int(a, b) : a / b; });
+     }},
+    {ir::Op::kEq, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a == b; }); }},
+    {ir::Op::kNe, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a != b; }); }},
+    {ir::Op::kLt, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a < b; }); }},
+    {ir::Op::kLe, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a <= b; }); }},
+    {ir::Op::kGt, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a > b; }); }},
+    {ir::Op::kGe, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a >= b; }); }},
+    {ir::Op::kAnd, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a && b; }); }},
+    {ir::Op::kOr, [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return a || b; }); }},
+    {ir::Op::kExp, [](Lowerer& l, N& n, Frame& fr) { return l.unary(n, fr, [](Expr a) { return Halide::exp(a); }); }},
+    {ir::Op::kLog, [](Lowerer& l, N& n, Frame& fr) { return l.unary(n, fr, [](Expr a) { return Halide::log(a); }); }},
+    {ir::Op::kSqrt, [](Lowerer& l, N& n, Frame& fr) { return l.unary(n, fr, [](Expr a) { return Halide::sqrt(a); }); }},
+    {ir::Op::kRsqrt,
+     [](Lowerer& l, N& n, Frame& fr) {
+       return l.unary(n, fr, [](Expr a) { return Halide::cast(a.type(), 1) / Halide::sqrt(a); });
+     }},
+    {ir::Op::kTanh, [](Lowerer& l, N& n, Frame& fr) { return l.unary(n, fr, [](Expr a) { return Halide::tanh(a); }); }},
+    {ir::Op::kSigmoid,
+     [](Lowerer& l, N& n, Frame& fr) {
+       return l.unary(n, fr, [](Expr a) {
+         return Halide::cast(a.type(), 1) / (Halide::cast(a.type(), 1) + Halide::exp(-a));
+       });
+     }},
+    {ir::Op::kAbs,
+     [](Lowerer& l, N& n, Frame& fr) { return l.unary(n, fr, [](Expr a) { return Halide::cast(a.type(), Halide::abs(a)); }); }},
+    {ir::Op::kRelu,
+     [](Lowerer& l, N& n, Frame& fr) {
+       return l.unary(n, fr, [](Expr a) { return Halide::max(a, Halide::cast(a.type(), 0)); });
+     }},
+    {ir::Op::kErf, [](Lowerer& l, N& n, Frame& fr) { return l.unary(n, fr, [](Expr a) { return erf_approx(a); }); }},
+    {ir::Op::kMax,
+     [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return Halide::max(a, b); }); }},
+    {ir::Op::kMin,
+     [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return Halide::min(a, b); }); }},
+    {ir::Op::kPow,
+     [](Lowerer& l, N& n, Frame& fr) { return l.binary(n, fr, [](Expr a, Expr b) { return Halide::pow(a, b); }); }},
+    {ir::Op::kWhere, [](Lowerer& l, N& n, Frame& fr) { return l.where(n, fr); }},
+    {ir::Op::kCast, [](Lowerer& l, N& n, Frame& fr) { return l.cast(n, fr); }},
+    {ir::Op::kSum, [](Lowerer& l, N& n, Frame& fr) { return l.reduce(n, fr); }},
+    {ir::Op::kMean, [](Lowerer& l, N& n, Frame& fr) { return l.reduce(n, fr); }},
+    {ir::Op::kReduceMax, [](Lowerer& l, N& n, Frame& fr) { return l.reduce(n, fr); }},
+    {ir::Op::kReduceMin, [](Lowerer& l, N& n, Frame& fr) { return l.reduce(n, fr); }},
+    {ir::Op::kBroadcast, [](Lowerer& l, N& n, Frame& fr) { return l.broadcast(n, fr); }},
+    {ir::Op::kMatmul, [](Lowerer& l, N& n, Frame& fr) { return l.matmul(n, fr); }},
+    {ir::Op::kTranspose, [](Lowerer& l, N& n, Frame& fr) { return l.transpose(n, fr); }},
+    {ir::Op::kReshape, [](Lowerer& l, N& n, Frame& fr) { return l.reshape(n, fr); }},
+    {ir::Op::kSoftmax, [](Lowerer& l, N& n, Frame& fr) { return l.softmax(n, fr); }},
+    {ir::Op::kGather, [](Lowerer& l, N& n, Frame& fr) { return l.gather(n, fr); }},
+    {ir::Op::kRepeatInterleave, [](Lowerer& l, N& n, Frame& fr) { return l.repeat_interleave(n, fr); }},
+    {ir::Op::kConcat, [](Lowerer& l, N& n, Frame& fr) { return l.concat(n, fr); }},
+    {ir::Op::kSlice, [](Lowerer& l, N& n, Frame& fr) { return l.slice(n, fr); }},
+    {ir::Op::kIota, [](Lowerer& l, N& n, Frame&) { return l.iota(n); }},
+    {ir::Op::kFull, [](Lowerer& l, N& n, Frame&) { return l.literal(n); }},
+    {ir::Op::kCall, [](Lowerer& l, N& n, Frame& fr) { return l.call(n, fr); }},
+};
+
+constexpr bool lower_rules_in_order() {
+  for (size_t i = 0; i < std::size(kLowerRules); ++i)
+    if (static_cast<size_t>(kLowerRules[i].op) != i) return false;
+  return true;
 }
+static_assert(std::size(kLowerRules) == ir::kOpCount, "a lowering for every op of lang/ops.def");
+static_assert(lower_rules_in_order(), "kLowerRules follows the order of lang/ops.def");
+
+Value Lowerer::lower_node(const ir::Node& n, Frame& fr) {
+  size_t i = static_cast<size_t>(n.op);
+  MLK_CHECK(i < ir::kOpCount, "lower: not an op");
+  return kLowerRules[i].fn(*this, n, fr);
+}
+
 
 }  // namespace
 
@@ -526,7 +620,9 @@ namespace {
 class Reporter : public Halide::CompileTimeErrorReporter {
  public:
   void warning(const char* msg) override {
-    if (std::getenv("MLK_HALIDE_WARNINGS")) std::fprintf(stderr, "Halide warning: %s", msg);
+    if (!std::getenv("MLK_HALIDE_WARNINGS")) return;
+    std::string_view m(msg);  // ends with a newline; the sink adds its own
+    log_line(LogLevel::kWarning, "Halide warning: " + std::string(m.substr(0, m.size() - m.ends_with('\n'))));
   }
   [[noreturn]] void error(const char* msg) override { throw Halide::CompileError(msg); }
 };

@@ -7,14 +7,23 @@
 // tiles, elementwise chains inlined, innermost dimensions vectorised,
 // outermost parallel; on GPU profiles every root stage tiled over blocks and
 // threads.
+//
+// Each knob is declared once, in the knob registry (scheduler/rules_knobs.h);
+// each stage kind's rule is its own file (rules_cpu_matmul.cpp,
+// rules_cpu_reduction.cpp, rules_cpu_elementwise.cpp, rules_gpu.cpp) behind
+// the Rule interface below; rules.cpp dispatches to them.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <string_view>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "scheduler/rules_knobs.h"
 #include "scheduler/schedule.h"
+#include "scheduler/space_version.h"
 #include "targets/profile.h"
 
 namespace mlk {
@@ -37,7 +46,46 @@ Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p);
 std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profile& p);
 Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p);
 
-// Bumped whenever rules or knob spaces change meaning; part of the cache key.
-constexpr const char* kScheduleSpaceVersion = "rules-5";
+// Checks knobs read from outside (a tuning log): every stage is one of
+// `stages`, every knob is registered for the profile kind and the stage's
+// kind, and every value is one of its choices. Errors name the stage and knob.
+Status check_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p);
+
+// --- the rule interface ------------------------------------------------------
+
+// What a rule sees besides its stage and that stage's knob values.
+struct RuleContext {
+  const std::vector<StageInfo>& stages;
+  const StageInfo* output;        // the output stage, or null
+  const StageInfo* output_owner;  // the stage whose rule schedules the output too (see Rule), or null
+  const Profile& profile;
+  int lanes;                      // vector_lanes(profile)
+};
+
+// The rule of some stage kinds on one profile kind.
+struct Rule {
+  std::string_view name;
+  bool gpu;                          // the rule of GPU profiles (else of CPU profiles)
+  std::vector<StageInfo::Kind> kinds;
+  // Appends the directives of `s` to out.stages[s.name] (an empty list is
+  // dropped); the rule of ctx.output_owner writes the output's too.
+  void (*schedule)(const RuleContext& ctx, const StageInfo& s, const KnobValues& k, Schedule& out);
+  // Whether `s` with knobs `k` schedules the output as well (the output's own
+  // rule then does not run). Null: never. The last such stage is the owner.
+  bool (*owns_output)(const RuleContext& ctx, const StageInfo& s, const KnobValues& k) = nullptr;
+  // The knob values of seed plan `plan` (0, 1: see seed_knobs) for `s`; each
+  // is used where it lies in the knob space. Null: none.
+  std::vector<std::pair<Knob, int64_t>> (*seed)(const RuleContext& ctx, const StageInfo& s, int plan) = nullptr;
+};
+
+extern const Rule kCpuMatmulRule;       // matmulN
+extern const Rule kCpuReductionRule;    // reductionN, softmax_maxN, softmax_expN, softmax_sumN
+extern const Rule kCpuElementwiseRule;  // output, operandN
+extern const Rule kGpuRule;             // every stage but inputs and operands
+// The rule for stage `s` on profile `p`, or null (inputs; operands on GPUs).
+const Rule* rule_for(const StageInfo& s, const Profile& p);
+
+// kScheduleSpaceVersion (scheduler/space_version.h) is bumped whenever rules
+// or knob spaces change meaning; it is part of the cache key.
 
 }  // namespace mlk

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "base/sha256.h"
+#include "scheduler/directives.h"
 
 namespace mlk {
 
@@ -78,29 +79,6 @@ std::string Schedule::hash() const { return sha256_hex(to_json()); }
 
 namespace {
 
-struct OpSpec {
-  int vars;     // -1: any number >= 1
-  int factors;  // -1: 0 or 1
-  bool at;      // needs at_stage/at_var
-  bool gpu;
-};
-
-const std::map<std::string, OpSpec>& op_specs() {
-  static const std::map<std::string, OpSpec> m = {
-      {"split", {3, 1, false, false}},        {"tile", {6, 2, false, false}},
-      {"fuse", {3, 0, false, false}},         {"reorder", {-1, 0, false, false}},
-      {"vectorize", {1, -1, false, false}},   {"unroll", {1, -1, false, false}},
-      {"parallel", {1, 0, false, false}},     {"compute_root", {0, 0, false, false}},
-      {"compute_inline", {0, 0, false, false}}, {"store_root", {0, 0, false, false}},
-      {"compute_at", {0, 0, true, false}},    {"store_at", {0, 0, true, false}},
-      {"rfactor", {2, 1, false, false}},      {"rfactor_vector", {2, 1, false, false}},
-      {"gpu_blocks", {-1, 0, false, true}},
-      {"gpu_threads", {-1, 0, false, true}},  {"gpu_single_thread", {0, 0, false, true}},
-      {"gpu_tile", {-1, -2, false, true}},    {"stage_shared", {0, 0, true, true}},
-  };
-  return m;
-}
-
 std::string describe(const Directive& d, size_t i) {
   std::string s = "directive " + std::to_string(i) + " `" + d.op + "(";
   for (size_t k = 0; k < d.vars.size(); ++k) s += (k ? ", " : "") + d.vars[k];
@@ -135,7 +113,7 @@ Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages
     for (int i = 0; i < st.rank; ++i) vars[st.name].insert("a" + std::to_string(i));
     for (int i = 0; i < st.rvars; ++i) vars[st.name].insert("r" + std::to_string(i));
   }
-  // Pass 1: names introduced by each stage's directives.
+  // Pass 1: each directive against its kind's forms; names introduced.
   for (const auto& [name, ds] : s.stages) {
     if (!by_name.count(name)) {
       std::string known;
@@ -145,51 +123,31 @@ Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages
     for (size_t i = 0; i < ds.size(); ++i) {
       const Directive& d = ds[i];
       std::string where = "schedule: stage `" + name + "` " + describe(d, i);
-      auto it = op_specs().find(d.op);
-      if (it == op_specs().end()) return Status::InvalidArgument(where + ": unknown directive `" + d.op + "`");
-      const OpSpec& spec = it->second;
-      if (spec.gpu && !gpu) return Status::InvalidArgument(where + ": a GPU directive, but the target profile is a CPU profile");
-      bool nvars_ok = spec.vars == -1 ? !d.vars.empty()
-                                      : static_cast<int>(d.vars.size()) == spec.vars;
-      if (d.op == "gpu_tile") nvars_ok = d.vars.size() == 3 || d.vars.size() == 6;
-      if (!nvars_ok) return Status::InvalidArgument(where + ": wrong number of variables");
-      size_t want_f = spec.factors >= 0 ? static_cast<size_t>(spec.factors) : d.op == "gpu_tile" ? d.vars.size() / 3 : d.factors.size();
-      if (d.factors.size() != want_f || (spec.factors == -1 && d.factors.size() > 1))
+      const DirectiveKind* kind = find_directive(d.op);
+      if (!kind) return Status::InvalidArgument(where + ": unknown directive `" + d.op + "`");
+      if (kind->gpu && !gpu) return Status::InvalidArgument(where + ": a GPU directive, but the target profile is a CPU profile");
+      const DirectiveForm* form = nullptr;
+      for (const auto& f : kind->forms)
+        if (f.variadic ? !d.vars.empty() : d.vars.size() == f.vars.size()) form = &f;
+      if (!form) return Status::InvalidArgument(where + ": wrong number of variables");
+      if (static_cast<int>(d.factors.size()) < form->min_factors || static_cast<int>(d.factors.size()) > form->max_factors)
         return Status::InvalidArgument(where + ": wrong number of factors");
       for (int64_t f : d.factors)
         if (f < 1 || f > 65536) return Status::InvalidArgument(where + ": factor " + std::to_string(f) + " must be in [1, 65536]");
-      if (spec.at && (d.at_stage.empty() || d.at_var.empty()))
+      if (kind->at != AtRole::kNone && (d.at_stage.empty() || d.at_var.empty()))
         return Status::InvalidArgument(where + ": needs at_stage and at_var");
       if (d.update >= 0 && d.update >= (by_name[name]->rvars > 0 ? 1 : 0))
         return Status::InvalidArgument(where + ": stage has no update definition " + std::to_string(d.update));
       // Variables read must exist; names introduced are added.
-      auto need = [&](const std::string& v) -> Status {
+      for (size_t k = 0; k < d.vars.size(); ++k) {
+        const VarRole role = form->variadic ? VarRole::kRead : form->vars[k];
+        const std::string& v = d.vars[k];
+        if (role == VarRole::kNew) vars[name].insert(v);
+        if (role != VarRole::kRead && role != VarRole::kReduction) continue;
         if (!vars[name].count(v))
           return Status::InvalidArgument(where + ": unknown variable `" + v + "` of stage `" + name + "`");
-        return Status::Ok();
-      };
-      if (d.op == "split") {
-        MLK_RETURN_IF_ERROR(need(d.vars[0]));
-        vars[name].insert(d.vars[1]);
-        vars[name].insert(d.vars[2]);
-      } else if (d.op == "tile" || (d.op == "gpu_tile" && d.vars.size() == 6)) {
-        MLK_RETURN_IF_ERROR(need(d.vars[0]));
-        MLK_RETURN_IF_ERROR(need(d.vars[1]));
-        for (int k = 2; k < 6; ++k) vars[name].insert(d.vars[k]);
-      } else if (d.op == "gpu_tile") {
-        MLK_RETURN_IF_ERROR(need(d.vars[0]));
-        vars[name].insert(d.vars[1]);
-        vars[name].insert(d.vars[2]);
-      } else if (d.op == "fuse") {
-        MLK_RETURN_IF_ERROR(need(d.vars[0]));
-        MLK_RETURN_IF_ERROR(need(d.vars[1]));
-        vars[name].insert(d.vars[2]);
-      } else if (d.op == "rfactor" || d.op == "rfactor_vector") {
-        MLK_RETURN_IF_ERROR(need(d.vars[0]));
-        if (d.vars[0].empty() || d.vars[0][0] != 'r')
+        if (role == VarRole::kReduction && v[0] != 'r')
           return Status::InvalidArgument(where + ": rfactor needs a reduction variable (r0, r1, ...)");
-      } else {
-        for (const auto& v : d.vars) MLK_RETURN_IF_ERROR(need(v));
       }
     }
   }
@@ -197,9 +155,10 @@ Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages
   for (const auto& [name, ds] : s.stages)
     for (size_t i = 0; i < ds.size(); ++i) {
       const Directive& d = ds[i];
-      if (!op_specs().at(d.op).at) continue;
+      const AtRole at = find_directive(d.op)->at;
+      if (at == AtRole::kNone) continue;
       std::string where = "schedule: stage `" + name + "` " + describe(d, i);
-      if (d.op == "stage_shared") {
+      if (at == AtRole::kInputShared) {
         if (!by_name.count(d.at_stage) || by_name[d.at_stage]->kind != StageInfo::Kind::kInput)
           return Status::InvalidArgument(where + ": `" + d.at_stage + "` is not an input stage (load_<param>)");
         if (!vars[name].count(d.at_var))

@@ -7,24 +7,9 @@
 // pure variables by .tl axis (a0 outermost), r0.. its reduction variables;
 // split/tile/fuse/rfactor introduce the names they are given.
 //
-// Directives (fields used):
-//   split      vars=[v, outer, inner] factors=[f]
-//   tile       vars=[x, y, xo, yo, xi, yi] factors=[fx, fy]
-//   fuse       vars=[inner, outer, fused]
-//   reorder    vars=[innermost, ..., outermost]
-//   vectorize  vars=[v] factors=[f]?     unroll vars=[v] factors=[f]?
-//   parallel   vars=[v]
-//   compute_root | compute_inline | store_root
-//   compute_at / store_at   at_stage, at_var
-//   rfactor    vars=[r, u] factors=[f]: split r by f and compute the partial
-//              reductions over the outer part in a new stage, parallel over u
-//   rfactor_vector vars=[r, u] factors=[f]: split r by f and compute f partial
-//              reductions side by side (vectorised over u) per point of the
-//              stage, then combine them: a vectorised reduction along r
-//   gpu_blocks vars=[..]   gpu_threads vars=[..]   gpu_single_thread
-//   gpu_tile   vars=[x, y, xo, yo, xi, yi] factors=[fx, fy] (or [x, xo, xi], [f])
-//   stage_shared at_stage=<input stage, e.g. "load_a"> at_var=<block var>:
-//              stage that input tile in GPU shared memory per block
+// Directives: the kinds, their arguments (vars, factors, at_stage/at_var)
+// and their meaning are declared once, in the directive registry
+// (scheduler/directives.h); docs/schedules.md tabulates them.
 // `update` >= 0 applies the directive to that update definition.
 #pragma once
 
@@ -82,9 +67,11 @@ struct StageInfo {
   std::vector<std::string> direct_inputs;  // input stages (load_<param>) it reads directly
 };
 
-// Checks a schedule against the stages before any Halide call: known stages,
-// known (or introduced) variables, positive factors, GPU directives only on
-// GPU profiles. Errors name the stage and the directive.
+// The one validator, for every schedule (read from JSON or made by a rule),
+// run by apply_schedule before any Halide call: known stages, directives of
+// the registry with their arguments' forms, known (or introduced) variables,
+// factors in [1, 65536], GPU directives only on GPU profiles. Errors name the
+// stage and the directive.
 Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages, bool gpu);
 
 // The Halide autoschedulers mlk can run for a profile kind.

@@ -58,7 +58,7 @@ import sys
 import tempfile
 import tokenize
 
-SOURCE_DIRS = ["autotune", "bench", "cache", "cli", "interop", "lang", "python", "runtime", "scheduler", "service",
+SOURCE_DIRS = ["autotune", "bench", "cache", "cli", "client", "interop", "lang", "python", "runtime", "scheduler", "service",
                "targets", "examples", "scripts"]
 C_EXT = (".cpp", ".cc", ".c", ".h", ".hpp")
 EXTERNAL_TOOLS = {

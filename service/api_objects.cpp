@@ -3,6 +3,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "base/log.h"
 #include "cache/manifest.h"
 #include "service/api_internal.h"
 
@@ -151,7 +152,7 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
   if (put.code() == Status::Code::kNotFound) return reject(c, 409, "missing_blobs", put.message());
   if (!put.ok()) return reject(c, http_status(put), put.code() == Status::Code::kInvalidArgument ? "bad_request" : "store_error", put.message());
   Status un = unstage(c.db(), c.ns, digests);
-  if (!un.ok()) std::fprintf(stderr, "mlk serve: note: %s (the namespace stays charged for them until they expire)\n", un.message().c_str());
+  if (!un.ok()) log_linef(LogLevel::kNote, "mlk serve: note: %s (the namespace stays charged for them until they expire)", un.message().c_str());
   c.api.metrics().bytes_received(c.ns, static_cast<int64_t>(b.bytes.size()));
   return json_text(201, json{{"namespace", c.ns}, {"key", key}, {"size", size}}.dump());
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/log.h"
 #include "service/sha256_stream.h"
 
 namespace mlk::service {
@@ -183,8 +184,8 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   });
   if (o.access_log)
     h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      std::fprintf(stderr, "%s %s %s -> %d (%zu bytes)\n", req.remote_addr.c_str(), req.method.c_str(), req.path.c_str(),
-                   res.status, res.body.size());
+      log_linef(LogLevel::kNote, "%s %s %s -> %d (%zu bytes)", req.remote_addr.c_str(), req.method.c_str(),
+                req.path.c_str(), res.status, res.body.size());
     });
 
   int port = o.port == 0 ? h.bind_to_any_port(o.host) : (h.bind_to_port(o.host, o.port) ? o.port : -1);
@@ -218,10 +219,10 @@ Status serve_until_signal(const ServeOptions& options) {
   std::fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);
-  std::fprintf(stderr, "mlk serve: %s: no new connections; finishing the requests in flight\n",
-               sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  log_linef(LogLevel::kNote, "mlk serve: %s: no new connections; finishing the requests in flight",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->stop();
-  std::fprintf(stderr, "mlk serve: stopped\n");
+  log_line(LogLevel::kNote, "mlk serve: stopped");
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return Status::Ok();
 }

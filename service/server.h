@@ -21,7 +21,7 @@ struct ServeOptions {
   int keep_alive_timeout_s = 5;   // an idle keep-alive connection is closed after this
   int keep_alive_max = 1000;      // requests per connection
   ApiOptions api;
-  bool access_log = false;  // one line per request on stderr
+  bool access_log = false;  // one line per request to the log sink (base/log.h)
 };
 
 class Server {

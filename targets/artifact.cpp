@@ -19,8 +19,8 @@
 
 #include "lang/ir_printer.h"
 #include "base/sha256.h"
-#include "scheduler/lower.h"
-#include "scheduler/rules.h"
+#include "scheduler/compile.h"
+#include "scheduler/rules.h"  // kScheduleSpaceVersion
 #include "targets/toolchain.h"
 
 namespace mlk {
@@ -270,59 +270,35 @@ json parse_ptxas(const std::string& out) {
 }  // namespace
 
 Expected<BuildResult> build_artifact(const BuildRequest& req) {
+  // A missing fn is the compile driver's error; these two are the artifact's.
   const ir::Function* f = req.module->find(req.fn);
-  if (!f) return Status::NotFound("no fn `" + req.fn + "` in the program");
-  if (!f->is_public) return Status::InvalidArgument("`" + req.fn + "` is not public; only public fns are built");
-  if (req.fn == "abi_version" || req.fn == "last_error")
+  if (f && !f->is_public) return Status::InvalidArgument("`" + req.fn + "` is not public; only public fns are built");
+  if (f && (req.fn == "abi_version" || req.fn == "last_error"))
     return Status::InvalidArgument("fn `" + req.fn + "` cannot be built: its entry `mlk_" + req.fn +
                                    "` would be the C ABI's own symbol of that name; rename the fn");
   const Profile& prof = req.profile;
   const bool gpu = prof.is_gpu();
-  auto lowered = lower::lower_function(*req.module, req.fn);
-  if (!lowered.ok()) return lowered.status();
-  lower::Pipeline& p = *lowered;
-  auto infos = lower::stage_infos(p, req.dims);
-  BuildResult res;
-  res.schedule = req.schedule ? *req.schedule : schedule_from_knobs(infos, default_knobs(infos, prof), prof);
-  MLK_RETURN_IF_ERROR(lower::apply_schedule(p, res.schedule, gpu));
 
-  std::error_code ec;
-  fs::create_directories(req.out_dir, ec);
-  if (ec) return Status::IOError("cannot create " + req.out_dir + ": " + ec.message());
+  // 1. The compile driver: object file with the Halide runtime, its header,
+  // and the PTX for CUDA profiles.
+  CompileRequest creq;
+  creq.module = req.module;
+  creq.fn = req.fn;
+  creq.profile = prof;
+  creq.schedule = req.schedule ? &*req.schedule : nullptr;
+  creq.dims = req.dims;
+  creq.dump_after = req.dump_after;
+  creq.dump = req.dump;
+  auto obj = compile_object(creq, req.out_dir);
+  if (!obj.ok()) return obj.status();
+  BuildResult res;
+  res.schedule = obj->schedule;
   const fs::path dir = fs::absolute(req.out_dir);
   res.dir = dir.string();
-  const std::string hname = "mlk_halide_" + req.fn;
-  std::vector<std::string> unbound;
-  for (const auto& [name, prm] : p.dim_params) unbound.push_back(name);  // std::map: sorted by name
-
-  // 1. Halide: object file with the runtime, its header, and the PTX.
-  std::string target_string;
-  json ptx_kernels;
-  try {
-    Halide::Target t = prof.halide_target == "host" ? Halide::get_host_target() : Halide::Target(prof.halide_target);
-    target_string = t.to_string();
-    std::vector<Halide::Argument> args;
-    for (auto& ip : p.inputs) args.push_back(ip);
-    for (auto& [name, prm] : p.dim_params) args.push_back(prm);
-    Halide::Pipeline hp(p.output);
-    if (!res.schedule.autoscheduler.empty())
-      MLK_RETURN_IF_ERROR(lower::apply_autoscheduler(p, hp, res.schedule.autoscheduler, req.dims, t));
-    Halide::Module mod = hp.compile_to_module(args, hname, t);
-    mod.compile({{Halide::OutputFileType::object, (dir / (req.fn + ".o")).string()},
-                 {Halide::OutputFileType::c_header, (dir / (req.fn + "_halide.h")).string()}});
-    if (gpu) {
-      std::string ptx;
-      for (const auto& b : mod.buffers())
-        if (b.name().find("gpu_source_kernels") != std::string::npos)
-          ptx.assign(reinterpret_cast<const char*>(b.data()), b.size_in_bytes());
-      ptx.erase(std::remove(ptx.begin(), ptx.end(), '\0'), ptx.end());
-      if (ptx.empty()) return Status::Internal("Halide produced no PTX for `" + req.fn + "` (is every stage GPU-scheduled?)");
-      MLK_RETURN_IF_ERROR(write_file((dir / (req.fn + ".ptx")).string(), ptx + "\n"));
-    }
-  } catch (const Halide::Error& e) {
-    return Status::InvalidArgument("Halide could not compile `" + req.fn + "` for " + prof.name +
-                                   " with this schedule: " + e.what());
-  }
+  const std::string& hname = obj->inner_entry;
+  const std::vector<std::string>& unbound = obj->unbound_dims;
+  const std::string& target_string = obj->halide_target;
+  f = req.module->find(req.fn);  // found: the driver compiled it
 
   // 2. The C ABI wrapper, linked with the object into a shared library that
   // exports only mlk_* symbols.

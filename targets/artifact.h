@@ -3,6 +3,7 @@
 // for CUDA profiles, and manifest.json. See docs/artifacts.md.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "lang/bind.h"
 #include "lang/ir.h"
 #include "base/status.h"
+#include "scheduler/compile.h"
 #include "scheduler/schedule.h"
 #include "targets/profile.h"
 
@@ -27,6 +29,10 @@ struct BuildRequest {
   // autotune/tuner.h, TuneResult::verification_json), written to the
   // manifest as "verification"; empty: no such key.
   std::string verification_json = {};
+  // `--dump-after`: the compile driver's dump (scheduler/compile.h) of that
+  // stage goes to `dump`; the build goes on.
+  DumpStage dump_after = DumpStage::kNone;
+  std::function<void(const std::string&)> dump = {};
 };
 
 struct BuildResult {

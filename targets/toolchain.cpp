@@ -1,6 +1,5 @@
 #include "targets/toolchain.h"
 
-#include <Halide.h>
 #include <unistd.h>
 
 #include <array>
@@ -11,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "mlk_toolchain_versions.h"
+
 #ifndef MLK_VERSION
 #define MLK_VERSION "0.0.0"
 #endif
@@ -19,15 +20,9 @@ namespace mlk {
 
 std::string mlk_version() { return MLK_VERSION; }
 
-std::string halide_version() {
-  return std::to_string(HALIDE_VERSION_MAJOR) + "." + std::to_string(HALIDE_VERSION_MINOR) + "." +
-         std::to_string(HALIDE_VERSION_PATCH);
-}
+std::string halide_version() { return MLK_HALIDE_VERSION; }
 
-std::string llvm_version() {
-  int v = Halide::Internal::get_llvm_version();  // e.g. 201 for 20.1
-  return std::to_string(v / 10) + "." + std::to_string(v % 10);
-}
+std::string llvm_version() { return MLK_LLVM_VERSION; }
 
 namespace {
 

@@ -1,11 +1,12 @@
-// `mlk cache` through run_cache_cli with captured output: every command, exit
-// codes 0/1/2, and SIZE parsing.
+// `mlk cache` through run_cache_cli (cli/cache_cli.h) with captured output:
+// every command, exit codes 0/1/2, and SIZE parsing (cache/sizes.h).
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "cache/cache_cli.h"
+#include "cache/sizes.h"
 #include "cache/store.h"
+#include "cli/cache_cli.h"
 #include "tests/cache/test_util.h"
 
 namespace mlk::cache {
@@ -24,7 +25,7 @@ struct CliResult {
 
 CliResult cli(std::vector<std::string> args) {
   std::ostringstream out, err;
-  int code = run_cache_cli(args, out, err);
+  int code = cli::run_cache_cli(args, out, err);
   return {code, out.str(), err.str()};
 }
 

@@ -98,6 +98,11 @@ env3 = dict(env, MLK_LOCAL_CACHE=os.path.join(WORK, "mirror3.db"), MLK_TOKEN=alp
 r = mlk("tune", tl, "--fn", "sgemm", "--dims", dims, "--target", "host", "--trials", "3", "--json", "-q", env=env3)
 R.check("tune --cache URL is a hit from the server", r.returncode == 0 and '"cached":true' in r.stdout
         and "pulled" in r.stderr, r.stdout[-200:] + r.stderr[-300:])
+env6 = dict(env, MLK_LOCAL_CACHE=os.path.join(WORK, "mirror6.db"))
+r = mlk("bench", tl, "--fn", "sgemm", "--dims", dims, "--target", "host", "--peers", "none", "--min-time", "50",
+        "--rounds", "2", "--cache", server.url, "-q", env=env6)
+R.check("bench --cache URL times the server's tuned artifact", r.returncode == 0 and "pulled " + key[:16] in r.stderr
+        and "(tuned)" in r.stdout, r.stdout[-300:] + r.stderr[-300:])
 # A server that is down: fall back to the local store and say so (the local
 # mirror lacks the key, so the server must be asked).
 env4 = {"MLK_CACHE": "http://127.0.0.1:9", "MLK_LOCAL_CACHE": os.path.join(WORK, "mirror4.db"), "MLK_TOKEN": alpha}

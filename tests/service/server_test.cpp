@@ -1,6 +1,7 @@
 // service/ over real sockets: concurrent PUT and GET of one key, a graceful
 // stop that finishes an upload in flight, truncated and oversized uploads,
-// and the HTTP client (push, pull, retries with backoff, refusals).
+// and the HTTP client (push, pull, retries with backoff, refusals, its notes
+// through the log sink).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -9,12 +10,17 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "../cache/test_util.h"
+#include "base/log.h"
 #include "base/sha256.h"
-#include "service/remote_store.h"
+#include "client/cli_cache.h"
+#include "client/remote_store.h"
 #include "service/server.h"
 #include "service/service_db.h"
 
@@ -22,6 +28,9 @@ namespace mlk::service {
 namespace {
 
 using cache::testing::HasCode;
+using client::is_remote_url;
+using client::RemoteOptions;
+using client::RemoteStore;
 using cache::testing::IsOk;
 using cache::testing::TempDir;
 using nlohmann::json;
@@ -357,6 +366,38 @@ TEST_F(ServerTest, UrlsTheClientRefuses) {
   }
   EXPECT_TRUE(is_remote_url("http://h:1"));
   EXPECT_FALSE(is_remote_url("cache.db"));
+}
+
+// The cache as the commands and the runtime see it (client/cli_cache.h)
+// reports pushes and a refusing server through the log sink (base/log.h),
+// never on stderr.
+TEST_F(ServerTest, ClientNotesGoToTheLogSink) {
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  set_log_sink([&](LogLevel level, std::string_view line) { lines.emplace_back(level, std::string(line)); });
+  std::string mirror = dir.file("mirror.db");
+  setenv("MLK_LOCAL_CACHE", mirror.c_str(), 1);
+  ::testing::internal::CaptureStderr();
+  {
+    auto c = client::CliCache::Open(url(), "default", "mlk test", /*create_if_missing=*/true, token);
+    ASSERT_TRUE(IsOk(c));
+    ASSERT_TRUE(IsOk((*c)->store()->put_entry("default", "key1", "{}", cache::testing::test_provenance("mlk tune"),
+                                              {{"k", cache::testing::bytes_of(100, 1)}})));
+    EXPECT_TRUE(IsOk((*c)->push("key1")));
+    auto refused = client::CliCache::Open(url(), "default", "mlk test", true, "mlk_not_a_token");
+    ASSERT_TRUE(IsOk(refused));
+    EXPECT_FALSE((*refused)->push("key1").ok());
+  }
+  std::string err = ::testing::internal::GetCapturedStderr();
+  unsetenv("MLK_LOCAL_CACHE");
+  set_log_sink(nullptr);
+  EXPECT_EQ(err, "");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].first, LogLevel::kNote);
+  EXPECT_EQ(lines[0].second.rfind("mlk test: pushed key1 to " + url() + " (1 blobs sent, 0 already there, ", 0), 0u)
+      << lines[0].second;
+  EXPECT_EQ(lines[1].first, LogLevel::kWarning);
+  EXPECT_NE(lines[1].second.find("401"), std::string::npos) << lines[1].second;
+  EXPECT_NE(lines[1].second.find("; using the local store " + mirror + " only"), std::string::npos) << lines[1].second;
 }
 
 }  // namespace

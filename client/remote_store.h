@@ -21,7 +21,7 @@
 #include "cache/store.h"
 #include "base/status.h"
 
-namespace mlk::service {
+namespace mlk::client {
 
 struct RemoteOptions {
   std::string url;             // http://HOST:PORT (https:// too; an optional path prefix)
@@ -80,4 +80,4 @@ class RemoteStore {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace mlk::service
+}  // namespace mlk::client

@@ -1,4 +1,4 @@
-#include "service/remote_store.h"
+#include "client/remote_store.h"
 
 #include <httplib.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 
 #include "base/sha256.h"
 
-namespace mlk::service {
+namespace mlk::client {
 
 using nlohmann::json;
 
@@ -295,4 +295,4 @@ Expected<std::vector<cache::EntryInfo>> RemoteStore::query(const std::string& fn
   return out;
 }
 
-}  // namespace mlk::service
+}  // namespace mlk::client

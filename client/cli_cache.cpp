@@ -1,16 +1,16 @@
-#include "service/cli_cache.h"
+#include "client/cli_cache.h"
 
 #include <pwd.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
-#include "cache/cache_cli.h"
+#include "base/log.h"
 #include "cache/paths.h"
+#include "cache/sizes.h"
 
-namespace mlk::service {
+namespace mlk::client {
 
 namespace {
 
@@ -58,15 +58,15 @@ Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value
   if (!s.ok()) return s.status();
   c->store_ = std::move(*s);
   if (c->remote_ && token.empty() && env("MLK_TOKEN").empty())
-    std::fprintf(stderr, "%s: note: $MLK_TOKEN is not set; the cache server %s will refuse requests\n", who.c_str(),
-                 c->remote_->url().c_str());
+    log_linef(LogLevel::kNote, "%s: note: $MLK_TOKEN is not set; the cache server %s will refuse requests", who.c_str(),
+              c->remote_->url().c_str());
   return c;
 }
 
 void CliCache::server_down(const Status& why) {
   if (down_) return;
   down_ = true;
-  std::fprintf(stderr, "%s: %s; using the local store %s only\n", who_.c_str(), why.message().c_str(), store_path_.c_str());
+  log_linef(LogLevel::kWarning, "%s: %s; using the local store %s only", who_.c_str(), why.message().c_str(), store_path_.c_str());
 }
 
 bool CliCache::pull(const std::string& key) {
@@ -74,8 +74,8 @@ bool CliCache::pull(const std::string& key) {
   if (store_->show_entry(ns_, key).ok()) return false;  // already here
   auto rep = remote_->pull(*store_, ns_, key);
   if (rep.ok()) {
-    std::fprintf(stderr, "%s: pulled %s from %s (%lld files, %s)\n", who_.c_str(), key.substr(0, 16).c_str(),
-                 remote_->url().c_str(), static_cast<long long>(rep->files), cache::human_bytes(rep->bytes).c_str());
+    log_linef(LogLevel::kNote, "%s: pulled %s from %s (%lld files, %s)", who_.c_str(), key.substr(0, 16).c_str(),
+              remote_->url().c_str(), static_cast<long long>(rep->files), cache::human_bytes(rep->bytes).c_str());
     return true;
   }
   if (rep.status().code() != Status::Code::kNotFound) server_down(rep.status());
@@ -87,9 +87,9 @@ Status CliCache::push(const std::string& key) {
   if (down_) return Status::IOError("the cache server is unreachable");
   auto rep = remote_->push(*store_, ns_, key);
   if (rep.ok()) {
-    std::fprintf(stderr, "%s: pushed %s to %s (%lld blobs sent, %lld already there, %s)\n", who_.c_str(),
-                 key.substr(0, 16).c_str(), remote_->url().c_str(), static_cast<long long>(rep->blobs_sent),
-                 static_cast<long long>(rep->blobs_skipped), cache::human_bytes(rep->bytes).c_str());
+    log_linef(LogLevel::kNote, "%s: pushed %s to %s (%lld blobs sent, %lld already there, %s)", who_.c_str(),
+              key.substr(0, 16).c_str(), remote_->url().c_str(), static_cast<long long>(rep->blobs_sent),
+              static_cast<long long>(rep->blobs_skipped), cache::human_bytes(rep->bytes).c_str());
     return Status::Ok();
   }
   server_down(rep.status());
@@ -105,4 +105,4 @@ std::vector<cache::EntryInfo> CliCache::query(const std::string& fn, const std::
   return {};
 }
 
-}  // namespace mlk::service
+}  // namespace mlk::client

@@ -1,15 +1,19 @@
-#include "service/transfer_cli.h"
+#include "cli/transfer_cli.h"
 
 #include <cstdlib>
 
-#include "cache/cache_cli.h"
 #include "cache/paths.h"
+#include "cache/sizes.h"
 #include "cache/store.h"
-#include "service/remote_store.h"
+#include "client/remote_store.h"
 
-namespace mlk::service {
+namespace mlk::cli {
 
 namespace {
+
+using client::is_remote_url;
+using client::RemoteOptions;
+using client::RemoteStore;
 
 struct Options {
   std::string command, key, remote, cache, ns = cache::kDefaultNamespace;
@@ -103,4 +107,4 @@ int run_cache_transfer(const std::vector<std::string>& args, std::ostream& out, 
   return 0;
 }
 
-}  // namespace mlk::service
+}  // namespace mlk::cli

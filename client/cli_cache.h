@@ -6,9 +6,10 @@
 // put. The token comes from $MLK_TOKEN.
 //
 // A server that cannot be reached (after the client's retries) or refuses the
-// token is reported once on stderr ("...; using the local store PATH only")
-// and the command goes on with the mirror: the server is an accelerator,
-// never a reason to fail.
+// token is reported once through the log sink (base/log.h; "...; using the
+// local store PATH only") and the command goes on with the mirror: the server
+// is an accelerator, never a reason to fail. Pulls and pushes are reported
+// there too, as notes.
 #pragma once
 
 #include <memory>
@@ -16,9 +17,9 @@
 #include <vector>
 
 #include "cache/store.h"
-#include "service/remote_store.h"
+#include "client/remote_store.h"
 
-namespace mlk::service {
+namespace mlk::client {
 
 class CliCache {
  public:
@@ -60,4 +61,4 @@ class CliCache {
 // ~/.cache/mlk/cache.db (cache/paths.h).
 std::string local_mirror_path();
 
-}  // namespace mlk::service
+}  // namespace mlk::client

@@ -1,0 +1,55 @@
+// The runtime's JIT fallback: the default schedule of a fn compiled by the
+// JIT plugin (libmlk_jit.so, runtime/jit_plugin.h), which is loaded with
+// dlopen the first time a kernel needs it. The runtime itself links no
+// compiler; a deployment without the plugin runs tuned artifacts only.
+//
+// Where the plugin is looked for, in order:
+//   1. $MLK_JIT_PLUGIN, when set and not empty: that file and nothing else;
+//   2. libmlk_jit.so in the directory of the module that holds the runtime
+//      (libmlk_runtime.so, the Python module, or an executable);
+//   3. libmlk_jit.so by the dynamic loader's own search (a plugin already
+//      loaded, LD_LIBRARY_PATH, the caller's run path).
+// A plugin, once loaded, stays loaded for the life of the process.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "lang/bind.h"
+#include "runtime/jit_plugin.h"
+
+namespace mlk::rt {
+
+struct JitPlugin;
+
+// The plugin, loaded now or before. NotFound, naming every place tried and
+// why it failed and how to install the plugin, when none loads; Unsupported
+// when the plugin found speaks another plugin ABI. Thread-safe.
+Expected<const JitPlugin*> load_jit_plugin();
+
+// One fn compiled by the plugin.
+class JitKernel {
+ public:
+  // Compiles fn `fn`, whose program hash is `fn_hash`, of the program `text`
+  // (named `name` in messages) for `target`, extents estimated from `dims`.
+  static Expected<std::unique_ptr<JitKernel>> Compile(const JitPlugin* plugin, const std::string& name,
+                                                      const std::string& text, const std::string& fn,
+                                                      const std::string& fn_hash, const std::string& target,
+                                                      const DimEnv& dims);
+  ~JitKernel();
+  JitKernel(const JitKernel&) = delete;
+  JitKernel& operator=(const JitKernel&) = delete;
+
+  // On arguments the caller has checked; `dims` gives every dimension
+  // variable. Not thread-safe: callers serialise calls of one kernel.
+  Status Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& dims) const;
+
+ private:
+  JitKernel(const JitPlugin* plugin, mlk_jit_kernel* handle) : plugin_(plugin), handle_(handle) {}
+  const JitPlugin* plugin_;
+  mlk_jit_kernel* handle_;
+};
+
+}  // namespace mlk::rt

@@ -1,0 +1,90 @@
+// libmlk_jit.so: the JIT plugin of the runtime (the C ABI of
+// runtime/jit_plugin.h) over scheduler/kernel.h. The only part of the
+// runtime that links the compiler; exports nothing but the mlk_jit_* entries
+// (runtime/mlk_jit.map).
+#include "runtime/jit_plugin.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "lang/frontend.h"
+#include "lang/ir_printer.h"
+#include "scheduler/kernel.h"
+
+struct mlk_jit_kernel {
+  std::unique_ptr<mlk::Kernel> kernel;
+};
+
+namespace {
+
+using mlk::Status;
+
+int32_t fail(const Status& s, char** error) {
+  if (error) *error = strdup(s.message().c_str());
+  return s.ok() ? static_cast<int32_t>(Status::Code::kInternal) : static_cast<int32_t>(s.code());
+}
+
+mlk::DimEnv dims_of(const char* const* names, const int64_t* values, int32_t n) {
+  mlk::DimEnv d;
+  for (int32_t i = 0; i < n; ++i)
+    if (names && names[i] && values) d[names[i]] = values[i];
+  return d;
+}
+
+}  // namespace
+
+extern "C" {
+
+int32_t mlk_jit_abi_version(void) { return MLK_JIT_ABI_VERSION; }
+
+int32_t mlk_jit_compile(const char* name, const char* text, const char* fn, const char* fn_hash, const char* target,
+                        const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                        mlk_jit_kernel** kernel, char** error) {
+  if (!name || !text || !fn || !fn_hash || !target || !kernel || ndims < 0 || (ndims > 0 && (!dim_names || !dim_values)))
+    return fail(Status::InvalidArgument("mlk_jit_compile: a NULL argument or a negative dim count"), error);
+  try {
+    mlk::FrontendResult r = mlk::compile_source(name, text);
+    if (!r.ok()) return fail(Status::InvalidArgument(std::string(name) + " does not check:\n" + r.rendered()), error);
+    const mlk::ir::Function* f = r.module.find(fn);
+    if (!f) return fail(Status::NotFound(std::string(name) + " has no fn `" + fn + "`"), error);
+    if (mlk::ir::function_hash(r.module, *f) != fn_hash)
+      return fail(Status::InvalidArgument("fn `" + std::string(fn) + "` of " + name + " does not have program hash " +
+                                          std::string(fn_hash).substr(0, 16) +
+                                          " in the JIT plugin: the plugin is not of this runtime's mlk version"),
+                  error);
+    auto k = mlk::Kernel::CompileJit(r.module, fn, target, nullptr, dims_of(dim_names, dim_values, ndims));
+    if (!k.ok()) return fail(k.status(), error);
+    *kernel = new mlk_jit_kernel{std::move(k).value()};
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(Status::Internal(std::string("the JIT plugin failed compiling `") + fn + "`: " + e.what()), error);
+  } catch (...) {
+    return fail(Status::Internal(std::string("the JIT plugin failed compiling `") + fn + "`"), error);
+  }
+}
+
+int32_t mlk_jit_call(mlk_jit_kernel* kernel, const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out,
+                     const char* const* dim_names, const int64_t* dim_values, int32_t ndims, char** error) {
+  if (!kernel || !out || nargs < 0 || (nargs > 0 && !args) || ndims < 0 || (ndims > 0 && (!dim_names || !dim_values)))
+    return fail(Status::InvalidArgument("mlk_jit_call: a NULL argument or a negative count"), error);
+  try {
+    std::vector<mlk_tensor_t> a(args, args + nargs);
+    Status s = kernel->kernel->Call(a, *out, dims_of(dim_names, dim_values, ndims));
+    return s.ok() ? 0 : fail(s, error);
+  } catch (const std::exception& e) {
+    return fail(Status::Internal(std::string("the JIT plugin failed running a kernel: ") + e.what()), error);
+  } catch (...) {
+    return fail(Status::Internal("the JIT plugin failed running a kernel"), error);
+  }
+}
+
+void mlk_jit_release(mlk_jit_kernel* kernel) { delete kernel; }
+
+void mlk_jit_free_error(char* error) { std::free(error); }
+
+}  // extern "C"

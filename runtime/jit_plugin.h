@@ -1,0 +1,53 @@
+/* The C ABI of the JIT plugin, libmlk_jit.so: the default schedule of a fn
+ * compiled by Halide's JIT for this machine and called on mlk_tensor_t
+ * arguments. The runtime (runtime/jit.h) loads the plugin with dlopen the
+ * first time a kernel has no tuned artifact, so libmlk_runtime.so and the
+ * Python module link neither Halide nor LLVM; the plugin links the
+ * scheduler and libHalide.so.
+ *
+ * Contracts: no entry throws or aborts. A failing entry returns a non-zero
+ * code, the value of the mlk::Status::Code it failed with, and sets *error
+ * to a message the plugin allocated (free it with mlk_jit_free_error); on
+ * success it returns 0 and leaves *error alone. A kernel is not thread-safe:
+ * callers serialise the calls of one kernel. Dims are given as parallel
+ * arrays of names and values.
+ */
+#ifndef MLK_JIT_PLUGIN_H
+#define MLK_JIT_PLUGIN_H
+
+#include <stdint.h>
+
+#include "targets/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever an entry below changes; the runtime refuses another. */
+#define MLK_JIT_ABI_VERSION 1
+
+typedef struct mlk_jit_kernel mlk_jit_kernel;
+
+int32_t mlk_jit_abi_version(void);
+
+/* Checks the program `text` (called `name` in messages), checks that fn `fn`
+ * has the program hash `fn_hash` (ir::function_hash), and compiles it with
+ * the default schedule for `target` ("host" or a CPU profile's Halide
+ * target), extents estimated from the dims. Sets *kernel on success. */
+int32_t mlk_jit_compile(const char* name, const char* text, const char* fn, const char* fn_hash, const char* target,
+                        const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                        mlk_jit_kernel** kernel, char** error);
+
+/* Runs the kernel on arguments the caller has checked (runtime/boundary.h)
+ * into `out`; the dims give every dimension variable of the fn. */
+int32_t mlk_jit_call(mlk_jit_kernel* kernel, const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out,
+                     const char* const* dim_names, const int64_t* dim_values, int32_t ndims, char** error);
+
+void mlk_jit_release(mlk_jit_kernel* kernel);
+void mlk_jit_free_error(char* error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLK_JIT_PLUGIN_H */

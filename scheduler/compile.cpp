@@ -1,0 +1,254 @@
+// The compile driver: the back end's stages in order (see compile.h), and the
+// dumps `--dump-after` prints between them.
+#include "scheduler/compile.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "base/files.h"
+#include "lang/ir_printer.h"
+#include "scheduler/jit_pipeline.h"
+#include "scheduler/lower.h"
+#include "scheduler/rules.h"
+
+namespace mlk {
+
+namespace {
+
+constexpr struct {
+  DumpStage stage;
+  const char* name;
+} kDumpStages[] = {
+    {DumpStage::kIr, "ir"}, {DumpStage::kStages, "stages"}, {DumpStage::kSchedule, "schedule"}, {DumpStage::kLoops, "loops"}};
+
+// ---- The dumps ----------------------------------------------------------
+
+// The fn, then every fn it calls (directly or not), each once, by name.
+std::string ir_text(const ir::Module& m, const ir::Function& f) {
+  std::set<std::string> callees;
+  std::vector<const ir::Node*> todo;
+  std::set<const ir::Node*> seen;
+  auto visit_fn = [&](const ir::Function& g) {
+    if (g.body) todo.push_back(g.body.get());
+  };
+  visit_fn(f);
+  while (!todo.empty()) {
+    const ir::Node* n = todo.back();
+    todo.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (n->op == ir::Op::kCall && n->callee != f.name && callees.insert(n->callee).second)
+      if (const ir::Function* g = m.find(n->callee)) visit_fn(*g);
+    for (const auto& o : n->operands) todo.push_back(o.get());
+  }
+  std::string out = ir::print_function(f);
+  for (const auto& name : callees)
+    if (const ir::Function* g = m.find(name)) out += "\n" + ir::print_function(*g);
+  return out;
+}
+
+const char* kind_name(StageInfo::Kind k) {
+  switch (k) {
+    case StageInfo::Kind::kReduction: return "reduction";
+    case StageInfo::Kind::kMatmul: return "matmul";
+    case StageInfo::Kind::kSoftmaxMax: return "softmax_max";
+    case StageInfo::Kind::kSoftmaxExp: return "softmax_exp";
+    case StageInfo::Kind::kSoftmaxSum: return "softmax_sum";
+    case StageInfo::Kind::kOutput: return "output";
+    case StageInfo::Kind::kInput: return "input";
+    case StageInfo::Kind::kOperand: return "operand";
+  }
+  return "?";
+}
+
+// One line per stage: `NAME KIND pure[a0=M:1024 ...] reduction[r0=K:1024]
+// reads[load_a ...]`, extents as symbols and as estimated (0: unknown).
+std::string stages_text(const lower::Pipeline& p, const std::vector<StageInfo>& infos) {
+  std::ostringstream s;
+  for (size_t i = 0; i < infos.size() && i < p.stages.size(); ++i) {
+    const StageInfo& in = infos[i];
+    const lower::Stage& st = p.stages[i];
+    s << in.name << " " << kind_name(in.kind) << " pure[";
+    for (size_t a = 0; a < in.extents.size(); ++a)
+      s << (a ? " " : "") << "a" << a << "=" << (a < st.shape.size() ? st.shape[a].str() : "?") << ":" << in.extents[a];
+    s << "] reduction[";
+    for (size_t r = 0; r < in.rextents.size(); ++r)
+      s << (r ? " " : "") << "r" << r << "=" << (r < st.rshape.size() ? st.rshape[r].str() : "?") << ":"
+        << in.rextents[r];
+    s << "]";
+    if (!in.direct_inputs.empty()) {
+      s << " reads[";
+      // Halide's uniquifying suffix (`load_a$3`) differs between lowerings; the stage is `load_a`.
+      for (size_t k = 0; k < in.direct_inputs.size(); ++k)
+        s << (k ? " " : "") << in.direct_inputs[k].substr(0, in.direct_inputs[k].find('$'));
+      s << "]";
+    }
+    s << "\n";
+  }
+  return s.str();
+}
+
+// Halide prints the loop nest on std::cerr; it is caught here. Not safe
+// against other threads writing to std::cerr meanwhile.
+std::string loops_text(Halide::Pipeline& hp) {
+  std::ostringstream s;
+  std::streambuf* old = std::cerr.rdbuf(s.rdbuf());
+  try {
+    hp.print_loop_nest();
+  } catch (...) {
+    std::cerr.rdbuf(old);
+    throw;
+  }
+  std::cerr.rdbuf(old);
+  return s.str();
+}
+
+void dump_at(const CompileRequest& req, DumpStage at, const std::function<std::string()>& text) {
+  if (req.dump_after == at && req.dump) {
+    std::string t = text();
+    if (!t.empty() && t.back() != '\n') t += '\n';
+    req.dump(t);
+  }
+}
+
+// ---- The stages ---------------------------------------------------------
+
+// What the stages before code generation leave for it.
+struct Applied {
+  const ir::Function* fn = nullptr;
+  lower::Pipeline lowered;
+  Schedule schedule;
+  Halide::Pipeline pipeline;
+  Halide::Target target;
+};
+
+// The target as people name it in messages: the profile, or the Halide
+// target string given instead.
+std::string target_label(const CompileRequest& req) {
+  return req.halide_target.empty() ? req.profile.name : req.halide_target;
+}
+
+Status halide_error(const CompileRequest& req, const Halide::Error& e) {
+  return Status::InvalidArgument("Halide could not compile `" + req.fn + "` for " + target_label(req) +
+                                 " with this schedule: " + e.what());
+}
+
+Halide::Target halide_target_of(const CompileRequest& req) {
+  const std::string& t = req.halide_target.empty() ? req.profile.halide_target : req.halide_target;
+  return t == "host" ? Halide::get_host_target() : Halide::Target(t);
+}
+
+// typed IR -> Halide algorithm -> stage table -> schedule -> applied pipeline.
+Expected<Applied> lower_and_schedule(const CompileRequest& req) {
+  Applied a;
+  a.fn = req.module ? req.module->find(req.fn) : nullptr;
+  if (!a.fn) return Status::NotFound("no fn `" + req.fn + "` in the program");
+  const bool gpu = req.profile.is_gpu();
+  dump_at(req, DumpStage::kIr, [&] { return ir_text(*req.module, *a.fn); });
+
+  auto lowered = lower::lower_function(*req.module, req.fn);
+  if (!lowered.ok()) return lowered.status();
+  a.lowered = std::move(lowered).value();
+
+  const std::vector<StageInfo> infos = lower::stage_infos(a.lowered, req.dims);
+  dump_at(req, DumpStage::kStages, [&] { return stages_text(a.lowered, infos); });
+
+  a.schedule = req.schedule ? *req.schedule
+                            : schedule_from_knobs(infos, default_knobs(infos, req.profile), req.profile);
+
+  MLK_RETURN_IF_ERROR(lower::apply_schedule(a.lowered, a.schedule, gpu));
+  try {
+    a.target = halide_target_of(req);
+    a.pipeline = Halide::Pipeline(a.lowered.output);
+    if (!a.schedule.autoscheduler.empty())
+      MLK_RETURN_IF_ERROR(
+          lower::apply_autoscheduler(a.lowered, a.pipeline, a.schedule.autoscheduler, req.dims, a.target));
+    dump_at(req, DumpStage::kSchedule, [&] { return a.schedule.to_json(); });
+    dump_at(req, DumpStage::kLoops, [&] { return loops_text(a.pipeline); });
+  } catch (const Halide::Error& e) {
+    return halide_error(req, e);
+  }
+  return a;
+}
+
+}  // namespace
+
+Expected<DumpStage> parse_dump_stage(const std::string& name) {
+  for (const auto& d : kDumpStages)
+    if (name == d.name) return d.stage;
+  return Status::Usage("--dump-after: unknown stage `" + name + "` (stages: " + dump_stage_list() + ")");
+}
+
+const char* dump_stage_name(DumpStage s) {
+  for (const auto& d : kDumpStages)
+    if (s == d.stage) return d.name;
+  return "none";
+}
+
+const char* dump_stage_list() { return "ir, stages, schedule, loops"; }
+
+void JitPipelineDeleter::operator()(JitPipeline* p) const { delete p; }
+
+Expected<Schedule> compile_until_codegen(const CompileRequest& req) {
+  auto a = lower_and_schedule(req);
+  if (!a.ok()) return a.status();
+  return a->schedule;
+}
+
+Expected<JitPipelinePtr> compile_jit(const CompileRequest& req) {
+  const std::string label = target_label(req);
+  if (req.profile.is_gpu() || label.find("cuda") != std::string::npos)
+    return Status::Unsupported("JIT runs only on the host CPU; target `" + label + "` needs `mlk build`");
+  auto a = lower_and_schedule(req);
+  if (!a.ok()) return a.status();
+  try {
+    a->pipeline.compile_jit(a->target);
+  } catch (const Halide::Error& e) {
+    return halide_error(req, e);
+  }
+  JitPipelinePtr out(new JitPipeline{std::move(a->lowered), std::move(a->pipeline), a->target, std::move(a->schedule)});
+  return out;
+}
+
+Expected<CompiledObject> compile_object(const CompileRequest& req, const std::string& dir) {
+  namespace fs = std::filesystem;
+  auto a = lower_and_schedule(req);
+  if (!a.ok()) return a.status();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
+  const fs::path d(dir);
+  CompiledObject out;
+  out.schedule = a->schedule;
+  out.inner_entry = "mlk_halide_" + req.fn;
+  for (const auto& [name, prm] : a->lowered.dim_params) out.unbound_dims.push_back(name);  // std::map: sorted
+  try {
+    out.halide_target = a->target.to_string();
+    std::vector<Halide::Argument> args;
+    for (auto& ip : a->lowered.inputs) args.push_back(ip);
+    for (auto& [name, prm] : a->lowered.dim_params) args.push_back(prm);
+    Halide::Module mod = a->pipeline.compile_to_module(args, out.inner_entry, a->target);
+    mod.compile({{Halide::OutputFileType::object, (d / (req.fn + ".o")).string()},
+                 {Halide::OutputFileType::c_header, (d / (req.fn + "_halide.h")).string()}});
+    out.files = {req.fn + ".o", req.fn + "_halide.h"};
+    if (req.profile.is_gpu()) {
+      for (const auto& b : mod.buffers())
+        if (b.name().find("gpu_source_kernels") != std::string::npos)
+          out.ptx.assign(reinterpret_cast<const char*>(b.data()), b.size_in_bytes());
+      out.ptx.erase(std::remove(out.ptx.begin(), out.ptx.end(), '\0'), out.ptx.end());
+      if (out.ptx.empty())
+        return Status::Internal("Halide produced no PTX for `" + req.fn + "` (is every stage GPU-scheduled?)");
+    }
+  } catch (const Halide::Error& e) {
+    return halide_error(req, e);
+  }
+  if (!out.ptx.empty()) {
+    MLK_RETURN_IF_ERROR(write_file((d / (req.fn + ".ptx")).string(), out.ptx + "\n"));
+    out.files.push_back(req.fn + ".ptx");
+  }
+  return out;
+}
+
+}  // namespace mlk

@@ -1,0 +1,60 @@
+// Helpers the rules share (see rules_common.h).
+#include "scheduler/rules_common.h"
+
+#include <algorithm>
+
+namespace mlk::rules {
+
+std::string a(int i) { return "a" + std::to_string(i); }
+
+Directive D(std::string op, std::vector<std::string> vars, std::vector<int64_t> factors, int update) {
+  Directive d;
+  d.op = std::move(op);
+  d.vars = std::move(vars);
+  d.factors = std::move(factors);
+  d.update = update;
+  return d;
+}
+
+Directive At(std::string op, std::string stage, std::string var) {
+  Directive d;
+  d.op = std::move(op);
+  d.at_stage = std::move(stage);
+  d.at_var = std::move(var);
+  return d;
+}
+
+int64_t clip(int64_t factor, int64_t extent) { return extent > 0 ? std::max<int64_t>(1, std::min(factor, extent)) : factor; }
+
+int64_t ext(const StageInfo& s, int i) { return i >= 0 && i < static_cast<int>(s.extents.size()) ? s.extents[i] : 0; }
+
+const StageInfo* output_of(const std::vector<StageInfo>& stages) {
+  for (const auto& s : stages)
+    if (s.kind == Kind::kOutput) return &s;
+  return nullptr;
+}
+
+bool is_reduction_like(Kind k) { return k == Kind::kReduction || k == Kind::kSoftmaxMax || k == Kind::kSoftmaxSum; }
+
+bool matmul_at_output(const StageInfo& s, const StageInfo* out) {
+  return out && s.kind == Kind::kMatmul && out->rank == s.rank && out->extents == s.extents && s.rank >= 2;
+}
+
+bool row_fusable(const StageInfo& s, const StageInfo* out) {
+  if (!out || out->rank < 2) return false;
+  if (is_reduction_like(s.kind)) return s.reduces_innermost && s.rank == out->rank - 1;
+  if (s.kind == Kind::kSoftmaxExp) return s.rank == out->rank;
+  return false;
+}
+
+void par_outer(int r, int update, bool rank3, std::vector<Directive>& ds) {
+  if (r >= 4 || (r == 3 && rank3)) {
+    const std::string fused = update < 0 ? "pb" : "pbu";
+    ds.push_back(D("fuse", {a(1), a(0), fused}, {}, update));
+    ds.push_back(D("parallel", {fused}, {}, update));
+  } else {
+    ds.push_back(D("parallel", {a(0)}, {}, update));
+  }
+}
+
+}  // namespace mlk::rules

@@ -1,0 +1,44 @@
+// Helpers the rules share (scheduler/rules_*.cpp): directive constructors,
+// extent clipping and the stage-table predicates that say where fusion and
+// the output-tiled GEMM are possible.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "scheduler/schedule.h"
+
+namespace mlk::rules {
+
+using Kind = StageInfo::Kind;
+
+// The pure variable a{i}.
+std::string a(int i);
+Directive D(std::string op, std::vector<std::string> vars = {}, std::vector<int64_t> factors = {}, int update = -1);
+Directive At(std::string op, std::string stage, std::string var);
+
+// A factor no larger than the extent, when the extent is known.
+int64_t clip(int64_t factor, int64_t extent);
+// Extent i of s, 0 when unknown.
+int64_t ext(const StageInfo& s, int i);
+
+const StageInfo* output_of(const std::vector<StageInfo>& stages);
+
+bool is_reduction_like(Kind k);
+
+// Can the matmul be computed per register tile of the output (the classic
+// Halide GEMM schedule)? Only when it is the output's shape, so that a tile
+// of the output is a tile of the product.
+bool matmul_at_output(const StageInfo& s, const StageInfo* out);
+
+// Can stage `s` be computed per row of the output (row-wise fusion)?
+bool row_fusable(const StageInfo& s, const StageInfo* out);
+
+// Parallel over the outermost axis of a rank-r stage's definition `update`;
+// for rank >= 4 (and rank 3 where `rank3`: the second axis is not tiled) over
+// the two outermost fused (`pb`, `pbu` in an update), so that a batch of one
+// (B = 1, H heads) still uses every core.
+void par_outer(int r, int update, bool rank3, std::vector<Directive>& ds);
+
+}  // namespace mlk::rules

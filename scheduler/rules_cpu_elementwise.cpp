@@ -1,0 +1,59 @@
+// The CPU elementwise rule: the output (the elementwise chain inlined into
+// it) vectorised along its innermost axis and parallel, and matmul operands
+// inline or materialised at root in the layout the matmul reads.
+#include "scheduler/rules.h"
+#include "scheduler/rules_common.h"
+
+namespace mlk {
+
+namespace {
+
+using namespace rules;
+
+void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& sched) {
+  std::vector<Directive>& ds = sched.stages[s.name];
+  const int r = s.rank, lanes = c.lanes;
+  if (s.kind == Kind::kOperand) {
+    // mat = 1: materialised at root in the matmul's reading order (its own
+    // innermost axis contiguous), vectorised and parallel; else inline.
+    if (!k[Knob::kMat]) return;
+    ds.push_back(D("compute_root"));
+    ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
+    par_outer(r, -1, true, ds);
+    return;
+  }
+  if (r == 0) return;
+  int64_t vec = lanes * k[Knob::kVec];
+  if (r == 1) {
+    if (k[Knob::kPar]) {
+      ds.push_back(D("split", {a(0), "po", "pi"}, {clip(16384, ext(s, 0))}));
+      ds.push_back(D("parallel", {"po"}));
+      ds.push_back(D("vectorize", {"pi"}, {clip(vec, ext(s, 0))}));
+    } else {
+      ds.push_back(D("vectorize", {a(0)}, {clip(vec, ext(s, 0))}));
+    }
+    return;
+  }
+  ds.push_back(D("vectorize", {a(r - 1)}, {clip(vec, ext(s, r - 1))}));
+  if (k[Knob::kPar]) {
+    if (r >= 3 && k[Knob::kFuseOuter]) {
+      ds.push_back(D("fuse", {a(1), a(0), "pf"}));
+      ds.push_back(D("parallel", {"pf"}));
+    } else {
+      ds.push_back(D("parallel", {a(0)}));
+    }
+  }
+}
+
+// Plan 0 materialises operands, plan 1 reads them inline; both widen the
+// output's vectors.
+std::vector<std::pair<Knob, int64_t>> seed(const RuleContext&, const StageInfo&, int plan) {
+  return {{Knob::kMat, plan == 0 ? 1 : 0}, {Knob::kVec, 2}};
+}
+
+}  // namespace
+
+const Rule kCpuElementwiseRule = {
+    "cpu elementwise", false, {StageInfo::Kind::kOutput, StageInfo::Kind::kOperand}, schedule, nullptr, seed};
+
+}  // namespace mlk

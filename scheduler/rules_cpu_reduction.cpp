@@ -1,0 +1,77 @@
+// The CPU reduction rule: reductions and the parts of a softmax, at root
+// (vectorised along their rows or across them, parallel) or fused into the
+// output's row loop; row reductions optionally vectorised themselves
+// (rfactor_vector), full reductions optionally rfactored.
+#include "scheduler/rules.h"
+#include "scheduler/rules_common.h"
+
+namespace mlk {
+
+namespace {
+
+using namespace rules;
+
+void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& sched) {
+  std::vector<Directive>& ds = sched.stages[s.name];
+  const StageInfo* out = c.output;
+  const int r = s.rank, lanes = c.lanes;
+  if (s.kind == Kind::kSoftmaxExp) {
+    int64_t mode = row_fusable(s, out) ? k[Knob::kFuse] : 0;
+    if (mode == 2) {
+      ds.push_back(D("compute_inline"));
+      return;
+    }
+    if (mode == 1) ds.push_back(At("compute_at", "output", a(out->rank - 2)));
+    else ds.push_back(D("compute_root"));
+    if (r >= 1) ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
+    if (mode == 0 && r >= 2) par_outer(r, -1, true, ds);
+    return;
+  }
+  // A reduction along the innermost axis, vectorised by reducing `lanes`
+  // partial results side by side.
+  bool vred = s.reduces_innermost && s.rvars == 1 && k[Knob::kVred];
+  if (row_fusable(s, out) && k[Knob::kFuse]) {
+    ds.push_back(At("compute_at", "output", a(out->rank - 2)));
+    if (vred) ds.push_back(D("rfactor_vector", {"r0", "u"}, {lanes}));
+    return;
+  }
+  if (vred) {
+    ds.push_back(D("compute_root"));
+    if (r >= 2) par_outer(r, -1, true, ds);
+    ds.push_back(D("rfactor_vector", {"r0", "u"}, {lanes}));
+    return;
+  }
+  ds.push_back(D("compute_root"));
+  if (r == 0) {
+    int64_t rf = k[Knob::kRfactor];
+    if (rf > 0 && s.rvars == 1) ds.push_back(D("rfactor", {"r0", "u"}, {rf}));
+    return;
+  }
+  ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
+  if (r >= 2) par_outer(r, -1, true, ds);
+  if (!s.reduces_innermost) {
+    std::vector<std::string> order = {a(r - 1)};
+    for (int i = 0; i < s.rvars; ++i) order.push_back("r" + std::to_string(i));
+    for (int i = r - 2; i >= 0; --i) order.push_back(a(i));
+    ds.push_back(D("reorder", order, {}, 0));
+    ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}, 0));
+  }
+  if (r >= 2) par_outer(r, 0, true, ds);
+}
+
+// Both seed plans fuse rows (softmax exponentials inlined) and vectorise row reductions.
+std::vector<std::pair<Knob, int64_t>> seed(const RuleContext&, const StageInfo& s, int) {
+  return {{Knob::kFuse, s.kind == Kind::kSoftmaxExp ? 2 : 1}, {Knob::kVred, 1}};
+}
+
+}  // namespace
+
+const Rule kCpuReductionRule = {"cpu reduction",
+                                false,
+                                {StageInfo::Kind::kReduction, StageInfo::Kind::kSoftmaxMax, StageInfo::Kind::kSoftmaxExp,
+                                 StageInfo::Kind::kSoftmaxSum},
+                                schedule,
+                                nullptr,
+                                seed};
+
+}  // namespace mlk

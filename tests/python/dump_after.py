@@ -1,0 +1,170 @@
+"""`--dump-after=STAGE` on `mlk build`, `mlk run` and `mlk tune`.
+
+`mlk build --dump-after=schedule` on every public fn of every example (host,
+the fn's first `tune` shape or small dims) prints the schedule the artifact's
+manifest records; each stage's dump has its shape (ir: `fn NAME`, stages: the
+stage names, schedule: JSON, loops: `produce`/`for`); `mlk run` dumps the JIT
+kernel's stages, or a tuned artifact's; `mlk build` with a cache hit dumps
+the stored schedule; `mlk tune --json` keeps stdout pure JSON and dumps the
+winner's schedule on stderr; an unknown stage is a usage error listing them.
+
+usage: dump_after.py MLK_BINARY EXAMPLES_DIR WORK_DIR
+"""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+from safetensors.numpy import save_file
+
+MLK, EXAMPLES, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+os.makedirs(WORK, exist_ok=True)
+results = []
+
+
+def check(name, ok, detail=""):
+    results.append((name, bool(ok), detail))
+
+
+def mlk(*args):
+    return subprocess.run([MLK, *args], capture_output=True, text=True)
+
+
+def schedule_part(stdout):
+    """The dump before the `built ...` line."""
+    return stdout[: stdout.rfind("\nbuilt ") + 1] if "\nbuilt " in stdout else stdout
+
+
+# Every public fn of every example: its dim vars and first `tune` shape.
+fns = []
+for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.tl"))):
+    text = open(path).read()
+    tunes = {}
+    for m in re.finditer(r"^tune (\w+) \[([^\]]*)\]", text, re.M):
+        tunes.setdefault(m.group(1), m.group(2).replace(" ", ""))
+    for m in re.finditer(r"^public fn (\w+) \[([^\]]*)\]", text, re.M):
+        dims = tunes.get(m.group(1)) or ",".join(f"{d.strip()}=8" for d in m.group(2).split(","))
+        fns.append((path, m.group(1), dims))
+check("every example has public fns", len(fns) >= 10, f"{len(fns)} fns")
+
+for path, fn, dims in fns:
+    out = os.path.join(WORK, f"build_{fn}")
+    p = mlk("build", path, "--fn", fn, "--target", "host", "--dims", dims, "--no-cache", "--dump-after=schedule", "-o", out)
+    name = f"build {os.path.basename(path)} {fn} [{dims}]"
+    if p.returncode != 0:
+        check(name, False, f"exit {p.returncode}: {p.stderr.strip()[-300:]}")
+        continue
+    try:
+        dumped = json.loads(schedule_part(p.stdout))
+        manifest = json.load(open(os.path.join(out, "manifest.json")))
+        check(name, dumped == manifest["schedule"] and ("stages" in dumped or "autoscheduler" in dumped),
+              "the dump is not the manifest's schedule")
+    except (ValueError, OSError) as e:
+        check(name, False, f"{e}: {p.stdout[:300]}")
+
+# Each stage's dump has its shape.
+norms = os.path.join(EXAMPLES, "norms.tl")
+shapes = {
+    "ir": lambda s: s.startswith("fn rmsnorm [B, S, D]") and "%0 = param 0" in s,
+    "stages": lambda s: re.search(r"^reduction0 reduction pure\[a0=B:1 a1=S:8\] reduction\[r0=D:64\]", s, re.M)
+    and re.search(r"^load_x input ", s, re.M) and re.search(r"^output output ", s, re.M),
+    "schedule": lambda s: "stages" in json.loads(schedule_part(s)),
+    "loops": lambda s: "produce " in s and re.search(r"\bfor \w", s) is not None,
+}
+for stage, ok in shapes.items():
+    p = mlk("build", norms, "--fn", "rmsnorm", "--target", "host", "--dims", "B=1,S=8,D=64", "--no-cache",
+            f"--dump-after={stage}", "-o", os.path.join(WORK, f"stage_{stage}"))
+    try:
+        good = p.returncode == 0 and ok(p.stdout) and "built " in p.stdout
+    except ValueError:
+        good = False
+    check(f"build --dump-after={stage} output", good, p.stdout[:300] + p.stderr[-200:])
+
+# mlk run: the JIT kernel's stages, then the run goes on.
+x = np.ones((1, 8, 64), np.float32)
+inputs = os.path.join(WORK, "rmsnorm_in.safetensors")
+save_file({"x": x, "w": np.ones(64, np.float32), "eps": np.array(1e-5, np.float32)}, inputs)
+run_out = os.path.join(WORK, "rmsnorm_out.safetensors")
+for stage in ("schedule", "stages"):
+    if os.path.exists(run_out):
+        os.remove(run_out)
+    p = mlk("run", norms, "--fn", "rmsnorm", "--inputs", inputs, "--output", run_out, "--no-cache",
+            "--dump-after", stage)
+    try:
+        good = p.returncode == 0 and shapes[stage](p.stdout)
+    except ValueError:
+        good = False
+    check(f"run --dump-after={stage}", good and os.path.exists(run_out), p.stdout[:300] + p.stderr[-200:])
+
+# mlk run on every example whose inputs are plain floats: the schedule dump.
+softmax = os.path.join(EXAMPLES, "softmax.tl")
+save_file({"x": np.ones((4, 16), np.float32)}, os.path.join(WORK, "softmax_in.safetensors"))
+for fn in ("softmax_by_hand", "softmax_builtin"):
+    p = mlk("run", softmax, "--fn", fn, "--inputs", os.path.join(WORK, "softmax_in.safetensors"), "--output",
+            os.path.join(WORK, f"{fn}_out.safetensors"), "--no-cache", "--dump-after=schedule")
+    try:
+        good = p.returncode == 0 and "stages" in json.loads(p.stdout)
+    except ValueError:
+        good = False
+    check(f"run {fn} --dump-after=schedule", good, p.stdout[:300] + p.stderr[-200:])
+
+# mlk tune --json: stdout is the JSON array alone; the winner's schedule,
+# whose hash the summary reports, goes to stderr.
+p = mlk("tune", norms, "--fn", "rmsnorm", "--target", "host", "--dims", "B=1,S=8,D=64", "--trials", "2",
+        "--no-autoschedulers", "--no-cache", "-q", "--json", "--dump-after=schedule")
+try:
+    summary = json.loads(p.stdout)
+    start = p.stderr.index("{")
+    dumped, _ = json.JSONDecoder().raw_decode(p.stderr[start:])
+    good = p.returncode == 0 and len(summary) == 1 and ("stages" in dumped or "autoscheduler" in dumped)
+except ValueError:
+    good = False
+check("tune --json --dump-after=schedule", good, p.stdout[:200] + p.stderr[-300:])
+p = mlk("tune", norms, "--fn", "rmsnorm", "--target", "host", "--dims", "B=1,S=8,D=64", "--trials", "2",
+        "--no-autoschedulers", "--no-cache", "-q", "--dump-after=loops")
+check("tune --dump-after=loops", p.returncode == 0 and "produce " in p.stdout and "ms (" in p.stdout,
+      p.stdout[:300] + p.stderr[-200:])
+
+# From the cache: a tuned winner, then `mlk build` (a cache hit) and `mlk run`
+# (the tuned artifact) dump the stages of its schedule without compiling it.
+db = os.path.join(WORK, "cache.db")
+if os.path.exists(db):
+    os.remove(db)
+p = mlk("tune", norms, "--fn", "rmsnorm", "--target", "host", "--dims", "B=1,S=8,D=64", "--trials", "2",
+        "--no-autoschedulers", "--cache", db, "-q", "--json")
+key = json.loads(p.stdout)[0]["schedule_hash"] if p.returncode == 0 else None
+p = mlk("build", norms, "--fn", "rmsnorm", "--target", "host", "--dims", "B=1,S=8,D=64", "--cache", db,
+        "--dump-after=schedule", "-o", os.path.join(WORK, "cached_build"))
+try:
+    head = p.stdout[: p.stdout.rfind("\ncached: ") + 1]
+    manifest = json.load(open(os.path.join(WORK, "cached_build", "manifest.json")))
+    good = p.returncode == 0 and json.loads(head) == manifest["schedule"] and manifest["schedule_hash"] == key
+except (ValueError, OSError):
+    good = False
+check("build (cache hit) --dump-after=schedule", good, p.stdout[:300] + p.stderr[-200:])
+p = mlk("run", norms, "--fn", "rmsnorm", "--inputs", inputs, "--output", run_out, "--cache", db,
+        "--dump-after=stages")
+check("run (tuned artifact) --dump-after=stages",
+      p.returncode == 0 and "tuned artifact" in p.stderr and shapes["stages"](p.stdout), p.stdout[:300] + p.stderr[-200:])
+
+# An unknown stage: usage error (exit 2) naming the stages, for each command.
+bad = {
+    "build": ["build", norms, "--fn", "rmsnorm", "--target", "host", "-o", os.path.join(WORK, "bad")],
+    "run": ["run", norms, "--fn", "rmsnorm", "--inputs", inputs, "--output", run_out],
+    "tune": ["tune", norms, "--fn", "rmsnorm", "--target", "host"],
+}
+for cmd, args in bad.items():
+    p = mlk(*args, "--dump-after=lowered")
+    check(f"{cmd} --dump-after=lowered", p.returncode == 2 and
+          "--dump-after: unknown stage `lowered` (stages: ir, stages, schedule, loops)" in p.stderr, p.stderr[-300:])
+p = mlk("run", norms, "--fn", "rmsnorm", "--inputs", inputs, "--output", run_out, "--reference", "--dump-after=ir")
+check("run --reference --dump-after", p.returncode == 2 and "--reference runs the interpreter" in p.stderr, p.stderr)
+
+failed = [r for r in results if not r[1]]
+for name, ok, detail in results:
+    print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f": {detail}"))
+print(f"{len(results) - len(failed)}/{len(results)} passed")
+sys.exit(1 if failed else 0)

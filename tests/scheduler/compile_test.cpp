@@ -1,0 +1,146 @@
+// The compile driver (scheduler/compile.h): the JIT and AOT builds go through
+// it and agree on the schedule; one set of errors; --dump-after dumps.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lang/frontend.h"
+#include "scheduler/compile.h"
+#include "scheduler/kernel.h"
+#include "targets/artifact.h"
+#include "targets/detect.h"
+
+namespace mlk {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+ir::Module load(const std::string& example) {
+  auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/" + example);
+  EXPECT_TRUE(fe.ok() && fe->ok());
+  return fe->module;
+}
+
+std::string tmpdir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("mlk_compile_test_" + std::to_string(getpid())) / name;
+  fs::remove_all(p);
+  return p.string();
+}
+
+const DimEnv kSgemmDims = {{"M", 64}, {"K", 32}, {"N", 48}};
+
+// The schedule the JIT applied, the one the AOT build applied and the
+// manifest's schedule_hash are one hash, for the default and a given schedule.
+TEST(CompileDriver, JitAndAotReportTheSameScheduleHash) {
+  ir::Module m = load("mlp.tl");
+  auto jit = Kernel::CompileJit(m, "sgemm", "host", nullptr, kSgemmDims);
+  ASSERT_TRUE(jit.ok()) << jit.status().message();
+  BuildRequest req{&m, "sgemm", "", host_profile(), kSgemmDims, std::nullopt, tmpdir("default")};
+  auto aot = build_artifact(req);
+  ASSERT_TRUE(aot.ok()) << aot.status().message();
+  EXPECT_EQ((*jit)->schedule().hash(), aot->schedule.hash());
+  EXPECT_EQ(nlohmann::json::parse(aot->manifest_json)["schedule_hash"], aot->schedule.hash());
+
+  // A given schedule (an autoscheduler's) is the one both apply.
+  Schedule given;
+  given.autoscheduler = "Mullapudi2016";
+  auto jit2 = Kernel::CompileJit(m, "sgemm", "host", &given, kSgemmDims);
+  ASSERT_TRUE(jit2.ok()) << jit2.status().message();
+  BuildRequest req2{&m, "sgemm", "", host_profile(), kSgemmDims, given, tmpdir("given")};
+  auto aot2 = build_artifact(req2);
+  ASSERT_TRUE(aot2.ok()) << aot2.status().message();
+  EXPECT_EQ((*jit2)->schedule().hash(), given.hash());
+  EXPECT_EQ(aot2->schedule.hash(), given.hash());
+  EXPECT_NE(given.hash(), aot->schedule.hash());
+}
+
+// A missing fn is one error, whichever way it is compiled.
+TEST(CompileDriver, JitAndAotShareTheirErrors) {
+  ir::Module m = load("mlp.tl");
+  auto jit = Kernel::CompileJit(m, "nope");
+  const std::string dir = tmpdir("nope");
+  BuildRequest req{&m, "nope", "", host_profile(), {}, std::nullopt, dir};
+  auto aot = build_artifact(req);
+  ASSERT_FALSE(jit.ok());
+  ASSERT_FALSE(aot.ok());
+  EXPECT_EQ(jit.status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(jit.status().message(), "no fn `nope` in the program");
+  EXPECT_EQ(aot.status().message(), jit.status().message());
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+// Each dump is delivered once, at its stage, and the compilation goes on.
+TEST(CompileDriver, DumpsEachStage) {
+  ir::Module m = load("mlp.tl");
+  auto dump_of = [&](DumpStage s) {
+    std::string text;
+    int calls = 0;
+    CompileRequest req;
+    req.module = &m;
+    req.fn = "sgemm";
+    req.profile = host_profile();
+    req.dims = kSgemmDims;
+    req.dump_after = s;
+    req.dump = [&](const std::string& t) {
+      text += t;
+      ++calls;
+    };
+    auto sched = compile_until_codegen(req);
+    EXPECT_TRUE(sched.ok()) << sched.status().message();
+    EXPECT_EQ(calls, 1) << dump_stage_name(s);
+    if (s == DumpStage::kSchedule && sched.ok()) {
+      EXPECT_EQ(text, sched->to_json() + "\n");
+    }
+    return text;
+  };
+  EXPECT_THAT(dump_of(DumpStage::kIr), HasSubstr("fn sgemm [M, K, N]"));
+  const std::string stages = dump_of(DumpStage::kStages);
+  EXPECT_THAT(stages, HasSubstr("matmul0 matmul pure[a0=M:64 a1=N:48] reduction[r0=K:32] reads[load_a load_b]\n"));
+  EXPECT_THAT(stages, HasSubstr("load_a input pure[a0=M:64 a1=K:32]"));
+  EXPECT_THAT(dump_of(DumpStage::kSchedule), HasSubstr("\"stages\""));
+  const std::string loops = dump_of(DumpStage::kLoops);
+  EXPECT_THAT(loops, HasSubstr("produce "));
+  EXPECT_THAT(loops, HasSubstr("for "));
+
+  // The JIT delivers the same dump.
+  std::string jit_text;
+  auto k = Kernel::CompileJit(m, "sgemm", "host", nullptr, kSgemmDims, DumpStage::kStages,
+                              [&](const std::string& t) { jit_text += t; });
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_EQ(jit_text, stages);
+}
+
+// The ir dump carries the fns the fn calls (they are inlined by lowering).
+TEST(CompileDriver, IrDumpIncludesCallees) {
+  ir::Module m = load("mlp.tl");
+  std::string text;
+  CompileRequest req;
+  req.module = &m;
+  req.fn = "mlp";
+  req.profile = host_profile();
+  req.dump_after = DumpStage::kIr;
+  req.dump = [&](const std::string& t) { text = t; };
+  ASSERT_TRUE(compile_until_codegen(req).ok());
+  EXPECT_THAT(text, HasSubstr("fn mlp ["));
+  EXPECT_THAT(text, HasSubstr("fn gelu_tanh ["));
+}
+
+TEST(CompileDriver, UnknownDumpStageIsAUsageErrorListingTheStages) {
+  auto s = parse_dump_stage("lowered");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kUsage);
+  EXPECT_EQ(s.status().message(), "--dump-after: unknown stage `lowered` (stages: ir, stages, schedule, loops)");
+  for (const char* name : {"ir", "stages", "schedule", "loops"}) {
+    auto d = parse_dump_stage(name);
+    ASSERT_TRUE(d.ok()) << name;
+    EXPECT_STREQ(dump_stage_name(*d), name);
+  }
+}
+
+}  // namespace
+}  // namespace mlk

@@ -1,0 +1,290 @@
+// The rules and the two registries: each rule on its own (a stage table and
+// knobs in, the schedule out), the directive and knob registries, and a pin
+// on every schedule the rules produce for the examples (kScheduleSpaceVersion
+// must change exactly when that pin does).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+
+#include "autotune/cost_model.h"
+#include "base/sha256.h"
+#include "lang/frontend.h"
+#include "scheduler/directives.h"
+#include "scheduler/kernel.h"
+#include "scheduler/rules.h"
+
+namespace mlk {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Every schedule the rules make for the examples' fns, on every profile but
+// `host` (its width is the machine's), at three shapes (unknown, every dim 7,
+// every dim 64), for the default knobs, the seeds and every single-knob change
+// of the default within the knob space: one line per schedule, its knobs and
+// hash. MLK_RULES_DUMP=FILE writes the lines (with the cost model's
+// prediction) to FILE.
+std::string produced_schedules(bool with_cost) {
+  std::string lines;
+  for (const char* file : {"attention.tl", "embedding.tl", "mlp.tl", "norms.tl", "softmax.tl"}) {
+    auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/" + file);
+    EXPECT_TRUE(fe.ok() && fe->ok()) << file;
+    if (!fe.ok() || !fe->ok()) continue;
+    for (const auto& f : fe->module.functions) {
+      for (int64_t n : {0, 7, 64}) {
+        DimEnv dims;
+        if (n > 0)
+          for (const auto& d : f.dim_vars) dims[d] = n;
+        auto stages = stage_infos_for(fe->module, f.name, dims);
+        if (!stages.ok()) continue;
+        for (const Profile& p : all_profiles()) {
+          if (p.name == "host") continue;
+          std::vector<Knobs> all = {default_knobs(*stages, p)};
+          for (const Knobs& k : seed_knobs(*stages, p)) all.push_back(k);
+          for (const auto& [stage, ks] : knob_space(*stages, p))
+            for (const auto& [name, values] : ks)
+              for (int64_t v : values) {
+                Knobs k = all[0];
+                k[stage][name] = v;
+                all.push_back(k);
+              }
+          for (const Knobs& k : all) {
+            std::string line = f.name + " " + std::to_string(n) + " " + p.name + " " + nlohmann::json(k).dump() + " " +
+                               schedule_from_knobs(*stages, k, p).hash();
+            if (with_cost) {
+              char buf[64];
+              std::snprintf(buf, sizeof buf, " %.17g", tune::predict_ms(*stages, k, p));
+              line += buf;
+            }
+            lines += line + "\n";
+          }
+          lines += "space " + nlohmann::json(knob_space(*stages, p)).dump() + "\n";
+        }
+      }
+    }
+  }
+  return lines;
+}
+
+TEST(Rules, ProducedSchedulesAreThoseOfTheScheduleSpaceVersion) {
+  if (const char* dump = std::getenv("MLK_RULES_DUMP")) {
+    std::ofstream out(dump);
+    out << produced_schedules(true);
+  }
+  const std::string digest = sha256_hex(produced_schedules(false));
+  EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-5 c7f72d5b1b568f0574bb439081edf806ef8b519b0930b086002adf3193181122");
+}
+
+// Stage tables by hand, as the lowering would give them.
+StageInfo stage(std::string name, StageInfo::Kind kind, std::vector<int64_t> extents, std::vector<int64_t> rextents = {},
+                bool innermost = false) {
+  StageInfo s;
+  s.name = std::move(name);
+  s.kind = kind;
+  s.rank = static_cast<int>(extents.size());
+  s.rvars = static_cast<int>(rextents.size());
+  s.extents = std::move(extents);
+  s.rextents = std::move(rextents);
+  s.reduces_innermost = innermost;
+  return s;
+}
+
+Profile profile(const std::string& name) {
+  auto p = find_profile(name);
+  EXPECT_TRUE(p.ok()) << name;
+  return *p;
+}
+
+std::string ops(const std::vector<Directive>& ds) {
+  std::string out;
+  for (const auto& d : ds) {
+    out += (out.empty() ? "" : " ") + d.op;
+    for (const auto& v : d.vars) out += ":" + v;
+    for (int64_t f : d.factors) out += ":" + std::to_string(f);
+    if (d.update >= 0) out += "@u" + std::to_string(d.update);
+    if (!d.at_stage.empty()) out += "@" + d.at_stage + "." + d.at_var;
+  }
+  return out;
+}
+
+using Kind = StageInfo::Kind;
+
+// sgemm at 64x64x64: load_a, load_b, matmul0, output.
+std::vector<StageInfo> sgemm_table() {
+  StageInfo mm = stage("matmul0", Kind::kMatmul, {64, 64}, {64});
+  mm.direct_inputs = {"load_a", "load_b"};
+  return {stage("load_a", Kind::kInput, {64, 64}), stage("load_b", Kind::kInput, {64, 64}), mm,
+          stage("output", Kind::kOutput, {64, 64})};
+}
+
+TEST(Rules, CpuMatmulTilesAndVectorisesByTheProfilesWidth) {
+  for (auto [name, lanes] : {std::pair{"cpu_avx2", 8}, std::pair{"cpu_avx512", 16}}) {
+    Profile p = profile(name);
+    auto t = sgemm_table();
+    Knobs k = {{"matmul0", {{"tn", 2}, {"tm", 4}}}};
+    Schedule s = schedule_from_knobs(t, k, p);
+    const std::string l = std::to_string(lanes), tn = std::to_string(2 * lanes);
+    EXPECT_EQ(ops(s.stages["matmul0"]),
+              "compute_root vectorize:a1:" + l + " parallel:a0 tile:a1:a0:no:mo:ni:mi:" + tn +
+                  ":4@u0 reorder:ni:mi:r0:no:mo@u0 vectorize:ni:" + l + "@u0 unroll:mi@u0 parallel:mo@u0")
+        << name;
+    // With at_output the rule schedules the output too: the classic GEMM.
+    k["matmul0"]["at_output"] = 1;
+    s = schedule_from_knobs(t, k, p);
+    EXPECT_EQ(ops(s.stages["output"]), "tile:a1:a0:no:mo:ni:mi:" + tn + ":4 vectorize:ni:" + l + " unroll:mi parallel:mo");
+    EXPECT_THAT(ops(s.stages["matmul0"]), HasSubstr("compute_at@output.no"));
+    EXPECT_TRUE(validate_schedule(s, t, false).ok());
+  }
+}
+
+TEST(Rules, CpuReductionVectorisesTheRow) {
+  Profile p = profile("cpu_avx2");
+  // rmsnorm's mean of squares over [B, S, D] along D, fused into the output's rows or at root.
+  std::vector<StageInfo> t = {stage("load_x", Kind::kInput, {2, 3, 64}),
+                              stage("reduction0", Kind::kReduction, {2, 3}, {64}, true),
+                              stage("output", Kind::kOutput, {2, 3, 64})};
+  Schedule s = schedule_from_knobs(t, {{"reduction0", {{"fuse", 0}, {"vred", 1}}}}, p);
+  EXPECT_EQ(ops(s.stages["reduction0"]), "compute_root parallel:a0 rfactor_vector:r0:u:8");
+  s = schedule_from_knobs(t, {{"reduction0", {{"fuse", 1}, {"vred", 1}}}}, p);
+  EXPECT_EQ(ops(s.stages["reduction0"]), "compute_at@output.a1 rfactor_vector:r0:u:8");
+  // Without vred: vectorised across rows (the extent, 3, clips the width).
+  s = schedule_from_knobs(t, {{"reduction0", {{"fuse", 0}}}}, p);
+  EXPECT_EQ(ops(s.stages["reduction0"]), "compute_root vectorize:a1:3 parallel:a0 parallel:a0@u0");
+  EXPECT_TRUE(validate_schedule(s, t, false).ok());
+}
+
+TEST(Rules, CpuElementwiseVectorisesTheOutputAndMaterialisesOperands) {
+  Profile p = profile("cpu_avx512");
+  std::vector<StageInfo> t = {stage("operand0", Kind::kOperand, {64, 32}), stage("output", Kind::kOutput, {1, 4, 64})};
+  Schedule s = schedule_from_knobs(t, {{"operand0", {{"mat", 1}}}, {"output", {{"vec", 2}, {"par", 1}}}}, p);
+  EXPECT_EQ(ops(s.stages["operand0"]), "compute_root vectorize:a1:16 parallel:a0");
+  // a0 = 1 < 8: fuse_outer defaults to on.
+  EXPECT_EQ(ops(s.stages["output"]), "vectorize:a2:32 fuse:a1:a0:pf parallel:pf");
+  s = schedule_from_knobs(t, {{"operand0", {{"mat", 0}}}, {"output", {{"vec", 1}, {"par", 0}}}}, p);
+  EXPECT_EQ(s.stages.count("operand0"), 0u);
+  EXPECT_EQ(ops(s.stages["output"]), "vectorize:a2:16");
+}
+
+TEST(Rules, GpuMapsEveryDefinitionToBlocksAndThreads) {
+  Profile p = profile("cuda_sm90");
+  auto t = sgemm_table();
+  Schedule s = schedule_from_knobs(t, default_knobs(t, p), p);
+  EXPECT_EQ(ops(s.stages["matmul0"]),
+            "compute_root gpu_tile:a1:a0:bx:by:tx:ty:32:8 gpu_tile:a1:a0:bx:by:tx:ty:32:8@u0");
+  EXPECT_EQ(ops(s.stages["output"]), "gpu_tile:a1:a0:bx:by:tx:ty:32:8");
+  Knobs k = default_knobs(t, p);
+  k["matmul0"]["smem"] = 1;
+  s = schedule_from_knobs(t, k, p);
+  EXPECT_THAT(ops(s.stages["matmul0"]), HasSubstr("stage_shared@load_a.ko stage_shared@load_b.ko"));
+  EXPECT_TRUE(validate_schedule(s, t, true).ok());
+  EXPECT_EQ(rule_for(t[0], p), nullptr);
+  EXPECT_EQ(rule_for(t[2], p), &kGpuRule);
+  EXPECT_EQ(rule_for(t[2], profile("cpu_avx2")), &kCpuMatmulRule);
+}
+
+TEST(Rules, LoweredStagesNameTheirInputsByStageNameEveryTime) {
+  auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/mlp.tl");
+  ASSERT_TRUE(fe.ok() && fe->ok());
+  for (int i = 0; i < 2; ++i) {  // a second lowering in one process gets uniquified Func names
+    auto t = stage_infos_for(fe->module, "sgemm", {});
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ((*t)[2].direct_inputs, (std::vector<std::string>{"load_a", "load_b"}));
+  }
+}
+
+TEST(ScheduleDirectiveRegistry, UnknownDirectivesAreRefusedWithTheirName) {
+  EXPECT_EQ(find_directive("vectorise"), nullptr);
+  Schedule s;
+  s.stages["output"].push_back(Directive{"vectorise", {"a1"}, {}, "", "", -1});
+  Status st = validate_schedule(s, sgemm_table(), false);
+  EXPECT_EQ(st.message(), "schedule: stage `output` directive 0 `vectorise(a1)`: unknown directive `vectorise`");
+}
+
+TEST(ScheduleDirectiveRegistry, TheValidatorChecksEachKindsForms) {
+  auto t = sgemm_table();
+  auto msg = [&](Directive d, bool gpu = true) {
+    Schedule s;
+    s.stages[d.op == "rfactor" ? "matmul0" : "output"].push_back(d);
+    return validate_schedule(s, t, gpu).message();
+  };
+  EXPECT_EQ(msg({"gpu_tile", {"a1", "a0", "bx", "by"}, {8, 8}, "", "", -1}),
+            "schedule: stage `output` directive 0 `gpu_tile(a1, a0, bx, by, 8, 8)`: wrong number of variables");
+  EXPECT_EQ(msg({"gpu_tile", {"a1", "bx", "tx"}, {8, 8}, "", "", -1}),
+            "schedule: stage `output` directive 0 `gpu_tile(a1, bx, tx, 8, 8)`: wrong number of factors");
+  EXPECT_EQ(msg({"vectorize", {"a1"}, {8, 2}, "", "", -1}),
+            "schedule: stage `output` directive 0 `vectorize(a1, 8, 2)`: wrong number of factors");
+  EXPECT_EQ(msg({"rfactor", {"a0", "u"}, {4}, "", "", -1}),
+            "schedule: stage `matmul0` directive 0 `rfactor(a0, u, 4)`: rfactor needs a reduction variable (r0, r1, ...)");
+  EXPECT_EQ(msg({"stage_shared", {}, {}, "matmul0", "a0", -1}),
+            "schedule: stage `output` directive 0 `stage_shared()`: `matmul0` is not an input stage (load_<param>)");
+  EXPECT_EQ(msg({"compute_at", {}, {}, "output", "", -1}),
+            "schedule: stage `output` directive 0 `compute_at()`: needs at_stage and at_var");
+  // Names a form introduces are known to later directives of the stage.
+  Schedule s;
+  s.stages["output"] = {{"gpu_tile", {"a1", "bx", "tx"}, {8}, "", "", -1}, {"reorder", {"tx", "bx", "a0"}, {}, "", "", -1}};
+  EXPECT_TRUE(validate_schedule(s, t, true).ok());
+  EXPECT_THAT(validate_schedule(s, t, false).message(), HasSubstr("a GPU directive, but the target profile is a CPU profile"));
+}
+
+TEST(ScheduleDirectiveRegistry, EveryKindHasAFormAnApplierAndADocsRow) {
+  std::ifstream in(std::string(MLK_SOURCE_DIR) + "/docs/schedules.md");
+  std::stringstream docs;
+  docs << in.rdbuf();
+  EXPECT_EQ(directive_kinds().size(), 19u);
+  for (const auto& k : directive_kinds()) {
+    EXPECT_EQ(find_directive(k.op), &k);
+    EXPECT_FALSE(k.forms.empty()) << k.op;
+    EXPECT_NE(k.apply, nullptr) << k.op;
+    EXPECT_EQ(k.placement, k.at != AtRole::kNone) << k.op;
+    EXPECT_THAT(docs.str(), HasSubstr("| `" + std::string(k.op) + "` |")) << k.op;
+  }
+}
+
+TEST(RulesKnobRegistry, UnknownKnobsAreRefusedWithTheirName) {
+  auto t = sgemm_table();
+  Profile cpu = profile("cpu_avx2");
+  EXPECT_THAT(find_knob("tiles", false).status().message(), HasSubstr("unknown knob `tiles` for CPU profiles"));
+  EXPECT_FALSE(find_knob("smem", false).ok());  // a GPU knob
+  EXPECT_TRUE(find_knob("smem", true).ok());
+  EXPECT_TRUE(check_knobs(t, default_knobs(t, cpu), cpu).ok());
+  EXPECT_EQ(check_knobs(t, {{"matmul0", {{"tiles", 2}}}}, cpu).message(),
+            "knobs: stage `matmul0`: unknown knob `tiles` for CPU profiles (knobs: mat, vec, par, fuse_outer, tn, tm, "
+            "unroll, at_output, kc, mc, fuse, vred, rfactor)");
+  EXPECT_EQ(check_knobs(t, {{"matmul0", {{"tn", 5}}}}, cpu).message(),
+            "knobs: stage `matmul0`: knob `tn` = 5 is not one of its choices");
+  EXPECT_EQ(check_knobs(t, {{"output", {{"tn", 2}}}}, cpu).message(),
+            "knobs: stage `output`: knob `tn` does not apply to this stage");
+  EXPECT_EQ(check_knobs(t, {{"matmul9", {}}}, cpu).message(), "knobs: unknown stage `matmul9`");
+}
+
+TEST(RulesKnobRegistry, EveryKnobHasADefaultAmongItsChoicesForEveryProfile) {
+  const std::vector<Kind> kinds = {Kind::kReduction, Kind::kMatmul,     Kind::kSoftmaxMax, Kind::kSoftmaxExp,
+                                   Kind::kSoftmaxSum, Kind::kOutput, Kind::kInput,      Kind::kOperand};
+  for (const Profile& p : all_profiles()) {
+    int knobs = 0;
+    for (const auto& d : knob_decls()) {
+      EXPECT_EQ(&knob_decl(d.id), &d);
+      if (d.gpu != p.is_gpu()) continue;
+      ++knobs;
+      for (Kind k : kinds) {
+        const auto& choices = d.choices(k);
+        if (choices.empty()) continue;
+        for (int64_t e : {0, 1, 64}) {
+          StageInfo s = stage("s", k, {e, e, e}, {e});
+          int64_t v = d.default_value(s, p);
+          EXPECT_NE(std::find(choices.begin(), choices.end(), v), choices.end()) << d.name << " on " << p.name;
+        }
+      }
+    }
+    EXPECT_GT(knobs, 0) << p.name;
+  }
+}
+
+}  // namespace
+}  // namespace mlk
