@@ -1,5 +1,7 @@
 #include "autotune/measure.h"
 
+#include "base/stats.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -204,9 +206,7 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
   m.max_abs_error = j.value("max_abs_error", 0.0);
   m.max_rel_error = j.value("max_rel_error", 0.0);
   if (!m.times_ms.empty()) {
-    std::vector<double> t = m.times_ms;
-    std::sort(t.begin(), t.end());
-    m.median_ms = t[t.size() / 2];
+    m.median_ms = median(m.times_ms);
   }
   return m;
 }

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "autotune/cost_model.h"
+#include "base/stats.h"
 #include "base/log.h"
 #include "lang/interpreter.h"
 #include "lang/ir_printer.h"
@@ -789,9 +790,7 @@ class Search {
           }
         }
         if (!m.ok() || m.times_ms.empty()) continue;
-        std::vector<double> sorted = m.times_ms;
-        std::sort(sorted.begin(), sorted.end());
-        double med = sorted[sorted.size() / 2];
+        const double med = median(m.times_ms);
         auto& best = final_ms_[t];
         best = best == 0 ? med : std::min(best, med);
         final_times_[t] = m.times_ms;

@@ -8,16 +8,6 @@
 
 namespace mlk::bench {
 
-double median(std::vector<double> x) {
-  MLK_CHECK(!x.empty(), "median of no values");
-  size_t n = x.size(), mid = n / 2;
-  std::nth_element(x.begin(), x.begin() + mid, x.end());
-  double hi = x[mid];
-  if (n % 2) return hi;
-  double lo = *std::max_element(x.begin(), x.begin() + mid);
-  return (lo + hi) / 2;
-}
-
 std::vector<double> round_medians(const std::vector<double>& samples, const std::vector<size_t>& sizes) {
   if (sizes.empty()) return {median(samples)};
   std::vector<double> out;

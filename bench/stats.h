@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/stats.h"  // median
+
 namespace mlk::bench {
 
-// The median of `x` (mean of the two middle values for an even count).
-// Precondition: `x` is not empty.
-double median(std::vector<double> x);
+using mlk::median;  // base/stats.h
 
 // The median of each round: `sizes` splits `samples` into consecutive rounds
 // (an empty `sizes` is one round). Precondition: the sizes are positive and

@@ -1,6 +1,7 @@
 // `mlk build`: one function, one target profile -> an artifact directory.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include <sstream>
 
@@ -27,120 +28,151 @@ int fail(const Status& s) {
   return s.exit_code();
 }
 
-}  // namespace
-
-int run_build(const std::vector<std::string>& args) {
-  const Command& self = command("build");
+struct BuildArgs {
   std::string file, fn, target, schedule_path, out_dir, cache_flag, ns = cache::kDefaultNamespace;
   bool no_cache = false;
   DumpStage dump_after = DumpStage::kNone;
   std::map<std::string, int64_t> dims;
+};
+
+// The command line; every error is a usage error.
+Expected<BuildArgs> parse(const std::vector<std::string>& args) {
+  BuildArgs b;
   ArgReader r(args);
   while (!r.done()) {
     std::string a = r.next();
     if (a == "--no-cache") {
-      no_cache = true;
+      b.no_cache = true;
     } else if (a == "--fn" || a == "--target" || a == "--schedule" || a == "-o" || a == "--out" || a == "--dims" ||
                a == "--cache" || a == "--namespace" || a == "--dump-after") {
       auto v = r.value();
-      if (!v.ok()) return usage_error(self, v.status().message());
+      if (!v.ok()) return v.status();
       if (a == "--dump-after") {
         auto d = parse_dump_stage(*v);
-        if (!d.ok()) return usage_error(self, d.status().message());
-        dump_after = *d;
-      } else if (a == "--fn") fn = *v;
-      else if (a == "--target") target = *v;
-      else if (a == "--schedule") schedule_path = *v;
-      else if (a == "--cache") cache_flag = *v;
-      else if (a == "--namespace") ns = *v;
+        if (!d.ok()) return d.status();
+        b.dump_after = *d;
+      } else if (a == "--fn") b.fn = *v;
+      else if (a == "--target") b.target = *v;
+      else if (a == "--schedule") b.schedule_path = *v;
+      else if (a == "--cache") b.cache_flag = *v;
+      else if (a == "--namespace") b.ns = *v;
       else if (a == "--dims") {
         auto d = parse_dims(*v);
-        if (!d.ok()) return usage_error(self, d.status().message());
-        dims = *d;
-      } else out_dir = *v;
+        if (!d.ok()) return d.status();
+        b.dims = *d;
+      } else b.out_dir = *v;
     } else if (!a.empty() && a[0] == '-') {
-      return usage_error(self, "unknown option `" + a + "`");
-    } else if (file.empty()) {
-      file = a;
+      return Status::Usage("unknown option `" + a + "`");
+    } else if (b.file.empty()) {
+      b.file = a;
     } else {
-      return usage_error(self, "unexpected argument `" + a + "`");
+      return Status::Usage("unexpected argument `" + a + "`");
     }
   }
-  if (file.empty()) return usage_error(self, "no input file");
-  if (target.empty()) return usage_error(self, "--target PROFILE is required (see `mlk targets`)");
-  if (out_dir.empty()) return usage_error(self, "-o DIR is required");
-  auto profile = resolve_profile(target);
+  if (b.file.empty()) return Status::Usage("no input file");
+  if (b.target.empty()) return Status::Usage("--target PROFILE is required (see `mlk targets`)");
+  if (b.out_dir.empty()) return Status::Usage("-o DIR is required");
+  return b;
+}
+
+// Fills in what the command line left out: --fn from the program's only
+// public fn (else Status::Usage), --dims from the fn's first `tune`
+// declaration (the first tuning bucket as the shape estimate).
+Status complete_args(BuildArgs& b, const ir::Module& m) {
+  if (b.fn.empty()) {
+    std::vector<std::string> pub;
+    for (const auto& f : m.functions)
+      if (f.is_public) pub.push_back(f.name);
+    if (pub.size() != 1)
+      return Status::Usage("--fn NAME is required: " + b.file + " has " + std::to_string(pub.size()) + " public fns");
+    b.fn = pub[0];
+  }
+  if (b.dims.empty())
+    for (const auto& t : m.tunes)
+      if (t.function == b.fn) {
+        b.dims = t.dims;
+        break;
+      }
+  return Status::Ok();
+}
+
+// A tuned artifact for this fn, shape and profile in the cache is the build:
+// written to -o DIR. The exit status when the cache decided the command (a
+// hit, or an error); nullopt when the artifact is to be built anew.
+std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const Profile& profile) {
+  const ir::Function* target_fn = m.find(b.fn);
+  bool all_dims = target_fn != nullptr;
+  if (target_fn)
+    for (const auto& d : target_fn->dim_vars) all_dims = all_dims && b.dims.count(d);
+  if (b.no_cache || !b.schedule_path.empty() || !all_dims) return std::nullopt;
+  // (--cache may name a `mlk serve`: then a hit there is pulled into the local mirror.)
+  auto c = client::CliCache::Open(b.cache_flag, b.ns, "mlk build", /*create_if_missing=*/false);
+  if (!c.ok()) return fail(c.status());
+  std::unique_ptr<client::CliCache> cc = std::move(c).value();
+  if (!cc) return std::nullopt;
+  // The shared resolver (runtime/resolve.h), strict: only an artifact tuned
+  // at exactly this shape is the build; anything else is built anew.
+  auto found = rt::find_tuned(cc.get(), b.ns, m, b.fn, ir::function_hash(m, *target_fn), profile, b.dims,
+                              rt::Require::kExact, detect_cpu());
+  if (!found.ok()) {
+    if (found.status().code() != Status::Code::kNotFound) return fail(found.status());
+    return std::nullopt;
+  }
+  const std::string& key = found->key;
+  const cache::Artifact* hit = &found->entry;
+  std::error_code ec;
+  std::filesystem::create_directories(b.out_dir, ec);
+  for (const auto& [name, bytes] : hit->files) {
+    std::ofstream out(std::filesystem::path(b.out_dir) / name, std::ios::binary);
+    out << bytes;
+    if (!out) return fail(Status::IOError("cannot write " + b.out_dir + "/" + name));
+  }
+  // --dump-after: the stages of the stored artifact's schedule.
+  if (Status d = dump_stored(m, b.fn, profile, b.dims, hit->files, b.dump_after, stdout); !d.ok()) return fail(d);
+  std::printf("cached: tuned on %s (key %s); artifact written to %s\n", hit->info.manifest.provenance.host.c_str(),
+              key.substr(0, 16).c_str(), b.out_dir.c_str());
+  return 0;
+}
+
+// The schedule of --schedule FILE.
+Expected<Schedule> read_schedule(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::IOError("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto s = Schedule::from_json(ss.str());
+  if (!s.ok()) return Status::InvalidArgument(path + ": " + s.status().message());
+  return *s;
+}
+
+}  // namespace
+
+int run_build(const std::vector<std::string>& args) {
+  auto parsed = parse(args);
+  if (!parsed.ok()) return usage_error(command("build"), parsed.status().message());
+  BuildArgs& b = *parsed;
+  auto profile = resolve_profile(b.target);
   if (!profile.ok()) return fail(profile.status());
-  auto fe = compile_file(file);
+  auto fe = compile_file(b.file);
   if (!fe.ok()) return fail(fe.status());
   if (!fe->ok()) {
     std::fputs(fe->rendered().c_str(), stderr);
     return 1;
   }
-  if (fn.empty()) {
-    std::vector<std::string> pub;
-    for (const auto& f : fe->module.functions)
-      if (f.is_public) pub.push_back(f.name);
-    if (pub.size() != 1) return usage_error(self, "--fn NAME is required: " + file + " has " + std::to_string(pub.size()) + " public fns");
-    fn = pub[0];
-  }
-  if (dims.empty())
-    for (const auto& b : fe->module.tunes)
-      if (b.function == fn) {
-        dims = b.dims;  // the first tuning bucket as the shape estimate
-        break;
-      }
-  // A tuned artifact for this fn, shape and profile in the cache is the build.
-  const ir::Function* target_fn = fe->module.find(fn);
-  bool all_dims = target_fn != nullptr;
-  if (target_fn)
-    for (const auto& d : target_fn->dim_vars) all_dims = all_dims && dims.count(d);
-  // (--cache may name a `mlk serve`: then a hit there is pulled into the local mirror.)
-  std::unique_ptr<client::CliCache> cc;
-  if (!no_cache && schedule_path.empty() && all_dims) {
-    auto c = client::CliCache::Open(cache_flag, ns, "mlk build", /*create_if_missing=*/false);
-    if (!c.ok()) return fail(c.status());
-    cc = std::move(c).value();
-  }
-  if (cc) {
-    // The shared resolver (runtime/resolve.h), strict: only an artifact tuned
-    // at exactly this shape is the build; anything else is built anew.
-    auto found = rt::find_tuned(cc.get(), ns, fe->module, fn, ir::function_hash(fe->module, *target_fn), *profile, dims,
-                                rt::Require::kExact, detect_cpu());
-    if (found.ok()) {
-      const std::string& key = found->key;
-      const cache::Artifact* hit = &found->entry;
-      std::error_code ec;
-      std::filesystem::create_directories(out_dir, ec);
-      for (const auto& [name, bytes] : hit->files) {
-        std::ofstream out(std::filesystem::path(out_dir) / name, std::ios::binary);
-        out << bytes;
-        if (!out) return fail(Status::IOError("cannot write " + out_dir + "/" + name));
-      }
-      // --dump-after: the stages of the stored artifact's schedule.
-      if (Status d = dump_stored(fe->module, fn, *profile, dims, hit->files, dump_after, stdout); !d.ok()) return fail(d);
-      std::printf("cached: tuned on %s (key %s); artifact written to %s\n",
-                  hit->info.manifest.provenance.host.c_str(), key.substr(0, 16).c_str(), out_dir.c_str());
-      return 0;
-    }
-    if (found.status().code() != Status::Code::kNotFound) return fail(found.status());
-  }
+  if (Status s = complete_args(b, fe->module); !s.ok()) return usage_error(command("build"), s.message());
+  if (std::optional<int> done = write_cached(b, fe->module, *profile)) return *done;
   BuildRequest req;
   req.module = &fe->module;
-  req.fn = fn;
-  req.source_path = file;
+  req.fn = b.fn;
+  req.source_path = b.file;
   req.profile = *profile;
-  req.dims = dims;
-  req.out_dir = out_dir;
-  req.dump_after = dump_after;
+  req.dims = b.dims;
+  req.out_dir = b.out_dir;
+  req.dump_after = b.dump_after;
   req.dump = dump_to(stdout);
-  if (!schedule_path.empty()) {
-    std::ifstream in(schedule_path);
-    if (!in) return fail(Status::IOError("cannot read " + schedule_path));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto s = Schedule::from_json(ss.str());
-    if (!s.ok()) return fail(Status::InvalidArgument(schedule_path + ": " + s.status().message()));
+  if (!b.schedule_path.empty()) {
+    auto s = read_schedule(b.schedule_path);
+    if (!s.ok()) return fail(s.status());
     req.schedule = *s;
   }
   auto res = build_artifact(req);

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "base/stats.h"
 #include "autotune/cached_tune.h"
 #include "cache/paths.h"
 #include "cli/args.h"
@@ -100,6 +101,164 @@ int fail(const Status& s) {
   return s.exit_code();
 }
 
+// The fn to run: --fn, else the program's only public fn. Status::Usage when
+// neither names one.
+Status select_fn(RunOptions& o, const ir::Module& m) {
+  if (!o.fn.empty()) return Status::Ok();
+  std::vector<std::string> pub;
+  for (const auto& f : m.functions)
+    if (f.is_public) pub.push_back(f.name);
+  if (pub.size() != 1) {
+    std::string list;
+    for (const auto& p : pub) list += (list.empty() ? "" : ", ") + p;
+    return Status::Usage("--fn NAME is required: " + o.file + " has public fns " + (list.empty() ? "(none)" : list));
+  }
+  o.fn = pub[0];
+  return Status::Ok();
+}
+
+// The tensors of --inputs in the order of `f`'s parameters: one per
+// parameter, and none that matches no parameter.
+Expected<std::vector<HostTensor>> read_inputs(const RunOptions& o, const ir::Function& f) {
+  auto tensors = read_safetensors(o.inputs);
+  if (!tensors.ok()) return tensors.status();
+  std::vector<HostTensor> inputs;
+  std::string names;
+  for (const auto& p : f.params) names += (names.empty() ? "" : ", ") + p.name;
+  for (const auto& p : f.params) {
+    auto it = tensors->find(p.name);
+    if (it == tensors->end())
+      return Status::InvalidArgument(o.inputs + " has no tensor \"" + p.name + "\" for parameter `" + p.name + "` of `" +
+                                     f.name + "`");
+    inputs.push_back(it->second);
+  }
+  for (const auto& [name, t] : *tensors) {
+    bool used = false;
+    for (const auto& p : f.params) used = used || p.name == name;
+    if (!used)
+      return Status::InvalidArgument(o.inputs + ": tensor \"" + name + "\" matches no parameter of `" + f.name +
+                                     "` (parameters: " + names + ")");
+  }
+  return inputs;
+}
+
+// The result (and, with --repeat, the buffer timed runs reuse) must fit in
+// memory next to the inputs, checked before it is allocated. When the shape
+// does not bind, this passes and the run says why.
+Status check_result_memory(const RunOptions& o, const ir::Function& f, const std::vector<HostTensor>& inputs) {
+  std::vector<std::vector<int64_t>> in_shapes;
+  for (const auto& t : inputs) in_shapes.push_back(t.shape);
+  auto b = bind_dims(f, in_shapes, o.dims);
+  std::string label = o.dims.empty() ? "the inputs of " + o.inputs : "--dims " + dims_label(o.dims);
+  if (!b.ok()) return Status::Ok();
+  return check_memory_budget(f, *b, 1, o.repeat > 0 ? 2 : 1, label);
+}
+
+// What computes the fn: the reference interpreter (neither pointer set), a
+// tuned artifact, or a kernel with the default schedule; `how` says which.
+struct Executor {
+  std::unique_ptr<Kernel> kernel;
+  std::unique_ptr<LoadedArtifact> tuned;
+  DimEnv env;
+  std::string how = "reference interpreter";
+};
+
+// The compiled executor for `f` on --target. The shared resolver
+// (runtime/resolve.h): the artifact tuned at this shape, else at the nearest
+// other shape (--cache may name a `mlk serve`: then its entries count too),
+// else, unless --require says otherwise, the default schedule with the JIT.
+Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, const ir::Function& f,
+                                    const std::vector<HostTensor>& inputs) {
+  Executor ex;
+  auto profile = resolve_profile(o.target);
+  if (!profile.ok()) return profile.status();
+  Runnable rn = can_run(*profile, detect_cpu(), detect_cuda());
+  if (!rn.ok) return Status::Unsupported("cannot run " + profile->name + " here: " + rn.reason);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& t : inputs) shapes.push_back(t.shape);
+  auto bound = bind_dims(f, shapes, o.dims);
+  if (!bound.ok()) return bound.status();
+  ex.env = *bound;
+  std::unique_ptr<client::CliCache> cc;
+  if (!o.no_cache) {
+    auto c = client::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false);
+    if (!c.ok()) return c.status();
+    cc = std::move(c).value();
+  }
+  auto found = rt::find_tuned(cc.get(), o.ns, m, o.fn, ir::function_hash(m, f), *profile, ex.env, o.require, detect_cpu());
+  if (found.ok()) {
+    auto a = LoadedArtifact::LoadFiles(found->entry.files);
+    if (!a.ok()) return a.status();
+    ex.tuned = std::move(a).value();
+    if (Status d = dump_stored(m, o.fn, *profile, ex.env, found->entry.files, o.dump_after, stdout); !d.ok()) return d;
+    ex.how = "tuned artifact " + found->key.substr(0, 16) +
+             (found->exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + rt::dims_str(found->tuned_dims) +
+             " on " + found->entry.info.manifest.provenance.host;
+  } else if (found.status().code() != Status::Code::kNotFound) {
+    return found.status();
+  } else if (o.require != rt::Require::kAny) {
+    return Status::NotFound(found.status().message() + " (--require " + rt::require_name(o.require) + "; run `mlk tune " +
+                            o.file + " --fn " + o.fn + " --target " + profile->name + " --dims " +
+                            rt::dims_str(ex.env) + "` first)");
+  } else if (profile->is_gpu()) {
+    return Status::NotFound(found.status().message() + "; a CUDA profile has no JIT fallback: run `mlk tune " + o.file +
+                            " --target " + profile->name + " --fn " + o.fn + "` first, or use --target host");
+  } else {
+    auto k = Kernel::CompileJit(m, o.fn, profile->name == "host" ? "host" : profile->halide_target, nullptr, ex.env,
+                                o.dump_after, dump_to(stdout));
+    if (!k.ok()) return k.status();
+    ex.kernel = std::move(k).value();
+    ex.how = "default schedule (JIT), not tuned: " + found.status().message();
+  }
+  return ex;
+}
+
+// One run of the fn on its inputs, by whichever executor was chosen.
+struct Computation {
+  const RunOptions& o;
+  const ir::Module& m;
+  const ir::Function& f;
+  const std::vector<HostTensor>& inputs;
+  Executor& ex;
+
+  Expected<HostTensor> run_once() const {
+    if (o.reference) return interpret(m, o.fn, inputs, o.dims);
+    if (ex.tuned) return ex.tuned->Run(f, inputs, ex.env);
+    return ex.kernel->Run(inputs, o.dims);
+  }
+  // The same into `reuse`, so that timed runs time the kernel, not the allocator.
+  Status run_into(HostTensor& reuse) const {
+    if (o.reference) return run_once().status();
+    if (ex.tuned) return ex.tuned->RunInto(f, inputs, ex.env, reuse);
+    return ex.kernel->RunInto(inputs, o.dims, reuse);
+  }
+};
+
+// --repeat K: K timed runs into one reused buffer (a copy of `first`); prints
+// their median and minimum on stdout.
+Status time_runs(const Computation& c, const HostTensor& first) {
+  HostTensor reuse = first;
+  std::vector<double> ms;
+  for (int64_t i = 0; i < c.o.repeat; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    Status r = c.run_into(reuse);
+    auto t1 = std::chrono::steady_clock::now();
+    if (!r.ok()) return r;
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::printf("%s: median %.4f ms, min %.4f ms over %lld runs (%s)\n", c.o.fn.c_str(), median(ms),
+              *std::min_element(ms.begin(), ms.end()), static_cast<long long>(c.o.repeat), c.ex.how.c_str());
+  return Status::Ok();
+}
+
+// --output: the result as the safetensors tensor "output".
+Status write_output(const std::string& path, const HostTensor& result) {
+  Status s = write_safetensors(path, {{"output", result}});
+  if (!s.ok()) return s;
+  std::fprintf(stderr, "wrote %s: \"output\" %s %s\n", path.c_str(), dtype_name(result.dtype), result.shape_str().c_str());
+  return Status::Ok();
+}
+
 }  // namespace
 
 int run_run(const std::vector<std::string>& args) {
@@ -114,136 +273,27 @@ int run_run(const std::vector<std::string>& args) {
     return 1;
   }
   const ir::Module& m = fe->module;
-  if (o.fn.empty()) {
-    std::vector<std::string> pub;
-    for (const auto& f : m.functions)
-      if (f.is_public) pub.push_back(f.name);
-    if (pub.size() != 1) {
-      std::string list;
-      for (const auto& p : pub) list += (list.empty() ? "" : ", ") + p;
-      return usage_error(command("run"), "--fn NAME is required: " + o.file + " has public fns " + (list.empty() ? "(none)" : list));
-    }
-    o.fn = pub[0];
-  }
+  if (Status s = select_fn(o, m); !s.ok()) return usage_error(command("run"), s.message());
   const ir::Function* f = m.find(o.fn);
   if (!f) return fail(Status::NotFound(o.file + " has no fn `" + o.fn + "`"));
-  auto tensors = read_safetensors(o.inputs);
-  if (!tensors.ok()) return fail(tensors.status());
-  std::vector<HostTensor> inputs;
-  std::string names;
-  for (const auto& p : f->params) names += (names.empty() ? "" : ", ") + p.name;
-  for (const auto& p : f->params) {
-    auto it = tensors->find(p.name);
-    if (it == tensors->end())
-      return fail(Status::InvalidArgument(o.inputs + " has no tensor \"" + p.name + "\" for parameter `" + p.name +
-                                          "` of `" + f->name + "`"));
-    inputs.push_back(it->second);
-  }
-  for (const auto& [name, t] : *tensors) {
-    bool used = false;
-    for (const auto& p : f->params) used = used || p.name == name;
-    if (!used)
-      return fail(Status::InvalidArgument(o.inputs + ": tensor \"" + name + "\" matches no parameter of `" + f->name +
-                                          "` (parameters: " + names + ")"));
-  }
+  auto inputs = read_inputs(o, *f);
+  if (!inputs.ok()) return fail(inputs.status());
+  if (Status s = check_result_memory(o, *f, *inputs); !s.ok()) return fail(s);
 
-  // The result (and, with --repeat, the buffer timed runs reuse) must fit in
-  // memory next to the inputs, checked before it is allocated. When the shape
-  // does not bind, the run below says why.
-  {
-    std::vector<std::vector<int64_t>> in_shapes;
-    for (const auto& t : inputs) in_shapes.push_back(t.shape);
-    auto b = bind_dims(*f, in_shapes, o.dims);
-    std::string label = o.dims.empty() ? "the inputs of " + o.inputs : "--dims " + dims_label(o.dims);
-    if (b.ok())
-      if (Status s = check_memory_budget(*f, *b, 1, o.repeat > 0 ? 2 : 1, label); !s.ok()) return fail(s);
-  }
-
-  std::unique_ptr<Kernel> kernel;
-  std::unique_ptr<LoadedArtifact> tuned;
-  DimEnv env;
-  std::string how = "reference interpreter";
+  Executor ex;
   if (!o.reference) {
-    auto profile = resolve_profile(o.target);
-    if (!profile.ok()) return fail(profile.status());
-    Runnable rn = can_run(*profile, detect_cpu(), detect_cuda());
-    if (!rn.ok) return fail(Status::Unsupported("cannot run " + profile->name + " here: " + rn.reason));
-    std::vector<std::vector<int64_t>> shapes;
-    for (const auto& t : inputs) shapes.push_back(t.shape);
-    auto bound = bind_dims(*f, shapes, o.dims);
-    if (!bound.ok()) return fail(bound.status());
-    env = *bound;
-    // The shared resolver (runtime/resolve.h): the artifact tuned at this
-    // shape, else at the nearest other shape (--cache may name a `mlk serve`:
-    // then its entries count too), else, unless --require says otherwise,
-    // the default schedule with the JIT.
-    std::unique_ptr<client::CliCache> cc;
-    if (!o.no_cache) {
-      auto c = client::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false);
-      if (!c.ok()) return fail(c.status());
-      cc = std::move(c).value();
-    }
-    auto found = rt::find_tuned(cc.get(), o.ns, m, o.fn, ir::function_hash(m, *f), *profile, env, o.require, detect_cpu());
-    if (found.ok()) {
-      auto a = LoadedArtifact::LoadFiles(found->entry.files);
-      if (!a.ok()) return fail(a.status());
-      tuned = std::move(a).value();
-      if (Status d = dump_stored(m, o.fn, *profile, env, found->entry.files, o.dump_after, stdout); !d.ok())
-        return fail(d);
-      how = "tuned artifact " + found->key.substr(0, 16) +
-            (found->exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + rt::dims_str(found->tuned_dims) +
-            " on " + found->entry.info.manifest.provenance.host;
-    } else if (found.status().code() != Status::Code::kNotFound) {
-      return fail(found.status());
-    } else if (o.require != rt::Require::kAny) {
-      return fail(Status::NotFound(found.status().message() + " (--require " + rt::require_name(o.require) +
-                                   "; run `mlk tune " + o.file + " --fn " + o.fn + " --target " + profile->name +
-                                   " --dims " + rt::dims_str(env) + "` first)"));
-    } else if (profile->is_gpu()) {
-      return fail(Status::NotFound(found.status().message() + "; a CUDA profile has no JIT fallback: run `mlk tune " +
-                                   o.file + " --target " + profile->name + " --fn " + o.fn + "` first, or use --target host"));
-    } else {
-      auto k = Kernel::CompileJit(m, o.fn, profile->name == "host" ? "host" : profile->halide_target, nullptr, env,
-                                  o.dump_after, dump_to(stdout));
-      if (!k.ok()) return fail(k.status());
-      kernel = std::move(k).value();
-      how = "default schedule (JIT), not tuned: " + found.status().message();
-    }
+    auto compiled = compile_executor(o, m, *f, *inputs);
+    if (!compiled.ok()) return fail(compiled.status());
+    ex = std::move(compiled).value();
   }
-  std::fprintf(stderr, "mlk run: %s: %s\n", o.fn.c_str(), how.c_str());
-  auto run_once = [&]() -> Expected<HostTensor> {
-    if (o.reference) return interpret(m, o.fn, inputs, o.dims);
-    if (tuned) return tuned->Run(*f, inputs, env);
-    return kernel->Run(inputs, o.dims);
-  };
-  auto result = run_once();
+  std::fprintf(stderr, "mlk run: %s: %s\n", o.fn.c_str(), ex.how.c_str());
+  const Computation c{o, m, *f, *inputs, ex};
+  auto result = c.run_once();
   if (!result.ok()) return fail(result.status());
-  if (o.repeat > 0) {
-    // Timed runs write into one reused buffer: the kernel is timed, not the allocator.
-    HostTensor reuse = *result;
-    auto run_into = [&]() -> Status {
-      if (o.reference) return run_once().status();
-      if (tuned) return tuned->RunInto(*f, inputs, env, reuse);
-      return kernel->RunInto(inputs, o.dims, reuse);
-    };
-    std::vector<double> ms;
-    for (int64_t i = 0; i < o.repeat; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      Status r = run_into();
-      auto t1 = std::chrono::steady_clock::now();
-      if (!r.ok()) return fail(r);
-      ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    std::printf("%s: median %.4f ms, min %.4f ms over %lld runs (%s)\n", o.fn.c_str(), ms[ms.size() / 2], ms.front(),
-                static_cast<long long>(o.repeat), how.c_str());
-  }
-  if (!o.output.empty()) {
-    Status s = write_safetensors(o.output, {{"output", *result}});
-    if (!s.ok()) return fail(s);
-    std::fprintf(stderr, "wrote %s: \"output\" %s %s\n", o.output.c_str(), dtype_name(result->dtype),
-                 result->shape_str().c_str());
-  }
+  if (o.repeat > 0)
+    if (Status s = time_runs(c, *result); !s.ok()) return fail(s);
+  if (!o.output.empty())
+    if (Status s = write_output(o.output, *result); !s.ok()) return fail(s);
   return 0;
 }
 

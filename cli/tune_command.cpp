@@ -22,152 +22,198 @@ int fail(const Status& s) {
   return s.exit_code();
 }
 
-}  // namespace
-
-int run_tune(const std::vector<std::string>& args) {
-  const Command& self = command("tune");
+struct TuneArgs {
   std::string file, fn, target, out_dir, cache_flag, ns = cache::kDefaultNamespace, log;
   std::map<std::string, int64_t> dims;
   tune::TuneOptions opts;
   bool json_out = false, require_measured = false, no_cache = false;
   DumpStage dump_after = DumpStage::kNone;
+};
+
+// The command line; every error is a usage error.
+Expected<TuneArgs> parse(const std::vector<std::string>& args) {
+  TuneArgs t;
   ArgReader r(args);
   while (!r.done()) {
     std::string a = r.next();
-    if (a == "--json") json_out = true;
-    else if (a == "--require-measured") require_measured = true;
-    else if (a == "--no-autoschedulers") opts.autoschedulers = false;
-    else if (a == "--no-cache") no_cache = true;
-    else if (a == "--quiet" || a == "-q") opts.progress = false;
+    if (a == "--json") t.json_out = true;
+    else if (a == "--require-measured") t.require_measured = true;
+    else if (a == "--no-autoschedulers") t.opts.autoschedulers = false;
+    else if (a == "--no-cache") t.no_cache = true;
+    else if (a == "--quiet" || a == "-q") t.opts.progress = false;
     else if (a == "--fn" || a == "--target" || a == "--dims" || a == "--trials" || a == "--time" || a == "--seed" ||
              a == "-o" || a == "--cache" || a == "--namespace" || a == "--log" || a == "--timeout" ||
              a == "--compile-timeout" || a == "--dump-after") {
       auto v = r.value();
-      if (!v.ok()) return usage_error(self, v.status().message());
+      if (!v.ok()) return v.status();
       if (a == "--dump-after") {
         auto d = parse_dump_stage(*v);
-        if (!d.ok()) return usage_error(self, d.status().message());
-        dump_after = *d;
-      } else if (a == "--fn") fn = *v;
-      else if (a == "--target") target = *v;
-      else if (a == "-o") out_dir = *v;
-      else if (a == "--cache") cache_flag = *v;
-      else if (a == "--namespace") ns = *v;
-      else if (a == "--log") log = *v;
+        if (!d.ok()) return d.status();
+        t.dump_after = *d;
+      } else if (a == "--fn") t.fn = *v;
+      else if (a == "--target") t.target = *v;
+      else if (a == "-o") t.out_dir = *v;
+      else if (a == "--cache") t.cache_flag = *v;
+      else if (a == "--namespace") t.ns = *v;
+      else if (a == "--log") t.log = *v;
       else if (a == "--dims") {
         auto d = parse_dims(*v);
-        if (!d.ok()) return usage_error(self, d.status().message());
-        dims = *d;
+        if (!d.ok()) return d.status();
+        t.dims = *d;
       } else {
         auto n = parse_count(a, *v);
-        if (!n.ok()) return usage_error(self, n.status().message());
-        if (a == "--trials") opts.trials = static_cast<int>(*n);
-        if (a == "--time") opts.time_s = static_cast<double>(*n);
-        if (a == "--seed") opts.seed = static_cast<uint64_t>(*n);
-        if (a == "--timeout") opts.run_timeout_s = static_cast<double>(*n);
-        if (a == "--compile-timeout") opts.compile_timeout_s = static_cast<double>(*n);
+        if (!n.ok()) return n.status();
+        if (a == "--trials") t.opts.trials = static_cast<int>(*n);
+        if (a == "--time") t.opts.time_s = static_cast<double>(*n);
+        if (a == "--seed") t.opts.seed = static_cast<uint64_t>(*n);
+        if (a == "--timeout") t.opts.run_timeout_s = static_cast<double>(*n);
+        if (a == "--compile-timeout") t.opts.compile_timeout_s = static_cast<double>(*n);
       }
     } else if (!a.empty() && a[0] == '-') {
-      return usage_error(self, "unknown option `" + a + "`");
-    } else if (file.empty()) {
-      file = a;
+      return Status::Usage("unknown option `" + a + "`");
+    } else if (t.file.empty()) {
+      t.file = a;
     } else {
-      return usage_error(self, "unexpected argument `" + a + "`");
+      return Status::Usage("unexpected argument `" + a + "`");
     }
   }
-  if (file.empty()) return usage_error(self, "no input file");
-  if (target.empty()) return usage_error(self, "--target PROFILE is required (see `mlk targets`)");
-  auto profile = resolve_profile(target);
-  if (!profile.ok()) return fail(profile.status());
-  if (profile->is_gpu()) {
-    Runnable rn = can_run(*profile, detect_cpu(), detect_cuda());
-    if (require_measured)
-      return fail(Status::Unsupported(profile->name + " cannot be measured here (" +
-                                      (rn.ok ? "mlk measures GPU candidates only through ptxas and its cost model"
-                                             : rn.reason) +
-                                      "), and --require-measured refuses estimated results"));
+  if (t.file.empty()) return Status::Usage("no input file");
+  if (t.target.empty()) return Status::Usage("--target PROFILE is required (see `mlk targets`)");
+  return t;
+}
+
+// --require-measured refuses a GPU profile: its candidates are estimated.
+Status check_measurable(const Profile& profile, bool require_measured) {
+  if (!profile.is_gpu()) return Status::Ok();
+  Runnable rn = can_run(profile, detect_cpu(), detect_cuda());
+  if (require_measured)
+    return Status::Unsupported(profile.name + " cannot be measured here (" +
+                               (rn.ok ? "mlk measures GPU candidates only through ptxas and its cost model" : rn.reason) +
+                               "), and --require-measured refuses estimated results");
+  return Status::Ok();
+}
+
+using Job = std::pair<std::string, DimEnv>;  // a fn and a shape to tune it at
+
+// What to tune: --fn or every public fn; shapes from --dims or `tune`
+// declarations. A public fn without one is skipped, with a line on stderr.
+Expected<std::vector<Job>> plan_jobs(const TuneArgs& t, const ir::Module& m) {
+  std::vector<Job> jobs;
+  for (const auto& f : m.functions) {
+    if (!t.fn.empty() ? f.name != t.fn : !f.is_public) continue;
+    if (!t.dims.empty()) {
+      jobs.push_back({f.name, t.dims});
+      continue;
+    }
+    bool any = false;
+    for (const auto& b : m.tunes)
+      if (b.function == f.name) {
+        jobs.push_back({f.name, b.dims});
+        any = true;
+      }
+    if (!any && !t.fn.empty())
+      return Status::InvalidArgument("`" + f.name + "` has no `tune` declaration; give its shape with --dims");
+    if (!any) std::fprintf(stderr, "mlk tune: skipping `%s`: no `tune` declaration (give --fn and --dims)\n", f.name.c_str());
   }
-  auto fe = compile_file(file);
+  if (jobs.empty())
+    return Status::InvalidArgument(t.fn.empty() ? t.file + " has no public fn with a `tune` declaration"
+                                                : t.file + " has no fn `" + t.fn + "`");
+  return jobs;
+}
+
+// Every shape must fit in memory (inputs, outputs and the tuner's copies)
+// before anything is allocated or tuned. GPU profiles allocate no inputs here.
+Status check_jobs_memory(const TuneArgs& t, const ir::Module& m, const Profile& profile, const std::vector<Job>& jobs) {
+  if (profile.is_gpu()) return Status::Ok();
+  for (const auto& [name, shape] : jobs) {
+    std::string label = t.dims.empty() ? "the `tune` shape " + dims_label(shape) : "--dims " + dims_label(shape);
+    if (Status s = check_tuning_memory(*m.find(name), shape, label); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+// The artifact cache the jobs go through (none with --no-cache). --cache may
+// name a `mlk serve`: then each key is pulled into the local mirror before
+// tuning (a hit there is a hit here) and pushed after.
+struct TuneCache {
+  std::unique_ptr<client::CliCache> cc;
+  cache::Store* store = nullptr;
+  std::string store_path;
+  std::string work;  // the tuner's scratch directory
+};
+
+Expected<TuneCache> open_cache(const TuneArgs& t) {
+  TuneCache c;
+  if (!t.no_cache) {
+    auto opened = client::CliCache::Open(t.cache_flag, t.ns, "mlk tune", /*create_if_missing=*/true);
+    if (!opened.ok()) return opened.status();
+    c.cc = std::move(opened).value();
+    c.store = c.cc->store();
+    c.store_path = c.cc->store_path();
+  }
+  c.work = c.store ? c.store_path + ".work" : (std::filesystem::temp_directory_path() / "mlk-tune-work").string();
+  return c;
+}
+
+// Tunes jobs[i]: prints its summary line (on stderr with --json, whose
+// document stdout carries alone), its --dump-after stages, and appends its
+// JSON to `all_json`. False when it failed (said on stderr).
+bool tune_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
+              const std::vector<Job>& jobs, size_t i, std::string& all_json) {
+  const auto& [name, shape] = jobs[i];
+  std::string dir = t.out_dir.empty() ? "" : jobs.size() == 1 ? t.out_dir : t.out_dir + "/" + name + "-" + std::to_string(i);
+  tune::TuneOptions o = t.opts;
+  o.log_path = t.log.empty() || jobs.size() == 1 ? t.log : t.log + "." + name + "-" + std::to_string(i);
+  if (c.cc) c.cc->pull(cache::cache_key(tune::key_inputs(m, name, shape, profile)));
+  auto res = tune::tune_cached(m, name, t.file, profile, shape, o, c.store, t.ns, dir, c.work);
+  if (res.ok() && c.cc && !res->cached) (void)c.cc->push(res->key);
+  if (!res.ok()) {
+    std::fprintf(stderr, "mlk tune: %s: %s\n", name.c_str(), res.status().message().c_str());
+    return false;
+  }
+  std::fprintf(t.json_out ? stderr : stdout, "%s\n", res->summary_line.c_str());
+  bool ok = true;
+  // --dump-after: the winner's stages, after its final build.
+  if (t.dump_after != DumpStage::kNone) {
+    auto winner = Schedule::from_json(res->schedule_json);
+    Status d = winner.ok() ? dump_for_schedule(m, name, profile, shape, *winner, t.dump_after, t.json_out ? stderr : stdout)
+                           : Status::Corruption("the winner's schedule of `" + name + "` is not readable: " +
+                                                winner.status().message());
+    if (!d.ok()) {
+      std::fprintf(stderr, "mlk tune: %s: --dump-after: %s\n", name.c_str(), d.message().c_str());
+      ok = false;
+    }
+  }
+  all_json += (all_json.size() > 1 ? "," : "") + res->json;
+  return ok;
+}
+
+}  // namespace
+
+int run_tune(const std::vector<std::string>& args) {
+  auto parsed = parse(args);
+  if (!parsed.ok()) return usage_error(command("tune"), parsed.status().message());
+  const TuneArgs& t = *parsed;
+  auto profile = resolve_profile(t.target);
+  if (!profile.ok()) return fail(profile.status());
+  if (Status s = check_measurable(*profile, t.require_measured); !s.ok()) return fail(s);
+  auto fe = compile_file(t.file);
   if (!fe.ok()) return fail(fe.status());
   if (!fe->ok()) {
     std::fputs(fe->rendered().c_str(), stderr);
     return 1;
   }
-  // What to tune: --fn or every public fn; shapes from --dims or `tune` buckets.
-  std::vector<std::pair<std::string, DimEnv>> jobs;
-  for (const auto& f : fe->module.functions) {
-    if (!fn.empty() ? f.name != fn : !f.is_public) continue;
-    if (!dims.empty()) {
-      jobs.push_back({f.name, dims});
-      continue;
-    }
-    bool any = false;
-    for (const auto& b : fe->module.tunes)
-      if (b.function == f.name) {
-        jobs.push_back({f.name, b.dims});
-        any = true;
-      }
-    if (!any && !fn.empty())
-      return fail(Status::InvalidArgument("`" + f.name + "` has no `tune` declaration; give its shape with --dims"));
-    if (!any) std::fprintf(stderr, "mlk tune: skipping `%s`: no `tune` declaration (give --fn and --dims)\n", f.name.c_str());
-  }
-  if (jobs.empty())
-    return fail(Status::InvalidArgument(fn.empty() ? file + " has no public fn with a `tune` declaration"
-                                                   : file + " has no fn `" + fn + "`"));
-  // Every shape must fit in memory (inputs, outputs and the tuner's copies)
-  // before anything is allocated or tuned. GPU profiles allocate no inputs here.
-  if (!profile->is_gpu())
-    for (const auto& [name, shape] : jobs) {
-      std::string label = dims.empty() ? "the `tune` shape " + dims_label(shape) : "--dims " + dims_label(shape);
-      if (Status s = check_tuning_memory(*fe->module.find(name), shape, label); !s.ok()) return fail(s);
-    }
-  // --cache may name a `mlk serve`: then each key is pulled into the local
-  // mirror before tuning (a hit there is a hit here) and pushed after.
-  std::unique_ptr<client::CliCache> cc;
-  cache::Store* store = nullptr;
-  std::string store_path;
-  if (!no_cache) {
-    auto c = client::CliCache::Open(cache_flag, ns, "mlk tune", /*create_if_missing=*/true);
-    if (!c.ok()) return fail(c.status());
-    cc = std::move(c).value();
-    store = cc->store();
-    store_path = cc->store_path();
-  }
-  std::string work = store ? store_path + ".work"
-                           : (std::filesystem::temp_directory_path() / "mlk-tune-work").string();
+  auto jobs = plan_jobs(t, fe->module);
+  if (!jobs.ok()) return fail(jobs.status());
+  if (Status s = check_jobs_memory(t, fe->module, *profile, *jobs); !s.ok()) return fail(s);
+  auto c = open_cache(t);
+  if (!c.ok()) return fail(c.status());
   std::string all_json = "[";
   int status = 0;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const auto& [name, shape] = jobs[i];
-    std::string dir = out_dir.empty() ? "" : jobs.size() == 1 ? out_dir : out_dir + "/" + name + "-" + std::to_string(i);
-    tune::TuneOptions o = opts;
-    o.log_path = log.empty() || jobs.size() == 1 ? log : log + "." + name + "-" + std::to_string(i);
-    if (cc) cc->pull(cache::cache_key(tune::key_inputs(fe->module, name, shape, *profile)));
-    auto res = tune::tune_cached(fe->module, name, file, *profile, shape, o, store, ns, dir, work);
-    if (res.ok() && cc && !res->cached) (void)cc->push(res->key);
-    if (!res.ok()) {
-      std::fprintf(stderr, "mlk tune: %s: %s\n", name.c_str(), res.status().message().c_str());
-      status = 1;
-      continue;
-    }
-    // With --json, stdout carries the JSON document alone.
-    std::fprintf(json_out ? stderr : stdout, "%s\n", res->summary_line.c_str());
-    // --dump-after: the winner's stages, after its final build.
-    if (dump_after != DumpStage::kNone) {
-      auto winner = Schedule::from_json(res->schedule_json);
-      Status d = winner.ok() ? dump_for_schedule(fe->module, name, *profile, shape, *winner, dump_after,
-                                                 json_out ? stderr : stdout)
-                             : Status::Corruption("the winner's schedule of `" + name + "` is not readable: " +
-                                                  winner.status().message());
-      if (!d.ok()) {
-        std::fprintf(stderr, "mlk tune: %s: --dump-after: %s\n", name.c_str(), d.message().c_str());
-        status = 1;
-      }
-    }
-    all_json += (all_json.size() > 1 ? "," : "") + res->json;
-  }
-  if (json_out) std::printf("%s]\n", all_json.c_str());
-  if (store) std::fprintf(stderr, "cache: %s\n", store_path.c_str());
+  for (size_t i = 0; i < jobs->size(); ++i)
+    if (!tune_job(t, fe->module, *profile, *c, *jobs, i, all_json)) status = 1;
+  if (t.json_out) std::printf("%s]\n", all_json.c_str());
+  if (c->store) std::fprintf(stderr, "cache: %s\n", c->store_path.c_str());
   return status;
 }
 
