@@ -15,6 +15,7 @@
 #include "autotune/cached_tune.h"
 #include "autotune/tuner.h"
 #include "lang/frontend.h"
+#include "tests/test_support.h"
 #include "targets/detect.h"
 
 namespace mlk::tune {
@@ -22,13 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ir::Module sgemm_module() {
-  auto fe = compile_source("mm.tl",
-                           "public fn sgemm [M, K, N](a: Tensor[F32, [M, K]], b: Tensor[F32, [K, N]]) -> Tensor[F32, [M, N]] =\n"
-                           "  matmul(a, b)\n");
-  EXPECT_TRUE(fe.ok());
-  return fe.module;
-}
+using testing_support::sgemm_module;
 
 std::string log_path(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("mlk_tuner_test_" + std::to_string(getpid()));

@@ -8,6 +8,7 @@
 #include "cache/entry_meta.h"
 #include "cache/manifest.h"
 #include "lang/frontend.h"
+#include "tests/test_support.h"
 #include "lang/memory_budget.h"
 
 namespace mlk {
@@ -84,13 +85,7 @@ TEST(StoredJson, EntryMetadataIsReadAndItsBadFieldsAreCorruptionNamingThem) {
 
 const ir::Function& sgemm(const ir::Module& m) { return *m.find("sgemm"); }
 
-ir::Module sgemm_module() {
-  auto fe = compile_source("mm.tl",
-                           "public fn sgemm [M, K, N](a: Tensor[F32, [M, K]], b: Tensor[F32, [K, N]]) -> Tensor[F32, [M, N]] =\n"
-                           "  matmul(a, b)\n");
-  EXPECT_TRUE(fe.ok());
-  return fe.module;
-}
+using testing_support::sgemm_module;
 
 TEST(MemoryBudget, CountsTheTunersInputSetsAndResultsAndRefusesWhatDoesNotFit) {
   ir::Module m = sgemm_module();

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lang/frontend.h"
+#include "tests/test_support.h"
 #include "scheduler/compile.h"
 #include "scheduler/kernel.h"
 #include "targets/artifact.h"
@@ -20,17 +21,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-ir::Module load(const std::string& example) {
-  auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/" + example);
-  EXPECT_TRUE(fe.ok() && fe->ok());
-  return fe->module;
-}
+ir::Module load(const std::string& example) { return testing_support::load_example(example); }
 
-std::string tmpdir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("mlk_compile_test_" + std::to_string(getpid())) / name;
-  fs::remove_all(p);
-  return p.string();
-}
+std::string tmpdir(const std::string& name) { return testing_support::scratch_dir("mlk_compile_test", name); }
 
 const DimEnv kSgemmDims = {{"M", 64}, {"K", 32}, {"N", 48}};
 

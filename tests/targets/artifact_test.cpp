@@ -12,6 +12,7 @@
 
 #include "lang/compare.h"
 #include "lang/frontend.h"
+#include "tests/test_support.h"
 #include "lang/interpreter.h"
 #include "base/sha256.h"
 #include "scheduler/kernel.h"
@@ -27,17 +28,9 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-ir::Module load(const std::string& example) {
-  auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/" + example);
-  EXPECT_TRUE(fe.ok() && fe->ok());
-  return fe->module;
-}
+ir::Module load(const std::string& example) { return testing_support::load_example(example); }
 
-std::string tmpdir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("mlk_artifact_test_" + std::to_string(getpid())) / name;
-  fs::remove_all(p);
-  return p.string();
-}
+std::string tmpdir(const std::string& name) { return testing_support::scratch_dir("mlk_artifact_test", name); }
 
 HostTensor random_f32(std::vector<int64_t> shape, std::mt19937& rng) {
   HostTensor t(DType::F32, std::move(shape));
