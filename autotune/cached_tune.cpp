@@ -95,9 +95,17 @@ Expected<json> check_artifact(const ir::Module& m, const std::string& fn, const 
 
 }  // namespace
 
-Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const std::string& source,
-                              const Profile& p, const DimEnv& dims, TuneOptions opts, cache::Store* store,
-                              const std::string& ns, const std::string& out_dir, const std::string& work_dir) {
+Expected<Outcome> tune_cached(const TuneRequest& request) {
+  const ir::Module& m = *request.module;
+  const std::string& fn = request.fn;
+  const std::string& source = request.source;
+  const Profile& p = request.profile;
+  const DimEnv& dims = request.dims;
+  TuneOptions opts = request.opts;
+  cache::Store* store = request.store;
+  const std::string& ns = request.ns;
+  const std::string& out_dir = request.out_dir;
+  const std::string& work_dir = request.work_dir;
   Outcome o;
   o.key = cache::cache_key(key_inputs(m, fn, dims, p));
   const std::string label = fn + " [" + dims_str(dims) + "] " + p.name;

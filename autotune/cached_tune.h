@@ -24,10 +24,20 @@ struct Outcome {
   std::string schedule_json;  // the winner's schedule (Schedule::to_json), cached or tuned now
 };
 
-// `store` may be null (no cache): then the artifact goes only to `out_dir`.
-// `out_dir` may be empty (no copy outside the cache).
-Expected<Outcome> tune_cached(const ir::Module& m, const std::string& fn, const std::string& source,
-                              const Profile& p, const DimEnv& dims, TuneOptions opts, cache::Store* store,
-                              const std::string& ns, const std::string& out_dir, const std::string& work_dir);
+// One (fn, shape, profile) to tune through the cache.
+struct TuneRequest {
+  const ir::Module* module = nullptr;  // not null
+  std::string fn;
+  std::string source;  // the .tl file, stored with the artifact (program.tl)
+  Profile profile;
+  DimEnv dims;
+  TuneOptions opts;
+  cache::Store* store = nullptr;  // may be null (no cache): then the artifact goes only to `out_dir`
+  std::string ns = cache::kDefaultNamespace;
+  std::string out_dir;   // may be empty (no copy outside the cache)
+  std::string work_dir;  // the tuner's scratch directory (tuning logs, the winner's build)
+};
+
+Expected<Outcome> tune_cached(const TuneRequest& r);
 
 }  // namespace mlk::tune

@@ -170,7 +170,15 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
     variant_ = "tuned";
     mlk_.how = "tuned artifact " + key.substr(0, 16) + " (the baseline's), tuned on " + hit->info.manifest.provenance.host;
   } else if (cc) {
-    auto found = rt::find_tuned(cc.get(), o.ns, m, spec_.fn, ir_hash_, st.profile, env_, rt::Require::kExact, detect_cpu());
+    auto found = rt::find_tuned({.cache = cc.get(),
+                                 .ns = o.ns,
+                                 .module = &m,
+                                 .fn = spec_.fn,
+                                 .fhash = ir_hash_,
+                                 .profile = st.profile,
+                                 .dims = env_,
+                                 .require = rt::Require::kExact,
+                                 .cpu = detect_cpu()});
     if (found.ok()) {
       auto a = LoadedArtifact::LoadFiles(found->entry.files);
       if (!a.ok()) return with_where(spec_, a.status());

@@ -26,63 +26,13 @@
 #include "bench/variants.h"
 #include "cache/paths.h"
 #include "cli/args.h"
+#include "cli/flags.h"
 #include "cli/command.h"
 #include "lang/frontend.h"
 #include "lang/memory_budget.h"
 #include "targets/toolchain.h"
 
 namespace mlk::cli {
-
-const char* kBenchUsage =
-    "usage: mlk bench FILE.tl --fn NAME --target PROFILE [--dims N=V,...] [OPTIONS]\n"
-    "       mlk bench --suite SUITE.json [--target PROFILE] [OPTIONS]\n"
-    "\n"
-    "Times fns as users get them: the tuned artifact from the artifact cache for this\n"
-    "fn, shape and profile, or (for `host`) the default schedule when the cache has\n"
-    "none, and says which. Inputs are random (fixed seed); each variant is warmed up\n"
-    "and timed in interleaved rounds. Prints median times and mlk's speedup over each\n"
-    "peer on stdout, progress on stderr.\n"
-    "\n"
-    "  --fn NAME            the fn to time\n"
-    "  --dims N=V,...       its shape (default: the fn's first `tune` declaration)\n"
-    "  --target PROFILE     a CPU profile this machine runs (see `mlk targets`)\n"
-    "  --suite FILE         a JSON list of kernels instead of FILE.tl (docs/cli.md)\n"
-    "  --peers LIST         comma-separated: default, Adams2019, Li2018, Mullapudi2016,\n"
-    "                       openblas (matmul fns); or all, or none. Default: all, but\n"
-    "                       none with --record or --baseline (unless --plot is given)\n"
-    "  --rounds N           interleaved rounds, each on fresh buffers (default 10)\n"
-    "  --min-time MS        time spent timing each variant, over all rounds (default 500)\n"
-    "  --seed K             the random inputs' seed (default 1)\n"
-    "  --record FILE        write the results as a baseline (the same JSON as --json)\n"
-    "  --baseline FILE      compare with a baseline. Per round, the median; a kernel is\n"
-    "                       suspect when the median round is more than PCT slower, a\n"
-    "                       one-sided Mann-Whitney U test of the rounds gives p < 0.01,\n"
-    "                       and the 99% bootstrap interval of the ratio lies above\n"
-    "                       1 + PCT/100; a suspect is measured again, and is a\n"
-    "                       regression only when the re-measurement agrees. The\n"
-    "                       re-measurement is A/B: the baseline's own artifact (by its\n"
-    "                       recorded cache key, from the cache; or the default schedule\n"
-    "                       of the same program) timed interleaved with this build's,\n"
-    "                       so a busy machine slows both alike\n"
-    "  --recorded           re-measure against the baseline's recorded times only (the\n"
-    "                       weaker mode; also used when the baseline's artifact is gone)\n"
-    "  --max-regression PCT fail (exit 1) on a regression of more than PCT percent;\n"
-    "                       without it, --baseline reports at 10% and never fails\n"
-    "  --any-machine        allow a baseline recorded on another machine\n"
-    "  --settle SECONDS     with --baseline: wait up to this long (default 30) for the\n"
-    "                       machine to run a calibration loop as fast as when the\n"
-    "                       baseline was recorded, before timing and before re-measuring\n"
-    "  --json OUT           write the results, every sample included, as JSON; OUT `-`:\n"
-    "                       on stdout, and the tables go to stderr\n"
-    "  --plot FILE.svg      write a bar chart of mlk's speedup over each peer\n"
-    "  --cache PATH         the store (default: $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db)\n"
-    "  --namespace NAME     the cache namespace (default: default)\n"
-    "  --no-cache           never consult the cache (time the default schedule)\n"
-    "  -q                   no progress lines\n"
-    "\n"
-    "Exit status: 0 success; 1 a regression (named on stderr) or bad input (a .tl\n"
-    "error, a missing or malformed suite or baseline, a kernel the baseline lacks);\n"
-    "2 bad usage; 3 an internal error (a bug in mlk).\n";
 
 namespace {
 
@@ -127,62 +77,129 @@ Expected<std::vector<std::string>> parse_peers(const std::string& text) {
   return out;
 }
 
-Expected<Options> parse(const std::vector<std::string>& args) {
-  Options o;
-  ArgReader r(args);
-  while (!r.done()) {
-    std::string a = r.next();
-    if (a == "--no-cache") o.no_cache = true;
-    else if (a == "--any-machine") o.any_machine = true;
-    else if (a == "--recorded") o.recorded = true;
-    else if (a == "-q" || a == "--quiet") o.quiet = true;
-    else if (a == "--fn" || a == "--dims" || a == "--target" || a == "--suite" || a == "--cache" || a == "--namespace" ||
-             a == "--record" || a == "--baseline" || a == "--json" || a == "--plot" || a == "--max-regression" ||
-             a == "--peers" || a == "--rounds" || a == "--min-time" || a == "--seed" || a == "--settle") {
-      auto v = r.value();
-      if (!v.ok()) return v.status();
-      if (a == "--fn") o.fn = *v;
-      else if (a == "--target") o.target = *v;
-      else if (a == "--suite") o.suite = *v;
-      else if (a == "--cache") o.cache = *v;
-      else if (a == "--namespace") o.ns = *v;
-      else if (a == "--record") o.record = *v;
-      else if (a == "--baseline") o.baseline = *v;
-      else if (a == "--json") o.json_out = *v;
-      else if (a == "--plot") o.plot = *v;
-      else if (a == "--dims") {
-        auto d = parse_dims(*v);
-        if (!d.ok()) return d.status();
-        o.dims = *d;
-      } else if (a == "--max-regression") {
-        auto p = parse_pct(*v);
-        if (!p.ok()) return p.status();
-        o.max_regression = *p;
-      } else if (a == "--peers") {
-        auto p = parse_peers(*v);
-        if (!p.ok()) return p.status();
-        o.peers = *p;
-      } else if (a == "--settle") {
-        auto n = parse_int_flag(a, *v, 0, std::numeric_limits<int>::max());
-        if (!n.ok() && n.status().message().find("too large") == std::string::npos)
-          return Status::Usage("--settle: `" + *v + "` is not a whole number of seconds");
-        if (!n.ok()) return n.status();
-        o.settle_s = static_cast<double>(*n);
-      } else {
-        auto n = parse_count(a, *v);
-        if (!n.ok()) return n.status();
-        if (a == "--rounds") o.rounds = static_cast<int>(std::min<int64_t>(*n, 1000));
-        if (a == "--min-time") o.min_time_ms = static_cast<double>(*n);
-        if (a == "--seed") o.seed = static_cast<uint64_t>(*n);
-      }
-    } else if (!a.empty() && a[0] == '-') {
-      return Status::Usage("unknown option `" + a + "`");
-    } else if (o.file.empty()) {
-      o.file = a;
-    } else {
-      return Status::Usage("unexpected argument `" + a + "` (one .tl file, or --suite)");
-    }
-  }
+const char* kBenchDescription =
+    "Times fns as users get them: the tuned artifact from the artifact cache for this\n"
+    "fn, shape and profile, or (for `host`) the default schedule when the cache has\n"
+    "none, and says which. Inputs are random (fixed seed); each variant is warmed up\n"
+    "and timed in interleaved rounds. Prints median times and mlk's speedup over each\n"
+    "peer on stdout, progress on stderr.\n";
+
+const char* kBenchEpilogue =
+    "Exit status: 0 success; 1 a regression (named on stderr) or bad input (a .tl\n"
+    "error, a missing or malformed suite or baseline, a kernel the baseline lacks);\n"
+    "2 bad usage; 3 an internal error (a bug in mlk).\n";
+
+FlagSetter store_pct(std::optional<double>& out) {
+  return [&out](const std::string&, const std::string& text) -> Status {
+    auto p = parse_pct(text);
+    if (!p.ok()) return p.status();
+    out = *p;
+    return Status::Ok();
+  };
+}
+
+FlagSetter store_peers(std::optional<std::vector<std::string>>& out) {
+  return [&out](const std::string&, const std::string& text) -> Status {
+    auto p = parse_peers(text);
+    if (!p.ok()) return p.status();
+    out = *p;
+    return Status::Ok();
+  };
+}
+
+// --settle: a whole number of seconds, 0 included.
+FlagSetter store_settle(double& out) {
+  return [&out](const std::string& flag, const std::string& text) -> Status {
+    auto n = parse_int_flag(flag, text, 0, std::numeric_limits<int>::max());
+    if (!n.ok() && n.status().message().find("too large") == std::string::npos)
+      return Status::Usage(flag + ": `" + text + "` is not a whole number of seconds");
+    if (!n.ok()) return n.status();
+    out = static_cast<double>(*n);
+    return Status::Ok();
+  };
+}
+
+// --rounds: a count, at most 1000 used.
+FlagSetter store_rounds(int& out) {
+  return [&out](const std::string& flag, const std::string& text) -> Status {
+    auto n = parse_count(flag, text);
+    if (!n.ok()) return n.status();
+    out = static_cast<int>(std::min<int64_t>(*n, 1000));
+    return Status::Ok();
+  };
+}
+
+CommandSpec spec(Options& o) {
+  return {
+      .name = "bench",
+      .summary = "time fns against their peers; record baselines and gate on regressions",
+      .forms = {{"FILE.tl", {"!--fn", "!--target", "--dims", "..."}}, {"", {"!--suite", "--target", "..."}}},
+      .description = kBenchDescription,
+      .flags =
+          {
+              {.name = "--fn", .metavar = "NAME", .help = "the fn to time", .set = store(o.fn)},
+              {.name = "--dims", .metavar = "N=V,...", .help = "its shape",
+               .default_value = "the fn's first `tune` declaration", .set = store_dims(o.dims)},
+              {.name = "--target", .metavar = "PROFILE", .help = "a CPU profile this machine runs (see `mlk targets`)",
+               .set = store(o.target)},
+              {.name = "--suite", .metavar = "SUITE.json", .help = "a JSON list of kernels instead of FILE.tl (docs/cli.md)",
+               .set = store(o.suite)},
+              {.name = "--peers", .metavar = "LIST",
+               .help = "comma-separated: default, Adams2019, Li2018, Mullapudi2016, openblas (matmul fns); or all, or "
+                       "none",
+               .default_value = "all; none with --record or --baseline, unless --plot is given",
+               .set = store_peers(o.peers)},
+              {.name = "--rounds", .metavar = "N", .help = "interleaved rounds, each on fresh buffers",
+               .default_value = "10", .set = store_rounds(o.rounds)},
+              {.name = "--min-time", .metavar = "MS", .help = "time spent timing each variant, over all rounds",
+               .default_value = "500", .set = store_count(o.min_time_ms)},
+              {.name = "--seed", .metavar = "K", .help = "the random inputs' seed", .default_value = "1",
+               .set = store_count(o.seed)},
+              {.name = "--record", .metavar = "FILE", .help = "write the results as a baseline (the same JSON as --json)",
+               .set = store(o.record)},
+              {.name = "--baseline", .metavar = "FILE",
+               .help = "compare with a baseline. Per round, the median; a kernel is suspect when the median round is "
+                       "more than PCT slower, a one-sided Mann-Whitney U test of the rounds gives p < 0.01, and the "
+                       "99% bootstrap interval of the ratio lies above 1 + PCT/100; a suspect is measured again, and "
+                       "is a regression only when the re-measurement agrees. The re-measurement is A/B: the "
+                       "baseline's own artifact (by its recorded cache key, from the cache; or the default schedule "
+                       "of the same program) timed interleaved with this build's, so a busy machine slows both alike",
+               .set = store(o.baseline)},
+              {.name = "--recorded",
+               .help = "re-measure against the baseline's recorded times only (the weaker mode; also used when the "
+                       "baseline's artifact is gone)",
+               .set = set_bool(o.recorded)},
+              {.name = "--max-regression", .metavar = "PCT",
+               .help = "fail (exit 1) on a regression of more than PCT percent; without it, --baseline reports at "
+                       "10% and never fails",
+               .set = store_pct(o.max_regression)},
+              {.name = "--any-machine", .help = "allow a baseline recorded on another machine",
+               .set = set_bool(o.any_machine)},
+              {.name = "--settle", .metavar = "SECONDS",
+               .help = "with --baseline: wait up to this long for the machine to run a calibration loop as fast as "
+                       "when the baseline was recorded, before timing and before re-measuring",
+               .default_value = "30", .set = store_settle(o.settle_s)},
+              {.name = "--json", .metavar = "OUT",
+               .help = "write the results, every sample included, as JSON; OUT `-`: on stdout, and the tables go to "
+                       "stderr",
+               .set = store(o.json_out)},
+              {.name = "--plot", .metavar = "FILE.svg", .help = "write a bar chart of mlk's speedup over each peer",
+               .set = store(o.plot)},
+              {.name = "--cache", .metavar = "PATH", .help = "the store",
+               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(o.cache)},
+              {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
+               .set = store(o.ns)},
+              {.name = "--no-cache", .help = "never consult the cache (time the default schedule)",
+               .set = set_bool(o.no_cache)},
+              {.name = "-q", .help = "no progress lines", .set = set_bool(o.quiet), .aliases = {"--quiet"}},
+          },
+      .epilogue = kBenchEpilogue,
+      .positional = one_positional(o.file, " (one .tl file, or --suite)"),
+  };
+}
+
+// What the table cannot say: which flags go together; the default peers.
+Status complete_options(Options& o) {
   if (o.file.empty() && o.suite.empty()) return Status::Usage("no input: give FILE.tl --fn NAME, or --suite FILE");
   if (!o.file.empty() && !o.suite.empty()) return Status::Usage("give FILE.tl or --suite, not both");
   if (!o.file.empty() && o.fn.empty()) return Status::Usage("--fn NAME is required with FILE.tl");
@@ -197,7 +214,7 @@ Expected<Options> parse(const std::vector<std::string>& args) {
     o.peers = gating && o.plot.empty() ? std::vector<std::string>{} : bench::all_peer_names();
   }
   if (!o.plot.empty() && o.peers->empty()) return Status::Usage("--plot needs peers to compare with (not --peers none)");
-  return o;
+  return Status::Ok();
 }
 
 int fail(const Status& s) {
@@ -643,11 +660,16 @@ int Bench::Run() {
 
 }  // namespace
 
+CommandSpec bench_spec() {
+  static Options scratch;
+  return spec(scratch);
+}
+
 int run_bench(const std::vector<std::string>& args) {
-  auto parsed = parse(args);
-  if (!parsed.ok()) return parsed.status().code() == Status::Code::kUsage ? usage_error(command("bench"), parsed.status().message())
-                                                                          : fail(parsed.status());
-  return Bench(*parsed).Run();
+  Options o;
+  if (int bad = parse_or_usage_error(spec(o), args)) return bad;
+  if (Status s = complete_options(o); !s.ok()) return usage_error("bench", s.message());
+  return Bench(o).Run();
 }
 
 }  // namespace mlk::cli

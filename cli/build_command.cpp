@@ -10,6 +10,7 @@
 #include "autotune/cached_tune.h"
 #include "cache/paths.h"
 #include "cli/args.h"
+#include "cli/flags.h"
 #include "cli/command.h"
 #include "cli/dump_after.h"
 #include "lang/frontend.h"
@@ -35,44 +36,51 @@ struct BuildArgs {
   std::map<std::string, int64_t> dims;
 };
 
-// The command line; every error is a usage error.
-Expected<BuildArgs> parse(const std::vector<std::string>& args) {
-  BuildArgs b;
-  ArgReader r(args);
-  while (!r.done()) {
-    std::string a = r.next();
-    if (a == "--no-cache") {
-      b.no_cache = true;
-    } else if (a == "--fn" || a == "--target" || a == "--schedule" || a == "-o" || a == "--out" || a == "--dims" ||
-               a == "--cache" || a == "--namespace" || a == "--dump-after") {
-      auto v = r.value();
-      if (!v.ok()) return v.status();
-      if (a == "--dump-after") {
-        auto d = parse_dump_stage(*v);
-        if (!d.ok()) return d.status();
-        b.dump_after = *d;
-      } else if (a == "--fn") b.fn = *v;
-      else if (a == "--target") b.target = *v;
-      else if (a == "--schedule") b.schedule_path = *v;
-      else if (a == "--cache") b.cache_flag = *v;
-      else if (a == "--namespace") b.ns = *v;
-      else if (a == "--dims") {
-        auto d = parse_dims(*v);
-        if (!d.ok()) return d.status();
-        b.dims = *d;
-      } else b.out_dir = *v;
-    } else if (!a.empty() && a[0] == '-') {
-      return Status::Usage("unknown option `" + a + "`");
-    } else if (b.file.empty()) {
-      b.file = a;
-    } else {
-      return Status::Usage("unexpected argument `" + a + "`");
-    }
-  }
-  if (b.file.empty()) return Status::Usage("no input file");
-  if (b.target.empty()) return Status::Usage("--target PROFILE is required (see `mlk targets`)");
-  if (b.out_dir.empty()) return Status::Usage("-o DIR is required");
-  return b;
+const char* kBuildDescription =
+    "Compiles fn NAME ahead of time for a target capability profile into DIR:\n"
+    "  libNAME.so        the kernel, exporting the C ABI entry mlk_NAME (see mlk_abi.h)\n"
+    "  NAME_halide.h     Halide's declaration of the inner entry point\n"
+    "  mlk_abi.h         the C ABI: mlk_tensor_t, dtype codes, error codes\n"
+    "  NAME.ptx          CUDA profiles: the PTX (and NAME.cubin where ptxas exists)\n"
+    "  manifest.json     signature, profile and required capabilities, schedule,\n"
+    "                    toolchain versions, sha256 of every file, ptxas report\n";
+
+CommandSpec spec(BuildArgs& b) {
+  return {
+      .name = "build",
+      .summary = "compile a fn for a target profile into an artifact directory",
+      .positionals = "FILE.tl",
+      .description = kBuildDescription,
+      .flags =
+          {
+              {.name = "--fn", .metavar = "NAME", .help = "the fn to build; may be omitted when the file has one public fn",
+               .set = store(b.fn)},
+              {.name = "--target", .metavar = "PROFILE",
+               .help = "one of `mlk targets` (host, cpu_avx2, cpu_avx512, cpu_avx512_spr, cuda_sm80, cuda_sm90); "
+                       "CUDA profiles build without a GPU",
+               .set = store(b.target), .required = true, .required_note = " (see `mlk targets`)"},
+              {.name = "--dims", .metavar = "N=V,...",
+               .help = "the shape the schedule is made for; the kernel still runs on every valid shape",
+               .default_value = "the fn's first `tune` bucket", .set = store_dims(b.dims)},
+              {.name = "--schedule", .metavar = "S.json",
+               .help = "a schedule (JSON, see docs/schedules.md) instead of the default", .set = store(b.schedule_path)},
+              {.name = "-o", .metavar = "DIR", .help = "the artifact directory (created if missing)",
+               .set = store(b.out_dir), .aliases = {"--out"}, .required = true},
+              {.name = "--cache", .metavar = "PATH",
+               .help = "when no --schedule is given and the store holds a tuned artifact for this fn, shape and "
+                       "profile, that artifact is the build (says `cached:`)",
+               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(b.cache_flag)},
+              {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
+               .set = store(b.ns)},
+              {.name = "--no-cache", .help = "never consult the cache", .set = set_bool(b.no_cache)},
+              {.name = "--dump-after", .metavar = "STAGE",
+               .help = "print, on stdout, compile stage STAGE and go on building: ir (typed IR), stages (stage "
+                       "table), schedule (applied schedule JSON), loops (Halide's loop nest)",
+               .set = store_dump_stage(b.dump_after)},
+          },
+      .positional = one_positional(b.file),
+      .no_positional = "no input file",
+  };
 }
 
 // Fills in what the command line left out: --fn from the program's only
@@ -112,8 +120,15 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
   if (!cc) return std::nullopt;
   // The shared resolver (runtime/resolve.h), strict: only an artifact tuned
   // at exactly this shape is the build; anything else is built anew.
-  auto found = rt::find_tuned(cc.get(), b.ns, m, b.fn, ir::function_hash(m, *target_fn), profile, b.dims,
-                              rt::Require::kExact, detect_cpu());
+  auto found = rt::find_tuned({.cache = cc.get(),
+                               .ns = b.ns,
+                               .module = &m,
+                               .fn = b.fn,
+                               .fhash = ir::function_hash(m, *target_fn),
+                               .profile = profile,
+                               .dims = b.dims,
+                               .require = rt::Require::kExact,
+                               .cpu = detect_cpu()});
   if (!found.ok()) {
     if (found.status().code() != Status::Code::kNotFound) return fail(found.status());
     return std::nullopt;
@@ -128,7 +143,8 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
     if (!out) return fail(Status::IOError("cannot write " + b.out_dir + "/" + name));
   }
   // --dump-after: the stages of the stored artifact's schedule.
-  if (Status d = dump_stored(m, b.fn, profile, b.dims, hit->files, b.dump_after, stdout); !d.ok()) return fail(d);
+  const DumpRequest dump{.module = &m, .fn = b.fn, .profile = profile, .dims = b.dims, .stage = b.dump_after};
+  if (Status d = dump_stored(dump, hit->files); !d.ok()) return fail(d);
   std::printf("cached: tuned on %s (key %s); artifact written to %s\n", hit->info.manifest.provenance.host.c_str(),
               key.substr(0, 16).c_str(), b.out_dir.c_str());
   return 0;
@@ -147,10 +163,14 @@ Expected<Schedule> read_schedule(const std::string& path) {
 
 }  // namespace
 
+CommandSpec build_spec() {
+  static BuildArgs scratch;
+  return spec(scratch);
+}
+
 int run_build(const std::vector<std::string>& args) {
-  auto parsed = parse(args);
-  if (!parsed.ok()) return usage_error(command("build"), parsed.status().message());
-  BuildArgs& b = *parsed;
+  BuildArgs b;
+  if (int bad = parse_or_usage_error(spec(b), args)) return bad;
   auto profile = resolve_profile(b.target);
   if (!profile.ok()) return fail(profile.status());
   auto fe = compile_file(b.file);
@@ -159,7 +179,7 @@ int run_build(const std::vector<std::string>& args) {
     std::fputs(fe->rendered().c_str(), stderr);
     return 1;
   }
-  if (Status s = complete_args(b, fe->module); !s.ok()) return usage_error(command("build"), s.message());
+  if (Status s = complete_args(b, fe->module); !s.ok()) return usage_error("build", s.message());
   if (std::optional<int> done = write_cached(b, fe->module, *profile)) return *done;
   BuildRequest req;
   req.module = &fe->module;
@@ -183,8 +203,18 @@ int run_build(const std::vector<std::string>& args) {
   return 0;
 }
 
+CommandSpec targets_spec() {
+  return {
+      .name = "targets",
+      .summary = "list target profiles and what this machine can run",
+      .description = "Lists the target capability profiles, whether each can run on this machine\n"
+                     "(and why not), and what was detected: CPU features by cpuid, CUDA devices\n"
+                     "through the driver (loaded at run time; none is needed to build).\n",
+  };
+}
+
 int run_targets(const std::vector<std::string>& args) {
-  if (!args.empty()) return usage_error(command("targets"), "takes no arguments");
+  if (int bad = parse_or_usage_error(targets_spec(), args)) return bad;
   CpuInfo cpu = detect_cpu();
   CudaInfo cuda = detect_cuda();
   std::printf("%-16s %-5s %-4s %s\n", "PROFILE", "KIND", "RUNS", "DETAILS");

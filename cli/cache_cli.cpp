@@ -1,5 +1,6 @@
 #include "cli/cache_cli.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cinttypes>
 #include <cstdio>
@@ -11,45 +12,11 @@
 #include "cache/paths.h"
 #include "cache/sizes.h"
 #include "cache/store.h"
+#include "cli/transfer_cli.h"
+#include "cli/usage.h"
+#include "client/remote_store.h"
 
 namespace mlk::cli {
-
-const char kCacheUsageText[] =
-    "usage: mlk cache COMMAND [ARGS] [--cache PATH] [--namespace NAME]\n"
-    "\n"
-    "Inspects and maintains the artifact cache, a content-addressed SQLite store of\n"
-    "compiled kernels, schedules and tuning logs (docs/cache.md).\n"
-    "\n"
-    "commands:\n"
-    "  ls                  list entries: namespace, key, bytes, files, pin, last use, producer\n"
-    "  show KEY            print an entry's manifest and provenance as JSON\n"
-    "  verify [--repair]   re-hash every blob and entry, check references and the database\n"
-    "                      file; damaged items are quarantined; --repair also drops entries\n"
-    "                      with missing blobs and rebuilds the reference index\n"
-    "  gc --max-size SIZE  evict least recently used unpinned entries until the store (or,\n"
-    "                      with --namespace, that namespace's charged bytes) is within SIZE;\n"
-    "                      SIZE is bytes, or a number with K, M or G (powers of 1024): 512M\n"
-    "  export FILE         write the entries (all, or those of --namespace) to a new\n"
-    "                      single-file archive\n"
-    "  import FILE         add the entries of an archive, verifying every byte; keys that\n"
-    "                      are already here are kept\n"
-    "  rm KEY              remove an entry (and the blobs only it used)\n"
-    "  pin KEY             keep an entry through gc\n"
-    "  unpin KEY           let gc evict it again\n"
-    "  push KEY --remote URL  copy an entry and its blobs to a `mlk serve` (token from\n"
-    "                      $MLK_TOKEN; on the server, namespace \"default\" is the token's team)\n"
-    "  pull KEY --remote URL  copy an entry from a `mlk serve` into the store, verified\n"
-    "\n"
-    "KEY may be a unique prefix of at least 8 characters.\n"
-    "\n"
-    "options:\n"
-    "  --cache PATH        the store; default $MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db,\n"
-    "                      else ~/.cache/mlk/cache.db\n"
-    "  --namespace NAME    the namespace (team); ls, gc, export and import default to all\n"
-    "                      namespaces, show, rm, pin and unpin to \"default\"\n"
-    "\n"
-    "Exit status: 0 success; 1 corruption found (verify) or bad input (no such key, a\n"
-    "damaged, read-only or full store); 2 bad usage; 3 internal error (mlk bug).\n";
 
 namespace {
 
@@ -64,64 +31,107 @@ using cache::StoreOptions;
 using cache::validate_namespace;
 using nlohmann::json;
 
-struct Options {
-  std::string command;
-  std::vector<std::string> positional;
-  std::string cache;
-  std::optional<std::string> ns;
-  std::optional<std::string> max_size;
-  bool repair = false;
-};
+const char* kCacheEpilogue =
+    "KEY may be a unique prefix of at least 8 characters.\n"
+    "\n"
+    "Exit status: 0 success; 1 corruption found (verify) or bad input (no such key, a\n"
+    "damaged, read-only or full store); 2 bad usage; 3 internal error (mlk bug).\n";
 
-Expected<Options> parse(const std::vector<std::string>& args) {
-  Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::optional<std::string> inline_value;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      inline_value = a.substr(a.find('=') + 1);
-      a = a.substr(0, a.find('='));
-    }
-    auto value = [&]() -> Expected<std::string> {
-      if (inline_value) return *inline_value;
-      if (i + 1 >= args.size()) return Status::Usage(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--cache" || a == "--namespace" || a == "--max-size") {
-      auto v = value();
-      if (!v.ok()) return v.status();
-      if (v->empty()) return Status::Usage(a + " needs a non-empty value");
-      if (a == "--cache") o.cache = *v;
-      if (a == "--namespace") o.ns = *v;
-      if (a == "--max-size") o.max_size = *v;
-    } else if (a == "--repair" && !inline_value) {
-      o.repair = true;
-    } else if (a.size() > 1 && a[0] == '-') {
-      return Status::Usage("unknown option `" + args[i] + "`");
-    } else if (o.command.empty()) {
-      o.command = a;
-    } else {
-      o.positional.push_back(a);
-    }
+FlagSetter store_namespace(std::optional<std::string>& out) {
+  return [&out](const std::string& flag, const std::string& value) -> Status {
+    Status s = validate_namespace(value);
+    if (!s.ok()) return Status::Usage(flag + ": " + s.message());
+    out = value;
+    return Status::Ok();
+  };
+}
+
+FlagSetter store_size(std::optional<int64_t>& out) {
+  return [&out](const std::string&, const std::string& value) -> Status {
+    auto sz = parse_size(value);
+    if (!sz.ok()) return sz.status();
+    out = *sz;
+    return Status::Ok();
+  };
+}
+
+// The subcommands: their words (a name, then one word per positional
+// argument) and the flags that belong to them.
+std::vector<Form> subcommands() {
+  return {
+      {"ls", {}, "list entries: namespace, key, bytes, files, pin, last use, producer"},
+      {"show KEY", {}, "print an entry's manifest and provenance as JSON"},
+      {"verify", {"--repair"}, "re-hash every blob and entry, check references and the database file; damaged items are quarantined"},
+      {"gc", {"!--max-size"},
+       "evict least recently used unpinned entries until the store (or, with --namespace, that namespace's charged "
+       "bytes) is within SIZE"},
+      {"export FILE", {}, "write the entries (all, or those of --namespace) to a new single-file archive"},
+      {"import FILE", {}, "add the entries of an archive, verifying every byte; keys that are already here are kept"},
+      {"rm KEY", {}, "remove an entry (and the blobs only it used)"},
+      {"pin KEY", {}, "keep an entry through gc"},
+      {"unpin KEY", {}, "let gc evict it again"},
+      {"push KEY", {"!--remote"},
+       "copy an entry and its blobs to a `mlk serve` (token from $MLK_TOKEN; on the server, namespace \"default\" is "
+       "the token's team)"},
+      {"pull KEY", {"!--remote"}, "copy an entry from a `mlk serve` into the store, verified"},
+  };
+}
+
+CommandSpec spec(CacheArgs& o) {
+  return {
+      .name = "cache",
+      .summary = "inspect and maintain the artifact cache",
+      .forms = {{"COMMAND [ARGS]", {"--cache", "--namespace"}}},
+      .description = "Inspects and maintains the artifact cache, a content-addressed SQLite store of\n"
+                     "compiled kernels, schedules and tuning logs (docs/cache.md).\n",
+      .subcommands = subcommands(),
+      .flags_heading = "options:",
+      .flags =
+          {
+              {.name = "--cache", .metavar = "PATH", .help = "the store",
+               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db, else ~/.cache/mlk/cache.db",
+               .set = store(o.cache)},
+              {.name = "--namespace", .metavar = "NAME",
+               .help = "the namespace (team); ls, gc, export and import default to all namespaces, show, rm, pin, "
+                       "unpin, push and pull to \"default\"",
+               .set = store_namespace(o.ns)},
+              {.name = "--max-size", .metavar = "SIZE",
+               .help = "gc: the limit; bytes, or a number with K, M or G (powers of 1024): 512M",
+               .set = store_size(o.max_size), .required_note = " (e.g. 10G)"},
+              {.name = "--repair",
+               .help = "verify: also drop entries with missing blobs and rebuild the reference index",
+               .set = set_bool(o.repair)},
+              {.name = "--remote", .metavar = "URL", .help = "push, pull: the `mlk serve`, e.g. http://cache:8080",
+               .set = store(o.remote), .required_note = " (the `mlk serve`, e.g. http://cache:8080)"},
+          },
+      .epilogue = kCacheEpilogue,
+      .positional =
+          [&o](const std::string& arg) {
+            if (o.command.empty()) o.command = arg;
+            else o.positional.push_back(arg);
+            return Status::Ok();
+          },
+  };
+}
+
+// The subcommand, its arguments and which flags go with it.
+Status check_args(const CommandSpec& s, const CacheArgs& o, const ParsedFlags& seen) {
+  if (o.command.empty()) return Status::Usage("no command (ls, show, verify, gc, export, import, rm, pin, unpin, push, pull)");
+  const Form* form = nullptr;
+  for (const auto& f : s.subcommands)
+    if (f.words.substr(0, f.words.find(' ')) == o.command) form = &f;
+  if (!form) return Status::Usage("unknown command `" + o.command + "`");
+  const size_t arity = std::count(form->words.begin(), form->words.end(), ' ');
+  if (o.positional.size() != arity) {
+    if (arity == 0) return Status::Usage(o.command + " takes no arguments, got `" + o.positional[0] + "`");
+    const std::string what = form->words.substr(form->words.find(' ') + 1);
+    return Status::Usage(o.command + " takes one " + what +
+                         (o.positional.empty() ? "" : ", got " + std::to_string(o.positional.size())));
   }
-  if (o.command.empty()) return Status::Usage("no command (ls, show, verify, gc, export, import, rm, pin, unpin)");
-  static const std::map<std::string, size_t> kArity = {{"ls", 0},     {"show", 1},   {"verify", 0}, {"gc", 0},   {"export", 1},
-                                                       {"import", 1}, {"rm", 1},     {"pin", 1},    {"unpin", 1}};
-  auto it = kArity.find(o.command);
-  if (it == kArity.end()) return Status::Usage("unknown command `" + o.command + "`");
-  if (o.positional.size() != it->second) {
-    if (it->second == 0) return Status::Usage(o.command + " takes no arguments, got `" + o.positional[0] + "`");
-    const char* what = o.command == "export" || o.command == "import" ? "FILE" : "KEY";
-    return Status::Usage(o.command + " takes one " + what + (o.positional.empty() ? "" : ", got " + std::to_string(o.positional.size())));
-  }
-  if (o.max_size && o.command != "gc") return Status::Usage("--max-size belongs to `gc`");
-  if (o.command == "gc" && !o.max_size) return Status::Usage("gc needs --max-size SIZE (e.g. 10G)");
-  if (o.repair && o.command != "verify") return Status::Usage("--repair belongs to `verify`");
-  if (o.ns) {
-    Status s = validate_namespace(*o.ns);
-    if (!s.ok()) return Status::Usage("--namespace: " + s.message());
-  }
-  return o;
+  if (Status st = check_subcommand_flags(s, o.command, seen); !st.ok()) return st;
+  if (!o.remote.empty() && !client::is_remote_url(o.remote))
+    return Status::Usage("--remote: `" + o.remote + "` is not an http:// URL");
+  return Status::Ok();
 }
 
 std::string entries(int64_t n) { return std::to_string(n) + (n == 1 ? " entry" : " entries"); }
@@ -161,7 +171,7 @@ Expected<std::string> resolve_key(Store& store, const std::string& ns, const std
   return (*keys)[0];
 }
 
-Status list(Store& store, const Options& o, std::ostream& out) {
+Status list(Store& store, const CacheArgs& o, std::ostream& out) {
   auto listed = store.list(o.ns);
   if (!listed.ok()) return listed.status();
   char line[512];
@@ -198,27 +208,28 @@ int fail(std::ostream& err, const Status& s) {
 
 }  // namespace
 
+CommandSpec cache_command_spec() {
+  static CacheArgs scratch;
+  return spec(scratch);
+}
+
 int run_cache_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CacheArgs o;
+  const CommandSpec s = spec(o);
   for (const auto& a : args)
     if (a == "--help" || a == "-h") {
-      out << kCacheUsageText;
+      out << usage_text(s);
       return 0;
     }
-  auto parsed = parse(args);
-  if (!parsed.ok()) {
-    err << "mlk cache: " << parsed.status().message() << "\n(see `mlk cache --help`)\n";
+  auto parsed = parse_command_line(s, args);
+  Status st = parsed.ok() ? check_args(s, o, *parsed) : parsed.status();
+  if (!st.ok()) {
+    err << "mlk cache: " << st.message() << "\n(see `mlk cache --help`)\n";
     return 2;
   }
-  const Options& o = *parsed;
-  int64_t max_size = 0;
-  if (o.max_size) {
-    auto sz = parse_size(*o.max_size);
-    if (!sz.ok()) {
-      err << "mlk cache: " << sz.status().message() << "\n(see `mlk cache --help`)\n";
-      return 2;
-    }
-    max_size = *sz;
-  }
+  // push and pull talk HTTP through the client (client/remote_store.h).
+  if (o.command == "push" || o.command == "pull") return run_cache_transfer(o, out, err);
+  const int64_t max_size = o.max_size.value_or(0);
 
   std::string path = default_store_path(o.cache);
   StoreOptions so;

@@ -5,17 +5,33 @@
 // output; cli/cache_command.cpp registers it.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "cli/flags.h"
+
 namespace mlk::cli {
 
-extern const char kCacheUsageText[];
+// `mlk cache` parsed: the subcommand, its arguments and the flags.
+struct CacheArgs {
+  std::string command;
+  std::vector<std::string> positional;
+  std::string cache;
+  std::optional<std::string> ns;  // validated
+  std::optional<int64_t> max_size;
+  bool repair = false;
+  std::string remote;  // an http:// URL when given
+};
 
-// Runs `mlk cache ARGS...` other than push and pull; returns the exit status:
+// The flags and subcommands of `mlk cache`, for its help and the docs.
+CommandSpec cache_command_spec();
+
+// Runs `mlk cache ARGS...` (`--help` included); returns the exit status:
 // 0 success, 1 corruption found or bad input (no such key, damaged or
-// unwritable store), 2 bad usage.
+// unwritable store, a server that fails), 2 bad usage.
 int run_cache_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace mlk::cli

@@ -6,17 +6,12 @@
 #include <vector>
 
 #include "cli/cache_cli.h"
-#include "cli/transfer_cli.h"
+#include "cli/command.h"
 
 namespace mlk::cli {
 
-// Full text for `mlk cache --help`.
-const char* kCacheUsage = kCacheUsageText;
+CommandSpec cache_spec() { return cache_command_spec(); }
 
-int run_cache(const std::vector<std::string>& args) {
-  // push and pull talk HTTP through the client (client/remote_store.h).
-  if (!args.empty() && (args[0] == "push" || args[0] == "pull")) return run_cache_transfer(args, std::cout, std::cerr);
-  return run_cache_cli(args, std::cout, std::cerr);
-}
+int run_cache(const std::vector<std::string>& args) { return run_cache_cli(args, std::cout, std::cerr); }
 
 }  // namespace mlk::cli

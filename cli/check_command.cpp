@@ -7,19 +7,53 @@
 
 namespace mlk::cli {
 
-int run_check(const std::vector<std::string>& args) {
-  const Command& self = command("check");
+namespace {
+
+struct CheckOptions {
   bool emit_ir = false, emit_tokens = false, hash = false, quiet = false;
   std::vector<std::string> files;
-  for (const auto& a : args) {
-    if (a == "--emit-ir") emit_ir = true;
-    else if (a == "--emit-tokens") emit_tokens = true;
-    else if (a == "--hash") hash = true;
-    else if (a == "-q" || a == "--quiet") quiet = true;
-    else if (!a.empty() && a[0] == '-') return usage_error(self, "unknown option `" + a + "`");
-    else files.push_back(a);
-  }
-  if (files.empty()) return usage_error(self, "no input file");
+};
+
+CommandSpec spec(CheckOptions& o) {
+  return {
+      .name = "check",
+      .summary = "type-check .tl programs and print diagnostics",
+      .positionals = "FILE.tl...",
+      .description =
+          "Parses and type-checks .tl programs: dtypes, symbolic shapes and refinements.\n"
+          "Exit status 0 when every file is well-typed, 1 when any has errors (printed as\n"
+          "FILE:LINE:COL: error: MESSAGE with the source line and a caret), 2 on bad usage,\n"
+          "3 on an internal error (a bug in mlk).\n",
+      .flags =
+          {
+              {.name = "--emit-ir", .help = "print the canonical typed IR of each file", .set = set_bool(o.emit_ir)},
+              {.name = "--emit-tokens", .help = "print the token stream (one token per line)",
+               .set = set_bool(o.emit_tokens)},
+              {.name = "--hash", .help = "print the content hash of every function and of the file",
+               .set = set_bool(o.hash)},
+              {.name = "-q", .help = "print nothing on success", .set = set_bool(o.quiet), .aliases = {"--quiet"}},
+          },
+      .positional =
+          [&o](const std::string& file) {
+            o.files.push_back(file);
+            return Status::Ok();
+          },
+      .no_positional = "no input file",
+  };
+}
+
+}  // namespace
+
+CommandSpec check_spec() {
+  static CheckOptions scratch;
+  return spec(scratch);
+}
+
+int run_check(const std::vector<std::string>& args) {
+  CheckOptions o;
+  if (int bad = parse_or_usage_error(spec(o), args)) return bad;
+  const bool emit_ir = o.emit_ir, emit_tokens = o.emit_tokens, hash = o.hash, quiet = o.quiet;
+  const std::vector<std::string>& files = o.files;
   int status = 0;
   for (const auto& path : files) {
     auto r = compile_file(path);

@@ -40,60 +40,81 @@ struct RunOptions {
   DumpStage dump_after = DumpStage::kNone;
 };
 
-Expected<RunOptions> parse(const std::vector<std::string>& args) {
-  RunOptions o;
-  ArgReader r(args);
-  while (!r.done()) {
-    std::string a = r.next();
-    auto val = [&]() { return r.value(); };
-    if (a == "--fn" || a == "--inputs" || a == "--output" || a == "--dims" || a == "--target" || a == "--repeat" ||
-        a == "--cache" || a == "--namespace" || a == "--require" || a == "--dump-after") {
-      auto v = val();
-      if (!v.ok()) return v.status();
-      if (a == "--fn") o.fn = *v;
-      if (a == "--inputs") o.inputs = *v;
-      if (a == "--output") o.output = *v;
-      if (a == "--target") o.target = *v;
-      if (a == "--cache") o.cache = *v;
-      if (a == "--namespace") o.ns = *v;
-      if (a == "--dump-after") {
-        auto d = parse_dump_stage(*v);
-        if (!d.ok()) return d.status();
-        o.dump_after = *d;
-      }
-      if (a == "--require") {
-        auto r = rt::parse_require(*v);
-        if (!r.ok()) return Status::Usage("--require: " + r.status().message());
-        o.require = *r;
-      }
-      if (a == "--dims") {
-        auto d = parse_dims(*v);
-        if (!d.ok()) return d.status();
-        o.dims = *d;
-      }
-      if (a == "--repeat") {
-        auto k = parse_count("--repeat", *v);
-        if (!k.ok()) return k.status();
-        o.repeat = *k;
-      }
-    } else if (a == "--reference") {
-      o.reference = true;
-    } else if (a == "--no-cache") {
-      o.no_cache = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return Status::Usage("unknown option `" + a + "`");
-    } else if (o.file.empty()) {
-      o.file = a;
-    } else {
-      return Status::Usage("unexpected argument `" + a + "` (one .tl file per run)");
-    }
-  }
-  if (o.file.empty()) return Status::Usage("no input file");
+const char* kRunEpilogue =
+    "Dimensions are inferred from the input shapes and checked against the signature\n"
+    "and its refinements; a mismatch names the parameter, axis and symbol. Exit status\n"
+    "0 on success, 1 on a bad program or input (also inputs and outputs larger than\n"
+    "this machine's memory, refused before anything is allocated), 2 on bad usage,\n"
+    "3 on an internal error (a bug in mlk).\n";
+
+FlagSetter store_require(rt::Require& out) {
+  return [&out](const std::string& flag, const std::string& value) -> Status {
+    auto r = rt::parse_require(value);
+    if (!r.ok()) return Status::Usage(flag + ": " + r.status().message());
+    out = *r;
+    return Status::Ok();
+  };
+}
+
+CommandSpec spec(RunOptions& o) {
+  return {
+      .name = "run",
+      .summary = "compute a fn on safetensors inputs (Halide JIT or --reference)",
+      .positionals = "FILE.tl",
+      .description = "Computes fn NAME of FILE.tl on the tensors of IN.safetensors and writes its result\n"
+                     "as the tensor \"output\" of OUT.safetensors.\n",
+      .flags =
+          {
+              {.name = "--fn", .metavar = "NAME", .help = "the fn to run; may be omitted when the file has one public fn",
+               .set = store(o.fn)},
+              {.name = "--inputs", .metavar = "IN.safetensors",
+               .help = "one tensor per parameter, matched by name; dtypes must match exactly and every other tensor "
+                       "in the file is an error",
+               .set = store(o.inputs), .required = true},
+              {.name = "--output", .metavar = "OUT.safetensors",
+               .help = "where to write the result (written atomically); required unless --repeat is given",
+               .set = store(o.output)},
+              {.name = "--dims", .metavar = "N=V,...",
+               .help = "values of dimensions no input binds (and checks on the rest)", .set = store_dims(o.dims)},
+              {.name = "--target", .metavar = "PROFILE",
+               .help = "the profile to run. From the artifact cache (re-hashed, then loaded): the artifact tuned "
+                       "for PROFILE, this fn and exactly this shape; else the one tuned at the nearest other shape "
+                       "(whose required CPU features this machine has); else, for a CPU profile, the default "
+                       "schedule with Halide's JIT. stderr says which was run and why",
+               .default_value = "host", .set = store(o.target)},
+              {.name = "--require", .metavar = "any|tuned|exact",
+               .help = "any: a tuned artifact, else the JIT fallback; tuned: refuse the JIT fallback; exact: refuse all "
+                       "but an artifact tuned at exactly this shape (exit 1, naming what is missing)",
+               .default_value = "any", .set = store_require(o.require)},
+              {.name = "--cache", .metavar = "PATH",
+               .help = "the store or a `mlk serve` URL; a server's entries are found too",
+               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(o.cache)},
+              {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace to look in",
+               .default_value = "default", .set = store(o.ns)},
+              {.name = "--no-cache", .help = "never consult the cache", .set = set_bool(o.no_cache)},
+              {.name = "--repeat", .metavar = "K", .help = "run K more times and print the median and minimum time",
+               .set = store_count(o.repeat)},
+              {.name = "--reference", .help = "use the reference interpreter (double precision) instead",
+               .set = set_bool(o.reference)},
+              {.name = "--dump-after", .metavar = "STAGE",
+               .help = "print, on stdout, the kernel's compile stage STAGE (for a tuned artifact: rebuilt from its "
+                       "schedule up to code generation) and go on: ir (typed IR), stages (stage table), schedule "
+                       "(applied schedule JSON), loops (Halide's loop nest)",
+               .set = store_dump_stage(o.dump_after)},
+          },
+      .epilogue = kRunEpilogue,
+      .positional = one_positional(o.file, " (one .tl file per run)"),
+      .no_positional = "no input file",
+  };
+}
+
+// What the table cannot say: flags that exclude or need each other.
+Status check_options(const RunOptions& o) {
   if (o.reference && o.dump_after != DumpStage::kNone)
     return Status::Usage("--dump-after shows a compiled kernel; --reference runs the interpreter");
-  if (o.inputs.empty()) return Status::Usage("--inputs IN.safetensors is required");
-  if (o.output.empty() && o.repeat == 0) return Status::Usage("--output OUT.safetensors is required (or --repeat K to time only)");
-  return o;
+  if (o.output.empty() && o.repeat == 0)
+    return Status::Usage("--output OUT.safetensors is required (or --repeat K to time only)");
+  return Status::Ok();
 }
 
 int fail(const Status& s) {
@@ -185,12 +206,21 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
     if (!c.ok()) return c.status();
     cc = std::move(c).value();
   }
-  auto found = rt::find_tuned(cc.get(), o.ns, m, o.fn, ir::function_hash(m, f), *profile, ex.env, o.require, detect_cpu());
+  auto found = rt::find_tuned({.cache = cc.get(),
+                               .ns = o.ns,
+                               .module = &m,
+                               .fn = o.fn,
+                               .fhash = ir::function_hash(m, f),
+                               .profile = *profile,
+                               .dims = ex.env,
+                               .require = o.require,
+                               .cpu = detect_cpu()});
   if (found.ok()) {
     auto a = LoadedArtifact::LoadFiles(found->entry.files);
     if (!a.ok()) return a.status();
     ex.tuned = std::move(a).value();
-    if (Status d = dump_stored(m, o.fn, *profile, ex.env, found->entry.files, o.dump_after, stdout); !d.ok()) return d;
+    const DumpRequest dump{.module = &m, .fn = o.fn, .profile = *profile, .dims = ex.env, .stage = o.dump_after};
+    if (Status d = dump_stored(dump, found->entry.files); !d.ok()) return d;
     ex.how = "tuned artifact " + found->key.substr(0, 16) +
              (found->exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + rt::dims_str(found->tuned_dims) +
              " on " + found->entry.info.manifest.provenance.host;
@@ -261,11 +291,15 @@ Status write_output(const std::string& path, const HostTensor& result) {
 
 }  // namespace
 
+CommandSpec run_spec() {
+  static RunOptions scratch;
+  return spec(scratch);
+}
+
 int run_run(const std::vector<std::string>& args) {
-  auto opts = parse(args);
-  if (!opts.ok()) return opts.status().code() == Status::Code::kUsage ? usage_error(command("run"), opts.status().message())
-                                                                      : fail(opts.status());
-  RunOptions& o = *opts;
+  RunOptions o;
+  if (int bad = parse_or_usage_error(spec(o), args)) return bad;
+  if (Status s = check_options(o); !s.ok()) return usage_error("run", s.message());
   auto fe = compile_file(o.file);
   if (!fe.ok()) return fail(fe.status());
   if (!fe->ok()) {
@@ -273,7 +307,7 @@ int run_run(const std::vector<std::string>& args) {
     return 1;
   }
   const ir::Module& m = fe->module;
-  if (Status s = select_fn(o, m); !s.ok()) return usage_error(command("run"), s.message());
+  if (Status s = select_fn(o, m); !s.ok()) return usage_error("run", s.message());
   const ir::Function* f = m.find(o.fn);
   if (!f) return fail(Status::NotFound(o.file + " has no fn `" + o.fn + "`"));
   auto inputs = read_inputs(o, *f);

@@ -5,13 +5,18 @@
 
 #include "cache/paths.h"
 #include "cache/sizes.h"
-#include "cli/args.h"
 #include "cli/command.h"
+#include "cli/flags.h"
 #include "service/server.h"
 
 namespace mlk::cli {
 
 namespace {
+
+struct ServeArgs {
+  service::ServeOptions o;
+  std::string cache_flag;
+};
 
 Expected<int64_t> size_flag(const std::string& flag, const std::string& text) {
   auto v = cache::parse_size(text);
@@ -20,73 +25,116 @@ Expected<int64_t> size_flag(const std::string& flag, const std::string& text) {
   return *v;
 }
 
-Expected<int64_t> seconds_flag(const std::string& flag, const std::string& text) { return parse_count(flag, text); }
+FlagSetter store_size(int64_t& out) {
+  return [&out](const std::string& flag, const std::string& value) -> Status {
+    auto n = size_flag(flag, value);
+    if (!n.ok()) return n.status();
+    out = *n;
+    return Status::Ok();
+  };
+}
 
-Status parse_listen(const std::string& text, service::ServeOptions& o) {
-  size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    return Status::Usage("--listen: `" + text + "` is not HOST:PORT (e.g. 127.0.0.1:8080, 0.0.0.0:8080; port 0: any free one)");
-  std::string port = text.substr(colon + 1);
-  bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || std::stoi(port) > 65535) return Status::Usage("--listen: `" + port + "` is not a port number (0-65535)");
-  o.host = text.substr(0, colon);
-  if (o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']') o.host = o.host.substr(1, o.host.size() - 2);
-  o.port = std::stoi(port);
-  return Status::Ok();
+FlagSetter store_listen(service::ServeOptions& o) {
+  return [&o](const std::string& flag, const std::string& text) -> Status {
+    size_t colon = text.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      return Status::Usage(flag + ": `" + text +
+                           "` is not HOST:PORT (e.g. 127.0.0.1:8080, 0.0.0.0:8080; port 0: any free one)");
+    std::string port = text.substr(colon + 1);
+    bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(port) > 65535) return Status::Usage(flag + ": `" + port + "` is not a port number (0-65535)");
+    o.host = text.substr(0, colon);
+    if (o.host.size() > 2 && o.host.front() == '[' && o.host.back() == ']') o.host = o.host.substr(1, o.host.size() - 2);
+    o.port = std::stoi(port);
+    return Status::Ok();
+  };
+}
+
+FlagSetter store_threads(int& out) {
+  return [&out](const std::string& flag, const std::string& value) -> Status {
+    auto n = parse_count(flag, value);
+    if (!n.ok() || *n > 1024) return Status::Usage(flag + ": `" + value + "` is not a number from 1 to 1024");
+    out = static_cast<int>(*n);
+    return Status::Ok();
+  };
+}
+
+// --quota TEAM=SIZE, once per team.
+FlagSetter store_quota(std::map<std::string, int64_t>& limits) {
+  return [&limits](const std::string& flag, const std::string& value) -> Status {
+    size_t eq = value.find('=');
+    if (eq == std::string::npos || eq == 0) return Status::Usage(flag + ": `" + value + "` is not TEAM=SIZE (e.g. vision=50G)");
+    std::string team = value.substr(0, eq);
+    Status ns = cache::validate_namespace(team);
+    if (!ns.ok()) return Status::Usage(flag + ": " + ns.message());
+    auto n = size_flag(flag, value.substr(eq + 1));
+    if (!n.ok()) return n.status();
+    limits[team] = *n;
+    return Status::Ok();
+  };
+}
+
+// --timeout: the read and the write limit.
+FlagSetter store_timeout(service::ServeOptions& o) {
+  return [&o](const std::string& flag, const std::string& value) -> Status {
+    auto n = parse_count(flag, value);
+    if (!n.ok()) return n.status();
+    o.read_timeout_s = o.write_timeout_s = static_cast<int>(*n);
+    return Status::Ok();
+  };
+}
+
+CommandSpec spec(ServeArgs& a) {
+  service::ServeOptions& o = a.o;
+  return {
+      .name = "serve",
+      .summary = "serve the artifact cache over HTTP (API, ccache protocol, metrics)",
+      .description =
+          "Serves the artifact store over HTTP (docs/api.md): blobs by sha256, entries by\n"
+          "key, queries, status and Prometheus metrics under /v1/ and /metrics, and ccache's\n"
+          "HTTP remote-storage protocol under /ccache/. Every request needs a token from\n"
+          "`mlk token create`, which binds it to a team (namespace) and scopes. Runs until\n"
+          "SIGTERM or SIGINT, then finishes the requests in flight and exits 0.\n",
+      .flags =
+          {
+              {.name = "--cache", .metavar = "PATH", .help = "the store",
+               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(a.cache_flag)},
+              {.name = "--listen", .metavar = "HOST:PORT",
+               .help = "the address; port 0: any free port, printed on the first line of output",
+               .default_value = "127.0.0.1:8080", .set = store_listen(o)},
+              {.name = "--threads", .metavar = "N", .help = "worker threads, each serving one connection at a time",
+               .default_value = "8", .set = store_threads(o.threads)},
+              {.name = "--max-body", .metavar = "SIZE", .help = "largest request body; larger ones get 413",
+               .default_value = "64M", .set = store_size(o.api.max_body_bytes)},
+              {.name = "--quota", .metavar = "TEAM=SIZE", .help = "hard limit of a namespace's bytes; over it writes get 507",
+               .set = store_quota(o.api.quotas.limits), .repeatable = true},
+              {.name = "--default-quota", .metavar = "SIZE", .help = "the limit of every namespace without --quota",
+               .default_value = "none", .set = store_size(o.api.quotas.default_limit)},
+              {.name = "--timeout", .metavar = "SECONDS", .help = "per socket read or write; a stalled client is dropped",
+               .default_value = "30", .set = store_timeout(o)},
+              {.name = "--keep-alive", .metavar = "SECONDS", .help = "idle time before a keep-alive connection is closed",
+               .default_value = "5", .set = store_count(o.keep_alive_timeout_s)},
+              {.name = "--staged-ttl", .metavar = "SECONDS",
+               .help = "how long an uploaded blob no entry uses stays charged to its namespace and readable by it",
+               .default_value = "3600", .set = store_count(o.api.staged_ttl_s)},
+              {.name = "--access-log", .help = "one line per request on stderr", .set = set_bool(o.access_log)},
+          },
+      .epilogue = "SIZE is bytes, or a whole number with K, M or G (powers of 1024).\n",
+  };
 }
 
 }  // namespace
 
+CommandSpec serve_spec() {
+  static ServeArgs scratch;
+  return spec(scratch);
+}
+
 int run_serve(const std::vector<std::string>& args) {
-  const Command& self = command("serve");
-  service::ServeOptions o;
-  std::string cache_flag;
-  ArgReader r(args);
-  while (!r.done()) {
-    std::string a = r.next();
-    if (a == "--access-log") {
-      o.access_log = true;
-      continue;
-    }
-    if (!(a == "--cache" || a == "--listen" || a == "--threads" || a == "--max-body" || a == "--quota" ||
-          a == "--default-quota" || a == "--timeout" || a == "--keep-alive" || a == "--staged-ttl")) {
-      return usage_error(self, a.empty() || a[0] != '-' ? "unexpected argument `" + a + "`" : "unknown option `" + a + "`");
-    }
-    auto v = r.value();
-    if (!v.ok()) return usage_error(self, v.status().message());
-    Status s;
-    if (a == "--cache") {
-      cache_flag = *v;
-    } else if (a == "--listen") {
-      s = parse_listen(*v, o);
-    } else if (a == "--threads") {
-      auto n = parse_count(a, *v);
-      if (!n.ok() || *n > 1024) return usage_error(self, "--threads: `" + *v + "` is not a number from 1 to 1024");
-      o.threads = static_cast<int>(*n);
-    } else if (a == "--max-body" || a == "--default-quota") {
-      auto n = size_flag(a, *v);
-      if (!n.ok()) return usage_error(self, n.status().message());
-      (a == "--max-body" ? o.api.max_body_bytes : o.api.quotas.default_limit) = *n;
-    } else if (a == "--quota") {
-      size_t eq = v->find('=');
-      if (eq == std::string::npos || eq == 0) return usage_error(self, "--quota: `" + *v + "` is not TEAM=SIZE (e.g. vision=50G)");
-      std::string team = v->substr(0, eq);
-      Status ns = cache::validate_namespace(team);
-      if (!ns.ok()) return usage_error(self, "--quota: " + ns.message());
-      auto n = size_flag("--quota", v->substr(eq + 1));
-      if (!n.ok()) return usage_error(self, n.status().message());
-      o.api.quotas.limits[team] = *n;
-    } else {
-      auto n = seconds_flag(a, *v);
-      if (!n.ok()) return usage_error(self, n.status().message());
-      if (a == "--timeout") o.read_timeout_s = o.write_timeout_s = static_cast<int>(*n);
-      if (a == "--keep-alive") o.keep_alive_timeout_s = static_cast<int>(*n);
-      if (a == "--staged-ttl") o.api.staged_ttl_s = *n;
-    }
-    if (!s.ok()) return usage_error(self, s.message());
-  }
-  o.store_path = cache::default_store_path(cache_flag);
-  Status s = service::serve_until_signal(o);
+  ServeArgs a;
+  if (int bad = parse_or_usage_error(spec(a), args)) return bad;
+  a.o.store_path = cache::default_store_path(a.cache_flag);
+  Status s = service::serve_until_signal(a.o);
   if (!s.ok()) {
     std::fprintf(stderr, "mlk serve: %s\n", s.message().c_str());
     return s.exit_code();

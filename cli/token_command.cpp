@@ -7,7 +7,7 @@
 
 #include "base/time.h"
 #include "cache/paths.h"
-#include "cli/args.h"
+#include "cli/flags.h"
 #include "cli/command.h"
 #include "service/service_db.h"
 #include "service/tokens.h"
@@ -21,42 +21,74 @@ int fail(const Status& s) {
   return s.exit_code();
 }
 
-}  // namespace
-
-int run_token(const std::vector<std::string>& args) {
-  const Command& self = command("token");
+struct TokenArgs {
   std::string sub, target, team, scopes_text, note, cache_flag;
   bool json_out = false;
-  ArgReader r(args);
-  while (!r.done()) {
-    std::string a = r.next();
-    if (a == "--json") {
-      json_out = true;
-    } else if (a == "--cache" || a == "--team" || a == "--scopes" || a == "--note") {
-      auto v = r.value();
-      if (!v.ok()) return usage_error(self, v.status().message());
-      (a == "--cache" ? cache_flag : a == "--team" ? team : a == "--scopes" ? scopes_text : note) = *v;
-    } else if (!a.empty() && a[0] == '-') {
-      return usage_error(self, "unknown option `" + a + "`");
-    } else if (sub.empty()) {
-      sub = a;
-    } else if (target.empty() && sub == "revoke") {
-      target = a;
-    } else {
-      return usage_error(self, "unexpected argument `" + a + "`");
-    }
-  }
-  if (sub != "create" && sub != "list" && sub != "revoke")
-    return usage_error(self, sub.empty() ? "no command (create, list, revoke)" : "unknown command `" + sub + "`");
-  if (sub != "create" && (!team.empty() || !scopes_text.empty() || !note.empty()))
-    return usage_error(self, "--team, --scopes and --note belong to `create`");
-  if (sub == "revoke" && target.empty()) return usage_error(self, "revoke needs a token ID or prefix (see `mlk token list`)");
+};
+
+CommandSpec spec(TokenArgs& a) {
+  return {
+      .name = "token",
+      .summary = "create, list and revoke access tokens of `mlk serve`",
+      .description =
+          "Manages the access tokens of `mlk serve`, kept in the store file it serves (only\n"
+          "a sha256 of each token is stored). `create` prints the new token on stdout, once.\n",
+      .subcommands = {{"create", {"!--team", "!--scopes", "--note"}, "a token for one team, printed once"},
+                      {"list", {"--json"}, "every token: id, prefix, team, scopes, created, state, note"},
+                      {"revoke ID|PREFIX", {}, "revoke a token by its id or prefix (see `mlk token list`)"}},
+      .flags =
+          {
+              {.name = "--team", .metavar = "NAME", .help = "the namespace the token may use", .set = store(a.team),
+               .required_note = " (the namespace the token may use)"},
+              {.name = "--scopes", .metavar = "LIST",
+               .help = "comma-separated: read, write-blobs, write-entries, admin (admin: everything, in every "
+                       "namespace, and /metrics)",
+               .set = store(a.scopes_text), .required_note = " (e.g. read,write-blobs,write-entries)"},
+              {.name = "--note", .metavar = "TEXT", .help = "a reminder of who or what the token is for",
+               .set = store(a.note)},
+              {.name = "--json", .help = "list: print a JSON array instead of the table", .set = set_bool(a.json_out)},
+              {.name = "--cache", .metavar = "PATH", .help = "the store",
+               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(a.cache_flag)},
+          },
+      .epilogue = "Clients send the token as `Authorization: Bearer TOKEN`; mlk reads it from $MLK_TOKEN.\n",
+      .positional =
+          [&a](const std::string& arg) {
+            if (a.sub.empty()) a.sub = arg;
+            else if (a.target.empty() && a.sub == "revoke") a.target = arg;
+            else return Status::Usage("unexpected argument `" + arg + "`");
+            return Status::Ok();
+          },
+  };
+}
+
+// The subcommand and what it needs, beyond the flags' own checks.
+Status check_args(const CommandSpec& s, const TokenArgs& a, const ParsedFlags& seen) {
+  if (a.sub != "create" && a.sub != "list" && a.sub != "revoke")
+    return Status::Usage(a.sub.empty() ? "no command (create, list, revoke)" : "unknown command `" + a.sub + "`");
+  if (Status st = check_subcommand_flags(s, a.sub, seen); !st.ok()) return st;
+  if (a.sub == "revoke" && a.target.empty()) return Status::Usage("revoke needs a token ID or prefix (see `mlk token list`)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+CommandSpec token_spec() {
+  static TokenArgs scratch;
+  return spec(scratch);
+}
+
+int run_token(const std::vector<std::string>& args) {
+  TokenArgs a;
+  const CommandSpec s = spec(a);
+  ParsedFlags seen;
+  if (int bad = parse_or_usage_error(s, args, &seen)) return bad;
+  if (Status st = check_args(s, a, seen); !st.ok()) return usage_error("token", st.message());
+  const std::string &sub = a.sub, &target = a.target, &team = a.team, &note = a.note, &cache_flag = a.cache_flag;
+  const bool json_out = a.json_out;
   service::Scopes scopes = 0;
   if (sub == "create") {
-    if (team.empty()) return usage_error(self, "create needs --team NAME (the namespace the token may use)");
-    if (scopes_text.empty()) return usage_error(self, "create needs --scopes LIST (e.g. read,write-blobs,write-entries)");
-    auto sc = service::parse_scopes(scopes_text);
-    if (!sc.ok()) return usage_error(self, "--scopes: " + sc.status().message());
+    auto sc = service::parse_scopes(a.scopes_text);
+    if (!sc.ok()) return usage_error("token", "--scopes: " + sc.status().message());
     scopes = *sc;
   }
   std::string path = cache::default_store_path(cache_flag);

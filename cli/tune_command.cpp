@@ -30,56 +30,79 @@ struct TuneArgs {
   DumpStage dump_after = DumpStage::kNone;
 };
 
-// The command line; every error is a usage error.
-Expected<TuneArgs> parse(const std::vector<std::string>& args) {
-  TuneArgs t;
-  ArgReader r(args);
-  while (!r.done()) {
-    std::string a = r.next();
-    if (a == "--json") t.json_out = true;
-    else if (a == "--require-measured") t.require_measured = true;
-    else if (a == "--no-autoschedulers") t.opts.autoschedulers = false;
-    else if (a == "--no-cache") t.no_cache = true;
-    else if (a == "--quiet" || a == "-q") t.opts.progress = false;
-    else if (a == "--fn" || a == "--target" || a == "--dims" || a == "--trials" || a == "--time" || a == "--seed" ||
-             a == "-o" || a == "--cache" || a == "--namespace" || a == "--log" || a == "--timeout" ||
-             a == "--compile-timeout" || a == "--dump-after") {
-      auto v = r.value();
-      if (!v.ok()) return v.status();
-      if (a == "--dump-after") {
-        auto d = parse_dump_stage(*v);
-        if (!d.ok()) return d.status();
-        t.dump_after = *d;
-      } else if (a == "--fn") t.fn = *v;
-      else if (a == "--target") t.target = *v;
-      else if (a == "-o") t.out_dir = *v;
-      else if (a == "--cache") t.cache_flag = *v;
-      else if (a == "--namespace") t.ns = *v;
-      else if (a == "--log") t.log = *v;
-      else if (a == "--dims") {
-        auto d = parse_dims(*v);
-        if (!d.ok()) return d.status();
-        t.dims = *d;
-      } else {
-        auto n = parse_count(a, *v);
-        if (!n.ok()) return n.status();
-        if (a == "--trials") t.opts.trials = static_cast<int>(*n);
-        if (a == "--time") t.opts.time_s = static_cast<double>(*n);
-        if (a == "--seed") t.opts.seed = static_cast<uint64_t>(*n);
-        if (a == "--timeout") t.opts.run_timeout_s = static_cast<double>(*n);
-        if (a == "--compile-timeout") t.opts.compile_timeout_s = static_cast<double>(*n);
-      }
-    } else if (!a.empty() && a[0] == '-') {
-      return Status::Usage("unknown option `" + a + "`");
-    } else if (t.file.empty()) {
-      t.file = a;
-    } else {
-      return Status::Usage("unexpected argument `" + a + "`");
-    }
-  }
-  if (t.file.empty()) return Status::Usage("no input file");
-  if (t.target.empty()) return Status::Usage("--target PROFILE is required (see `mlk targets`)");
-  return t;
+const char* kTuneDescription =
+    "Searches schedules for every public fn of FILE.tl (or --fn NAME) at each shape of\n"
+    "its `tune` declarations (or --dims), verifies every candidate against the reference\n"
+    "interpreter (two random input sets at each of two shapes, one with ragged tails),\n"
+    "measures it in an isolated worker process, and keeps the fastest. The winner's\n"
+    "stored artifact is called through its C ABI and checked the same way.\n"
+    "The winner's artifact (as `mlk build` makes it), schedule, tuning log and timings\n"
+    "go into the artifact cache under a key of everything that determines them; a\n"
+    "cache hit returns at once and says so.\n";
+
+const char* kTuneEpilogue =
+    "GPU profiles on a machine without a GPU are tuned with the cost model and the\n"
+    "ptxas resource report; their results are marked measured: false.\n"
+    "Progress goes to stderr: trials done, best time, speedup over the default, ETA.\n"
+    "\n"
+    "Exit status: 0 success; 1 a bad program or input (including a shape whose\n"
+    "inputs and outputs would not fit in this machine's memory, refused before\n"
+    "anything is allocated); 2 bad usage; 3 an internal error (a bug in mlk).\n";
+
+CommandSpec spec(TuneArgs& t) {
+  std::vector<Flag> flags = {
+      {.name = "--target", .metavar = "PROFILE", .help = "the profile to tune for (see `mlk targets`)",
+       .set = store(t.target), .required = true, .required_note = " (see `mlk targets`)"},
+      {.name = "--fn", .metavar = "NAME", .help = "tune this fn only (public or not) instead of every public fn",
+       .set = store(t.fn)},
+      {.name = "--dims", .metavar = "N=V,...", .help = "the one shape to tune at instead of the `tune` declarations'",
+       .set = store_dims(t.dims)},
+      {.name = "--trials", .metavar = "N", .help = "candidates to measure, at most", .default_value = "40",
+       .set = store_count(t.opts.trials)},
+      {.name = "--time", .metavar = "SECONDS", .help = "search budget per shape", .default_value = "150",
+       .set = store_count(t.opts.time_s)},
+      {.name = "--seed", .metavar = "K", .help = "the search's random seed; the same seed replays the same search",
+       .default_value = "1", .set = store_count(t.opts.seed)},
+      {.name = "--timeout", .metavar = "SECONDS",
+       .help = "per candidate, the limit on its run (verification and timing); a hung or crashed candidate costs "
+               "one trial",
+       .default_value = "60", .set = store_count(t.opts.run_timeout_s)},
+      {.name = "--compile-timeout", .metavar = "SECONDS",
+       .help = "per candidate, the limit on its compilation (Halide's JIT and any autoscheduler)",
+       .default_value = "max(60, 10 x the default schedule's compile time)", .set = store_count(t.opts.compile_timeout_s)},
+      {.name = "--no-autoschedulers", .help = "do not try Halide's autoschedulers as extra candidates",
+       .set = set_bool(t.opts.autoschedulers, false)},
+      {.name = "--json",
+       .help = "print only a JSON array on stdout (the summary lines go to stderr) with, per tuned fn and shape: "
+               "fn, target, dims, best_ms, default_ms, speedup, trials, key, measured, cached",
+       .set = set_bool(t.json_out)},
+      {.name = "-o", .metavar = "DIR", .help = "also write the artifact files to DIR", .set = store(t.out_dir)},
+      {.name = "--cache", .metavar = "PATH", .help = "the store",
+       .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(t.cache_flag)},
+      {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
+       .set = store(t.ns)},
+      {.name = "--log", .metavar = "FILE",
+       .help = "the tuning log (JSON lines, appended after every trial); an interrupted run resumes from it",
+       .default_value = "next to the store", .set = store(t.log)},
+      {.name = "--require-measured", .help = "refuse results that are estimates (GPU profiles with no GPU)",
+       .set = set_bool(t.require_measured)},
+      {.name = "--no-cache", .help = "neither look in nor write to the cache", .set = set_bool(t.no_cache)},
+      {.name = "--dump-after", .metavar = "STAGE",
+       .help = "after each winner's final build, print its compile stage STAGE (on stdout; on stderr with --json): "
+               "ir, stages, schedule or loops",
+       .set = store_dump_stage(t.dump_after)},
+      {.name = "-q", .help = "no progress lines", .set = set_bool(t.opts.progress, false), .aliases = {"--quiet"}},
+  };
+  return {
+      .name = "tune",
+      .summary = "autotune fns for a target profile into the artifact cache",
+      .positionals = "FILE.tl",
+      .description = kTuneDescription,
+      .flags = std::move(flags),
+      .epilogue = kTuneEpilogue,
+      .positional = one_positional(t.file),
+      .no_positional = "no input file",
+  };
 }
 
 // --require-measured refuses a GPU profile: its candidates are estimated.
@@ -165,7 +188,16 @@ bool tune_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, Tu
   tune::TuneOptions o = t.opts;
   o.log_path = t.log.empty() || jobs.size() == 1 ? t.log : t.log + "." + name + "-" + std::to_string(i);
   if (c.cc) c.cc->pull(cache::cache_key(tune::key_inputs(m, name, shape, profile)));
-  auto res = tune::tune_cached(m, name, t.file, profile, shape, o, c.store, t.ns, dir, c.work);
+  auto res = tune::tune_cached({.module = &m,
+                                .fn = name,
+                                .source = t.file,
+                                .profile = profile,
+                                .dims = shape,
+                                .opts = o,
+                                .store = c.store,
+                                .ns = t.ns,
+                                .out_dir = dir,
+                                .work_dir = c.work});
   if (res.ok() && c.cc && !res->cached) (void)c.cc->push(res->key);
   if (!res.ok()) {
     std::fprintf(stderr, "mlk tune: %s: %s\n", name.c_str(), res.status().message().c_str());
@@ -176,7 +208,13 @@ bool tune_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, Tu
   // --dump-after: the winner's stages, after its final build.
   if (t.dump_after != DumpStage::kNone) {
     auto winner = Schedule::from_json(res->schedule_json);
-    Status d = winner.ok() ? dump_for_schedule(m, name, profile, shape, *winner, t.dump_after, t.json_out ? stderr : stdout)
+    const DumpRequest dump{.module = &m,
+                           .fn = name,
+                           .profile = profile,
+                           .dims = shape,
+                           .stage = t.dump_after,
+                           .out = t.json_out ? stderr : stdout};
+    Status d = winner.ok() ? dump_for_schedule(dump, *winner)
                            : Status::Corruption("the winner's schedule of `" + name + "` is not readable: " +
                                                 winner.status().message());
     if (!d.ok()) {
@@ -190,10 +228,14 @@ bool tune_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, Tu
 
 }  // namespace
 
+CommandSpec tune_spec() {
+  static TuneArgs scratch;
+  return spec(scratch);
+}
+
 int run_tune(const std::vector<std::string>& args) {
-  auto parsed = parse(args);
-  if (!parsed.ok()) return usage_error(command("tune"), parsed.status().message());
-  const TuneArgs& t = *parsed;
+  TuneArgs t;
+  if (int bad = parse_or_usage_error(spec(t), args)) return bad;
   auto profile = resolve_profile(t.target);
   if (!profile.ok()) return fail(profile.status());
   if (Status s = check_measurable(*profile, t.require_measured); !s.ok()) return fail(s);

@@ -6,8 +6,17 @@
 
 namespace mlk::cli {
 
+CommandSpec version_spec() {
+  return {
+      .name = "version",
+      .summary = "print mlk, Halide, LLVM and CUDA toolkit versions",
+      .description = "Prints the versions of mlk, Halide and its LLVM, and the CUDA toolkit found\n"
+                     "on PATH, $CUDA_HOME/bin or /usr/local/cuda/bin (or that none was found).\n",
+  };
+}
+
 int run_version(const std::vector<std::string>& args) {
-  if (!args.empty()) return usage_error(command("version"), "takes no arguments");
+  if (int bad = parse_or_usage_error(version_spec(), args)) return bad;
   std::printf("mlk %s\n", mlk_version().c_str());
   std::printf("Halide %s\n", halide_version().c_str());
   std::printf("LLVM %s (linked into Halide)\n", llvm_version().c_str());

@@ -90,9 +90,16 @@ Expected<std::string> missing_features(const cache::Artifact& a, const CpuInfo& 
 
 }  // namespace
 
-Expected<Tuned> find_tuned(client::CliCache* cache, const std::string& ns, const ir::Module& m, const std::string& fn,
-                           const std::string& fhash, const Profile& p, const DimEnv& dims, Require require,
-                           const CpuInfo& cpu) {
+Expected<Tuned> find_tuned(const FindTunedRequest& r) {
+  client::CliCache* cache = r.cache;
+  const std::string& ns = r.ns;
+  const ir::Module& m = *r.module;
+  const std::string& fn = r.fn;
+  const std::string& fhash = r.fhash;
+  const Profile& p = r.profile;
+  const DimEnv& dims = r.dims;
+  const Require require = r.require;
+  const CpuInfo& cpu = r.cpu;
   if (!cache) return Status::NotFound("no artifact cache (--no-cache)");
   Tuned t;
   t.key = cache::cache_key(key_inputs(m, fn, dims, p));

@@ -45,12 +45,23 @@ struct Tuned {
   bool pulled = false;    // downloaded from the server now
 };
 
-// `cache` may be null (no cache at all). `fhash` is ir::function_hash of
-// `fn`. NotFound (with a one-line reason) when no artifact qualifies; other
+// A lookup: fn `fn` of `module` for `profile` at `dims`, in namespace `ns`
+// of `cache`.
+struct FindTunedRequest {
+  client::CliCache* cache = nullptr;  // may be null (no cache at all)
+  std::string ns;
+  const ir::Module* module = nullptr;  // not null
+  std::string fn;
+  std::string fhash;  // ir::function_hash of `fn`
+  Profile profile;
+  DimEnv dims;
+  Require require = Require::kAny;
+  CpuInfo cpu;  // this machine (detect_cpu()): an artifact must need no feature it lacks
+};
+
+// NotFound (with a one-line reason) when no artifact qualifies; other
 // errors, such as a corrupt entry, are returned as they are.
-Expected<Tuned> find_tuned(client::CliCache* cache, const std::string& ns, const ir::Module& m, const std::string& fn,
-                           const std::string& fhash, const Profile& p, const DimEnv& dims, Require require,
-                           const CpuInfo& cpu);
+Expected<Tuned> find_tuned(const FindTunedRequest& r);
 
 // "B=1,D=64": the dims in name order.
 std::string dims_str(const DimEnv& d);

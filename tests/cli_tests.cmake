@@ -75,3 +75,26 @@ mlk_cli_test(bench_rounds_too_large 2 "mlk bench: --rounds: `3000000000` is too 
 mlk_cli_test(bench_negative_settle 2 "mlk bench: --settle: `-1` is not a whole number of seconds" bench ${_mlp} --fn sgemm --target host --settle -1)
 mlk_cli_test(bench_settle_too_large 2 "mlk bench: --settle: `3000000000` is too large" bench ${_mlp} --fn sgemm --target host --settle 3000000000)
 mlk_cli_test(bench_bad_min_time 2 "mlk bench: --min-time: `fast` is not a positive integer" bench ${_mlp} --fn sgemm --target host --min-time fast)
+
+# The one parse loop of the flag tables (cli/flags.h) through real commands;
+# the loop itself is tested on a small table in tests/cli/flags_test.cpp.
+mlk_cli_test(flags_unknown_suggests 2
+  "^mlk tune: unknown option `--trails` \\(did you mean `--trials`\\?\\)\n\\(see `mlk tune --help`\\)$"
+  tune ${_mlp} --target host --trails 3)
+mlk_cli_test(flags_missing_value 2 "^mlk run: --fn needs a value\n" run ${_mlp} --inputs x.safetensors --fn)
+mlk_cli_test(flags_value_is_not_a_flag 2 "^mlk build: --fn needs a value\n" build ${_mlp} --fn --target host -o x)
+mlk_cli_test(flags_switch_with_value 2 "^mlk build: --no-cache takes no value \\(given `--no-cache=1`\\)\n"
+  build ${_mlp} --target host -o x --no-cache=1)
+mlk_cli_test(flags_equals_form 2 "^mlk tune: --trials: `zero` is not a positive integer\n" tune ${_mlp} --target=host --trials=zero)
+mlk_cli_test(flags_empty_value 2 "^mlk tune: --cache needs a non-empty value\n" tune ${_mlp} --target host --cache=)
+# Given twice, the last one wins: the unknown profile is the second.
+mlk_cli_test(flags_last_wins 1 "^mlk tune: unknown target profile `cuda_sm99`"
+  tune ${_mlp} --target host --target cuda_sm99 --fn sgemm --no-cache)
+# A repeatable flag: each --quota is read (the second one is bad).
+mlk_cli_test(flags_repeated 2 "^mlk serve: --quota: `12X` is not a size" serve --quota a=1K --quota b=12X)
+mlk_cli_test(flags_unexpected_argument 2 "^mlk serve: unexpected argument `extra`\n" serve extra)
+mlk_cli_test(flags_belongs_to_subcommand 2 "^mlk cache: --remote belongs to `push` and `pull`\n" cache ls --remote http://x)
+mlk_cli_test(flags_subcommand_needs 2 "^mlk token: create needs --scopes LIST \\(e.g. read,write-blobs,write-entries\\)\n"
+  token create --team vision)
+mlk_cli_test(help_command 0 "^usage: mlk run FILE.tl \\[--fn NAME\\] --inputs IN.safetensors" help run)
+mlk_cli_test(help_unknown_command 2 "^mlk help: `frob` is not a command\n\nusage: mlk COMMAND" help frob)

@@ -44,8 +44,14 @@ TEST(StoredEntry, ACacheHitWithMistypedMetadataIsCorruptionNamingTheField) {
                                   {{"schedule.json", "{}"}}).ok());
   tune::TuneOptions opts;
   opts.progress = false;
-  auto r = tune::tune_cached(fe.module, "sgemm", "mm.tl", *host, dims, opts, store->get(), "default", "",
-                             (dir / "work").string());
+  auto r = tune::tune_cached({.module = &fe.module,
+                              .fn = "sgemm",
+                              .source = "mm.tl",
+                              .profile = *host,
+                              .dims = dims,
+                              .opts = opts,
+                              .store = store->get(),
+                              .work_dir = (dir / "work").string()});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Status::Code::kCorruption);
   EXPECT_EQ(r.status().message(), "cache entry " + key.substr(0, 16) +

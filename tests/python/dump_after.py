@@ -3,8 +3,10 @@
 `mlk build --dump-after=schedule` on every public fn of every example (host,
 the fn's first `tune` shape or small dims) prints the schedule the artifact's
 manifest records; each stage's dump has its shape (ir: `fn NAME`, stages: the
-stage names, schedule: JSON, loops: `produce`/`for`); `mlk run` dumps the JIT
-kernel's stages, or a tuned artifact's; `mlk build` with a cache hit dumps
+stage names, schedule: JSON, loops: `produce`/`for`); `mlk run` and `mlk tune`
+on every public fn of every example (small dims) dump the JIT kernel's and
+the winner's schedule (the one its manifest records); `mlk run` dumps a tuned
+artifact's stages too; `mlk build` with a cache hit dumps
 the stored schedule; `mlk tune --json` keeps stdout pure JSON and dumps the
 winner's schedule on stderr; an unknown stage is a usage error listing them.
 
@@ -14,6 +16,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -99,17 +102,65 @@ for stage in ("schedule", "stages"):
         good = False
     check(f"run --dump-after={stage}", good and os.path.exists(run_out), p.stdout[:300] + p.stderr[-200:])
 
-# mlk run on every example whose inputs are plain floats: the schedule dump.
-softmax = os.path.join(EXAMPLES, "softmax.tl")
-save_file({"x": np.ones((4, 16), np.float32)}, os.path.join(WORK, "softmax_in.safetensors"))
-for fn in ("softmax_by_hand", "softmax_builtin"):
-    p = mlk("run", softmax, "--fn", fn, "--inputs", os.path.join(WORK, "softmax_in.safetensors"), "--output",
-            os.path.join(WORK, f"{fn}_out.safetensors"), "--no-cache", "--dump-after=schedule")
-    try:
-        good = p.returncode == 0 and "stages" in json.loads(p.stdout)
-    except ValueError:
-        good = False
-    check(f"run {fn} --dump-after=schedule", good, p.stdout[:300] + p.stderr[-200:])
+# mlk run and mlk tune on every public fn of every example, at small dims (8
+# each, which meets every refinement): run dumps the JIT kernel's schedule
+# and goes on to write its output; tune (one trial, one second, no
+# autoschedulers) dumps the winner's schedule, which must be the one its
+# artifact's manifest records. The signatures come from the typed IR.
+SMALL = 8
+SIGNATURE = re.compile(r"^fn (\w+) \[([^\]]*)\] \((.*)\) -> .* public$", re.M)
+PARAM = re.compile(r"(\w+): Tensor\[(\w+), \[([^\]]*)\]\]")
+DTYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64}
+rng = np.random.default_rng(1)
+
+
+def small_inputs(params, dims):
+    """Random tensors for a signature's parameters at `dims`; integer inputs
+    (indices) are below every dim."""
+    tensors = {}
+    for name, dtype, shape_text in PARAM.findall(params):
+        shape = [eval(e, {"__builtins__": {}}, dims) for e in shape_text.split(",") if e.strip()]
+        dt = DTYPES[dtype]
+        if np.issubdtype(dt, np.integer):
+            tensors[name] = rng.integers(0, SMALL, size=shape).astype(dt)
+        else:
+            tensors[name] = np.asarray(rng.standard_normal(shape) * 0.5 + 1.0, dtype=dt)
+    return tensors
+
+
+covered = []
+for path in sorted(glob.glob(os.path.join(EXAMPLES, "*.tl"))):
+    ir = mlk("check", "--emit-ir", path).stdout
+    for fn, dim_text, params in SIGNATURE.findall(ir):
+        dims = {d.strip(): SMALL for d in dim_text.split(",")}
+        dims_arg = ",".join(f"{d}={v}" for d, v in dims.items())
+        where = f"{os.path.basename(path)} {fn} [{dims_arg}]"
+        small_in = os.path.join(WORK, f"small_{fn}_in.safetensors")
+        save_file(small_inputs(params, dims), small_in)
+        small_out = os.path.join(WORK, f"small_{fn}_out.safetensors")
+        if os.path.exists(small_out):
+            os.remove(small_out)
+        p = mlk("run", path, "--fn", fn, "--inputs", small_in, "--output", small_out, "--dims", dims_arg, "--no-cache",
+                "--dump-after=schedule")
+        try:
+            good = p.returncode == 0 and "stages" in json.loads(p.stdout) and os.path.exists(small_out)
+        except ValueError:
+            good = False
+        check(f"run {where} --dump-after=schedule", good, p.stdout[:300] + p.stderr[-300:])
+        tuned = os.path.join(WORK, f"tune_{fn}")
+        shutil.rmtree(tuned, ignore_errors=True)
+        p = mlk("tune", path, "--fn", fn, "--target", "host", "--dims", dims_arg, "--trials", "1", "--time", "1",
+                "--no-autoschedulers", "--no-cache", "-q", "--dump-after=schedule", "-o", tuned)
+        try:
+            dumped, _ = json.JSONDecoder().raw_decode(p.stdout[p.stdout.index("{"):])
+            manifest = json.load(open(os.path.join(tuned, "manifest.json")))
+            good = p.returncode == 0 and dumped == manifest["schedule"] and ("stages" in dumped or "autoscheduler" in dumped)
+        except (ValueError, OSError):
+            good = False
+        check(f"tune {where} --dump-after=schedule", good, p.stdout[:300] + p.stderr[-300:])
+        covered.append(fn)
+check("run and tune cover every public fn of the examples", sorted(covered) == sorted(f for _, f, _ in fns),
+      f"{sorted(covered)} vs {sorted(f for _, f, _ in fns)}")
 
 # mlk tune --json: stdout is the JSON array alone; the winner's schedule,
 # whose hash the summary reports, goes to stderr.

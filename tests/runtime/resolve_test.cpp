@@ -54,8 +54,14 @@ class ResolveTest : public ::testing::Test {
       o.progress = false;
       o.log_path = dir_ + "/rmsnorm" + std::to_string(d) + ".log";
       DimEnv dims = {{"B", 2}, {"S", 4}, {"D", d}};
-      auto r = tune::tune_cached(fe->module, "rmsnorm", kNorms, host_profile(), dims, o, store->get(), "default", "",
-                                 dir_ + "/work");
+      auto r = tune::tune_cached({.module = &fe->module,
+                                  .fn = "rmsnorm",
+                                  .source = kNorms,
+                                  .profile = host_profile(),
+                                  .dims = dims,
+                                  .opts = o,
+                                  .store = store->get(),
+                                  .work_dir = dir_ + "/work"});
       ASSERT_TRUE(r.ok()) << r.status().message();
       keys_[d] = r->key;
     }

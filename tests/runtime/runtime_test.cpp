@@ -58,7 +58,14 @@ class RuntimeTest : public ::testing::Test {
       o.autoschedulers = false;
       o.progress = false;
       o.log_path = dir_ + "/" + j.fn + ".log";
-      auto r = tune::tune_cached(fe->module, j.fn, j.file, *host, j.dims, o, store->get(), "default", "", dir_ + "/work");
+      auto r = tune::tune_cached({.module = &fe->module,
+                                  .fn = j.fn,
+                                  .source = j.file,
+                                  .profile = *host,
+                                  .dims = j.dims,
+                                  .opts = o,
+                                  .store = store->get(),
+                                  .work_dir = dir_ + "/work"});
       ASSERT_TRUE(r.ok()) << r.status().message();
     }
   }
@@ -295,7 +302,14 @@ TEST(RuntimeCNames, AKernelWhoseNamesAreCKeywordsIsTunedPulledAndRun) {
   o.autoschedulers = false;
   o.progress = false;
   o.log_path = dir + "/c_names.log";
-  auto tuned = tune::tune_cached(fe->module, "c_names", file, *host, dims, o, store->get(), "default", "", dir + "/work");
+  auto tuned = tune::tune_cached({.module = &fe->module,
+                                   .fn = "c_names",
+                                   .source = file,
+                                   .profile = *host,
+                                   .dims = dims,
+                                   .opts = o,
+                                   .store = store->get(),
+                                   .work_dir = dir + "/work"});
   ASSERT_TRUE(tuned.ok()) << tuned.status().message();
 
   auto r = rt::Runtime::Open({dir + "/cache.db", "default", ""});
