@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/boundary.h"
+#include "runtime/model.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -83,6 +84,22 @@ struct PyKernel {
   std::shared_ptr<const mlk::rt::Kernel> k;
 };
 
+// A model (runtime/model.h); the Runtime it runs on lives as long as it.
+struct PyModel {
+  std::shared_ptr<mlk::rt::Runtime> rt;
+  std::shared_ptr<const mlk::rt::Model> model;
+};
+
+// The model's inputs from a list of capsules, None for an input left out.
+std::vector<const DLTensor*> model_inputs(const py::list& caps, const mlk::rt::Model& m) {
+  std::vector<const DLTensor*> out;
+  for (size_t i = 0; i < caps.size(); ++i)
+    out.push_back(caps[i].is_none() ? nullptr
+                                    : tensor_of(caps[i], "input " + std::to_string(i) +
+                                                             (i < m.inputs().size() ? " `" + m.inputs()[i].name + "`" : "")));
+  return out;
+}
+
 py::dict signature(const mlk::ir::Function& f) {
   py::list params;
   for (const auto& p : f.params) {
@@ -122,7 +139,61 @@ PYBIND11_MODULE(_mlk, m) {
         std::error_code ec;
         if (std::filesystem::is_directory(path, ec)) return PyProgram{rt, unwrap(rt->LoadArtifactDir(path))};
         return PyProgram{rt, unwrap(rt->LoadProgram(path))};
+      })
+      // A model: its program, binding ("" = next to the program) and weights (runtime/model.h).
+      .def("model", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& program, const std::string& binding,
+                       const std::string& weights, const std::string& targets) {
+        auto policy = unwrap(mlk::rt::TargetPolicy::Parse(targets));
+        return PyModel{rt, unwrap(mlk::rt::Model::Load(rt, {program, binding, weights}, policy))};
       });
+
+  py::class_<PyModel>(m, "Model")
+      // [(name, required)], in call order.
+      .def_property_readonly("inputs",
+                             [](const PyModel& p) {
+                               std::vector<std::pair<std::string, bool>> out;
+                               for (const auto& in : p.model->inputs()) out.emplace_back(in.name, in.zeros_like.empty());
+                               return out;
+                             })
+      .def_property_readonly("result_dtype", [](const PyModel& p) { return mlk::dtype_name(p.model->result_fn().result_type.dtype); })
+      .def_property_readonly("mapped_bytes", [](const PyModel& p) { return p.model->mapped_bytes(); })
+      .def_property_readonly("copied_bytes", [](const PyModel& p) { return p.model->copied_bytes(); })
+      // Which kernel runs each step for these inputs, one line per step.
+      .def("selections", [](const PyModel& p, const py::list& caps) {
+        auto ins = model_inputs(caps, *p.model);
+        Status s;
+        std::shared_ptr<mlk::rt::Model::Call> call;
+        {
+          py::gil_scoped_release release;  // the first call of a shape may compile kernels
+          auto c = p.model->Prepare(ins);
+          if (c.ok()) call = std::move(*c); else s = c.status();
+        }
+        if (!s.ok()) raise(s);
+        return mlk::rt::Model::Selections(*call);
+      });
+
+  // One call of a model: every step checked and its kernel found, the result
+  // made by `alloc(shape)` -> (result, its capsule), the steps run; the GIL
+  // is released while kernels compile or run.
+  m.def("model_call", [](const PyModel& p, const py::list& caps, const py::object& alloc) {
+    auto ins = model_inputs(caps, *p.model);
+    Status s;
+    std::shared_ptr<mlk::rt::Model::Call> call;
+    {
+      py::gil_scoped_release release;
+      auto c = p.model->Prepare(ins);
+      if (c.ok()) call = std::move(*c); else s = c.status();
+    }
+    if (!s.ok()) raise(s);
+    py::tuple made = alloc(py::cast(mlk::rt::Model::OutputShape(*call)));
+    const DLTensor* o = tensor_of(made[1], "the output");
+    {
+      py::gil_scoped_release release;
+      s = p.model->Run(*call, const_cast<DLTensor*>(o));
+    }
+    if (!s.ok()) raise(s);
+    return py::object(made[0]);
+  });
 
   py::class_<PyProgram>(m, "Program")
       .def_property_readonly("public_fns",

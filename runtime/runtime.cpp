@@ -288,7 +288,15 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
       continue;
     }
     if (!p->is_gpu() && !jit_profile) jit_profile = *p;
-    auto found = find_tuned(cache_.get(), opts_.ns, prog->module, fn, fhash, *p, dims, policy.require, cpu);
+    auto found = find_tuned({.cache = cache_.get(),
+                             .ns = opts_.ns,
+                             .module = &prog->module,
+                             .fn = fn,
+                             .fhash = fhash,
+                             .profile = *p,
+                             .dims = dims,
+                             .require = policy.require,
+                             .cpu = cpu});
     if (!found.ok()) {
       if (found.status().code() != Status::Code::kNotFound) return found.status();
       sel.rejected.push_back(name + ": " + found.status().message());

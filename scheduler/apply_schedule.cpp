@@ -2,13 +2,42 @@
 // directive kind's Halide calls are its `apply` in the registry
 // (scheduler/directives.h); apply_schedule validates and dispatches.
 #include <map>
+#include <optional>
+#include <set>
 
 #include "scheduler/directives.h"
 #include "scheduler/lower.h"
 
 namespace mlk::lower {
 
+namespace {
+
+// The stages `s` reads: the calls of its definitions, followed through the
+// Funcs that are not stages (they are inlined into it).
+std::set<std::string> stages_read(const Stage& s, const std::map<std::string, std::string>& stage_of_func) {
+  std::set<std::string> found, seen;
+  std::vector<Halide::Internal::Function> todo = {s.func.function()};
+  while (!todo.empty()) {
+    Halide::Internal::Function f = todo.back();
+    todo.pop_back();
+    for (const auto& [name, callee] : Halide::Internal::find_direct_calls(f)) {
+      if (!seen.insert(name).second) continue;
+      auto st = stage_of_func.find(name);
+      if (st != stage_of_func.end()) found.insert(st->second);
+      else todo.push_back(callee);
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
 std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env) {
+  std::map<std::string, std::string> stage_of_func;
+  for (const Stage& s : p.stages) stage_of_func[s.func.name()] = s.name;
+  std::map<std::string, std::set<std::string>> readers;
+  for (const Stage& s : p.stages)
+    for (const std::string& r : stages_read(s, stage_of_func)) readers[r].insert(s.name);
   std::vector<StageInfo> out;
   for (const Stage& s : p.stages) {
     StageInfo i;
@@ -24,6 +53,8 @@ std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env) {
     for (const std::string& fn : s.direct_inputs)
       for (const Stage& in : p.stages)
         if (in.kind == Stage::Kind::kInput && in.func.name() == fn) i.direct_inputs.push_back(in.name);
+    i.operands = s.operands;
+    i.readers.assign(readers[s.name].begin(), readers[s.name].end());
     out.push_back(i);
   }
   return out;
@@ -53,11 +84,22 @@ class DirectiveApplier {
   }
 
   Stage& stage(const std::string& name) { return *by_name_.at(name); }
-  // The definition `d` applies to.
+  // The definition `d` applies to (within the specialisation being
+  // scheduled, see set_branch).
   Halide::Stage definition(const std::string& name, const Directive& d) {
     Halide::Func& f = stage(name).func;
+    if (d.update < 0 && branch_ && branch_stage_ == name) return *branch_;
     return d.update >= 0 ? f.update(d.update) : static_cast<Halide::Stage>(f);
   }
+  // While set, `name`'s pure directives schedule `branch` (a specialisation
+  // of its Func) and its full tiles shift inwards; cleared, they schedule the
+  // general case with guarded tails.
+  void set_branch(const std::string& name, Halide::Stage branch) {
+    branch_stage_ = name;
+    branch_ = branch;
+  }
+  void clear_branch() { branch_.reset(); }
+  bool full_tiles() const { return branch_.has_value(); }
   // The variable in slot `i` of `d` (validation checked that it exists).
   VarOrRVar var(const std::string& name, const Directive& d, size_t i) { return lookup(name, d.vars[i]); }
   // Introduces the name in slot `i` of `d`, a Var or RVar as `like` is.
@@ -76,6 +118,8 @@ class DirectiveApplier {
  private:
   std::map<std::string, Stage*> by_name_;
   std::map<std::string, std::map<std::string, VarOrRVar>> vars_;
+  std::string branch_stage_;
+  std::optional<Halide::Stage> branch_;
 };
 
 namespace apply {
@@ -93,8 +137,9 @@ void tile2(DirectiveApplier& a, const std::string& name, const Directive& d, boo
   VarOrRVar x = a.var(name, d, 0), y = a.var(name, d, 1);
   VarOrRVar xo = a.fresh(name, d, 2, x), yo = a.fresh(name, d, 3, y), xi = a.fresh(name, d, 4, x),
             yi = a.fresh(name, d, 5, y);
+  const TailStrategy tail = d.factors.size() == 3 && a.full_tiles() ? TailStrategy::ShiftInwards : kTail;
   if (gpu) st.gpu_tile(x, y, xo, yo, xi, yi, factor(d, 0), factor(d, 1), kTail);
-  else st.tile(x, y, xo, yo, xi, yi, factor(d, 0), factor(d, 1), kTail);
+  else st.tile(x, y, xo, yo, xi, yi, factor(d, 0), factor(d, 1), tail);
 }
 
 std::vector<VarOrRVar> all_vars(DirectiveApplier& a, const std::string& name, const Directive& d) {
@@ -213,30 +258,112 @@ void stage_shared(DirectiveApplier& a, const std::string& name, const Directive&
   else if (r == 1) w.gpu_threads(in.vars[0]);
 }
 
+void pack(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Stage& producer = a.stage(d.vars[0]);
+  Halide::Func w = producer.func.in(a.stage(name).func);
+  Stage& at = a.stage(d.at_stage);
+  VarOrRVar where = a.lookup(d.at_stage, d.at_var);
+  where.is_rvar ? w.compute_at(at.func, where.rvar) : w.compute_at(at.func, where.var);
+  if (!d.factors.empty() && !producer.vars.empty()) w.vectorize(producer.vars[0], factor(d, 0), kTail);
+}
+
+// The result of matmul stage `name` materialised at root through a wrapper
+// (`f.in()`, which every consumer then reads) tiled like the output of the
+// classic GEMM: [fx, fy] full tiles (shifted inwards; guarded tails below
+// those extents), the tile vectorised by `lanes` and unrolled, the product
+// computed per tile. With an operand in `vars`, the column panels are the
+// outer loop and that operand is packed per panel (as `pack`). Parallel over
+// the outer tile loop, fused with the first batch axis if any.
+void result_tiles(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Stage& s = a.stage(name);
+  const int r = static_cast<int>(s.vars.size());
+  const int fx = factor(d, 0), fy = factor(d, 1), lanes = factor(d, 2);
+  const bool pack = !d.vars.empty();
+  Halide::Func w = s.func.in();
+  w.compute_root();
+  Halide::Var x = s.vars[0], y = s.vars[1], xo(name + "_no"), yo(name + "_mo"), xi(name + "_ni"), yi(name + "_mi"),
+              par(name + "_par");
+  auto tile = [&](Halide::Stage st, TailStrategy tail) {
+    st.tile(x, y, xo, yo, xi, yi, fx, fy, tail).vectorize(xi, lanes, kTail).unroll(yi);
+    std::vector<VarOrRVar> order = {xi, yi};
+    order.push_back(pack ? yo : xo);
+    order.push_back(pack ? xo : yo);
+    for (int i = 2; i < r; ++i) order.push_back(s.vars[i]);
+    st.reorder(order);
+    Halide::Var outer = pack ? xo : yo;
+    if (r > 2) st.fuse(outer, s.vars[2], par).parallel(par);
+    else st.parallel(outer);
+  };
+  Halide::Expr fit = s.extents.at(0) >= fx && s.extents.at(1) >= fy;
+  tile(w.specialize(fit), TailStrategy::ShiftInwards);
+  tile(w, kTail);
+  s.func.compute_at(w, pack ? yo : xo);
+  if (pack) {
+    Halide::Func p = a.stage(d.vars[0]).func.in(s.func);
+    p.compute_at(w, r > 2 ? par : xo);
+    if (!a.stage(d.vars[0]).vars.empty()) p.vectorize(a.stage(d.vars[0]).vars[0], lanes, kTail);
+  }
+}
+
 }  // namespace apply
 
 }  // namespace mlk
 
 namespace mlk::lower {
 
+namespace {
+
+// The condition under which every full tile (a `tile` with a third factor)
+// of `ds` fits the stage's extents; null when it has none.
+Halide::Expr full_tiles_fit(const Stage& s, const std::vector<Directive>& ds) {
+  Halide::Expr cond;
+  const int r = static_cast<int>(s.vars.size());
+  for (const Directive& d : ds) {
+    if (d.op != "tile" || d.factors.size() != 3 || d.update >= 0) continue;
+    for (int k = 0; k < 2; ++k) {
+      const int dim = r - 1 - std::stoi(d.vars[k].substr(1));  // a{i} is Halide dimension r - 1 - i
+      Halide::Expr fits = s.extents.at(dim) >= static_cast<int>(d.factors[k]);
+      cond = cond.defined() ? (cond && fits) : fits;
+    }
+  }
+  return cond;
+}
+
+}  // namespace
+
 Status apply_schedule(Pipeline& p, const Schedule& s, bool gpu) {
   MLK_RETURN_IF_ERROR(validate_schedule(s, stage_infos(p, {}), gpu));
   if (!s.autoscheduler.empty()) return Status::Ok();  // see apply_autoscheduler
   DirectiveApplier a(p);
-  // Placement directives last: they may name variables that another stage's
-  // directives introduce (compute_at(output, "no") after output's tile).
-  for (int pass = 0; pass < 2; ++pass)
-    for (const auto& [name, ds] : s.stages)
-      for (size_t i = 0; i < ds.size(); ++i) {
-        const DirectiveKind& kind = *find_directive(ds[i].op);  // validated above
-        if (kind.placement != (pass == 1)) continue;
-        try {
-          kind.apply(a, name, ds[i]);
-        } catch (const Halide::Error& e) {
-          return Status::InvalidArgument("schedule: stage `" + name + "` directive " + std::to_string(i) + " `" +
-                                         ds[i].op + "`: Halide refuses it: " + e.what());
-        }
+  auto run = [&](const std::string& name, const std::vector<Directive>& ds, bool placement) -> Status {
+    for (size_t i = 0; i < ds.size(); ++i) {
+      const DirectiveKind& kind = *find_directive(ds[i].op);  // validated above
+      if (kind.placement != placement) continue;
+      try {
+        kind.apply(a, name, ds[i]);
+      } catch (const Halide::Error& e) {
+        return Status::InvalidArgument("schedule: stage `" + name + "` directive " + std::to_string(i) + " `" +
+                                       ds[i].op + "`: Halide refuses it: " + e.what());
       }
+    }
+    return Status::Ok();
+  };
+  // A stage with full tiles is specialised: where they fit its extents, its
+  // pure directives apply with tiles shifted inwards (every tile whole, so a
+  // producer computed per tile has a constant size); elsewhere (small
+  // shapes) with guarded tails. Placement directives last: they may name
+  // variables that another stage's directives introduce (compute_at(output,
+  // "no") after output's tile).
+  for (const auto& [name, ds] : s.stages) {
+    Halide::Expr fit = full_tiles_fit(a.stage(name), ds);
+    if (fit.defined()) {
+      a.set_branch(name, a.stage(name).func.specialize(fit));
+      MLK_RETURN_IF_ERROR(run(name, ds, false));
+      a.clear_branch();
+    }
+    MLK_RETURN_IF_ERROR(run(name, ds, false));
+  }
+  for (const auto& [name, ds] : s.stages) MLK_RETURN_IF_ERROR(run(name, ds, true));
   return Status::Ok();
 }
 

@@ -19,7 +19,8 @@ DirectiveForm variadic() { return {{}, true, 0, 0}; }
 const std::vector<DirectiveKind>& directive_kinds() {
   static const std::vector<DirectiveKind> kinds = {
       {"split", {form({R::kRead, R::kNew, R::kNew}, 1)}, AtRole::kNone, false, false, apply::split},
-      {"tile", {form({R::kRead, R::kRead, R::kNew, R::kNew, R::kNew, R::kNew}, 2)}, AtRole::kNone, false, false,
+      // A third factor (1) asks for full tiles: see apply::tile.
+      {"tile", {form({R::kRead, R::kRead, R::kNew, R::kNew, R::kNew, R::kNew}, 2, 3)}, AtRole::kNone, false, false,
        apply::tile},
       {"fuse", {form({R::kRead, R::kRead, R::kNew})}, AtRole::kNone, false, false, apply::fuse},
       {"reorder", {variadic()}, AtRole::kNone, false, false, apply::reorder},
@@ -40,6 +41,9 @@ const std::vector<DirectiveKind>& directive_kinds() {
        {form({R::kRead, R::kNew, R::kNew}, 1), form({R::kRead, R::kRead, R::kNew, R::kNew, R::kNew, R::kNew}, 2)},
        AtRole::kNone, true, false, apply::gpu_tile},
       {"stage_shared", {form({})}, AtRole::kInputShared, true, true, apply::stage_shared},
+      {"pack", {form({R::kOperand}, 0, 1)}, AtRole::kStageLoop, false, true, apply::pack},
+      // A matmul's result materialised in full register tiles (apply::result_tiles).
+      {"result_tiles", {form({}, 3), form({R::kOperand}, 3)}, AtRole::kNone, false, false, apply::result_tiles},
   };
   return kinds;
 }

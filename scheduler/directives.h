@@ -20,6 +20,7 @@ enum class VarRole {
   kReduction,  // kRead, and a reduction variable (its name starts with `r`)
   kNew,        // a name the directive introduces for later directives of the stage
   kName,       // a name for a variable of an intermediate Func (not tracked)
+  kOperand,    // a stage this (matmul) stage reads as an operand (StageInfo::operands)
 };
 
 // One accepted shape of a directive's arguments.
@@ -76,6 +77,8 @@ void gpu_threads(DirectiveApplier&, const std::string&, const Directive&);
 void gpu_single_thread(DirectiveApplier&, const std::string&, const Directive&);
 void gpu_tile(DirectiveApplier&, const std::string&, const Directive&);
 void stage_shared(DirectiveApplier&, const std::string&, const Directive&);
+void pack(DirectiveApplier&, const std::string&, const Directive&);
+void result_tiles(DirectiveApplier&, const std::string&, const Directive&);
 }  // namespace apply
 
 }  // namespace mlk

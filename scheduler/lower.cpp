@@ -270,8 +270,12 @@ class Lowerer {
     std::vector<Expr> hx(h.begin(), h.end());
     mm(hx) = mm(hx) + Halide::cast(acc, a.at(ia)) * Halide::cast(acc, b.at(ib));
     Stage& st = add_stage(Stage::Kind::kMatmul, mm, v, {k}, false, n.type.shape, {ta.shape.back()});
-    for (const Value* x : {&a, &b})
+    for (int d = r - 1; d >= 0; --d) st.extents.push_back(dim(n.type.shape[d], fr));
+    for (const Value* x : {&a, &b}) {
       if (x->f.name().rfind("load_", 0) == 0) st.direct_inputs.push_back(x->f.name());
+      for (const Stage& o : p_.stages)
+        if (o.func.name() == x->f.name()) st.operands.push_back(o.name);
+    }
     if (n.type.dtype == DType::F16 || n.type.dtype == DType::BF16) {
       Func out(fresh("mm_round"));
       define(out, v, round_to_dtype(n.type.dtype, mm(hx)));
@@ -683,7 +687,8 @@ Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn) {
     auto v = make_vars(body.rank);
     define(out, v, Halide::cast(storage_type(p.out_dtype), body.at(as_exprs(v))));
     p.output = out;
-    low.add_stage(Stage::Kind::kOutput, out, v, {}, false, f->result_type.shape);
+    Stage& os = low.add_stage(Stage::Kind::kOutput, out, v, {}, false, f->result_type.shape);
+    for (int d = 0; d < body.rank; ++d) os.extents.push_back(out.output_buffer().dim(d).extent());
     return p;
   } catch (const Halide::Error& e) {
     return Status::Internal(std::string("Halide rejected the lowered pipeline of `") + fn + "`: " + e.what());

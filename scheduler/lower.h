@@ -39,6 +39,8 @@ struct Stage {
   Shape shape;                        // pure extents, .tl order
   Shape rshape;                       // reduction extents
   std::vector<std::string> direct_inputs;  // input stages it reads directly
+  std::vector<std::string> operands;       // a matmul: the stages it reads as a and b
+  std::vector<Halide::Expr> extents;       // Halide order; the output (its buffer's) and matmuls only
 };
 
 struct Pipeline {

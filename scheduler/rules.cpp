@@ -73,7 +73,7 @@ std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profil
 }
 
 Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p) {
-  RuleContext ctx{stages, rules::output_of(stages), nullptr, p, vector_lanes(p)};
+  RuleContext ctx{stages, rules::output_of(stages), nullptr, p, vector_lanes(p), &k};
   auto values = [&](const StageInfo& s) {
     auto it = k.find(s.name);
     return KnobValues(it == k.end() ? nullptr : &it->second, s, p);

@@ -60,6 +60,7 @@ struct RuleContext {
   const StageInfo* output_owner;  // the stage whose rule schedules the output too (see Rule), or null
   const Profile& profile;
   int lanes;                      // vector_lanes(profile)
+  const Knobs* knobs = nullptr;   // every stage's knobs (schedule_from_knobs), or null
 };
 
 // The rule of some stage kinds on one profile kind.

@@ -1,6 +1,8 @@
 // Helpers the rules share (see rules_common.h).
 #include "scheduler/rules_common.h"
 
+#include "scheduler/rules.h"
+
 #include <algorithm>
 
 namespace mlk::rules {
@@ -40,8 +42,26 @@ bool matmul_at_output(const StageInfo& s, const StageInfo* out) {
   return out && s.kind == Kind::kMatmul && out->rank == s.rank && out->extents == s.extents && s.rank >= 2;
 }
 
+bool matmul_result_tiles(const StageInfo& s, const StageInfo* out) {
+  return s.kind == Kind::kMatmul && s.rank >= 2 && s.rvars == 1 && !matmul_at_output(s, out);
+}
+
+std::string output_row_loop(const RuleContext& c) {
+  const StageInfo& out = *c.output;
+  const std::map<std::string, int64_t>* set = nullptr;
+  if (c.knobs) {
+    auto it = c.knobs->find(out.name);
+    if (it != c.knobs->end()) set = &it->second;
+  }
+  KnobValues k(set, out, c.profile);
+  if (out.rank == 3 && k[Knob::kPar] && k[Knob::kFuseOuter]) return "pf";
+  return a(out.rank - 2);
+}
+
 bool row_fusable(const StageInfo& s, const StageInfo* out) {
   if (!out || out->rank < 2) return false;
+  // Only the output may read it: computed per output row, it exists nowhere else.
+  if (!s.readers.empty() && s.readers != std::vector<std::string>{out->name}) return false;
   if (is_reduction_like(s.kind)) return s.reduces_innermost && s.rank == out->rank - 1;
   if (s.kind == Kind::kSoftmaxExp) return s.rank == out->rank;
   return false;

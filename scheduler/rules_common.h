@@ -9,6 +9,10 @@
 
 #include "scheduler/schedule.h"
 
+namespace mlk {
+struct RuleContext;
+}
+
 namespace mlk::rules {
 
 using Kind = StageInfo::Kind;
@@ -32,7 +36,16 @@ bool is_reduction_like(Kind k);
 // of the output is a tile of the product.
 bool matmul_at_output(const StageInfo& s, const StageInfo* out);
 
-// Can stage `s` be computed per row of the output (row-wise fusion)?
+// Can the matmul be materialised in register tiles of its own (result_tiles):
+// a product with one reduction that is not computed per output tile.
+bool matmul_result_tiles(const StageInfo& s, const StageInfo* out);
+
+// The output's loop over its rows (what row-fused stages compute at): a{r-2},
+// or `pf` where the elementwise rule fuses a rank-3 output's two outer axes.
+std::string output_row_loop(const RuleContext& c);
+
+// Can stage `s` be computed per row of the output (row-wise fusion)? Only
+// when the output alone reads it (readers unknown, as in hand-made tables: yes).
 bool row_fusable(const StageInfo& s, const StageInfo* out);
 
 // Parallel over the outermost axis of a rank-r stage's definition `update`;

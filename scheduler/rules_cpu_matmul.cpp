@@ -2,6 +2,9 @@
 // (optionally cache-blocked), or, with at_output, the classic Halide GEMM:
 // the output tiled into register tiles and the product computed per tile.
 #include "scheduler/rules.h"
+
+#include <algorithm>
+
 #include "scheduler/rules_common.h"
 
 namespace mlk {
@@ -10,34 +13,76 @@ namespace {
 
 using namespace rules;
 
-// Register-tiled GEMM: the output tiled into (tm rows) x (tn vectors); the
-// product computed per tile with the k loop outside the unrolled tile, so
-// the accumulators stay in registers.
+// The product per register tile (tn columns, tm rows): initialisation and
+// update vectorised and unrolled, the k loop outside the tile. Factored
+// unrolls: exact in full tiles, guarded in the small-shape case.
+void register_tile(int r, int64_t tn, int64_t tm, int lanes, std::vector<Directive>& mm_ds) {
+  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}));
+  mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}));
+  mm_ds.push_back(D("reorder", {a(r - 1), a(r - 2), "r0"}, {}, 0));
+  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}, 0));
+  mm_ds.push_back(D("unroll", {a(r - 1)}, {std::max<int64_t>(1, tn / clip(lanes, tn))}, 0));
+  mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}, 0));
+}
+
+// Register-tiled GEMM: the output tiled into (tm rows) x (tn vectors), in
+// full tiles where the shape allows (tiles shifted inwards at the edges, so
+// the per-tile product has a constant size and lives in registers; small
+// shapes fall back to guarded tiles); the product computed per tile with the
+// k loop outside the unrolled tile. With `pack`, the column panels are the
+// outer loop and b's panel (k x tn vectors, including a view such as a
+// transposed weight) is copied once per panel into a contiguous buffer that
+// every row tile of the panel then streams.
 void gemm_at_output(const StageInfo& mm, const KnobValues& k, int lanes, std::vector<Directive>& mm_ds,
                     std::vector<Directive>& out_ds) {
   const int r = mm.rank;
+  const bool pack = k[Knob::kPack] != 0 && mm.operands.size() == 2;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(mm, r - 1)), tm = clip(k[Knob::kTm], ext(mm, r - 2));
-  out_ds.push_back(D("tile", {a(r - 1), a(r - 2), "no", "mo", "ni", "mi"}, {tn, tm}));
+  out_ds.push_back(D("tile", {a(r - 1), a(r - 2), "no", "mo", "ni", "mi"}, {tn, tm, 1}));
   out_ds.push_back(D("vectorize", {"ni"}, {clip(lanes, tn)}));
   out_ds.push_back(D("unroll", {"mi"}));
+  // The parallel loop: row tiles, or with `pack` column panels (fused with
+  // the batch axis, if any).
+  const std::string outer = pack ? "no" : "mo";
+  if (pack) {
+    std::vector<std::string> order = {"ni", "mi", "mo", "no"};
+    for (int i = r - 3; i >= 0; --i) order.push_back(a(i));
+    out_ds.push_back(D("reorder", order));
+  }
   if (r > 2) {
-    out_ds.push_back(D("fuse", {"mo", a(r - 3), "mf"}));
+    out_ds.push_back(D("fuse", {outer, a(r - 3), "mf"}));
     out_ds.push_back(D("parallel", {"mf"}));
   } else {
-    out_ds.push_back(D("parallel", {"mo"}));
+    out_ds.push_back(D("parallel", {outer}));
   }
-  mm_ds.push_back(At("compute_at", "output", "no"));
-  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}));
-  mm_ds.push_back(D("unroll", {a(r - 2)}));
-  mm_ds.push_back(D("reorder", {a(r - 1), a(r - 2), "r0"}, {}, 0));
-  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}, 0));
-  mm_ds.push_back(D("unroll", {a(r - 1)}, {}, 0));
-  mm_ds.push_back(D("unroll", {a(r - 2)}, {}, 0));
+  mm_ds.push_back(At("compute_at", "output", pack ? "mo" : "no"));
+  if (pack) {
+    Directive p = At("pack", "output", r > 2 ? "mf" : "no");
+    p.vars = {mm.operands[1]};
+    p.factors = {clip(lanes, tn)};
+    mm_ds.push_back(p);
+  }
+  register_tile(r, tn, tm, lanes, mm_ds);
 }
+
+// A matmul whose consumer is not the output tile by tile (an intermediate
+// of a block, or one a LayerNorm reads): its result materialised through
+// `result_tiles` (the same tiling, packing and register tile as above).
+void gemm_result_tiles(const StageInfo& mm, const KnobValues& k, int lanes, std::vector<Directive>& mm_ds) {
+  const int r = mm.rank;
+  const bool pack = k[Knob::kPack] != 0 && mm.operands.size() == 2;
+  int64_t tn = clip(lanes * k[Knob::kTn], ext(mm, r - 1)), tm = clip(k[Knob::kTm], ext(mm, r - 2));
+  Directive d = D("result_tiles", {}, {tn, tm, clip(lanes, tn)});
+  if (pack) d.vars = {mm.operands[1]};
+  mm_ds.push_back(d);
+  register_tile(r, tn, tm, lanes, mm_ds);
+}
+
 
 void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& out) {
   std::vector<Directive>& ds = out.stages[s.name];
   if (&s == c.output_owner) return gemm_at_output(s, k, c.lanes, ds, out.stages["output"]);
+  if (k[Knob::kResult] && matmul_result_tiles(s, c.output)) return gemm_result_tiles(s, k, c.lanes, ds);
   const int r = s.rank, lanes = c.lanes;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(s, r - 1)), tm = clip(k[Knob::kTm], ext(s, r - 2));
   ds.push_back(D("compute_root"));
@@ -75,15 +120,42 @@ bool owns_output(const RuleContext& c, const StageInfo& s, const KnobValues& k) 
   return matmul_at_output(s, c.output) && k[Knob::kAtOutput];
 }
 
-// Register tiles: lanes * tn columns by tm rows of accumulators, within the
-// 32 (AVX-512) or 16 (AVX2) vector registers, per output tile. (Cache
-// blocking, kc and mc, is left to the search: measured on the two-core EPYC
-// it did not beat these at 512x4096x4096; docs/benchmarks.md.)
-std::vector<std::pair<Knob, int64_t>> seed(const RuleContext& c, const StageInfo&, int plan) {
-  const bool wide = c.lanes >= 16;
-  const int64_t tm = wide ? (plan == 0 ? 8 : 6) : (plan == 0 ? 6 : 4);
-  const int64_t tn = wide ? (plan == 0 ? 3 : 4) : (plan == 0 ? 2 : 3);
-  return {{Knob::kAtOutput, 1}, {Knob::kTm, tm}, {Knob::kTn, tn}, {Knob::kKc, 0}, {Knob::kMc, 0}};
+// Register tiles derived from the machine: tm x tn accumulator vectors, tn
+// vectors of b and one broadcast of a live at once within the vector
+// registers (32 with AVX-512, 16 with AVX2), best first by FMAs per load
+// (tm * tn / (tm + tn)); ties to the wider tile.
+std::vector<std::pair<int64_t, int64_t>> register_tiles(int registers) {
+  std::vector<std::pair<int64_t, int64_t>> tiles;  // (tm, tn)
+  for (int64_t tn : knob_decl(Knob::kTn).choices(Kind::kMatmul))
+    for (int64_t tm : knob_decl(Knob::kTm).choices(Kind::kMatmul))
+      if (tm * tn + tn + 1 <= registers) tiles.push_back({tm, tn});
+  auto score = [](const std::pair<int64_t, int64_t>& t) {
+    return static_cast<double>(t.first * t.second) / static_cast<double>(t.first + t.second);
+  };
+  std::stable_sort(tiles.begin(), tiles.end(), [&](const auto& x, const auto& y) {
+    return score(x) != score(y) ? score(x) > score(y) : x.second > y.second;
+  });
+  return tiles;
+}
+
+// Pack b when a column panel of it (k x tn vectors) would not stay in a
+// quarter of the L2 cache next to a's rows, or when b is a view (a
+// transposed weight) that a tile would otherwise read with a stride.
+bool pack_pays(const RuleContext& c, const StageInfo& s, int64_t tn) {
+  if (s.operands.size() != 2 || s.rextents.empty()) return false;
+  const bool view = std::find(s.direct_inputs.begin(), s.direct_inputs.end(), s.operands[1]) == s.direct_inputs.end();
+  const int64_t panel = s.rextents[0] * c.lanes * tn * 4;
+  const int64_t l2 = static_cast<int64_t>(c.profile.l2_kib > 0 ? c.profile.l2_kib : 1024) * 1024;
+  return view || panel > l2 / 4;
+}
+
+// Plan 0: the best register tile, plan 1 the second; both tile the result
+// (at the output, or materialised) and pack where it pays.
+std::vector<std::pair<Knob, int64_t>> seed(const RuleContext& c, const StageInfo& s, int plan) {
+  const auto tiles = register_tiles(c.lanes >= 16 ? 32 : 16);
+  const auto [tm, tn] = tiles[std::min<size_t>(plan, tiles.size() - 1)];
+  return {{Knob::kAtOutput, 1}, {Knob::kResult, 1}, {Knob::kTm, tm}, {Knob::kTn, tn},
+          {Knob::kPack, pack_pays(c, s, tn) ? 1 : 0}, {Knob::kKc, 0}, {Knob::kMc, 0}};
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
       ds.push_back(D("compute_inline"));
       return;
     }
-    if (mode == 1) ds.push_back(At("compute_at", "output", a(out->rank - 2)));
+    if (mode == 1) ds.push_back(At("compute_at", "output", output_row_loop(c)));
     else ds.push_back(D("compute_root"));
     if (r >= 1) ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
     if (mode == 0 && r >= 2) par_outer(r, -1, true, ds);
@@ -31,7 +31,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   // partial results side by side.
   bool vred = s.reduces_innermost && s.rvars == 1 && k[Knob::kVred];
   if (row_fusable(s, out) && k[Knob::kFuse]) {
-    ds.push_back(At("compute_at", "output", a(out->rank - 2)));
+    ds.push_back(At("compute_at", "output", output_row_loop(c)));
     if (vred) ds.push_back(D("rfactor_vector", {"r0", "u"}, {lanes}));
     return;
   }

@@ -44,6 +44,14 @@ const std::vector<KnobDecl>& knob_decls() {
       {Knob::kAtOutput, "at_output", false, {{{Kind::kMatmul}, {0, 1}}},
        [](const StageInfo& s, const StageInfo* out) { return rules::matmul_at_output(s, out); }, constant<0>,
        L::kEveryStage},
+      // A matmul that is not the output's shape, materialised in register tiles.
+      {Knob::kResult, "result", false, {{{Kind::kMatmul}, {0, 1}}}, rules::matmul_result_tiles, constant<0>, L::kNone},
+      // Packing b per column panel (rules_cpu_matmul.cpp), with at_output or result.
+      {Knob::kPack, "pack", false, {{{Kind::kMatmul}, {0, 1}}},
+       [](const StageInfo& s, const StageInfo* out) {
+         return s.operands.size() == 2 && (rules::matmul_at_output(s, out) || rules::matmul_result_tiles(s, out));
+       },
+       constant<0>, L::kNone},
       {Knob::kKc, "kc", false, {{{Kind::kMatmul}, {0, 128, 256, 512}}}, one_rvar, constant<0>, L::kNone},
       {Knob::kMc, "mc", false, {{{Kind::kMatmul}, {0, 4, 8, 16}}}, one_rvar, constant<0>, L::kNone},
       // CPU: reductions and softmax parts.

@@ -82,8 +82,33 @@ namespace {
 std::string describe(const Directive& d, size_t i) {
   std::string s = "directive " + std::to_string(i) + " `" + d.op + "(";
   for (size_t k = 0; k < d.vars.size(); ++k) s += (k ? ", " : "") + d.vars[k];
-  for (int64_t f : d.factors) s += ", " + std::to_string(f);
+  for (size_t k = 0; k < d.factors.size(); ++k) s += (k || !d.vars.empty() ? ", " : "") + std::to_string(d.factors[k]);
   return s + ")`";
+}
+
+// What the registry's forms cannot say: an operand slot names a stage this
+// stage reads as a matmul operand, and a tile's third factor (full tiles,
+// apply::tile) is 1, on the output's pure definition and variables.
+Status check_specific(const Directive& d, const StageInfo& st, const std::string& where) {
+  if (d.op == "result_tiles" && (st.kind != StageInfo::Kind::kMatmul || st.rank < 2))
+    return Status::InvalidArgument(where + ": only a matmul stage of rank >= 2 has result tiles");
+  if (d.op == "pack" || (d.op == "result_tiles" && !d.vars.empty())) {
+    const auto& ops = st.operands;
+    if (std::find(ops.begin(), ops.end(), d.vars[0]) != ops.end()) return Status::Ok();
+    std::string list;
+    for (const auto& o : ops) list += (list.empty() ? "" : ", ") + o;
+    return Status::InvalidArgument(where + ": `" + d.vars[0] + "` is not an operand of stage `" + st.name + "`" +
+                                   (list.empty() ? " (it reads none)" : " (operands: " + list + ")"));
+  }
+  if (d.op == "tile" && d.factors.size() == 3) {
+    if (d.factors[2] != 1) return Status::InvalidArgument(where + ": the third factor (full tiles) must be 1");
+    if (d.update >= 0 || st.kind != StageInfo::Kind::kOutput)
+      return Status::InvalidArgument(where + ": full tiles apply only to the output stage's pure definition");
+    for (int k = 0; k < 2; ++k)
+      if (d.vars[k].size() < 2 || d.vars[k][0] != 'a' || d.vars[k].find_first_not_of("0123456789", 1) != std::string::npos)
+        return Status::InvalidArgument(where + ": full tiles split pure variables (a0, a1, ...), not `" + d.vars[k] + "`");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -138,6 +163,7 @@ Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages
         return Status::InvalidArgument(where + ": needs at_stage and at_var");
       if (d.update >= 0 && d.update >= (by_name[name]->rvars > 0 ? 1 : 0))
         return Status::InvalidArgument(where + ": stage has no update definition " + std::to_string(d.update));
+      MLK_RETURN_IF_ERROR(check_specific(d, *by_name[name], where));
       // Variables read must exist; names introduced are added.
       for (size_t k = 0; k < d.vars.size(); ++k) {
         const VarRole role = form->variadic ? VarRole::kRead : form->vars[k];

@@ -65,6 +65,8 @@ struct StageInfo {
   std::vector<int64_t> extents;     // estimate of each pure extent (.tl order), 0 if unknown
   std::vector<int64_t> rextents;    // estimate of each reduction extent
   std::vector<std::string> direct_inputs;  // input stages (load_<param>) it reads directly
+  std::vector<std::string> operands;       // a matmul: the stages it reads as a and b (inputs or operandN)
+  std::vector<std::string> readers;        // the stages that read it (through inlined expressions), sorted
 };
 
 // The one validator, for every schedule (read from JSON or made by a rule),

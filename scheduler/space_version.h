@@ -5,6 +5,6 @@
 
 namespace mlk {
 
-constexpr const char* kScheduleSpaceVersion = "rules-5";
+constexpr const char* kScheduleSpaceVersion = "rules-6";
 
 }  // namespace mlk

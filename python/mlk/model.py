@@ -1,0 +1,116 @@
+"""mlk models: a .tl program, its binding file and its weights, served through
+the runtime (runtime/model.h). docs/tutorial-serve-a-model.md walks through one.
+
+    import mlk
+    model = mlk.load_model("examples/minilm/minilm.tl", weights="model.safetensors", target="host")
+    emb = model(input_ids, attention_mask)     # torch tensors in, a torch tensor out
+
+The weights are mapped once and checked against the program at load (a
+missing, extra, mistyped or misshapen tensor raises mlk.BoundaryError naming
+its key and the parameter); each call runs the binding's steps on the
+runtime's kernels with the weights in place.
+"""
+from . import _mlk
+
+__all__ = ["load_model", "Model"]
+
+_TORCH_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64", "I8": "int8",
+                 "I16": "int16", "I32": "int32", "I64": "int64", "U8": "uint8", "Bool": "bool"}
+
+
+def _torch_module(args):
+    for a in args:
+        t = type(a)
+        if t.__module__.startswith("torch") and t.__name__ in ("Tensor", "Parameter"):
+            import torch
+            return torch
+    return None
+
+
+class Model:
+    """A model: call it with its inputs, by position or by name (model.input_names)."""
+
+    def __init__(self, native):
+        self._native = native
+        self.input_names = [name for name, _ in native.inputs]
+        self._required = dict(native.inputs)
+        self._result_dtype = native.result_dtype
+
+    @property
+    def mapped_bytes(self):
+        """Bytes of tensor data in the weights file, mapped (not copied) at load."""
+        return self._native.mapped_bytes
+
+    @property
+    def copied_bytes(self):
+        """Bytes copied at load: tensors the file does not align to their element size."""
+        return self._native.copied_bytes
+
+    def _inputs(self, args, kwargs):
+        if len(args) > len(self.input_names):
+            raise _mlk.BoundaryError("the model takes %d inputs (%s), got %d"
+                                     % (len(self.input_names), ", ".join(self.input_names), len(args)))
+        given = dict(zip(self.input_names, args))
+        for k, v in kwargs.items():
+            if k not in self._required:
+                raise _mlk.BoundaryError("the model has no input `%s` (its inputs: %s)" % (k, ", ".join(self.input_names)))
+            if k in given:
+                raise _mlk.BoundaryError("input `%s` is given twice" % k)
+            given[k] = v
+        values = [given.get(n) for n in self.input_names]
+        for n, v in zip(self.input_names, values):
+            if v is None and self._required[n]:
+                raise _mlk.BoundaryError("input `%s` of the model is required" % n)
+            if v is not None and getattr(v, "requires_grad", False):
+                raise _mlk.BoundaryError("input `%s` requires grad; mlk kernels have no autograd (pass x.detach())" % n)
+            if v is not None and not hasattr(v, "__dlpack__"):
+                raise _mlk.BoundaryError("input `%s`: a %s, not a tensor (torch.Tensor or an object with __dlpack__)"
+                                         % (n, type(v).__name__))
+        return values
+
+    def _alloc(self, torch):
+        if torch is not None:
+            dtype = getattr(torch, _TORCH_DTYPES[self._result_dtype])
+
+            def alloc(shape):
+                out = torch.empty(shape, dtype=dtype)
+                return out, (out.view(torch.uint8) if dtype is torch.bool else out).__dlpack__()
+            return alloc
+        import numpy as np
+
+        def alloc_numpy(shape):
+            out = np.empty(shape, dtype=np.dtype(_TORCH_DTYPES[self._result_dtype]))
+            return out, out.__dlpack__()
+        return alloc_numpy
+
+    def __call__(self, *args, **kwargs):
+        values = self._inputs(args, kwargs)
+        torch = _torch_module(values)
+        return _mlk.model_call(self._native, self._capsules(values, torch), self._alloc(torch))
+
+    @staticmethod
+    def _capsules(values, torch):
+        caps = []
+        for v in values:
+            if v is not None and torch is not None and isinstance(v, torch.Tensor) and v.dtype is torch.bool:
+                v = v.view(torch.uint8)  # DLPack's Bool as mlk takes it (as torch 1.13 exports it)
+            caps.append(None if v is None else v.__dlpack__())
+        return caps
+
+    def selections(self, *args, **kwargs):
+        """Which kernel runs each step for these inputs (tuned, or the default schedule), one line per step."""
+        values = self._inputs(args, kwargs)
+        return self._native.selections(self._capsules(values, _torch_module(values)))
+
+
+def load_model(program, weights, binding=None, target="host", cache="", namespace="default", token="", require="any"):
+    """The model of the .tl file `program` with the weights in the safetensors
+    file `weights`, bound by `binding` (default: the program's path with .tl
+    replaced by .binding.json). `target`, `cache`, `namespace`, `token` and
+    `require` choose the kernels as in mlk.load: the tuned artifact of each
+    step for the call's shape from the cache, else the default schedule (JIT)."""
+    if require not in ("any", "tuned", "exact"):
+        raise ValueError("require=%r: expected 'any', 'tuned' or 'exact'" % (require,))
+    rt = _mlk.Runtime(cache, namespace, token)
+    policy = target if require == "any" else "%s;require=%s" % (target, require)
+    return Model(rt.model(str(program), "" if binding is None else str(binding), str(weights), policy))

@@ -1,0 +1,87 @@
+// A model served from its real weights: a .tl program, its binding
+// (runtime/binding.h) and a safetensors file of weights, run on the
+// Runtime's kernels (tuned artifacts from the cache, else the default
+// schedule compiled by the JIT). docs/tutorial-serve-a-model.md walks through
+// one (examples/minilm/).
+//
+// Contracts:
+// - Load() checks every bound weight once, before anything runs: the key
+//   exists in the file, its dtype is the parameter's, its rank and every
+//   extent fit the parameter's type (dims bound across the instance's
+//   weights and the step's "dims"; the refinements over those dims hold).
+//   Every tensor of the file is bound by some step or listed as "unused";
+//   an "unused" key exists and is bound by no step. Errors name the key, the
+//   step (and instance), the parameter and the axis or dimension.
+// - The weights file is mapped once and its tensors are passed to the
+//   kernels in place; a tensor is copied, once, at load, only when the file
+//   does not align its data to the element size. Nothing is copied per call.
+// - Prepare() checks every step of a call through the kernels' boundary
+//   checks (runtime/boundary.h) and allocates the intermediate results before
+//   any kernel runs; Run() then runs the steps in order, the last into the
+//   caller's output. A Model is immutable after Load and thread-safe; a Call
+//   belongs to one caller at a time.
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "lang/ir.h"
+#include "runtime/binding.h"
+#include "runtime/runtime.h"
+
+namespace mlk::rt {
+
+class Model {
+ public:
+  struct Files {
+    std::string program;  // the .tl file
+    std::string binding;  // its binding (JSON); "" = the program's path with `.tl` replaced by `.binding.json`
+    std::string weights;  // the safetensors file
+  };
+  static Expected<std::shared_ptr<const Model>> Load(std::shared_ptr<Runtime> runtime, const Files& files,
+                                                     const TargetPolicy& policy);
+  ~Model();
+
+  const Binding& binding() const { return binding_; }
+  const std::vector<ModelInput>& inputs() const { return binding_.inputs; }
+  // The fn of the last step, whose result the model returns.
+  const ir::Function& result_fn() const;
+  // Bytes the weights file maps, and bytes copied at load (unaligned tensors).
+  size_t mapped_bytes() const;
+  size_t copied_bytes() const { return copied_bytes_; }
+
+  // One call, prepared: its kernels, its arguments and intermediate results.
+  class Call;
+  // `inputs` in the order of inputs(); nullptr for an input left out (only
+  // one with `zeros_like`). Errors name the step, its instance and the
+  // argument.
+  Expected<std::shared_ptr<Call>> Prepare(const std::vector<const DLTensor*>& inputs) const;
+  // The shape the caller allocates for the result of `call` (the result
+  // fn's dtype, compact row-major).
+  static const std::vector<int64_t>& OutputShape(const Call& call);
+  // Runs the prepared call into `out`. Not concurrently on one Call.
+  Status Run(Call& call, DLTensor* out) const;
+  // One line per step: which kernel ran it and why (Selection::reason).
+  static std::vector<std::string> Selections(const Call& call);
+
+ private:
+  struct Held;
+  struct StepInstance;
+  Model() = default;
+  Status BindWeights(const std::string& weights_path);
+  std::shared_ptr<Runtime> rt_;
+  std::shared_ptr<const Program> program_;
+  TargetPolicy policy_;
+  Binding binding_;
+  struct Weights;
+  std::unique_ptr<Weights> weights_;
+  std::vector<std::unique_ptr<Held>> held_;      // weights and constants, at stable addresses
+  std::vector<StepInstance> instances_;          // every step's instances, in run order
+  size_t copied_bytes_ = 0;
+};
+
+}  // namespace mlk::rt
