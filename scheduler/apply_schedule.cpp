@@ -279,6 +279,9 @@ void result_tiles(DirectiveApplier& a, const std::string& name, const Directive&
   const int r = static_cast<int>(s.vars.size());
   const int fx = factor(d, 0), fy = factor(d, 1), lanes = factor(d, 2);
   const bool pack = !d.vars.empty();
+  // A packed operand shared by the batch (rank 2) is packed once per column
+  // panel: the batch axes run inside the panel loop.
+  const bool shared = pack && r > 2 && a.stage(d.vars[0]).vars.size() == 2;
   Halide::Func w = s.func.in();
   w.compute_root();
   Halide::Var x = s.vars[0], y = s.vars[1], xo(name + "_no"), yo(name + "_mo"), xi(name + "_ni"), yi(name + "_mi"),
@@ -287,11 +290,12 @@ void result_tiles(DirectiveApplier& a, const std::string& name, const Directive&
     st.tile(x, y, xo, yo, xi, yi, fx, fy, tail).vectorize(xi, lanes, kTail).unroll(yi);
     std::vector<VarOrRVar> order = {xi, yi};
     order.push_back(pack ? yo : xo);
-    order.push_back(pack ? xo : yo);
+    if (!shared) order.push_back(pack ? xo : yo);
     for (int i = 2; i < r; ++i) order.push_back(s.vars[i]);
+    if (shared) order.push_back(xo);
     st.reorder(order);
     Halide::Var outer = pack ? xo : yo;
-    if (r > 2) st.fuse(outer, s.vars[2], par).parallel(par);
+    if (r > 2 && !shared) st.fuse(outer, s.vars[2], par).parallel(par);
     else st.parallel(outer);
   };
   Halide::Expr fit = s.extents.at(0) >= fx && s.extents.at(1) >= fy;
@@ -300,7 +304,7 @@ void result_tiles(DirectiveApplier& a, const std::string& name, const Directive&
   s.func.compute_at(w, pack ? yo : xo);
   if (pack) {
     Halide::Func p = a.stage(d.vars[0]).func.in(s.func);
-    p.compute_at(w, r > 2 ? par : xo);
+    p.compute_at(w, r > 2 && !shared ? par : xo);
     if (!a.stage(d.vars[0]).vars.empty()) p.vectorize(a.stage(d.vars[0]).vars[0], lanes, kTail);
   }
 }

@@ -112,15 +112,29 @@ class Lowerer {
   struct Frame {
     std::vector<Value> args;
     std::map<std::string, Expr> dims;
+    // A callee's dimension variables as Dims of the lowered fn's own (empty
+    // for the fn itself): stage shapes are stated in the fn's dimensions, so
+    // that schedules see their extents.
+    std::map<std::string, Dim> sym;
     std::map<const ir::Node*, Value> memo;
   };
 
   Value lower(const ir::NodeRef& n, Frame& fr) {
     auto it = fr.memo.find(n.get());
     if (it != fr.memo.end()) return it->second;
+    Frame* outer = cur_;
+    cur_ = &fr;
     Value v = lower_node(*n, fr);
+    cur_ = outer;
     fr.memo[n.get()] = v;
     return v;
+  }
+
+  // `s` in the lowered fn's dimensions.
+  Shape top_shape(Shape s) const {
+    if (cur_ && !cur_->sym.empty())
+      for (Dim& d : s) d = d.subst(cur_->sym);
+    return s;
   }
 
   Expr dim(const Dim& d, const Frame& fr, Halide::Type t = Halide::Int(32)) {
@@ -153,7 +167,8 @@ class Lowerer {
     int n = kind_count_[k]++;
     std::string name = k == Stage::Kind::kOutput ? "output" : std::string(kNames[static_cast<int>(k)]) + std::to_string(n);
     std::vector<Var> h(tl_vars.rbegin(), tl_vars.rend());
-    p_.stages.push_back({name, k, f, h, std::move(rvars), reduces_innermost, std::move(shape), std::move(rshape)});
+    p_.stages.push_back({name, k, f, h, std::move(rvars), reduces_innermost, top_shape(std::move(shape)),
+                         top_shape(std::move(rshape))});
     return p_.stages.back();
   }
 
@@ -499,7 +514,10 @@ class Lowerer {
     MLK_CHECK(callee != nullptr, "lower: call of a function missing from the module");
     Frame inner;
     for (const auto& o : n.operands) inner.args.push_back(lower(o, fr));
-    for (size_t i = 0; i < callee->dim_vars.size(); ++i) inner.dims[callee->dim_vars[i]] = dim(n.dims[i], fr);
+    for (size_t i = 0; i < callee->dim_vars.size(); ++i) {
+      inner.dims[callee->dim_vars[i]] = dim(n.dims[i], fr);
+      inner.sym[callee->dim_vars[i]] = fr.sym.empty() ? n.dims[i] : n.dims[i].subst(fr.sym);
+    }
     return call_function(*callee, inner);
   }
 
@@ -510,6 +528,7 @@ class Lowerer {
   Pipeline& p_;
   int counter_ = 0;
   std::map<Stage::Kind, int> kind_count_;
+  Frame* cur_ = nullptr;  // the frame lower() is in
 
  public:
   Value call_function(const ir::Function& f, Frame& fr) { return lower(f.body, fr); }

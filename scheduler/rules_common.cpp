@@ -39,7 +39,10 @@ const StageInfo* output_of(const std::vector<StageInfo>& stages) {
 bool is_reduction_like(Kind k) { return k == Kind::kReduction || k == Kind::kSoftmaxMax || k == Kind::kSoftmaxSum; }
 
 bool matmul_at_output(const StageInfo& s, const StageInfo* out) {
-  return out && s.kind == Kind::kMatmul && out->rank == s.rank && out->extents == s.extents && s.rank >= 2;
+  // Computed per output tile, the product exists nowhere else: only the
+  // output may read it (a LayerNorm's reductions of it rule this out).
+  if (!out || (!s.readers.empty() && s.readers != std::vector<std::string>{out->name})) return false;
+  return s.kind == Kind::kMatmul && out->rank == s.rank && out->extents == s.extents && s.rank >= 2;
 }
 
 bool matmul_result_tiles(const StageInfo& s, const StageInfo* out) {

@@ -33,7 +33,7 @@ bool is_reduction_like(Kind k);
 
 // Can the matmul be computed per register tile of the output (the classic
 // Halide GEMM schedule)? Only when it is the output's shape, so that a tile
-// of the output is a tile of the product.
+// of the output is a tile of the product, and only the output reads it.
 bool matmul_at_output(const StageInfo& s, const StageInfo* out);
 
 // Can the matmul be materialised in register tiles of its own (result_tiles):

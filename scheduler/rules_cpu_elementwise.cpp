@@ -45,10 +45,18 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   }
 }
 
-// Plan 0 materialises operands, plan 1 reads them inline; both widen the
-// output's vectors.
-std::vector<std::pair<Knob, int64_t>> seed(const RuleContext&, const StageInfo&, int plan) {
-  return {{Knob::kMat, plan == 0 ? 1 : 0}, {Knob::kVec, 2}};
+// Whether `s` is the second operand (b) of a matmul: the GEMM seeds pack it
+// per column panel, straight from the view, so a materialised copy is waste.
+bool packed_b(const RuleContext& c, const StageInfo& s) {
+  for (const StageInfo& m : c.stages)
+    if (m.kind == Kind::kMatmul && m.operands.size() == 2 && m.operands[1] == s.name) return true;
+  return false;
+}
+
+// Plan 0 materialises operands (but a packed b), plan 1 reads them inline;
+// both widen the output's vectors.
+std::vector<std::pair<Knob, int64_t>> seed(const RuleContext& c, const StageInfo& s, int plan) {
+  return {{Knob::kMat, plan == 0 && !packed_b(c, s) ? 1 : 0}, {Knob::kVec, 2}};
 }
 
 }  // namespace

@@ -33,23 +33,28 @@ void register_tile(int r, int64_t tn, int64_t tm, int lanes, std::vector<Directi
 // outer loop and b's panel (k x tn vectors, including a view such as a
 // transposed weight) is copied once per panel into a contiguous buffer that
 // every row tile of the panel then streams.
-void gemm_at_output(const StageInfo& mm, const KnobValues& k, int lanes, std::vector<Directive>& mm_ds,
+void gemm_at_output(const StageInfo& mm, const KnobValues& k, int lanes, int b_rank, std::vector<Directive>& mm_ds,
                     std::vector<Directive>& out_ds) {
   const int r = mm.rank;
   const bool pack = k[Knob::kPack] != 0 && mm.operands.size() == 2;
+  // A b shared by the whole batch (a weight) is packed once per column panel
+  // for every batch element: the batch axes run inside the panel loop.
+  const bool shared = pack && r > 2 && b_rank == 2;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(mm, r - 1)), tm = clip(k[Knob::kTm], ext(mm, r - 2));
   out_ds.push_back(D("tile", {a(r - 1), a(r - 2), "no", "mo", "ni", "mi"}, {tn, tm, 1}));
   out_ds.push_back(D("vectorize", {"ni"}, {clip(lanes, tn)}));
   out_ds.push_back(D("unroll", {"mi"}));
   // The parallel loop: row tiles, or with `pack` column panels (fused with
-  // the batch axis, if any).
+  // the batch axis, if any, unless b is shared).
   const std::string outer = pack ? "no" : "mo";
   if (pack) {
-    std::vector<std::string> order = {"ni", "mi", "mo", "no"};
+    std::vector<std::string> order = {"ni", "mi", "mo"};
+    if (!shared) order.push_back("no");
     for (int i = r - 3; i >= 0; --i) order.push_back(a(i));
+    if (shared) order.push_back("no");
     out_ds.push_back(D("reorder", order));
   }
-  if (r > 2) {
+  if (r > 2 && !shared) {
     out_ds.push_back(D("fuse", {outer, a(r - 3), "mf"}));
     out_ds.push_back(D("parallel", {"mf"}));
   } else {
@@ -57,7 +62,7 @@ void gemm_at_output(const StageInfo& mm, const KnobValues& k, int lanes, std::ve
   }
   mm_ds.push_back(At("compute_at", "output", pack ? "mo" : "no"));
   if (pack) {
-    Directive p = At("pack", "output", r > 2 ? "mf" : "no");
+    Directive p = At("pack", "output", r > 2 && !shared ? "mf" : "no");
     p.vars = {mm.operands[1]};
     p.factors = {clip(lanes, tn)};
     mm_ds.push_back(p);
@@ -81,7 +86,10 @@ void gemm_result_tiles(const StageInfo& mm, const KnobValues& k, int lanes, std:
 
 void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& out) {
   std::vector<Directive>& ds = out.stages[s.name];
-  if (&s == c.output_owner) return gemm_at_output(s, k, c.lanes, ds, out.stages["output"]);
+  int b_rank = 0;
+  for (const StageInfo& o : c.stages)
+    if (s.operands.size() == 2 && o.name == s.operands[1]) b_rank = o.rank;
+  if (&s == c.output_owner) return gemm_at_output(s, k, c.lanes, b_rank, ds, out.stages["output"]);
   if (k[Knob::kResult] && matmul_result_tiles(s, c.output)) return gemm_result_tiles(s, k, c.lanes, ds);
   const int r = s.rank, lanes = c.lanes;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(s, r - 1)), tm = clip(k[Knob::kTm], ext(s, r - 2));
@@ -152,7 +160,17 @@ bool pack_pays(const RuleContext& c, const StageInfo& s, int64_t tn) {
 // Plan 0: the best register tile, plan 1 the second; both tile the result
 // (at the output, or materialised) and pack where it pays.
 std::vector<std::pair<Knob, int64_t>> seed(const RuleContext& c, const StageInfo& s, int plan) {
-  const auto tiles = register_tiles(c.lanes >= 16 ? 32 : 16);
+  auto tiles = register_tiles(c.lanes >= 16 ? 32 : 16);
+  // No wider than the columns (rounded up to vectors): a narrow product (an
+  // attention head of 32) takes more rows instead.
+  const int64_t n = ext(s, s.rank - 1);
+  if (n > 0) {
+    const int64_t most = std::max<int64_t>(1, (n + c.lanes - 1) / c.lanes);
+    std::vector<std::pair<int64_t, int64_t>> fit;
+    for (const auto& t : tiles)
+      if (t.second <= most) fit.push_back(t);
+    if (!fit.empty()) tiles = fit;
+  }
   const auto [tm, tn] = tiles[std::min<size_t>(plan, tiles.size() - 1)];
   return {{Knob::kAtOutput, 1}, {Knob::kResult, 1}, {Knob::kTm, tm}, {Knob::kTn, tn},
           {Knob::kPack, pack_pays(c, s, tn) ? 1 : 0}, {Knob::kKc, 0}, {Knob::kMc, 0}};

@@ -262,5 +262,45 @@ TEST(GemmRule, ResultTilesOfTheSeedsAreThoseOfAProductNotAtTheOutput) {
             "result tiles");
 }
 
+TEST(GemmRule, BatchedInputsTimesASharedWeightMatchTheInterpreter) {
+  // nn.Linear on [B, S, K] activations through a callee with dims of its own
+  // (as examples/minilm does): b is one weight for the whole batch, packed
+  // once per column panel with the batch inside. At the output, and
+  // materialised (the LayerNorm-style row mean reads the product too).
+  const std::string src =
+      "fn linear [B, S, I, O](x: Tensor[F32, [B, S, I]], w: Tensor[F32, [O, I]]) -> Tensor[F32, [B, S, O]] =\n"
+      "  matmul(x, transpose(w, [1, 0]))\n"
+      "public fn f [B, M, K, N](x: Tensor[F32, [B, M, K]], w: Tensor[F32, [N, K]]) -> Tensor[F32, [B, M, N]] =\n"
+      "  linear(x, w)\n"
+      "public fn g [B, M, K, N](x: Tensor[F32, [B, M, K]], w: Tensor[F32, [N, K]]) -> Tensor[F32, [B, M, N]] =\n"
+      "  let y = linear(x, w)\n"
+      "  y - broadcast(mean(y, axes=[2]), [B, M, N], axes=[0, 1])\n";
+  auto fe = compile_source("lin.tl", src);
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  // The stage table speaks the caller's dimensions, so extents are known.
+  auto st = stage_infos_for(fe.module, "f", {{"B", 2}, {"M", 64}, {"K", 32}, {"N", 48}});
+  ASSERT_TRUE(st.ok());
+  for (const auto& s : *st)
+    if (s.name == "matmul0") EXPECT_EQ(s.extents, (std::vector<int64_t>{2, 64, 48}));
+  std::vector<DimEnv> shapes;
+  for (DimEnv d : kOddShapes) {
+    d["B"] = d.at("M") % 3 + 1;
+    shapes.push_back(d);
+  }
+  auto in = [&](const DimEnv& d, std::mt19937& rng) {
+    return std::vector<HostTensor>{random_tensor(DType::F32, {d.at("B"), d.at("M"), d.at("K")}, rng),
+                                   random_tensor(DType::F32, {d.at("N"), d.at("K")}, rng)};
+  };
+  for (const char* fn : {"f", "g"}) {
+    std::string one = src;  // check_gemm compiles fn `f`: rename the one under test
+    if (std::string(fn) == "g") {
+      one.replace(one.find("public fn f "), 12, "public fn h ");
+      one.replace(one.find("public fn g "), 12, "public fn f ");
+    }
+    Knobs k = {{"matmul0", {{"at_output", 1}, {"result", 1}, {"pack", 1}, {"tm", 6}, {"tn", 4}}}};
+    check_gemm(one, k, {{"B", 4}, {"M", 64}, {"K", 96}, {"N", 128}}, shapes, in, DType::F32, fn);
+  }
+}
+
 }  // namespace
 }  // namespace mlk
