@@ -733,6 +733,10 @@ class Search {
   }
 
   void run() {
+    // The search budget (--time) starts now: computing the references (the
+    // interpreter on the verification shapes, up to a minute at large
+    // shapes) is not part of it.
+    start_ = Clock::now();
     // Trial 0: the default schedule; then Halide's autoschedulers.
     Knobs def = default_knobs(stages_, p_);
     const Schedule def_sched = schedule_from_knobs(stages_, def, p_);

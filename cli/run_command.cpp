@@ -1,5 +1,6 @@
-// `mlk run`: computes one function of a .tl program on safetensors inputs,
-// with the compiled (Halide JIT) kernel or the reference interpreter.
+// `mlk run`: computes one function of a .tl program on safetensors inputs
+// and Arrow IPC streams (cli/run_inputs.h), with the compiled (Halide JIT)
+// kernel or the reference interpreter.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/dump_after.h"
+#include "cli/run_inputs.h"
 #include "interop/tensor_files.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
@@ -31,7 +33,8 @@ namespace mlk::cli {
 namespace {
 
 struct RunOptions {
-  std::string file, fn, inputs, output, target = "host", cache, ns = "default";
+  std::string file, fn, output, target = "host", cache, ns = "default";
+  std::vector<std::string> inputs;  // --inputs, in order
   bool no_cache = false;
   std::map<std::string, int64_t> dims;
   int64_t repeat = 0;
@@ -56,21 +59,32 @@ FlagSetter store_require(rt::Require& out) {
   };
 }
 
+// --inputs: every occurrence is kept, in order.
+FlagSetter append(std::vector<std::string>& out) {
+  return [&out](const std::string&, const std::string& value) -> Status {
+    out.push_back(value);
+    return Status::Ok();
+  };
+}
+
 CommandSpec spec(RunOptions& o) {
   return {
       .name = "run",
-      .summary = "compute a fn on safetensors inputs (Halide JIT or --reference)",
+      .summary = "compute a fn on safetensors inputs or Arrow streams (Halide JIT or --reference)",
       .positionals = "FILE.tl",
-      .description = "Computes fn NAME of FILE.tl on the tensors of IN.safetensors and writes its result\n"
-                     "as the tensor \"output\" of OUT.safetensors.\n",
+      .description = "Computes fn NAME of FILE.tl on the tensors of IN.safetensors (and the columns of\n"
+                     "IN.arrows streams) and writes its result as the tensor \"output\" of OUT.safetensors.\n",
       .flags =
           {
               {.name = "--fn", .metavar = "NAME", .help = "the fn to run; may be omitted when the file has one public fn",
                .set = store(o.fn)},
-              {.name = "--inputs", .metavar = "IN.safetensors",
+              {.name = "--inputs", .metavar = "IN.safetensors|IN.arrows",
                .help = "one tensor per parameter, matched by name; dtypes must match exactly and every other tensor "
-                       "in the file is an error",
-               .set = store(o.inputs), .required = true},
+                       "in the file is an error. Repeatable: each parameter from exactly one file. A file ending in "
+                       ".arrows is an Arrow IPC stream whose columns bind the parameters of their names, Tensor[T, "
+                       "[N]] from a column of T and Tensor[T, [N, D]] from a FixedSizeList[T, D] column, non-nullable "
+                       "(docs/interop/arrow.md)",
+               .set = append(o.inputs), .required = true, .repeatable = true},
               {.name = "--output", .metavar = "OUT.safetensors",
                .help = "where to write the result (written atomically); required unless --repeat is given",
                .set = store(o.output)},
@@ -138,31 +152,6 @@ Status select_fn(RunOptions& o, const ir::Module& m) {
   return Status::Ok();
 }
 
-// The tensors of --inputs in the order of `f`'s parameters: one per
-// parameter, and none that matches no parameter.
-Expected<std::vector<HostTensor>> read_inputs(const RunOptions& o, const ir::Function& f) {
-  auto tensors = read_safetensors(o.inputs);
-  if (!tensors.ok()) return tensors.status();
-  std::vector<HostTensor> inputs;
-  std::string names;
-  for (const auto& p : f.params) names += (names.empty() ? "" : ", ") + p.name;
-  for (const auto& p : f.params) {
-    auto it = tensors->find(p.name);
-    if (it == tensors->end())
-      return Status::InvalidArgument(o.inputs + " has no tensor \"" + p.name + "\" for parameter `" + p.name + "` of `" +
-                                     f.name + "`");
-    inputs.push_back(it->second);
-  }
-  for (const auto& [name, t] : *tensors) {
-    bool used = false;
-    for (const auto& p : f.params) used = used || p.name == name;
-    if (!used)
-      return Status::InvalidArgument(o.inputs + ": tensor \"" + name + "\" matches no parameter of `" + f.name +
-                                     "` (parameters: " + names + ")");
-  }
-  return inputs;
-}
-
 // The result (and, with --repeat, the buffer timed runs reuse) must fit in
 // memory next to the inputs, checked before it is allocated. When the shape
 // does not bind, this passes and the run says why.
@@ -170,7 +159,9 @@ Status check_result_memory(const RunOptions& o, const ir::Function& f, const std
   std::vector<std::vector<int64_t>> in_shapes;
   for (const auto& t : inputs) in_shapes.push_back(t.shape);
   auto b = bind_dims(f, in_shapes, o.dims);
-  std::string label = o.dims.empty() ? "the inputs of " + o.inputs : "--dims " + dims_label(o.dims);
+  std::string files;
+  for (const auto& in : o.inputs) files += (files.empty() ? "" : ", ") + in;
+  std::string label = o.dims.empty() ? "the inputs of " + files : "--dims " + dims_label(o.dims);
   if (!b.ok()) return Status::Ok();
   return check_memory_budget(f, *b, 1, o.repeat > 0 ? 2 : 1, label);
 }
@@ -310,7 +301,7 @@ int run_run(const std::vector<std::string>& args) {
   if (Status s = select_fn(o, m); !s.ok()) return usage_error("run", s.message());
   const ir::Function* f = m.find(o.fn);
   if (!f) return fail(Status::NotFound(o.file + " has no fn `" + o.fn + "`"));
-  auto inputs = read_inputs(o, *f);
+  auto inputs = read_run_inputs(o.inputs, *f, o.dims);
   if (!inputs.ok()) return fail(inputs.status());
   if (Status s = check_result_memory(o, *f, *inputs); !s.ok()) return fail(s);
 

@@ -59,7 +59,7 @@ CommandSpec spec(TuneArgs& t) {
        .set = store_dims(t.dims)},
       {.name = "--trials", .metavar = "N", .help = "candidates to measure, at most", .default_value = "40",
        .set = store_count(t.opts.trials)},
-      {.name = "--time", .metavar = "SECONDS", .help = "search budget per shape", .default_value = "150",
+      {.name = "--time", .metavar = "SECONDS", .help = "search budget per shape, from the first trial (computing the references is not counted)", .default_value = "150",
        .set = store_count(t.opts.time_s)},
       {.name = "--seed", .metavar = "K", .help = "the search's random seed; the same seed replays the same search",
        .default_value = "1", .set = store_count(t.opts.seed)},

@@ -1,13 +1,18 @@
 // mlk._mlk: the Python binding of the runtime (runtime/runtime.h), on DLPack
-// capsules. python/mlk/__init__.py turns torch tensors (or numpy arrays) into
-// capsules and allocates outputs; every check happens here, in C++, with the
-// same messages as the C++ runtime.
+// capsules. python/mlk/__init__.py turns torch tensors (or numpy arrays, or
+// any DLPack producer) into capsules and allocates outputs; every check
+// happens here, in C++, with the same messages as the C++ runtime.
 //
-// Capsules are borrowed, not consumed: the name stays "dltensor", so the
-// capsule's destructor releases the producer's tensor when Python drops it.
+// Capsules are consumed (docs/interop/pytorch.md, "DLPack"): a "dltensor" or
+// "dltensor_versioned" capsule is renamed "used_dltensor" /
+// "used_dltensor_versioned", so that its destructor leaves it alone, and its
+// tensor's deleter runs exactly once, when the call that consumed it returns
+// (runtime/dlpack.h), with the GIL held. Results the runtime allocates
+// (mlk.Tensor) export themselves through DLPack, zero-copy.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -15,8 +20,10 @@
 #include <vector>
 
 #include "runtime/boundary.h"
+#include "runtime/dlpack.h"
 #include "runtime/model.h"
 #include "runtime/runtime.h"
+#include "runtime/testing.h"
 
 namespace py = pybind11;
 using mlk::Status;
@@ -52,19 +59,142 @@ T unwrap(mlk::Expected<T> e) {
   return std::move(e).value();
 }
 
-const DLTensor* tensor_of(const py::handle& cap, const std::string& what) {
-  if (!PyCapsule_CheckExact(cap.ptr())) throw BoundaryError(what + ": not a DLPack capsule");
-  if (!PyCapsule_IsValid(cap.ptr(), "dltensor"))
-    throw BoundaryError(what + ": the DLPack capsule is not named \"dltensor\" (already consumed?)");
-  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
-  if (!m) throw BoundaryError(what + ": empty DLPack capsule");
-  return &m->dl_tensor;
+// The Python type name of `o`, for messages.
+std::string type_name(const py::handle& o) { return py::str(py::type::handle_of(o).attr("__name__")); }
+
+// Consumes the DLPack capsule `cap` (see the top of this file); `what` names
+// it in errors. A refused capsule of a DLPack name is consumed too, so its
+// deleter still runs once.
+mlk::rt::ConsumedTensor consume(const py::handle& cap, const std::string& what) {
+  PyObject* o = cap.ptr();
+  if (!PyCapsule_CheckExact(o)) throw BoundaryError(what + ": a " + type_name(cap) + ", not a DLPack capsule");
+  const char* raw = PyCapsule_GetName(o);
+  const std::string name = raw ? raw : "";
+  if (name == "dltensor_versioned" || name == "dltensor") {
+    void* p = PyCapsule_GetPointer(o, raw);
+    if (!p) throw py::error_already_set();
+    if (PyCapsule_SetName(o, name == "dltensor" ? "used_dltensor" : "used_dltensor_versioned") != 0)
+      throw py::error_already_set();
+    if (name == "dltensor") return unwrap(mlk::rt::ConsumedTensor::Adopt(static_cast<DLManagedTensor*>(p), what));
+    return unwrap(mlk::rt::ConsumedTensor::Adopt(static_cast<DLManagedTensorVersioned*>(p), what));
+  }
+  if (name == "used_dltensor" || name == "used_dltensor_versioned")
+    throw BoundaryError(what + ": the DLPack capsule was already consumed (it is named \"" + name +
+                        "\"); a capsule is taken once: call __dlpack__() again for a new one");
+  throw BoundaryError(what + ": a capsule named \"" + name +
+                      "\", not a DLPack tensor (\"dltensor\" or \"dltensor_versioned\")");
 }
 
-std::vector<const DLTensor*> tensors_of(const py::list& caps) {
-  std::vector<const DLTensor*> out;
-  for (size_t i = 0; i < caps.size(); ++i) out.push_back(tensor_of(caps[i], "argument " + std::to_string(i)));
-  return out;
+// The consumed tensors of one call and their DLTensors; destroyed (the
+// deleters run) with the GIL held, when the call returns or throws.
+struct Consumed {
+  std::vector<mlk::rt::ConsumedTensor> owned;
+  std::vector<const DLTensor*> tensors;
+  void add(mlk::rt::ConsumedTensor t) {
+    tensors.push_back(t.tensor());
+    owned.push_back(std::move(t));
+  }
+};
+
+std::string argument_name(const mlk::ir::Function* f, size_t i) {
+  if (!f || i >= f->params.size()) return "argument " + std::to_string(i);
+  return "argument " + std::to_string(i) + " `" + f->params[i].name + "` of `" + f->name + "`";
+}
+
+Consumed consume_all(const py::list& caps, const mlk::ir::Function* f) {
+  Consumed c;
+  for (size_t i = 0; i < caps.size(); ++i) c.add(consume(caps[i], argument_name(f, i)));
+  return c;
+}
+
+// The output capsule, consumed and checked writable.
+mlk::rt::ConsumedTensor consume_output(const py::handle& cap, const std::string& what) {
+  auto t = consume(cap, what);
+  Status s = t.CheckWritable(what);
+  if (!s.ok()) raise(s);
+  return t;
+}
+
+// mlk.Tensor: a result the runtime allocated, exported through DLPack.
+struct PyTensor {
+  std::shared_ptr<mlk::rt::HostBuffer> buf;
+};
+
+const char* const kLegacyName = "dltensor";
+const char* const kVersionedName = "dltensor_versioned";
+
+// Capsule destructors as the protocol has them: the deleter runs only when
+// no consumer took the capsule (it still has its original name).
+void legacy_capsule_destructor(PyObject* cap) {
+  if (!PyCapsule_IsValid(cap, kLegacyName)) return;
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, kLegacyName));
+  if (m && m->deleter) m->deleter(m);
+}
+
+void versioned_capsule_destructor(PyObject* cap) {
+  if (!PyCapsule_IsValid(cap, kVersionedName)) return;
+  auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(cap, kVersionedName));
+  if (m && m->deleter) m->deleter(m);
+}
+
+[[noreturn]] void buffer_error(const std::string& m) {
+  PyErr_SetString(PyExc_BufferError, m.c_str());
+  throw py::error_already_set();
+}
+
+// Tensor.__dlpack__(stream=None, max_version=None, dl_device=None, copy=None):
+// a versioned capsule when the consumer reads DLPack 1.x (max_version >=
+// (1, 0)), else the legacy one (torch 1.13, numpy 1.x).
+py::object export_capsule(const PyTensor& t, const py::object& stream, const py::object& max_version,
+                          const py::object& dl_device, const py::object& copy) {
+  if (!stream.is_none()) buffer_error("mlk.Tensor lives in CPU memory: __dlpack__ takes no stream (stream=None)");
+  if (!dl_device.is_none()) {
+    auto d = dl_device.cast<std::pair<int, int>>();
+    if (d.first != kDLCPU || d.second != 0)
+      buffer_error("mlk.Tensor lives in CPU memory (device (1, 0)); it cannot be exported to device (" +
+                   std::to_string(d.first) + ", " + std::to_string(d.second) + ")");
+  }
+  bool versioned = false;
+  if (!max_version.is_none()) versioned = max_version.cast<std::pair<int, int>>().first >= 1;
+  std::shared_ptr<mlk::rt::HostBuffer> buf = t.buf;
+  const bool copied = !copy.is_none() && copy.cast<bool>();
+  if (copied) {
+    buf = unwrap(mlk::rt::HostBuffer::Allocate(t.buf->dtype(), t.buf->shape()));
+    if (t.buf->nbytes()) std::memcpy(buf->data(), t.buf->data(), t.buf->nbytes());
+  }
+  if (!versioned) {
+    DLManagedTensor* m = mlk::rt::export_legacy(buf);
+    PyObject* cap = PyCapsule_New(m, kLegacyName, legacy_capsule_destructor);
+    if (!cap) {
+      m->deleter(m);
+      throw py::error_already_set();
+    }
+    return py::reinterpret_steal<py::object>(cap);
+  }
+  DLManagedTensorVersioned* m = mlk::rt::export_versioned(buf);
+  if (copied) m->flags |= DLPACK_FLAG_BITMASK_IS_COPIED;
+  PyObject* cap = PyCapsule_New(m, kVersionedName, versioned_capsule_destructor);
+  if (!cap) {
+    m->deleter(m);
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::object>(cap);
+}
+
+mlk::DType dtype_of(const std::string& name) {
+  auto d = mlk::parse_dtype(name);
+  if (!d) throw BoundaryError("unknown dtype `" + name + "` (F16, BF16, F32, F64, I8, I16, I32, I64, U8, Bool)");
+  return *d;
+}
+
+py::dict envelope_dict(const mlk::rt::Envelope& e) {
+  py::dict d;
+  d["dtype"] = mlk::dtype_name(e.dtype);
+  d["k"] = e.reduction_length;
+  d["through_erf"] = e.through_erf;
+  d["rtol"] = e.rtol;
+  d["atol"] = e.atol;
+  return d;
 }
 
 struct PyProgram {
@@ -90,14 +220,19 @@ struct PyModel {
   std::shared_ptr<const mlk::rt::Model> model;
 };
 
-// The model's inputs from a list of capsules, None for an input left out.
-std::vector<const DLTensor*> model_inputs(const py::list& caps, const mlk::rt::Model& m) {
-  std::vector<const DLTensor*> out;
-  for (size_t i = 0; i < caps.size(); ++i)
-    out.push_back(caps[i].is_none() ? nullptr
-                                    : tensor_of(caps[i], "input " + std::to_string(i) +
-                                                             (i < m.inputs().size() ? " `" + m.inputs()[i].name + "`" : "")));
-  return out;
+// The model's inputs from a list of capsules, None (nullptr) for an input left out.
+Consumed model_inputs(const py::list& caps, const mlk::rt::Model& m) {
+  Consumed c;
+  for (size_t i = 0; i < caps.size(); ++i) {
+    if (caps[i].is_none()) {
+      c.tensors.push_back(nullptr);
+      continue;
+    }
+    auto t = consume(caps[i], "input " + std::to_string(i) + (i < m.inputs().size() ? " `" + m.inputs()[i].name + "`" : ""));
+    c.tensors.push_back(t.tensor());
+    c.owned.push_back(std::move(t));
+  }
+  return c;
 }
 
 py::dict signature(const mlk::ir::Function& f) {
@@ -126,6 +261,33 @@ PYBIND11_MODULE(_mlk, m) {
   py::register_exception<BoundaryError>(m, "BoundaryError", PyExc_ValueError);
   py::register_exception<NotFoundError>(m, "NotFoundError", PyExc_LookupError);
   py::register_exception<CorruptionError>(m, "CorruptionError", base.ptr());
+
+  // mlk.Tensor: a result the runtime allocated (mlk.empty, or a call whose
+  // arguments are neither torch tensors nor numpy arrays), given to any
+  // DLPack consumer zero-copy: torch.from_dlpack(t), np.from_dlpack(t).
+  py::class_<PyTensor>(m, "Tensor")
+      .def_property_readonly("shape", [](const PyTensor& t) { return py::tuple(py::cast(t.buf->shape())); })
+      .def_property_readonly("dtype", [](const PyTensor& t) { return std::string(mlk::dtype_name(t.buf->dtype())); })
+      .def_property_readonly("nbytes", [](const PyTensor& t) { return t.buf->nbytes(); })
+      .def("data_ptr", [](const PyTensor& t) { return reinterpret_cast<uintptr_t>(t.buf->data()); })
+      .def("__dlpack__", &export_capsule, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
+      .def("__dlpack_device__", [](const PyTensor&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); })
+      .def("__repr__", [](const PyTensor& t) {
+        std::string s = "mlk.Tensor(shape=[";
+        for (size_t i = 0; i < t.buf->shape().size(); ++i) s += (i ? ", " : "") + std::to_string(t.buf->shape()[i]);
+        return s + "], dtype=" + mlk::dtype_name(t.buf->dtype()) + ")";
+      });
+  m.def("empty", [](const std::vector<int64_t>& shape, const std::string& dtype) {
+    return PyTensor{unwrap(mlk::rt::HostBuffer::Allocate(dtype_of(dtype), shape))};
+  });
+  // For leak tests: result buffers alive, exports whose deleter has not run.
+  m.def("live_host_buffers", &mlk::rt::live_host_buffers);
+  m.def("live_exports", &mlk::rt::live_exports);
+  // The tolerance envelope of docs/numerics.md for a dtype and reduction length K.
+  m.def("tolerance", [](const std::string& dtype, int64_t k, bool through_erf) {
+    return envelope_dict(mlk::rt::envelope_for(dtype_of(dtype), k, through_erf));
+  }, py::arg("dtype"), py::arg("k") = 1, py::arg("through_erf") = false);
 
   py::class_<mlk::rt::Runtime, std::shared_ptr<mlk::rt::Runtime>>(m, "Runtime")
       .def(py::init([](const std::string& cache, const std::string& ns, const std::string& token) {
@@ -160,12 +322,12 @@ PYBIND11_MODULE(_mlk, m) {
       .def_property_readonly("copied_bytes", [](const PyModel& p) { return p.model->copied_bytes(); })
       // Which kernel runs each step for these inputs, one line per step.
       .def("selections", [](const PyModel& p, const py::list& caps) {
-        auto ins = model_inputs(caps, *p.model);
+        Consumed ins = model_inputs(caps, *p.model);
         Status s;
         std::shared_ptr<mlk::rt::Model::Call> call;
         {
           py::gil_scoped_release release;  // the first call of a shape may compile kernels
-          auto c = p.model->Prepare(ins);
+          auto c = p.model->Prepare(ins.tensors);
           if (c.ok()) call = std::move(*c); else s = c.status();
         }
         if (!s.ok()) raise(s);
@@ -176,26 +338,42 @@ PYBIND11_MODULE(_mlk, m) {
   // made by `alloc(shape)` -> (result, its capsule), the steps run; the GIL
   // is released while kernels compile or run.
   m.def("model_call", [](const PyModel& p, const py::list& caps, const py::object& alloc) {
-    auto ins = model_inputs(caps, *p.model);
+    Consumed ins = model_inputs(caps, *p.model);
     Status s;
     std::shared_ptr<mlk::rt::Model::Call> call;
     {
       py::gil_scoped_release release;
-      auto c = p.model->Prepare(ins);
+      auto c = p.model->Prepare(ins.tensors);
       if (c.ok()) call = std::move(*c); else s = c.status();
     }
     if (!s.ok()) raise(s);
     py::tuple made = alloc(py::cast(mlk::rt::Model::OutputShape(*call)));
-    const DLTensor* o = tensor_of(made[1], "the output");
+    auto out = consume_output(made[1], "the output of the model");
     {
       py::gil_scoped_release release;
-      s = p.model->Run(*call, const_cast<DLTensor*>(o));
+      s = p.model->Run(*call, const_cast<DLTensor*>(out.tensor()));
     }
     if (!s.ok()) raise(s);
     return py::object(made[0]);
   });
 
   py::class_<PyProgram>(m, "Program")
+      // The envelope of fn's result for these arguments (mlk.testing).
+      .def("envelope",
+           [](const PyProgram& p, const std::string& fn, const py::list& caps, const std::map<std::string, int64_t>& given) {
+             const auto* f = p.prog->module.find(fn);
+             if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
+             Consumed args = consume_all(caps, f);
+             auto dims = unwrap(mlk::rt::dims_of(*f, args.tensors, given));
+             return envelope_dict(unwrap(mlk::rt::envelope_of(p.prog->module, *f, dims)));
+           })
+      // Every parameter's concrete shape at `dims` (mlk.testing's generated inputs).
+      .def("param_shapes",
+           [](const PyProgram& p, const std::string& fn, const std::map<std::string, int64_t>& dims) {
+             const auto* f = p.prog->module.find(fn);
+             if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
+             return unwrap(mlk::rt::param_shapes(*f, dims));
+           })
       .def_property_readonly("public_fns",
                              [](const PyProgram& p) {
                                std::vector<std::string> out;
@@ -216,8 +394,8 @@ PYBIND11_MODULE(_mlk, m) {
               const std::map<std::string, int64_t>& given) {
              const auto* f = p.prog->module.find(fn);
              if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
-             auto args = tensors_of(caps);
-             auto dims = unwrap(mlk::rt::dims_of(*f, args, given));
+             Consumed args = consume_all(caps, f);
+             auto dims = unwrap(mlk::rt::dims_of(*f, args.tensors, given));
              return PyKernel{unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), dims))};
            });
 
@@ -229,15 +407,15 @@ PYBIND11_MODULE(_mlk, m) {
                    const std::map<std::string, int64_t>& given, const py::object& alloc) {
     const auto* f = p.prog->module.find(fn);
     if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
-    auto args = tensors_of(caps);
-    auto checked = unwrap(mlk::rt::check_call(*f, args, nullptr, given));
+    Consumed args = consume_all(caps, f);
+    auto checked = unwrap(mlk::rt::check_call(*f, args.tensors, nullptr, given));
     auto k = unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), checked.dims));
     py::tuple made = alloc(py::cast(checked.out_shape));
-    const DLTensor* o = tensor_of(made[1], "the output");
+    auto out = consume_output(made[1], "the output of `" + fn + "`");
     Status s;
     {
-      py::gil_scoped_release release;  // tensors stay referenced by the caller
-      s = k->Run(args, const_cast<DLTensor*>(o));
+      py::gil_scoped_release release;  // the consumed tensors live until the call returns
+      s = k->Run(args.tensors, const_cast<DLTensor*>(out.tensor()));
     }
     if (!s.ok()) raise(s);
     return py::object(made[0]);
@@ -248,14 +426,18 @@ PYBIND11_MODULE(_mlk, m) {
       .def_property_readonly("profile", [](const PyKernel& k) { return k.k->selection().profile; })
       // "exact", "other-shape", "default-jit" or "directory".
       .def_property_readonly("source", [](const PyKernel& k) { return mlk::rt::source_name(k.k->selection().source); })
-      .def("output_shape", [](const PyKernel& k, const py::list& caps) { return unwrap(k.k->OutputShape(tensors_of(caps))); })
+      .def("output_shape",
+           [](const PyKernel& k, const py::list& caps) {
+             Consumed args = consume_all(caps, &k.k->signature());
+             return unwrap(k.k->OutputShape(args.tensors));
+           })
       .def("run", [](const PyKernel& k, const py::list& caps, const py::object& out) {
-        auto args = tensors_of(caps);
-        const DLTensor* o = tensor_of(out, "the output");
+        Consumed args = consume_all(caps, &k.k->signature());
+        auto o = consume_output(out, "the output of `" + k.k->signature().name + "`");
         Status s;
         {
-          py::gil_scoped_release release;  // the kernel may take a while; tensors stay referenced by the caller
-          s = k.k->Run(args, const_cast<DLTensor*>(o));
+          py::gil_scoped_release release;  // the kernel may take a while; the consumed tensors live until it returns
+          s = k.k->Run(args.tensors, const_cast<DLTensor*>(o.tensor()));
         }
         if (!s.ok()) raise(s);
       });

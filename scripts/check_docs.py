@@ -3,7 +3,8 @@ environment variable, exit status and quoted message must be found in the
 sources or in `mlk --help` / `mlk COMMAND --help`. Used by the test
 docs.quoted_names_exist; docs.check_docs_self_test runs --self-test.
 
-usage: check_docs.py MLK_BINARY SOURCE_ROOT [DOC.md...]   (default: every SOURCE_ROOT/docs/**/*.md)
+usage: check_docs.py MLK_BINARY SOURCE_ROOT [DOC.md...]   (default: every SOURCE_ROOT/docs/**/*.md,
+       SOURCE_ROOT/decisions/*.md and SOURCE_ROOT/phase-1/*.md)
        check_docs.py MLK_BINARY SOURCE_ROOT --self-test
 
 Prints `DOC:LINE: WHAT` for each quote that is not found and exits 1; exits 0
@@ -702,7 +703,9 @@ def main():
     if rest == ["--self-test"]:
         self_test(mlk, root)
         return
-    docs = rest or sorted(glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True))
+    docs = rest or sorted(glob.glob(os.path.join(root, "docs", "**", "*.md"), recursive=True) +
+                          glob.glob(os.path.join(root, "decisions", "*.md")) +
+                          glob.glob(os.path.join(root, "phase-1", "*.md")))
     problems = run_check(mlk, root, docs)
     for p in problems:
         print(p)

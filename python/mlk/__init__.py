@@ -5,25 +5,32 @@
     y = ops.rmsnorm(x, w, 1e-6)          # torch tensors in, a torch tensor out
 
 The boundary contract is docs/interop/pytorch.md. In short: inputs are
-borrowed zero-copy (CPU, contiguous, exactly the declared dtype, no autograd);
-the output is allocated by torch (numpy when no argument is a torch tensor);
-every check is made by the C++ runtime before the kernel runs, and a
-violation raises mlk.BoundaryError (a ValueError) naming the argument, axis
-and rule.
+taken zero-copy through DLPack (CPU, contiguous, exactly the declared dtype,
+no autograd; the versioned DLPack 1.x protocol where the producer offers it);
+the output is allocated by torch when an argument is a torch tensor, else by
+numpy for numpy arrays, else by mlk (an mlk.Tensor, which torch.from_dlpack
+and np.from_dlpack take zero-copy), or given with out=; every check is made
+by the C++ runtime before the kernel runs, and a violation raises
+mlk.BoundaryError (a ValueError) naming the argument, axis and rule.
 
 A whole model from its weights (a program, a binding file, a safetensors
-file): mlk.load_model (mlk/model.py).
+file): mlk.load_model (mlk/model.py). Comparing an mlk fn against PyTorch
+on generated inputs with the tolerance envelopes of docs/numerics.md:
+mlk.testing.compare (mlk/testing.py).
 """
-from ._mlk import BoundaryError, CorruptionError, Error, NotFoundError  # noqa: F401
+from ._mlk import BoundaryError, CorruptionError, Error, NotFoundError, Tensor  # noqa: F401
 from . import _mlk
+from . import _dlpack
+from ._dlpack import NUMPY_DTYPES as _NUMPY_DTYPES, TORCH_DTYPES as _TORCH_DTYPES
 from .model import Model, load_model  # noqa: F401
 
-__all__ = ["load", "Ops", "load_model", "Model", "Error", "BoundaryError", "NotFoundError", "CorruptionError"]
+__all__ = ["load", "Ops", "load_model", "Model", "Tensor", "empty", "Error", "BoundaryError", "NotFoundError",
+           "CorruptionError", "testing"]
 
-_TORCH_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64", "I8": "int8",
-                 "I16": "int16", "I32": "int32", "I64": "int64", "U8": "uint8", "Bool": "bool"}
-_NUMPY_DTYPES = {"F16": "float16", "F32": "float32", "F64": "float64", "I8": "int8", "I16": "int16",
-                 "I32": "int32", "I64": "int64", "U8": "uint8", "Bool": "bool"}
+
+def empty(shape, dtype="F32"):
+    """An uninitialised mlk.Tensor (CPU, compact row-major, 64-byte aligned), e.g. for out=."""
+    return _mlk.empty(list(shape), dtype)
 
 
 _TORCH = []  # [torch module or None], looked up once: the call path is hot
@@ -50,7 +57,7 @@ class _Fn:
     def __init__(self, ops, name):
         self._ops = ops
         self._sig = ops._program.signature(name)
-        self._out_dtype = None  # the torch dtype of the result, on first use
+        self._allocs = {}  # output kind -> alloc(shape), made on first use
         self.__name__ = name
         self.__doc__ = "mlk kernel `%s`(%s) -> %s" % (
             name, ", ".join("%s: %s rank %d" % (p["name"], p["dtype"], p["rank"]) for p in self._sig["params"]),
@@ -77,9 +84,9 @@ class _Fn:
                                         % self._where(i))
                 if a.dtype is _TORCH[0].bool:
                     a = a.view(_TORCH[0].uint8)
-                caps.append(a.__dlpack__())
+                caps.append(_dlpack.capsule(a, self._where, i))
             elif hasattr(a, "__dlpack__"):
-                caps.append(a.__dlpack__())
+                caps.append(_dlpack.capsule(a, self._where, i))
             else:
                 raise BoundaryError("%s: a %s, not a tensor (torch.Tensor or an object with __dlpack__)"
                                     % (self._where(i), type(a).__name__))
@@ -102,25 +109,25 @@ class _Fn:
         keep, caps = self._capsules(args, use_torch)
         return self._ops._program.kernel(self.__name__, self._ops.target, caps, dims or {})
 
-    def _alloc_torch(self, shape):
-        torch = _TORCH[0]
-        if self._out_dtype is None:
-            self._out_dtype = getattr(torch, _TORCH_DTYPES[self._sig["result_dtype"]])
-        out = torch.empty(shape, dtype=self._out_dtype)
-        return out, (out.view(torch.uint8) if self._out_dtype is torch.bool else out).__dlpack__()
+    def _alloc(self, kind):
+        alloc = self._allocs.get(kind)
+        if alloc is None:
+            alloc = self._allocs[kind] = _dlpack.allocator(kind, self._sig["result_dtype"], _torch())
+        return alloc
 
-    def _alloc_numpy(self, shape):
-        import numpy as np
-        out = np.empty(shape, dtype=_NUMPY_DTYPES[self._sig["result_dtype"]])
-        return out, out.__dlpack__()
-
-    def __call__(self, *args, dims=None):
+    def __call__(self, *args, dims=None, out=None):
+        """Runs the kernel on `args` (dims: values of dims no argument binds). The result is
+        allocated like the arguments (torch, numpy, else an mlk.Tensor), or is `out`: a
+        writable tensor of the result's dtype and shape, disjoint from every argument."""
         use_torch = any(_is_torch(a) for a in args)
         keep, caps = self._capsules(args, use_torch)
+        if out is not None:
+            alloc = _dlpack.given_output(out, _torch() if _is_torch(out) else None)
+        else:
+            alloc = self._alloc("torch" if use_torch else _dlpack.output_kind(args))
         # One crossing into C++: check, select, allocate (through the callback), run.
-        # The capsules are borrowed, never consumed.
-        return _mlk.call(self._ops._program, self.__name__, self._ops.target, caps, dims or {},
-                         self._alloc_torch if use_torch else self._alloc_numpy)
+        # The capsules are consumed there; each deleter runs once, when the call returns.
+        return _mlk.call(self._ops._program, self.__name__, self._ops.target, caps, dims or {}, alloc)
 
 
 class Ops:
@@ -151,3 +158,6 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     rt = _mlk.Runtime(cache, namespace, token)
     policy = target if require == "any" else "%s;require=%s" % (target, require)
     return Ops(rt.program(str(path)), policy)
+
+
+from . import testing  # noqa: E402,F401  (mlk.testing: numpy and torch imported on use)

@@ -10,12 +10,9 @@ missing, extra, mistyped or misshapen tensor raises mlk.BoundaryError naming
 its key and the parameter); each call runs the binding's steps on the
 runtime's kernels with the weights in place.
 """
-from . import _mlk
+from . import _dlpack, _mlk
 
 __all__ = ["load_model", "Model"]
-
-_TORCH_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64", "I8": "int8",
-                 "I16": "int16", "I32": "int32", "I64": "int64", "U8": "uint8", "Bool": "bool"}
 
 
 def _torch_module(args):
@@ -35,6 +32,7 @@ class Model:
         self.input_names = [name for name, _ in native.inputs]
         self._required = dict(native.inputs)
         self._result_dtype = native.result_dtype
+        self._allocs = {}  # output kind -> alloc(shape), made on first use
 
     @property
     def mapped_bytes(self):
@@ -68,33 +66,27 @@ class Model:
                                          % (n, type(v).__name__))
         return values
 
-    def _alloc(self, torch):
-        if torch is not None:
-            dtype = getattr(torch, _TORCH_DTYPES[self._result_dtype])
-
-            def alloc(shape):
-                out = torch.empty(shape, dtype=dtype)
-                return out, (out.view(torch.uint8) if dtype is torch.bool else out).__dlpack__()
-            return alloc
-        import numpy as np
-
-        def alloc_numpy(shape):
-            out = np.empty(shape, dtype=np.dtype(_TORCH_DTYPES[self._result_dtype]))
-            return out, out.__dlpack__()
-        return alloc_numpy
+    def _alloc(self, values, torch):
+        kind = "torch" if torch is not None else _dlpack.output_kind(values)
+        alloc = self._allocs.get(kind)
+        if alloc is None:
+            alloc = self._allocs[kind] = _dlpack.allocator(kind, self._result_dtype, torch)
+        return alloc
 
     def __call__(self, *args, **kwargs):
         values = self._inputs(args, kwargs)
         torch = _torch_module(values)
-        return _mlk.model_call(self._native, self._capsules(values, torch), self._alloc(torch))
+        return _mlk.model_call(self._native, self._capsules(values, torch), self._alloc(values, torch))
 
-    @staticmethod
-    def _capsules(values, torch):
+    def _where(self, i):
+        return "input `%s` of the model" % self.input_names[i]
+
+    def _capsules(self, values, torch):
         caps = []
-        for v in values:
+        for i, v in enumerate(values):
             if v is not None and torch is not None and isinstance(v, torch.Tensor) and v.dtype is torch.bool:
                 v = v.view(torch.uint8)  # DLPack's Bool as mlk takes it (as torch 1.13 exports it)
-            caps.append(None if v is None else v.__dlpack__())
+            caps.append(None if v is None else _dlpack.capsule(v, self._where, i))
         return caps
 
     def selections(self, *args, **kwargs):

@@ -59,7 +59,7 @@ check("unbound_dim", "attention.tl", {"q": qkv, "k": qkv, "v": qkv, "scale": np.
 check("reference_too", "norms.tl", {"x": x, "w": np.ones(5, f32), "eps": np.array(1e-5, f32)}, 1,
       "w.shape[0] = 5 but D = 4, bound by x.shape[2]", ["--fn", "rmsnorm", "--reference"])
 check("truncated_file", "norms.tl", None, 1, "safetensors", ["--fn", "rmsnorm"], raw_file=b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
-check("missing_file", "norms.tl", None, 1, "no_such.safetensors", ["--fn", "rmsnorm", "--inputs", os.path.join(WORK, "no_such.safetensors")])
+check("missing_file", "norms.tl", None, 1, "missing_file.safetensors: cannot open: No such file or directory", ["--fn", "rmsnorm"])
 check("no_fn_given", "norms.tl", {"x": x}, 2, "--fn NAME is required", [])
 check("bad_dims_flag", "norms.tl", {"x": x}, 2, "--dims: `H` is not NAME=VALUE", ["--fn", "rmsnorm", "--dims", "H"])
 check("unknown_target", "norms.tl", {"x": x, "w": np.ones(4, f32), "eps": np.array(1e-5, f32)}, 1,

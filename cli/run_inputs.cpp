@@ -1,0 +1,111 @@
+// `mlk run --inputs`: safetensors files and Arrow IPC streams to the fn's
+// parameters (cli/run_inputs.h).
+#include "cli/run_inputs.h"
+
+#include "interop/arrow_reader.h"
+#include "interop/tensor_files.h"
+
+namespace mlk::cli {
+
+namespace {
+
+const ir::Param* find_param(const ir::Function& f, const std::string& name) {
+  for (const auto& p : f.params)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+std::string param_names(const ir::Function& f) {
+  std::string names;
+  for (const auto& p : f.params) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
+// The column a parameter declares: Tensor[T, [N]] is a T column and
+// Tensor[T, [N, D]] a FixedSizeList[T, D] column (of any size while D is not
+// known yet; binding the dims checks it against the other inputs).
+Expected<arrow_ipc::ColumnDecl> column_of(const std::string& path, const ir::Function& f, const ir::Param& p,
+                                          const std::map<std::string, int64_t>& dims) {
+  const size_t rank = p.type.shape.size();
+  if (rank != 1 && rank != 2)
+    return Status::InvalidArgument(path + ": column `" + p.name + "` cannot bind parameter `" + p.name + "` of `" +
+                                   f.name + "`, a " + p.type.str() +
+                                   ": a column binds a Tensor of rank 1 ([N]) or 2 ([N, D], a FixedSizeList column)");
+  arrow_ipc::ColumnDecl c;
+  c.name = p.name;
+  c.dtype = p.type.dtype;
+  if (rank == 2) {
+    std::optional<int64_t> d = p.type.shape[1].eval(dims);
+    if (d) c.list_size = *d;
+    else c.any_list_size = true;
+  }
+  if (Status s = arrow_ipc::validate_decl({{c}}); !s.ok())
+    return Status::InvalidArgument(path + ": column `" + p.name + "` cannot bind parameter `" + p.name + "` (" +
+                                   p.type.str() + "): columns are I32, I64, F16, F32 or F64");
+  return c;
+}
+
+// The tensors of one stream, by column name.
+Expected<std::map<std::string, HostTensor>> read_stream_inputs(const std::string& path, const ir::Function& f,
+                                                               const std::map<std::string, int64_t>& dims) {
+  arrow_ipc::DeclareFn declare = [&](const std::vector<std::string>& names) -> Expected<arrow_ipc::SchemaDecl> {
+    arrow_ipc::SchemaDecl decl;
+    for (const auto& name : names) {
+      const ir::Param* p = find_param(f, name);
+      if (p == nullptr)
+        return Status::InvalidArgument(path + ": column `" + name + "` matches no parameter of `" + f.name +
+                                       "` (parameters: " + param_names(f) + ")");
+      auto c = column_of(path, f, *p, dims);
+      if (!c.ok()) return c.status();
+      decl.columns.push_back(std::move(*c));
+    }
+    return decl;
+  };
+  auto table = arrow_ipc::read_stream_file(path, declare);
+  if (!table.ok()) return table.status();
+  std::map<std::string, HostTensor> out;
+  for (auto& col : table->columns) out[col.name] = std::move(col.values);
+  return out;
+}
+
+}  // namespace
+
+bool is_arrow_stream(const std::string& path) {
+  const std::string ext = ".arrows";
+  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+}
+
+Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>& files, const ir::Function& f,
+                                                  const std::map<std::string, int64_t>& dims) {
+  std::map<std::string, HostTensor> by_name;
+  std::map<std::string, std::string> source;  // parameter -> the file that gave it
+  for (const auto& path : files) {
+    auto tensors = is_arrow_stream(path) ? read_stream_inputs(path, f, dims) : read_safetensors(path);
+    if (!tensors.ok()) return tensors.status();
+    const char* what = is_arrow_stream(path) ? "column" : "tensor";
+    for (auto& [name, t] : *tensors) {
+      if (find_param(f, name) == nullptr)
+        return Status::InvalidArgument(path + ": " + what + " \"" + name + "\" matches no parameter of `" + f.name +
+                                       "` (parameters: " + param_names(f) + ")");
+      if (auto it = source.find(name); it != source.end())
+        return Status::InvalidArgument("parameter `" + name + "` of `" + f.name + "` is given twice: by " + it->second +
+                                       " and by " + path);
+      source[name] = path;
+      by_name[name] = std::move(t);
+    }
+  }
+  std::vector<HostTensor> inputs;
+  for (const auto& p : f.params) {
+    auto it = by_name.find(p.name);
+    if (it == by_name.end()) {
+      std::string where = files.size() != 1            ? "no --inputs file has a tensor or column"
+                          : is_arrow_stream(files[0]) ? files[0] + " has no column"
+                                                      : files[0] + " has no tensor";
+      return Status::InvalidArgument(where + " \"" + p.name + "\" for parameter `" + p.name + "` of `" + f.name + "`");
+    }
+    inputs.push_back(std::move(it->second));
+  }
+  return inputs;
+}
+
+}  // namespace mlk::cli

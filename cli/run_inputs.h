@@ -1,0 +1,31 @@
+// The inputs of `mlk run`: the parameters of the fn from one or more files
+// (--inputs, repeatable), each a safetensors file (one tensor per parameter,
+// by name) or an Arrow IPC stream (`.arrows`: one column per parameter, by
+// name). Every parameter comes from exactly one file, and every tensor or
+// column of every file binds a parameter.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "lang/ir.h"
+#include "lang/tensor.h"
+
+namespace mlk::cli {
+
+// Whether `path` is read as an Arrow IPC stream (it ends in ".arrows").
+bool is_arrow_stream(const std::string& path);
+
+// The tensors of `files` in the order of `f`'s parameters. A column of a
+// stream binds a parameter of the same name of type Tensor[T, [N]] (an
+// Arrow column of T) or Tensor[T, [N, D]] (a FixedSizeList[T, D] column;
+// its size must equal D where `dims` or a constant fixes D), T one of I32,
+// I64, F16, F32, F64; the column must be non-nullable, and the stream is
+// read as strictly as interop/arrow_reader.h says. Messages name the file
+// and the parameter or column.
+Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>& files, const ir::Function& f,
+                                                  const std::map<std::string, int64_t>& dims);
+
+}  // namespace mlk::cli

@@ -1,0 +1,511 @@
+// The strict Arrow IPC stream reader (interop/arrow_reader.h): the one
+// translation unit that includes Arrow C++.
+//
+// The stream is walked message by message here (framing checks with byte
+// offsets), each message is decoded by Arrow (arrow::ipc::Message::Open
+// verifies the flatbuffer; ReadSchema and ReadRecordBatch decode), every batch
+// is validated in full, and the columns are copied into HostTensors only when
+// every check of every batch has passed.
+#include "interop/arrow_reader.h"
+
+#include <arrow/api.h>
+#include <arrow/ipc/api.h>
+#include <arrow/util/bit_util.h>
+#include <arrow/util/config.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <set>
+
+#include "base/files.h"
+
+namespace mlk::arrow_ipc {
+namespace {
+
+Status Bad(const std::string& source, const std::string& what) { return Status::InvalidArgument(source + ": " + what); }
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08X", v);
+  return buf;
+}
+
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;  // little-endian host (x86-64, aarch64)
+}
+
+const char* message_type_name(arrow::ipc::MessageType t) {
+  switch (t) {
+    case arrow::ipc::MessageType::SCHEMA: return "Schema";
+    case arrow::ipc::MessageType::DICTIONARY_BATCH: return "DictionaryBatch";
+    case arrow::ipc::MessageType::RECORD_BATCH: return "RecordBatch";
+    case arrow::ipc::MessageType::TENSOR: return "Tensor";
+    case arrow::ipc::MessageType::SPARSE_TENSOR: return "SparseTensor";
+    default: return "an unknown message type";
+  }
+}
+
+// The flatbuffer field `slot` of the table at `table` inside [base, base+size):
+// its address, or nullptr when the field is absent (or out of bounds, which a
+// verified flatbuffer never is).
+const uint8_t* fb_field(const uint8_t* base, size_t size, const uint8_t* table, int slot) {
+  if (table < base || table + 4 > base + size) return nullptr;
+  int32_t soffset;
+  std::memcpy(&soffset, table, 4);
+  const uint8_t* vtable = table - soffset;
+  if (vtable < base || vtable + 4 > base + size) return nullptr;
+  uint16_t vt_size;
+  std::memcpy(&vt_size, vtable, 2);
+  size_t entry = 4 + 2 * static_cast<size_t>(slot);
+  if (entry + 2 > vt_size || vtable + entry + 2 > base + size) return nullptr;
+  uint16_t off;
+  std::memcpy(&off, vtable + entry, 2);
+  if (off == 0 || table + off >= base + size) return nullptr;
+  return table + off;
+}
+
+// The codec of the RecordBatch's `compression` field (slot 3), or nullopt when
+// the body is not compressed. BodyCompression{codec: int8 (0 LZ4_FRAME, 1 ZSTD)}.
+std::optional<std::string> body_compression(const arrow::ipc::Message& m) {
+  const auto& meta = m.metadata();
+  const uint8_t* base = meta->data();
+  size_t size = static_cast<size_t>(meta->size());
+  const uint8_t* header = static_cast<const uint8_t*>(m.header());
+  const uint8_t* field = fb_field(base, size, header, 3);
+  if (field == nullptr) return std::nullopt;
+  if (field + 4 > base + size) return std::string("an unreadable codec");
+  uint32_t rel = load_u32(field);
+  const uint8_t* comp = field + rel;
+  const uint8_t* codec = fb_field(base, size, comp, 0);
+  int c = codec == nullptr ? 0 : static_cast<int8_t>(*codec);
+  return std::string(c == 0 ? "LZ4_FRAME" : c == 1 ? "ZSTD" : "codec " + std::to_string(c));
+}
+
+std::shared_ptr<arrow::DataType> arrow_type_of(DType t) {
+  switch (t) {
+    case DType::I32: return arrow::int32();
+    case DType::I64: return arrow::int64();
+    case DType::F16: return arrow::float16();
+    case DType::F32: return arrow::float32();
+    case DType::F64: return arrow::float64();
+    default: return nullptr;
+  }
+}
+
+// "" when the stream's field matches the declared column, else what differs.
+std::string field_mismatch(const ColumnDecl& c, const arrow::Field& f) {
+  const auto& type = *f.type();
+  std::string col = "column `" + c.name + "`: ";
+  if (type.id() == arrow::Type::DICTIONARY ||
+      (type.id() == arrow::Type::FIXED_SIZE_LIST &&
+       static_cast<const arrow::FixedSizeListType&>(type).value_type()->id() == arrow::Type::DICTIONARY))
+    return col + "dictionary-encoded columns are refused (the stream has " + type.ToString() + ")";
+  bool same = false;
+  if (c.list_size || c.any_list_size) {
+    if (type.id() == arrow::Type::FIXED_SIZE_LIST) {
+      const auto& l = static_cast<const arrow::FixedSizeListType&>(type);
+      same = (c.any_list_size || l.list_size() == *c.list_size) && l.value_type()->Equals(*arrow_type_of(c.dtype));
+    }
+  } else {
+    same = type.Equals(*arrow_type_of(c.dtype));
+  }
+  if (!same) return col + "declared " + type_text(c) + ", the stream has " + type.ToString();
+  if (f.nullable() != c.nullable)
+    return col + (c.nullable ? "declared nullable, the stream's field is non-nullable"
+                             : "declared non-nullable, the stream's field is nullable");
+  return "";
+}
+
+std::string column_list(const arrow::Schema& s) {
+  std::string out;
+  for (const auto& f : s.fields()) out += (out.empty() ? "" : ", ") + f->name();
+  return out.empty() ? "none" : out;
+}
+
+// The stream's schema against the declaration: names, order, types, sizes,
+// nullability, byte order. A FixedSizeList of any size gets the stream's.
+Status check_schema(SchemaDecl& decl, const arrow::Schema& s, const std::string& where) {
+  if (s.endianness() != arrow::Endianness::Little) return Bad(where, "the schema is big-endian; only little-endian streams are read");
+  for (size_t i = 0; i < decl.columns.size(); ++i) {
+    const ColumnDecl& c = decl.columns[i];
+    if (i >= static_cast<size_t>(s.num_fields()) || s.field(static_cast<int>(i))->name() != c.name) {
+      if (s.GetAllFieldsByName(c.name).empty())
+        return Bad(where, "the stream has no column `" + c.name + "` (declared column " + std::to_string(i) +
+                              "); its columns: " + column_list(s));
+      return Bad(where, "column order differs: declared column " + std::to_string(i) + " is `" + c.name +
+                            "`, the stream's columns are " + column_list(s));
+    }
+    std::string why = field_mismatch(c, *s.field(static_cast<int>(i)));
+    if (!why.empty()) return Bad(where, why);
+    if (c.any_list_size) {
+      decl.columns[i].list_size = static_cast<const arrow::FixedSizeListType&>(*s.field(static_cast<int>(i))->type()).list_size();
+      decl.columns[i].any_list_size = false;
+    }
+  }
+  if (static_cast<size_t>(s.num_fields()) > decl.columns.size())
+    return Bad(where, "the stream has an undeclared column `" + s.field(static_cast<int>(decl.columns.size()))->name() +
+                          "` (column " + std::to_string(decl.columns.size()) + ")");
+  return Status::Ok();
+}
+
+std::string format_value(double v, bool integral) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  if (integral) std::snprintf(buf, sizeof buf, "%.0f", v);
+  else std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+bool passes(long double v, Refinement::Op op, long double b) {
+  switch (op) {
+    case Refinement::Op::kEq: return v == b;
+    case Refinement::Op::kNe: return v != b;
+    case Refinement::Op::kLt: return v < b;
+    case Refinement::Op::kLe: return v <= b;
+    case Refinement::Op::kGt: return v > b;
+    case Refinement::Op::kGe: return v >= b;
+  }
+  return false;
+}
+
+// The element at physical index `i` of a value buffer of dtype `t`.
+long double load_value(DType t, const uint8_t* values, int64_t i) {
+  switch (t) {
+    case DType::I32: { int32_t v; std::memcpy(&v, values + 4 * i, 4); return v; }
+    case DType::I64: { int64_t v; std::memcpy(&v, values + 8 * i, 8); return v; }
+    case DType::F16: { uint16_t v; std::memcpy(&v, values + 2 * i, 2); return half_bits_to_float(v); }
+    case DType::F32: { float v; std::memcpy(&v, values + 4 * i, 4); return v; }
+    default: { double v; std::memcpy(&v, values + 8 * i, 8); return v; }
+  }
+}
+
+// Where a column's values of one batch are: the (offset-adjusted) validity of
+// its rows, its value buffer and the physical index of its first element.
+struct ColumnSlice {
+  const uint8_t* row_valid = nullptr;  // bit (row_offset + r); nullptr: all rows valid
+  int64_t row_offset = 0;
+  const uint8_t* elem_valid = nullptr;  // FixedSizeList elements: bit (first + k); nullptr: all valid
+  const uint8_t* values = nullptr;
+  int64_t first = 0;  // physical index of the first element of row 0
+  int64_t width = 1;  // elements per row
+};
+
+ColumnSlice slice_of(const ColumnDecl& c, const arrow::Array& a) {
+  ColumnSlice s;
+  s.row_valid = a.null_bitmap_data();
+  s.row_offset = a.offset();
+  if (c.list_size) {
+    const auto& list = static_cast<const arrow::FixedSizeListArray&>(a);
+    const arrow::Array& child = *list.values();
+    s.width = *c.list_size;
+    s.elem_valid = child.null_bitmap_data();
+    s.values = child.data()->buffers[1] ? child.data()->buffers[1]->data() : nullptr;
+    s.first = child.offset() + a.offset() * s.width;
+  } else {
+    s.values = a.data()->buffers[1] ? a.data()->buffers[1]->data() : nullptr;
+    s.first = a.offset();
+  }
+  return s;
+}
+
+bool row_is_valid(const ColumnSlice& s, int64_t r) {
+  return s.row_valid == nullptr || arrow::bit_util::GetBit(s.row_valid, static_cast<uint64_t>(s.row_offset + r));
+}
+
+// Nulls where none may be and failed refinements, on one batch whose first
+// row is row `row0` of the table.
+Status check_values(const ColumnDecl& c, const ColumnSlice& s, int64_t rows, int64_t row0, const std::string& where) {
+  bool integral = is_integer(c.dtype);
+  for (int64_t r = 0; r < rows; ++r) {
+    bool valid = row_is_valid(s, r);
+    if (!valid && !c.nullable)
+      return Bad(where, "column `" + c.name + "` is declared non-nullable, but row " + std::to_string(row0 + r) + " is null");
+    if (!valid || (c.refinements.empty() && s.elem_valid == nullptr)) continue;
+    for (int64_t k = 0; k < s.width; ++k) {
+      int64_t e = s.first + r * s.width + k;
+      auto at = [&] { return "row " + std::to_string(row0 + r) + (c.list_size ? ", element " + std::to_string(k) : ""); };
+      if (s.elem_valid != nullptr && !arrow::bit_util::GetBit(s.elem_valid, static_cast<uint64_t>(e)))
+        return Bad(where, "column `" + c.name + "`: " + at() + " is null (the elements of a FixedSizeList column cannot be null)");
+      if (c.refinements.empty()) continue;
+      long double v = load_value(c.dtype, s.values, e);
+      for (const Refinement& ref : c.refinements)
+        if (!passes(v, ref.op, static_cast<long double>(ref.bound)))
+          return Bad(where, rule_text(c, ref) + " fails at " + at() + ": value " +
+                                format_value(static_cast<double>(v), integral));
+    }
+  }
+  return Status::Ok();
+}
+
+// A checked message: its decoded form and where it starts.
+struct Framed {
+  std::unique_ptr<arrow::ipc::Message> message;
+  int64_t offset = 0;
+  int index = 0;
+};
+
+// The stream's messages up to its end or end-of-stream marker, each framed and
+// verified (the flatbuffer by Arrow), or the first framing error.
+class MessageWalker {
+ public:
+  MessageWalker(std::shared_ptr<arrow::Buffer> data, std::string source) : data_(std::move(data)), src_(std::move(source)) {}
+
+  // The next message; nullptr message at the end of the stream.
+  Expected<Framed> next() {
+    const int64_t n = data_->size();
+    const uint8_t* p = data_->data();
+    Framed f{nullptr, pos_, index_};
+    if (done_ || pos_ == n) return f;
+    std::string at = where();
+    if (n - pos_ < 4) return Bad(src_, at + ": truncated: " + std::to_string(n - pos_) + " bytes where a continuation marker belongs");
+    uint32_t marker = load_u32(p + pos_);
+    if (marker != 0xFFFFFFFFu)
+      return Bad(src_, at + ": bad continuation marker: expected FFFFFFFF, found " + hex32(marker));
+    if (n - pos_ < 8) return Bad(src_, at + ": truncated: the metadata size is cut off");
+    int32_t meta_size = static_cast<int32_t>(load_u32(p + pos_ + 4));
+    if (meta_size == 0) {
+      done_ = true;
+      if (pos_ + 8 != n)
+        return Bad(src_, std::to_string(n - pos_ - 8) + " bytes follow the end-of-stream marker at byte " + std::to_string(pos_));
+      return f;
+    }
+    if (meta_size < 0 || meta_size % 8 != 0)
+      return Bad(src_, at + ": metadata size " + std::to_string(meta_size) + " is not a positive multiple of 8");
+    if (meta_size > n - pos_ - 8)
+      return Bad(src_, at + ": truncated: metadata of " + std::to_string(meta_size) + " bytes, " +
+                           std::to_string(n - pos_ - 8) + " bytes remain");
+    auto meta = arrow::SliceBuffer(data_, pos_ + 8, meta_size);
+    auto head = arrow::ipc::Message::Open(meta, nullptr);
+    if (!head.ok()) return Bad(src_, at + ": invalid message metadata: " + head.status().message());
+    int64_t body_len = (*head)->body_length();
+    int64_t body_at = pos_ + 8 + meta_size;
+    if (body_len < 0 || body_len % 8 != 0)
+      return Bad(src_, at + ": body length " + std::to_string(body_len) + " is not a non-negative multiple of 8");
+    if (body_len > n - body_at)
+      return Bad(src_, at + ": truncated: a body of " + std::to_string(body_len) + " bytes, " +
+                           std::to_string(n - body_at) + " bytes remain");
+    auto full = arrow::ipc::Message::Open(meta, arrow::SliceBuffer(data_, body_at, body_len));
+    if (!full.ok()) return Bad(src_, at + ": invalid message: " + full.status().message());
+    if ((*full)->metadata_version() != arrow::ipc::MetadataVersion::V5)
+      return Bad(src_, at + ": metadata version V" + std::to_string(static_cast<int>((*full)->metadata_version()) + 1) +
+                           " is not supported (V5 is)");
+    f.message = std::move(*full);
+    pos_ = body_at + body_len;
+    ++index_;
+    return f;
+  }
+
+  std::string where() const { return "message " + std::to_string(index_) + " at byte " + std::to_string(pos_); }
+
+ private:
+  std::shared_ptr<arrow::Buffer> data_;
+  std::string src_;
+  int64_t pos_ = 0;
+  int index_ = 0;
+  bool done_ = false;
+};
+
+std::string message_at(const Framed& f) {
+  return "message " + std::to_string(f.index) + " at byte " + std::to_string(f.offset);
+}
+
+// Decodes, validates and checks one RecordBatch message.
+Expected<std::shared_ptr<arrow::RecordBatch>> read_batch(const Framed& f, const std::shared_ptr<arrow::Schema>& schema,
+                                                         const SchemaDecl& decl, int64_t row0, const std::string& src,
+                                                         const ReadOptions& options) {
+  std::string at = message_at(f);
+  if (auto codec = body_compression(*f.message); codec && !options.allow_compressed_bodies)
+    return Bad(src, at + ": the record batch body is compressed (" + *codec + "); compressed bodies are refused");
+  arrow::ipc::IpcReadOptions ro = arrow::ipc::IpcReadOptions::Defaults();
+  ro.use_threads = false;
+  auto batch = arrow::ipc::ReadRecordBatch(*f.message, schema, nullptr, ro);
+  if (!batch.ok()) return Bad(src, at + ": invalid record batch: " + batch.status().message());
+  if (arrow::Status v = (*batch)->ValidateFull(); !v.ok())
+    return Bad(src, at + ": the record batch fails full validation: " + v.message());
+  for (size_t i = 0; i < decl.columns.size(); ++i) {
+    const arrow::Array& a = *(*batch)->column(static_cast<int>(i));
+    MLK_RETURN_IF_ERROR(check_values(decl.columns[i], slice_of(decl.columns[i], a), a.length(), row0, src));
+  }
+  return *batch;
+}
+
+// The checked batches into one HostTensor per column.
+Table assemble(const SchemaDecl& decl, const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t rows) {
+  Table t;
+  t.rows = rows;
+  t.batches = static_cast<int64_t>(batches.size());
+  for (size_t i = 0; i < decl.columns.size(); ++i) {
+    const ColumnDecl& c = decl.columns[i];
+    Column col;
+    col.name = c.name;
+    std::vector<int64_t> shape{rows};
+    if (c.list_size) shape.push_back(*c.list_size);
+    col.values = HostTensor(c.dtype, shape);
+    if (c.nullable) col.valid = HostTensor(DType::Bool, {rows});
+    const size_t es = col.values.elem_size();
+    int64_t row0 = 0;
+    for (const auto& b : batches) {
+      const arrow::Array& a = *b->column(static_cast<int>(i));
+      ColumnSlice s = slice_of(c, a);
+      uint8_t* out = col.values.bytes.data() + static_cast<size_t>(row0 * s.width) * es;
+      const int64_t len = a.length();
+      if (s.row_valid == nullptr && len > 0) {
+        std::memcpy(out, s.values + static_cast<size_t>(s.first) * es, static_cast<size_t>(len * s.width) * es);
+      }
+      for (int64_t r = 0; r < len && s.row_valid != nullptr; ++r)
+        if (row_is_valid(s, r))
+          std::memcpy(out + static_cast<size_t>(r * s.width) * es,
+                      s.values + static_cast<size_t>(s.first + r * s.width) * es, static_cast<size_t>(s.width) * es);
+      if (col.valid)
+        for (int64_t r = 0; r < len; ++r) col.valid->bytes[static_cast<size_t>(row0 + r)] = row_is_valid(s, r) ? 1 : 0;
+      row0 += len;
+    }
+    t.columns.push_back(std::move(col));
+  }
+  return t;
+}
+
+// The stream against `fixed`, or against what `declare` makes of its column
+// names (exactly one of the two is given).
+Expected<Table> read_checked(std::span<const uint8_t> bytes, const SchemaDecl* fixed, const DeclareFn* declare,
+                             const std::string& src, const ReadOptions& options) {
+  SchemaDecl decl;
+  if (fixed != nullptr) {
+    decl = *fixed;
+    MLK_RETURN_IF_ERROR(validate_decl(decl));
+  }
+  auto buf = arrow::AllocateBuffer(static_cast<int64_t>(bytes.size()), 64);
+  if (!buf.ok()) return Status::InvalidArgument(src + ": cannot allocate " + std::to_string(bytes.size()) + " bytes");
+  if (!bytes.empty()) std::memcpy((*buf)->mutable_data(), bytes.data(), bytes.size());
+  MessageWalker walker(std::shared_ptr<arrow::Buffer>(std::move(*buf)), src);
+  std::shared_ptr<arrow::Schema> schema;
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  int64_t rows = 0;
+  for (;;) {
+    auto f = walker.next();
+    if (!f.ok()) return f.status();
+    if (f->message == nullptr) break;
+    arrow::ipc::MessageType type = f->message->type();
+    std::string at = message_at(*f);
+    if (schema == nullptr && type != arrow::ipc::MessageType::SCHEMA)
+      return Bad(src, at + ": the stream must begin with a Schema message, found " + message_type_name(type));
+    if (type == arrow::ipc::MessageType::SCHEMA) {
+      if (schema != nullptr) return Bad(src, at + ": a second Schema message");
+      arrow::ipc::DictionaryMemo memo;
+      auto s = arrow::ipc::ReadSchema(*f->message, &memo);
+      if (!s.ok()) return Bad(src, at + ": invalid schema: " + s.status().message());
+      if (declare != nullptr) {
+        std::vector<std::string> names;
+        for (const auto& field : (*s)->fields()) names.push_back(field->name());
+        auto made = (*declare)(names);
+        if (!made.ok()) return made.status();
+        decl = std::move(*made);
+        MLK_RETURN_IF_ERROR(validate_decl(decl));
+      }
+      MLK_RETURN_IF_ERROR(check_schema(decl, **s, src));
+      schema = *s;
+      continue;
+    }
+    if (type == arrow::ipc::MessageType::DICTIONARY_BATCH)
+      return Bad(src, at + ": dictionary batches are refused (dictionary-encoded columns are not read)");
+    if (type != arrow::ipc::MessageType::RECORD_BATCH)
+      return Bad(src, at + ": a " + message_type_name(type) + " message; only Schema and RecordBatch messages are read");
+    auto b = read_batch(*f, schema, decl, rows, src, options);
+    if (!b.ok()) return b.status();
+    rows += (*b)->num_rows();
+    batches.push_back(std::move(*b));
+  }
+  if (schema == nullptr) return Bad(src, "empty stream: no Schema message");
+  return assemble(decl, batches, rows);
+}
+
+}  // namespace
+
+const char* op_text(Refinement::Op op) {
+  switch (op) {
+    case Refinement::Op::kEq: return "=";
+    case Refinement::Op::kNe: return "!=";
+    case Refinement::Op::kLt: return "<";
+    case Refinement::Op::kLe: return "<=";
+    case Refinement::Op::kGt: return ">";
+    case Refinement::Op::kGe: return ">=";
+  }
+  return "?";
+}
+
+std::string type_text(const ColumnDecl& c) {
+  std::string t = dtype_name(c.dtype);
+  if (c.list_size) t = "FixedSizeList[" + t + ", " + std::to_string(*c.list_size) + "]";
+  if (c.any_list_size && !c.list_size) t = "FixedSizeList[" + t + ", *]";
+  return t;
+}
+
+std::string rule_text(const ColumnDecl& c, const Refinement& r) {
+  std::string bound = r.bound_name.empty() ? format_value(r.bound, r.bound == std::floor(r.bound)) : r.bound_name;
+  return c.name + " " + op_text(r.op) + " " + bound;
+}
+
+Status validate_decl(const SchemaDecl& decl) {
+  if (decl.columns.empty()) return Status::InvalidArgument("schema declaration: no columns");
+  std::set<std::string> seen;
+  for (const ColumnDecl& c : decl.columns) {
+    if (c.name.empty()) return Status::InvalidArgument("schema declaration: a column without a name");
+    if (!seen.insert(c.name).second)
+      return Status::InvalidArgument("schema declaration: column `" + c.name + "` is declared twice");
+    if (arrow_type_of(c.dtype) == nullptr)
+      return Status::InvalidArgument("schema declaration: column `" + c.name + "` has type " + dtype_name(c.dtype) +
+                                     "; columns are I32, I64, F16, F32 or F64, or a FixedSizeList of one");
+    if (c.list_size && c.any_list_size)
+      return Status::InvalidArgument("schema declaration: column `" + c.name + "` has both a list size and any list size");
+    if (c.list_size && *c.list_size < 1)
+      return Status::InvalidArgument("schema declaration: column `" + c.name + "` has list size " +
+                                     std::to_string(*c.list_size) + "; it must be at least 1");
+  }
+  return Status::Ok();
+}
+
+const Column* Table::find(std::string_view name) const {
+  for (const Column& c : columns)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+static Expected<Table> read_guarded(std::span<const uint8_t> bytes, const SchemaDecl* fixed, const DeclareFn* declare,
+                                    const std::string& source, const ReadOptions& options) {
+  try {
+    return read_checked(bytes, fixed, declare, source, options);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(source + ": the Arrow reader failed: " + e.what());
+  } catch (...) {
+    return Status::InvalidArgument(source + ": the Arrow reader failed with an unknown exception");
+  }
+}
+
+Expected<Table> read_stream(std::span<const uint8_t> bytes, const SchemaDecl& decl, const std::string& source,
+                            const ReadOptions& options) {
+  return read_guarded(bytes, &decl, nullptr, source, options);
+}
+
+Expected<Table> read_stream_file(const std::string& path, const SchemaDecl& decl, const ReadOptions& options) {
+  auto bytes = read_file(path);
+  if (!bytes.ok()) return bytes.status();
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes->data());
+  return read_guarded(std::span<const uint8_t>(p, bytes->size()), &decl, nullptr, path, options);
+}
+
+Expected<Table> read_stream_file(const std::string& path, const DeclareFn& declare, const ReadOptions& options) {
+  auto bytes = read_file(path);
+  if (!bytes.ok()) return bytes.status();
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes->data());
+  return read_guarded(std::span<const uint8_t>(p, bytes->size()), nullptr, &declare, path, options);
+}
+
+std::string arrow_version() { return ARROW_VERSION_STRING; }
+
+}  // namespace mlk::arrow_ipc

@@ -1,0 +1,125 @@
+// A strict reader of Arrow IPC streams (the `.arrows` format) against a
+// declared schema, delivering one HostTensor per column.
+//
+// This header is Arrow-free: the declaration and the result are plain data.
+// The implementation (interop/arrow_reader.cpp, the one translation unit that
+// includes Arrow C++) uses the reference implementation, libarrow from the
+// pinned pyarrow wheel, and adds the checks docs/interop/arrow.md lists:
+//   - framing: every message starts with the continuation marker FFFFFFFF, a
+//     metadata size that is a non-negative multiple of 8 and fits, a body
+//     length that is a non-negative multiple of 8 and fits; after the
+//     end-of-stream marker nothing follows; metadata version V5 only;
+//   - messages: one Schema first, then RecordBatch messages; dictionary
+//     batches, tensors and compressed bodies are refused;
+//   - the schema equals the declaration exactly: column names and order,
+//     types (FixedSizeList with its size), nullability, little-endian;
+//   - every batch passes Arrow's full validation (ValidateFull);
+//   - values: no null in a non-nullable column nor in the elements of a
+//     FixedSizeList, and every refinement holds on every valid row.
+// Batches are concatenated along the rows. Every failure is a non-OK Status
+// (InvalidArgument, IOError for an unreadable file) whose message starts with
+// the source's name and says what is wrong and where (the message and its
+// byte offset, the column, the row); nothing partial is delivered, and no
+// input makes the reader crash (Arrow's exceptions are caught too).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "lang/dtype.h"
+#include "lang/tensor.h"
+
+namespace mlk::arrow_ipc {
+
+// A comparison every value of a column must pass: `value OP bound`. For a
+// FixedSizeList column it applies to every element. `bound_name` is how the
+// bound is written in messages when it is not a literal (a dim, e.g. "D");
+// empty prints the number.
+struct Refinement {
+  enum class Op { kEq, kNe, kLt, kLe, kGt, kGe };
+  Op op = Op::kGe;
+  double bound = 0;
+  std::string bound_name;
+};
+
+// "=", "!=", "<", "<=", ">", ">=".
+const char* op_text(Refinement::Op op);
+
+// One declared column. `dtype` is one of I32, I64, F16, F32, F64; with
+// `list_size` the column is FixedSizeList[dtype, list_size] (size >= 1);
+// with `any_list_size` (and no list_size) it is a FixedSizeList of dtype of
+// whatever size the stream has, for a size that is a dim bound later
+// (written FixedSizeList[F16, *]).
+struct ColumnDecl {
+  std::string name;
+  DType dtype = DType::F32;
+  std::optional<int64_t> list_size;
+  bool any_list_size = false;
+  bool nullable = false;
+  std::vector<Refinement> refinements;
+};
+
+// The declared type as mlk writes it: "I32", "FixedSizeList[F16, 384]".
+std::string type_text(const ColumnDecl& c);
+// "session_len >= 1", "x <= D".
+std::string rule_text(const ColumnDecl& c, const Refinement& r);
+
+struct SchemaDecl {
+  std::vector<ColumnDecl> columns;
+};
+
+// InvalidArgument for a declaration the reader cannot check against: no
+// columns, an empty or repeated name, another dtype, a list size below 1 (or
+// both a list size and any_list_size).
+Status validate_decl(const SchemaDecl& decl);
+
+struct ReadOptions {
+  // Compressed record batch bodies (LZ4 frame, ZSTD) are refused unless set.
+  bool allow_compressed_bodies = false;
+};
+
+// One column of the table: `values` has shape [rows] or [rows, list_size] and
+// the declared dtype. For a nullable column `valid` is a Bool tensor [rows]
+// (1 where the row has a value) and the values of null rows are zero; for a
+// non-nullable column `valid` is empty.
+struct Column {
+  std::string name;
+  HostTensor values;
+  std::optional<HostTensor> valid;
+};
+
+struct Table {
+  int64_t rows = 0;
+  int64_t batches = 0;            // record batches in the stream
+  std::vector<Column> columns;    // in declaration order
+  const Column* find(std::string_view name) const;
+};
+
+// Reads and checks the stream in `bytes` (copied once into aligned memory).
+// `source` names it in messages (a path, or "<stream>").
+Expected<Table> read_stream(std::span<const uint8_t> bytes, const SchemaDecl& decl, const std::string& source,
+                            const ReadOptions& options = {});
+
+// The same on the file at `path`; IOError when it cannot be read.
+Expected<Table> read_stream_file(const std::string& path, const SchemaDecl& decl,
+                                 const ReadOptions& options = {});
+
+// Makes the declaration from the stream's column names (in the stream's
+// order) when the Schema message has been read and framed; its error refuses
+// the stream as it is (the reader prefixes nothing).
+using DeclareFn = std::function<Expected<SchemaDecl>(const std::vector<std::string>& column_names)>;
+
+// read_stream_file with the declaration made by `declare`; the schema is
+// then compared with it exactly as with a fixed declaration.
+Expected<Table> read_stream_file(const std::string& path, const DeclareFn& declare, const ReadOptions& options = {});
+
+// The Arrow C++ version the reader is linked against, e.g. "26.0.1".
+std::string arrow_version();
+
+}  // namespace mlk::arrow_ipc
