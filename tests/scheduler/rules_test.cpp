@@ -18,6 +18,7 @@
 #include "scheduler/directives.h"
 #include "scheduler/kernel.h"
 #include "scheduler/rules.h"
+#include "tests/scheduler/stage_tables.h"
 
 namespace mlk {
 namespace {
@@ -81,38 +82,9 @@ TEST(Rules, ProducedSchedulesAreThoseOfTheScheduleSpaceVersion) {
   EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-6 dd1e813f83321bd2579a84030810f3f695a086b66ec426163f382f2521863a17");
 }
 
-// Stage tables by hand, as the lowering would give them.
-StageInfo stage(std::string name, StageInfo::Kind kind, std::vector<int64_t> extents, std::vector<int64_t> rextents = {},
-                bool innermost = false) {
-  StageInfo s;
-  s.name = std::move(name);
-  s.kind = kind;
-  s.rank = static_cast<int>(extents.size());
-  s.rvars = static_cast<int>(rextents.size());
-  s.extents = std::move(extents);
-  s.rextents = std::move(rextents);
-  s.reduces_innermost = innermost;
-  return s;
-}
-
-Profile profile(const std::string& name) {
-  auto p = find_profile(name);
-  EXPECT_TRUE(p.ok()) << name;
-  return *p;
-}
-
-std::string ops(const std::vector<Directive>& ds) {
-  std::string out;
-  for (const auto& d : ds) {
-    out += (out.empty() ? "" : " ") + d.op;
-    for (const auto& v : d.vars) out += ":" + v;
-    for (int64_t f : d.factors) out += ":" + std::to_string(f);
-    if (d.update >= 0) out += "@u" + std::to_string(d.update);
-    if (!d.at_stage.empty()) out += "@" + d.at_stage + "." + d.at_var;
-  }
-  return out;
-}
-
+using testing_support::ops;
+using testing_support::profile;
+using testing_support::stage;
 using Kind = StageInfo::Kind;
 
 // sgemm at 64x64x64: load_a, load_b, matmul0, output.
