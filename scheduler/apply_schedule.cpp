@@ -258,13 +258,22 @@ void stage_shared(DirectiveApplier& a, const std::string& name, const Directive&
   else if (r == 1) w.gpu_threads(in.vars[0]);
 }
 
+namespace {
+
+// The copy of `producer` that `consumer` reads, computed inside `at`'s loop
+// over `where` and vectorised by `lanes` (0: not) along its innermost axis.
+void pack_operand(Stage& producer, const Halide::Func& consumer, const Halide::Func& at, const VarOrRVar& where,
+                  int lanes) {
+  Halide::Func w = producer.func.in(consumer);
+  where.is_rvar ? w.compute_at(at, where.rvar) : w.compute_at(at, where.var);
+  if (lanes > 0 && !producer.vars.empty()) w.vectorize(producer.vars[0], lanes, kTail);
+}
+
+}  // namespace
+
 void pack(DirectiveApplier& a, const std::string& name, const Directive& d) {
-  Stage& producer = a.stage(d.vars[0]);
-  Halide::Func w = producer.func.in(a.stage(name).func);
-  Stage& at = a.stage(d.at_stage);
-  VarOrRVar where = a.lookup(d.at_stage, d.at_var);
-  where.is_rvar ? w.compute_at(at.func, where.rvar) : w.compute_at(at.func, where.var);
-  if (!d.factors.empty() && !producer.vars.empty()) w.vectorize(producer.vars[0], factor(d, 0), kTail);
+  pack_operand(a.stage(d.vars[0]), a.stage(name).func, a.stage(d.at_stage).func, a.lookup(d.at_stage, d.at_var),
+               d.factors.empty() ? 0 : factor(d, 0));
 }
 
 // The result of matmul stage `name` materialised at root through a wrapper
@@ -302,11 +311,7 @@ void result_tiles(DirectiveApplier& a, const std::string& name, const Directive&
   tile(w.specialize(fit), TailStrategy::ShiftInwards);
   tile(w, kTail);
   s.func.compute_at(w, pack ? yo : xo);
-  if (pack) {
-    Halide::Func p = a.stage(d.vars[0]).func.in(s.func);
-    p.compute_at(w, r > 2 && !shared ? par : xo);
-    if (!a.stage(d.vars[0]).vars.empty()) p.vectorize(a.stage(d.vars[0]).vars[0], lanes, kTail);
-  }
+  if (pack) pack_operand(a.stage(d.vars[0]), s.func, w, VarOrRVar(r > 2 && !shared ? par : xo), lanes);
 }
 
 }  // namespace apply
