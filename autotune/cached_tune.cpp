@@ -186,12 +186,13 @@ Expected<Outcome> tune_cached(const TuneRequest& request) {
                   {"cached", false},
                   {"schedule_hash", r->best.hash()}};
   o.json = summary.dump();
+  if (request.before_store) MLK_RETURN_IF_ERROR(request.before_store(files, o.json));
   if (store) {
     cache::Provenance prov;
     prov.producer = "mlk tune";
     prov.measured = r->measured;
     prov.toolchain = {{"mlk", mlk_version()}, {"halide", halide_version()}, {"llvm", llvm_version()}};
-    Status s = store->put_entry(ns, o.key, summary.dump(), prov, files);
+    Status s = store->put_entry(ns, o.key, o.json, prov, files);
     if (!s.ok()) return Status::IOError("tuned, but could not store the result in the cache: " + s.message());
   }
   if (!out_dir.empty()) MLK_RETURN_IF_ERROR(copy_files(files, out_dir));

@@ -3,6 +3,8 @@
 // and timings under the key. What `mlk tune` runs per (function, shape).
 #pragma once
 
+#include <functional>
+#include <map>
 #include <string>
 
 #include "autotune/tuner.h"
@@ -36,6 +38,11 @@ struct TuneRequest {
   std::string ns = cache::kDefaultNamespace;
   std::string out_dir;   // may be empty (no copy outside the cache)
   std::string work_dir;  // the tuner's scratch directory (tuning logs, the winner's build)
+  // Called with the tuned winner's files and metadata (the summary object)
+  // just before they are stored and copied to `out_dir`; it may add to both
+  // (`mlk tune` attaches its `mlk verify` report). An error stores nothing
+  // and is returned. Not called on a cache hit.
+  std::function<Status(std::map<std::string, std::string>& files, std::string& meta_json)> before_store = {};
 };
 
 Expected<Outcome> tune_cached(const TuneRequest& r);

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "autotune/cost_model.h"
+#include "autotune/learned_cost_model.h"
 #include "base/stats.h"
 #include "base/log.h"
 #include "lang/interpreter.h"
@@ -672,6 +673,39 @@ class Search {
     return b;
   }
 
+  // Once enough trials are measured, the batch is ranked by the learned
+  // cost model fitted to them (learned_cost_model.h) instead of the
+  // analytic one; its predictions replace the batch's scores.
+  void rank_by_learned_model(std::vector<std::pair<double, std::pair<std::string, Knobs>>>& batch) {
+    constexpr size_t kMinTrials = 8;
+    if (p_.is_gpu()) return;  // no measured times to learn from
+    std::vector<std::vector<float>> x;
+    std::vector<double> ms;
+    for (const Trial& t : trials_)
+      if (t.m.ok() && !t.knobs.empty() && t.m.median_ms > 0) {
+        x.push_back(schedule_features(stages_, t.knobs, p_));
+        ms.push_back(t.m.median_ms);
+      }
+    if (x.size() < kMinTrials) return;
+    if (x.size() != learned_.trained_on()) {
+      Status st = learned_.fit(x, ms);
+      if (!st.ok()) {
+        log_linef(LogLevel::kWarning, "[tune %s %s] %s; ranking with the analytic model", fn_.c_str(), p_.name.c_str(),
+                  st.message().c_str());
+        return;
+      }
+      if (o_.progress && !learned_note_)
+        log_linef(LogLevel::kNote, "[tune %s %s] ranking candidates with the cost model learned from %zu measured trials",
+                  fn_.c_str(), p_.name.c_str(), x.size());
+      learned_note_ = true;
+    }
+    std::vector<std::vector<float>> rows;
+    for (const auto& b : batch) rows.push_back(schedule_features(stages_, b.second.second, p_));
+    auto pred = learned_.predict(rows);
+    if (!pred.ok()) return;
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].first = (*pred)[i];
+  }
+
   Knobs mutate(const Knobs& k) {
     Knobs out = k;
     std::vector<std::pair<std::string, std::string>> choices;
@@ -737,7 +771,8 @@ class Search {
     // interpreter on the verification shapes, up to a minute at large
     // shapes) is not part of it.
     start_ = Clock::now();
-    // Trial 0: the default schedule; then Halide's autoschedulers.
+    // Trial 0: the default schedule; then the rules' seeds, Halide's
+    // autoschedulers and evolution.
     Knobs def = default_knobs(stages_, p_);
     const Schedule def_sched = schedule_from_knobs(stages_, def, p_);
     const Trial* d = evaluate("default", def, def_sched);
@@ -747,6 +782,15 @@ class Search {
       d = evaluate("default", def, def_sched);
     }
     if (d && d->m.ok()) default_ = score(*d);
+    // The rules' own best guesses (register-tiled GEMM, fused attention,
+    // fused vectorised row reductions), so that evolution starts from them;
+    // before the autoschedulers, whose compilation alone can take a minute
+    // on a large pipeline.
+    for (const Knobs& k : seed_knobs(stages_, p_)) {
+      if (!budget_left()) break;
+      evaluate("rule-seed", k, schedule_from_knobs(stages_, k, p_));
+    }
+    // Halide's autoschedulers.
     if (o_.autoschedulers && !p_.is_gpu()) {
       for (const auto& name : autoschedulers_for(false)) {
         if (!budget_left()) break;
@@ -754,12 +798,6 @@ class Search {
         s.autoscheduler = name;
         evaluate(name, {}, s);
       }
-    }
-    // The rules' own best guesses (register-tiled GEMM, fused vectorised row
-    // reductions), so that evolution starts from them.
-    for (const Knobs& k : seed_knobs(stages_, p_)) {
-      if (!budget_left()) break;
-      evaluate("rule-seed", k, schedule_from_knobs(stages_, k, p_));
     }
     // Evolution over the rules' knobs.
     int stale = 0;
@@ -785,6 +823,7 @@ class Search {
         ++stale;
         continue;
       }
+      rank_by_learned_model(batch);
       std::sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       // Exploit the two best-ranked, explore one at random.
       std::vector<size_t> pick = {0};
@@ -893,6 +932,8 @@ class Search {
   TuneOptions o_;
   std::vector<StageInfo> stages_;
   std::mt19937_64 rng_;
+  LearnedCostModel learned_{o_.seed};
+  bool learned_note_ = false;
   KnobSpace space_;
   Clock::time_point start_;
   MeasureSetup setup_;

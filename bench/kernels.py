@@ -6,7 +6,9 @@ the median time of
   - mlk default (`mlk run --no-cache --repeat`, the default schedule)
   - Halide's autoschedulers (their medians from the tuning log, same worker harness)
   - numpy (OpenBLAS for matmuls; numpy's own loops otherwise)
-  - PyTorch CPU (Debian's python3-torch 1.13, through bench/torch_peer.py)
+  - PyTorch CPU (Debian's python3-torch 1.13 through bench/torch_peer.py, or
+    with --torch .venv-bench/bin/python PyTorch 2.x, which for attention is
+    also timed with its fused scaled_dot_product_attention)
 and the machine's copy bandwidth (numpy copyto of 256 MiB) for memory-bound
 kernels. mlk and its peers are measured in interleaved rounds and the best
 median of each is kept, since a shared machine's speed drifts. Prints a
@@ -16,7 +18,7 @@ Run it with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see
 docs/benchmarks.md): they are set on some machines for old OpenBLAS builds
 and slow a current numpy down.
 
-usage: python bench/kernels.py MLK_BINARY [--trials N] [--time S] [--only NAME]
+usage: python bench/kernels.py MLK_BINARY [--trials N] [--time S] [--only NAME] [--torch PYTHON]
 """
 import argparse
 import json
@@ -27,6 +29,8 @@ import time
 
 import numpy as np
 from safetensors.numpy import save_file
+
+from peer_timing import cpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EX = os.path.join(ROOT, "examples")
@@ -65,10 +69,13 @@ def np_softmax_axis(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def torch_time(k, path):
-    """PyTorch CPU's median (ms) on the inputs in `path` (.npz) under Debian's
-    python3, or None without torch."""
-    p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_peer.py"), k["fn"], path],
+TORCH_PYTHON = "/usr/bin/python3"
+
+
+def torch_time(k, path, op=None):
+    """PyTorch CPU's median (ms) of `op` (default: the kernel's fn) on the
+    inputs in `path` (.npz) under TORCH_PYTHON, or None without it."""
+    p = subprocess.run([TORCH_PYTHON, os.path.join(ROOT, "bench", "torch_peer.py"), op or k["fn"], path],
                        capture_output=True, text=True)
     return float(p.stdout.strip()) if p.returncode == 0 else None
 
@@ -124,7 +131,12 @@ def main():
     ap.add_argument("--trials", type=int, default=40)
     ap.add_argument("--time", type=int, default=150)
     ap.add_argument("--only")
+    ap.add_argument("--torch", default=TORCH_PYTHON, help="the python whose torch is the PyTorch peer")
     args = ap.parse_args()
+    globals()["TORCH_PYTHON"] = args.torch
+    tv = subprocess.run([args.torch, os.path.join(ROOT, "bench", "torch_peer.py"), "--version"], capture_output=True,
+                        text=True).stdout.strip() or "none"
+    print(f"PyTorch peer: {tv} ({args.torch}); CPU: {cpu()}")
     work = tempfile.mkdtemp(prefix="mlk-bench-")
     store = os.path.join(work, "cache.db")
     rng = np.random.default_rng(0)
@@ -156,7 +168,7 @@ def main():
         # Interleaved rounds, best median of each: this machine's speed drifts
         # (shared cores), and drift must hit mlk and its peers alike.
         peer_name, peer_fn = k["peer"]
-        tuned = default = peer = torch_ms = float("inf")
+        tuned = default = peer = torch_ms = sdpa_ms = float("inf")
         npz = os.path.join(work, "in.npz")
         np.savez(npz, **k["inputs"])
         for _ in range(3):
@@ -165,16 +177,19 @@ def main():
             peer = min(peer, median_time(peer_fn))
             t = torch_time(k, npz)
             torch_ms = min(torch_ms, t) if t is not None else torch_ms
+            if k["fn"] == "attention":
+                t = torch_time(k, npz, "attention_sdpa")
+                sdpa_ms = min(sdpa_ms, t) if t is not None else sdpa_ms
         best_auto = min(autos.values()) if autos else float("nan")
         row = dict(kernel=k["name"], tuned=tuned, default=default, peer=peer, peer_name=peer_name, torch=torch_ms,
-                   auto=best_auto, autos=autos, tune_s=tune_s, winner=summary.get("best_origin"))
+                   auto=best_auto, autos=autos, tune_s=tune_s, winner=summary.get("best_origin"), torch_sdpa=sdpa_ms)
         if "flops" in k:
             row["gflops"] = k["flops"] / (tuned * 1e-3) / 1e9
         if "bytes" in k:
             row["gbs"] = k["bytes"] / (tuned * 1e-3) / 1e9
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print("\n| kernel | mlk tuned ms | default ms | best Halide autoscheduler ms | peer ms (peer) | PyTorch 1.13 ms | tuned vs peer | tuned vs PyTorch | tuned vs best autoscheduler | throughput | tuning time | winner |")
+    print("\n| kernel | mlk tuned ms | default ms | best Halide autoscheduler ms | peer ms (peer) | PyTorch ms | tuned vs peer | tuned vs PyTorch | tuned vs best autoscheduler | throughput | tuning time | winner |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         thr = f"{r['gflops']:.1f} GFLOP/s" if "gflops" in r else f"{r['gbs']:.1f} GB/s ({100 * r['gbs'] / bw:.0f}% of copy)"

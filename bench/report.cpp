@@ -110,11 +110,20 @@ std::string report_to_json(const BenchReport& r) {
     if (k.comparison) {
       json c = {{"verdict", k.comparison->verdict}, {"first", comparison_json(k.comparison->first)},
                 {"notes", k.comparison->notes}};
+      c["first"]["mode"] = k.comparison->first_ab ? "ab" : "recorded";
+      if (!k.comparison->against.empty()) c["against"] = k.comparison->against;
       if (k.comparison->confirm) {
         c["confirm"] = comparison_json(*k.comparison->confirm);
         c["confirm"]["mode"] = k.comparison->confirm_ab ? "ab" : "recorded";
       }
       kj["comparison"] = c;
+    }
+    if (k.instructions) {
+      const InsnResult& n = *k.instructions;
+      json ij = {{"counter", n.counter}, {"per_call", n.current}};
+      if (n.baseline > 0) ij.update({{"baseline_per_call", n.baseline}, {"ratio", n.ratio}, {"regression", n.regression}});
+      if (!n.note.empty()) ij["note"] = n.note;
+      kj["instructions"] = ij;
     }
     j["kernels"].push_back(kj);
   }
@@ -123,6 +132,10 @@ std::string report_to_json(const BenchReport& r) {
     j["max_regression_pct"] = r.max_regression_pct;
     j["gate"] = r.gate;
     j["regressions"] = r.regressions;
+  }
+  if (r.insn_gate || !r.insn_regressions.empty()) {
+    j["max_instruction_increase_pct"] = r.max_insn_increase_pct;
+    j["instruction_regressions"] = r.insn_regressions;
   }
   return j.dump(1) + "\n";
 }

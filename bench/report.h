@@ -45,10 +45,26 @@ struct VariantResult {
 // The comparison of a kernel with its baseline entry.
 struct KernelComparison {
   Comparison first;                  // the first measurement
+  // first (and confirm) timed the baseline's artifact beside this build, in
+  // the same rounds (A/B, paired: bench/paired.h); false: against the
+  // baseline's recorded times (the weaker mode, gate.h).
+  bool first_ab = false;
+  std::string against;               // what the A/B timed: "artifact KEY" or "the default schedule"
   std::optional<Comparison> confirm; // the re-measurement, when the first was suspect
   bool confirm_ab = false;           // confirm timed the baseline's artifact beside this build (A/B)
   std::string verdict;               // "ok", "faster", "unconfirmed", "regression"
   std::vector<std::string> notes;    // IR, cache key, variant or version changed since the baseline
+};
+
+// Instructions per call (bench/insn_count.h), of this build's artifact and,
+// A/B, of the baseline's; gated apart from the times.
+struct InsnResult {
+  std::string counter;          // "perf" or "callgrind"; empty when not counted (see note)
+  double current = 0;           // this build's artifact, per call
+  double baseline = 0;          // the baseline's artifact, per call; 0 when not counted
+  double ratio = 0;             // current / baseline, when both were counted
+  bool regression = false;      // ratio > 1 + the limit
+  std::string note;             // why something was not counted
 };
 
 struct KernelResult {
@@ -62,6 +78,7 @@ struct KernelResult {
   VariantResult mlk;
   std::vector<VariantResult> peers;
   std::optional<KernelComparison> comparison;
+  std::optional<InsnResult> instructions;  // with --count-instructions
 };
 
 struct BenchReport {
@@ -76,6 +93,9 @@ struct BenchReport {
   double max_regression_pct = 0;
   bool gate = false;                  // --max-regression given: regressions fail the run
   std::vector<std::string> regressions;  // ids of confirmed regressions
+  double max_insn_increase_pct = 0;      // the instruction-count gate's limit
+  bool insn_gate = false;                // --max-instruction-increase given
+  std::vector<std::string> insn_regressions;  // ids whose instruction count rose beyond the limit
 
   const KernelResult* find(const std::string& id) const;
 };

@@ -87,7 +87,7 @@ std::string ratios_table(const BenchReport& r, const std::vector<std::string>& p
 }
 
 std::string gate_table(const BenchReport& r) {
-  std::vector<Row> rows = {{"kernel", "baseline ms", "now ms", "change", "99% CI of ratio", "p(slower)", "verdict"}};
+  std::vector<Row> rows = {{"kernel", "mode", "baseline ms", "now ms", "change", "99% CI of ratio", "p(slower)", "verdict"}};
   for (const auto& k : r.kernels) {
     if (!k.comparison) continue;
     const KernelComparison& c = *k.comparison;
@@ -96,7 +96,7 @@ std::string gate_table(const BenchReport& r) {
     if (c.verdict == "regression") verdict = "REGRESSION (confirmed by a re-measurement)";
     if (c.verdict == "unconfirmed")
       verdict = "ok (first measurement " + change_text(c.first.ratio) + ", not confirmed by a re-measurement)";
-    rows.push_back({k.name, fmt_ms(shown.baseline_median_ms), fmt_ms(shown.current_median_ms), change_text(shown.ratio),
+    rows.push_back({k.name, c.first_ab ? "A/B" : "recorded", fmt_ms(shown.baseline_median_ms), fmt_ms(shown.current_median_ms), change_text(shown.ratio),
                     "[" + fmt_g("%.3f", shown.ci_low) + ", " + fmt_g("%.3f", shown.ci_high) + "]",
                     p_text(shown.p_slower), verdict});
   }

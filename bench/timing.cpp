@@ -68,6 +68,34 @@ void run_round(const Timed& t, State& s, const TimingOptions& o) {
   }
 }
 
+// One A/B round: both re-warmed, then samples of `a` and `b` alternately,
+// each pair in the opposite order of the one before (a b, b a, a b, ...),
+// until both had their share of the time and their minimum of samples.
+void run_paired_round(const Timed& a, const Timed& b, State& sa, State& sb, const TimingOptions& o) {
+  sa.r.round_sizes.push_back(0);
+  sb.r.round_sizes.push_back(0);
+  if (a.before_round) a.before_round();
+  if (b.before_round) b.before_round();
+  for (auto [t, s] : {std::pair{&a, &sa}, std::pair{&b, &sb}})
+    if (s->call_ms < 10 && time_batch(*t, *s, s->r.calls_per_sample) < 0) return;
+  const double budget_ms = 2 * o.min_time_s * 1000 / std::max(1, o.rounds);
+  const int min_samples = std::max(a.min_samples_per_round, b.min_samples_per_round);
+  auto start = Clock::now();
+  for (int64_t n = 0; n < kMaxSamplesPerRound; ++n) {
+    if (n >= min_samples && ms_between(start, Clock::now()) >= budget_ms) break;
+    for (int k = 0; k < 2; ++k) {
+      const bool first_a = (n % 2 == 0) == (k == 0);
+      const Timed& t = first_a ? a : b;
+      State& s = first_a ? sa : sb;
+      double ms = time_batch(t, s, s.r.calls_per_sample);
+      if (ms < 0) return;
+      s.r.samples_ms.push_back(ms / static_cast<double>(s.r.calls_per_sample));
+      ++s.r.round_sizes.back();
+      s.r.calls += s.r.calls_per_sample;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<TimingResult> measure_interleaved(const std::vector<Timed>& items, const TimingOptions& opts) {
@@ -143,6 +171,15 @@ std::vector<double> calibration_samples(int n) {
   volatile double sink = 0;
   for (double v : sinks) sink = sink + v;
   return out;
+}
+
+std::vector<TimingResult> measure_paired(const Timed& a, const Timed& b, const TimingOptions& opts) {
+  std::vector<State> st(2);
+  warm_up(a, st[0], opts);
+  warm_up(b, st[1], opts);
+  for (int round = 0; round < opts.rounds && !st[0].failed() && !st[1].failed(); ++round)
+    run_paired_round(a, b, st[0], st[1], opts);
+  return {std::move(st[0].r), std::move(st[1].r)};
 }
 
 }  // namespace mlk::bench

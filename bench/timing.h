@@ -44,6 +44,14 @@ struct TimingResult {
 // gets one untimed batch, so it does not pay for the caches another item left.
 std::vector<TimingResult> measure_interleaved(const std::vector<Timed>& items, const TimingOptions& opts);
 
+// A/B: `a` and `b` timed in opts.rounds rounds, sample by sample in turn
+// within each round (each pair in the opposite order of the one before), so
+// that whatever load the machine carries at any moment hits both alike;
+// min_time_s each, as measure_interleaved. `b` may run on buffers that
+// a.before_round renews. Results for a and b, in that order; rounds stop
+// at the first failure of either.
+std::vector<TimingResult> measure_paired(const Timed& a, const Timed& b, const TimingOptions& opts);
+
 // A fixed workload that does not depend on mlk's compiler, run on every core
 // at once as mlk's parallel kernels are (so that a core taken by another
 // process slows it too): per thread a latency-bound floating-point chain and a

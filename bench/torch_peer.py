@@ -1,8 +1,12 @@
 """PyTorch CPU as a peer of bench/kernels.py: times one kernel on the inputs
 of an .npz file and prints the median in ms. Runs under Debian's python3 with
-python3-torch (the .venv has no torch: PyPI's wheels pull the CUDA stack).
+python3-torch (the .venv has no torch: PyPI's wheels pull the CUDA stack), or
+under .venv-bench's python for PyTorch 2.x (bench/setup_peers.sh), where
+`attention_sdpa` (torch.nn.functional.scaled_dot_product_attention, causal,
+PyTorch's fused CPU attention) exists too. `--version` prints torch's version.
 
-usage: /usr/bin/python3 bench/torch_peer.py KERNEL INPUTS.npz
+usage: PYTHON bench/torch_peer.py KERNEL INPUTS.npz
+       PYTHON bench/torch_peer.py --version
 """
 import sys
 import time
@@ -29,7 +33,17 @@ def attention(q, k, v, scale, H):
     return (torch.softmax(sc, -1) @ sh(v)).transpose(1, 2).reshape(B, S, D)
 
 
+def attention_sdpa(q, k, v, scale, H):
+    B, S, D = q.shape
+    sh = lambda t: t.reshape(B, S, H, D // H).transpose(1, 2)  # noqa: E731
+    o = torch.nn.functional.scaled_dot_product_attention(sh(q), sh(k), sh(v), is_causal=True, scale=float(scale))
+    return o.transpose(1, 2).reshape(B, S, D)
+
+
 def main():
+    if sys.argv[1] == "--version":
+        print(torch.__version__)
+        return
     name, path = sys.argv[1], sys.argv[2]
     t = {k: torch.from_numpy(v) for k, v in np.load(path).items()}
     ops = {
@@ -38,6 +52,7 @@ def main():
         "rmsnorm": lambda: t["x"] * torch.rsqrt(t["x"].pow(2).mean(-1, keepdim=True) + t["eps"]) * t["w"],
         "qk_scores": lambda: t["q"] @ t["k"].transpose(1, 2),
         "attention": lambda: attention(t["q"], t["k"], t["v"], t["scale"], 8),
+        "attention_sdpa": lambda: attention_sdpa(t["q"], t["k"], t["v"], t["scale"], 8),
     }
     with torch.no_grad():
         print("%.6f" % median_ms(ops[name]))

@@ -32,7 +32,7 @@ struct PreparedKernel::State {
   Profile profile;
   // Everything below is made by Prepare and freed by Release.
   std::vector<HostTensor> inputs;
-  std::unique_ptr<LoadedArtifact> tuned;
+  std::unique_ptr<LoadedArtifact> tuned, baseline;
   std::vector<std::unique_ptr<Kernel>> kernels;
   std::vector<std::unique_ptr<HostTensor>> outputs;  // stable addresses for the closures
   HostTensor* mlk_out = nullptr;
@@ -151,7 +151,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
   // shape, so only an artifact tuned at exactly this shape is "tuned" here.
   // --cache may name a `mlk serve`: its entries are pulled into the mirror.
   std::unique_ptr<client::CliCache> cc;
-  if (!o.store_path.empty() && !o.default_schedule) {
+  if (!o.store_path.empty() && (!o.default_schedule || !o.baseline_key.empty())) {
     auto c = client::CliCache::Open(o.store_path, o.ns, "mlk bench", /*create_if_missing=*/false);
     if (!c.ok()) return with_where(spec_, c.status());
     cc = std::move(c).value();
@@ -216,6 +216,49 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
     mlk_.run = [kp, in, env, out]() { return kp->RunInto(*in, *env, *out); };
   }
   if (Status s = mlk_.run(); !s.ok()) return with_where(spec_, s);
+
+  // The baseline's artifact, for an A/B comparison in the same rounds.
+  baseline_ = Variant{"baseline", "", "", false, nullptr};
+  if (!o.baseline_key.empty()) {
+    const std::string& key = o.baseline_key;
+    if (cc) cc->pull(key);
+    if (!cc || !cc->store()) {
+      baseline_.error = "no artifact cache to take artifact " + key.substr(0, 16) + " from";
+    } else if (auto hit = cc->store()->get_entry(o.ns, key); !hit.ok()) {
+      baseline_.error = hit.status().message();
+    } else if (auto a = LoadedArtifact::LoadFiles(hit->files); !a.ok()) {
+      baseline_.error = a.status().message();
+    } else {
+      st.baseline = std::move(a).value();
+      baseline_.how = "tuned artifact " + key.substr(0, 16) + " (the baseline's), tuned on " +
+                      hit->info.manifest.provenance.host;
+      HostTensor* out = new_output();
+      LoadedArtifact* art = st.baseline.get();
+      const ir::Function* fp = st.f;
+      const std::vector<HostTensor>* in = &st.inputs;
+      const DimEnv* env = &env_;
+      baseline_.run = [art, fp, in, env, out]() { return art->RunInto(*fp, *in, *env, *out); };
+    }
+  } else if (o.baseline_default) {
+    say("compiling the default schedule (the baseline's)");
+    auto kern = Kernel::CompileJit(m, spec_.fn, "host", nullptr, env_);
+    if (!kern.ok()) {
+      baseline_.error = kern.status().message();
+    } else {
+      st.kernels.push_back(std::move(kern).value());
+      baseline_.how = "the default schedule (the baseline's), Halide JIT";
+      Kernel* kp = st.kernels.back().get();
+      HostTensor* out = new_output();
+      const std::vector<HostTensor>* in = &st.inputs;
+      const DimEnv* env = &env_;
+      baseline_.run = [kp, in, env, out]() { return kp->RunInto(*in, *env, *out); };
+    }
+  }
+  if (baseline_.run)
+    if (Status s = baseline_.run(); !s.ok()) {
+      baseline_.error = "failed: " + s.message();
+      baseline_.run = nullptr;
+    }
 
   // The peers, each checked against mlk's result before it is timed.
   int64_t longest = 1;
@@ -297,10 +340,12 @@ void PreparedKernel::RenewBuffers() {
 
 void PreparedKernel::Release() {
   mlk_.run = nullptr;
+  baseline_.run = nullptr;
   for (auto& p : peers_) p.run = nullptr;
   State& st = *st_;
   st.kernels.clear();
   st.tuned.reset();
+  st.baseline.reset();
   st.outputs.clear();
   st.inputs.clear();
   st.retired.clear();

@@ -32,6 +32,12 @@ struct PrepareOptions {
   // With artifact_key empty: never use the cache's artifact; `mlk` is the
   // default schedule (a baseline recorded with the default schedule).
   bool default_schedule = false;
+  // A/B: also prepare baseline() on the same inputs, with its own output
+  // (renewed with the rest): the artifact under this key, or with
+  // baseline_default the default schedule. A baseline that cannot be had
+  // leaves baseline().error set; Prepare still succeeds.
+  std::string baseline_key;
+  bool baseline_default = false;
   std::function<void(const std::string&)> progress;  // one line per step; may be empty
 };
 
@@ -75,6 +81,7 @@ class PreparedKernel {
   const std::string& cache_key() const { return cache_key_; }
   const std::string& variant() const { return variant_; }  // "tuned" or "default", after Prepare
   Variant& mlk() { return mlk_; }
+  Variant& baseline() { return baseline_; }  // name "baseline"; no `run` unless asked for and had
   std::vector<Variant>& peers() { return peers_; }
 
  private:
@@ -83,7 +90,7 @@ class PreparedKernel {
   KernelSpec spec_;
   std::string id_, name_, ir_hash_, cache_key_, variant_;
   DimEnv env_;
-  Variant mlk_;
+  Variant mlk_, baseline_;
   std::vector<Variant> peers_;
   std::unique_ptr<State> st_;
 };

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/artifact_store.h"
 #include "cache/manifest.h"
 #include "base/status.h"
 
@@ -110,50 +111,52 @@ struct ImportReport {
   int64_t skipped = 0;  // keys already present here (kept as they are)
 };
 
-class Store {
+// The SQLite implementation of ArtifactStore (artifact_store.h), with the
+// maintenance operations besides.
+class Store final : public ArtifactStore {
  public:
   // Opens (or creates) the store at `path`. NotFound when it does not exist
   // and create_if_missing is false; InvalidArgument when the file is an SQLite
   // database but not an mlk store; Corruption when it is not a database.
   static Expected<std::unique_ptr<Store>> Open(const std::string& path, StoreOptions options = {});
-  ~Store();
+  ~Store() override;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  const std::string& path() const;
+  const std::string& path() const override;
   bool read_only() const;
 
   // Blobs. put_blob stores bytes once per digest and returns the digest; a
   // blob nothing references is deleted by the next gc, rm or replacement, so
   // bind it with put_entry soon (or use the put_entry overload taking bytes).
-  Expected<std::string> put_blob(std::string_view bytes);
-  Expected<std::string> get_blob(const std::string& digest);  // NotFound, Corruption
+  Expected<std::string> put_blob(std::string_view bytes) override;
+  Expected<std::string> get_blob(const std::string& digest) override;  // NotFound, Corruption
 
   // Binds (ns, key) to a manifest whose blobs are already stored (NotFound
   // otherwise). Replaces an existing entry of that key, keeping its pin.
   // Fills provenance.host and .time when empty.
-  Status put_entry(const std::string& ns, const std::string& key, const Manifest& manifest);
+  Status put_entry(const std::string& ns, const std::string& key, const Manifest& manifest) override;
   // Stores the files' bytes and the entry in one transaction.
   Status put_entry(const std::string& ns, const std::string& key, const std::string& meta_json,
-                   const Provenance& provenance, const std::map<std::string, std::string>& files);
+                   const Provenance& provenance, const std::map<std::string, std::string>& files) override;
 
   // The entry with every file read and verified; marks it most recently used
   // (best effort: skipped when the store is read-only or stays locked 100 ms).
-  Expected<Artifact> get_entry(const std::string& ns, const std::string& key);
+  Expected<Artifact> get_entry(const std::string& ns, const std::string& key) override;
   // The entry's record (verified) without reading blobs or touching recency.
-  Expected<EntryInfo> show_entry(const std::string& ns, const std::string& key);
+  Expected<EntryInfo> show_entry(const std::string& ns, const std::string& key) override;
   // Entries of one namespace (or all), by namespace then most recently used first.
-  Expected<std::vector<EntryInfo>> list(const std::optional<std::string>& ns = std::nullopt);
+  Expected<std::vector<EntryInfo>> list(const std::optional<std::string>& ns = std::nullopt) override;
   // Keys in `ns` starting with `prefix`, at most `limit` of them, sorted.
-  Expected<std::vector<std::string>> keys_with_prefix(const std::string& ns, const std::string& prefix, int limit);
+  Expected<std::vector<std::string>> keys_with_prefix(const std::string& ns, const std::string& prefix, int limit) override;
 
-  Status rm(const std::string& ns, const std::string& key);  // deletes blobs left unreferenced
+  Status rm(const std::string& ns, const std::string& key) override;  // deletes blobs left unreferenced
   Status pin(const std::string& ns, const std::string& key);
   Status unpin(const std::string& ns, const std::string& key);
 
-  Expected<std::vector<NamespaceUsage>> usage();  // every namespace with entries
-  Expected<int64_t> namespace_bytes(const std::string& ns);
-  Expected<StoreStats> stats();
+  Expected<std::vector<NamespaceUsage>> usage() override;  // every namespace with entries
+  Expected<int64_t> namespace_bytes(const std::string& ns) override;
+  Expected<StoreStats> stats() override;
 
   // Re-hashes every blob and entry record, checks references and runs
   // PRAGMA integrity_check. Damaged blobs and entries are quarantined (as a

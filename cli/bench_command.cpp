@@ -18,6 +18,8 @@
 
 #include "base/time.h"
 #include "bench/baseline_check.h"
+#include "bench/insn_count.h"
+#include "bench/paired.h"
 #include "bench/report.h"
 #include "bench/stats.h"
 #include "bench/svg_plot.h"
@@ -26,6 +28,7 @@
 #include "bench/variants.h"
 #include "cache/paths.h"
 #include "cli/args.h"
+#include "cli/bench_server.h"
 #include "cli/flags.h"
 #include "cli/command.h"
 #include "lang/frontend.h"
@@ -39,14 +42,14 @@ namespace {
 struct Options {
   std::string file, fn, target, suite, cache, ns = "default";
   std::map<std::string, int64_t> dims;
-  std::string record, baseline, json_out, plot;
-  std::optional<double> max_regression;
+  std::string record, baseline, json_out, plot, against, baseline_set, server;
+  std::optional<double> max_regression, max_insn_increase;
   std::optional<std::vector<std::string>> peers;
   int rounds = 10;
   double min_time_ms = 500;
   double settle_s = 30;
   uint64_t seed = 1;
-  bool no_cache = false, any_machine = false, quiet = false, recorded = false;
+  bool no_cache = false, any_machine = false, quiet = false, recorded = false, count_insns = false, push = false;
 };
 
 Expected<double> parse_pct(const std::string& text) {
@@ -157,22 +160,48 @@ CommandSpec spec(Options& o) {
                .set = store_count(o.seed)},
               {.name = "--record", .metavar = "FILE", .help = "write the results as a baseline (the same JSON as --json)",
                .set = store(o.record)},
+              {.name = "--against", .metavar = "KEY",
+               .help = "A/B with one kernel (FILE.tl): the artifact stored under cache key KEY (from the cache or "
+                       "the server of --cache), or `default` for the default schedule, timed in the same rounds as "
+                       "this build's on the same inputs; the verdict as with --baseline",
+               .set = store(o.against)},
               {.name = "--baseline", .metavar = "FILE",
-               .help = "compare with a baseline. Per round, the median; a kernel is suspect when the median round is "
-                       "more than PCT slower, a one-sided Mann-Whitney U test of the rounds gives p < 0.01, and the "
-                       "99% bootstrap interval of the ratio lies above 1 + PCT/100; a suspect is measured again, and "
-                       "is a regression only when the re-measurement agrees. The re-measurement is A/B: the "
-                       "baseline's own artifact (by its recorded cache key, from the cache; or the default schedule "
-                       "of the same program) timed interleaved with this build's, so a busy machine slows both alike",
+               .help = "compare with a baseline (a --record file). A/B: the baseline's own artifact (by the cache "
+                       "key it records, from the cache or server; or the default schedule of the same program) is "
+                       "timed sample by sample in turn with this build's, on the same inputs, so a busy machine "
+                       "slows both alike. Per round and side, the fastest sample; a kernel is suspect when the mean "
+                       "log-ratio of the rounds is more than PCT slower and its 99% t interval lies above "
+                       "1 + PCT/100 (p < 0.01); a "
+                       "suspect is measured again, and is a regression only when the re-measurement agrees. When "
+                       "the artifact cannot be had: against the recorded times (the weaker mode, said so)",
                .set = store(o.baseline)},
               {.name = "--recorded",
-               .help = "re-measure against the baseline's recorded times only (the weaker mode; also used when the "
-                       "baseline's artifact is gone)",
+               .help = "compare with the baseline's recorded times only (the weaker mode: Mann-Whitney and a "
+                       "bootstrap interval of unpaired rounds; a busy machine looks like a slower kernel)",
                .set = set_bool(o.recorded)},
               {.name = "--max-regression", .metavar = "PCT",
                .help = "fail (exit 1) on a regression of more than PCT percent; without it, --baseline reports at "
                        "10% and never fails",
                .set = store_pct(o.max_regression)},
+              {.name = "--count-instructions",
+               .help = "also count the instructions of one call of each kernel's artifact (and, A/B, of the "
+                       "baseline's): by the CPU's counters where this machine gives them, else under valgrind's "
+                       "callgrind (exact, repeatable); one thread; tuned artifacts only",
+               .set = set_bool(o.count_insns)},
+              {.name = "--max-instruction-increase", .metavar = "PCT",
+               .help = "fail (exit 1) when a kernel's instruction count is more than PCT percent above the "
+                       "baseline's artifact's, however the times look",
+               .set = store_pct(o.max_insn_increase)},
+              {.name = "--push",
+               .help = "store the results on the server (kernel, target, machine, versions, cache key, samples; "
+                       "token from $MLK_TOKEN); with --baseline-set, as that set's baseline too",
+               .set = set_bool(o.push)},
+              {.name = "--baseline-set", .metavar = "NAME",
+               .help = "with --push: the named baseline (e.g. main) these results become; otherwise compare with "
+                       "it, fetched from the server, as with --baseline",
+               .set = store(o.baseline_set)},
+              {.name = "--server", .metavar = "URL", .help = "the `mlk serve` of --push and --baseline-set",
+               .default_value = "--cache, when it is an http:// URL", .set = store(o.server)},
               {.name = "--any-machine", .help = "allow a baseline recorded on another machine",
                .set = set_bool(o.any_machine)},
               {.name = "--settle", .metavar = "SECONDS",
@@ -206,11 +235,29 @@ Status complete_options(Options& o) {
   if (!o.file.empty() && o.target.empty()) return Status::Usage("--target PROFILE is required (see `mlk targets`)");
   if (!o.suite.empty() && (!o.fn.empty() || !o.dims.empty()))
     return Status::Usage("--fn and --dims go with FILE.tl; a suite names its own");
-  if (o.max_regression && o.baseline.empty()) return Status::Usage("--max-regression needs --baseline FILE");
+  if (o.max_regression && o.baseline.empty() && o.against.empty() && (o.baseline_set.empty() || o.push))
+    return Status::Usage("--max-regression needs --baseline FILE or --against KEY");
+  if (o.server.empty() && o.cache.rfind("http://", 0) == 0) o.server = o.cache;
+  if ((o.push || !o.baseline_set.empty()) && o.server.empty())
+    return Status::Usage(std::string(o.push ? "--push" : "--baseline-set") +
+                         " needs --server URL (or a --cache that is a server URL)");
+  if (!o.baseline_set.empty() && !o.push && (!o.baseline.empty() || !o.against.empty()))
+    return Status::Usage("--baseline-set NAME is the baseline: not with --baseline or --against");
+  if (o.max_insn_increase && !o.count_insns)
+    return Status::Usage("--max-instruction-increase needs --count-instructions");
+  if (o.max_insn_increase && o.baseline.empty() && o.against.empty() && (o.baseline_set.empty() || o.push))
+    return Status::Usage("--max-instruction-increase needs --baseline FILE or --against KEY");
+  if (!o.against.empty() && o.file.empty())
+    return Status::Usage("--against KEY goes with FILE.tl (one kernel); a suite compares with --baseline FILE");
+  if (!o.against.empty() && !o.baseline.empty()) return Status::Usage("give --against or --baseline, not both");
+  if (!o.against.empty() && o.recorded) return Status::Usage("--recorded needs --baseline FILE (--against has no times)");
+  if (!o.against.empty() && o.against != "default" &&
+      (o.against.size() != 64 || o.against.find_first_not_of("0123456789abcdef") != std::string::npos))
+    return Status::Usage("--against: `" + o.against + "` is neither a cache key (64 hex digits) nor `default`");
   if (!o.plot.empty() && (o.plot.size() < 4 || o.plot.substr(o.plot.size() - 4) != ".svg"))
     return Status::Usage("--plot: `" + o.plot + "` must end in .svg (mlk writes SVG only; convert with rsvg-convert for PNG)");
   if (!o.peers) {
-    bool gating = !o.record.empty() || !o.baseline.empty();
+    bool gating = !o.record.empty() || !o.baseline.empty() || !o.against.empty() || !o.baseline_set.empty();
     o.peers = gating && o.plot.empty() ? std::vector<std::string>{} : bench::all_peer_names();
   }
   if (!o.plot.empty() && o.peers->empty()) return Status::Usage("--plot needs peers to compare with (not --peers none)");
@@ -223,20 +270,24 @@ int fail(const Status& s) {
 }
 
 // Test seam (docs/ci.md): MLK_BENCH_TEST_SLOW=FN doubles the time of every call
-// of FN's mlk variant in the first measurement; FN:always in the re-measurement
-// too. A simulated regression that is real (always) or transient (first only).
+// of FN's mlk variant (this build's, never the baseline's artifact) in the
+// first measurement; FN:always in the re-measurement too; a last part xF
+// (FN:always:x1.5) makes each call F times as long instead of twice. A
+// simulated regression that is real (always) or transient (first only).
 struct SlowSeam {
   std::string fn;
   bool always = false;
   bool first_pass = true;
+  double factor = 2;
   static SlowSeam from_env() {
     SlowSeam s;
-    if (const char* e = std::getenv("MLK_BENCH_TEST_SLOW")) {
-      s.fn = e;
-      if (auto c = s.fn.find(':'); c != std::string::npos) {
-        s.always = s.fn.substr(c + 1) == "always";
-        s.fn = s.fn.substr(0, c);
-      }
+    const char* e = std::getenv("MLK_BENCH_TEST_SLOW");
+    std::stringstream ss(e ? e : "");
+    std::string part;
+    for (int i = 0; std::getline(ss, part, ':'); ++i) {
+      if (i == 0) s.fn = part;
+      else if (part == "always") s.always = true;
+      else if (part.size() > 1 && part[0] == 'x') s.factor = std::max(1.0, std::atof(part.c_str() + 1));
     }
     return s;
   }
@@ -247,7 +298,8 @@ std::function<Status()> slowed(std::function<Status()> run, const SlowSeam* seam
     auto t0 = std::chrono::steady_clock::now();
     Status s = run();
     if (seam->first_pass || seam->always) {
-      auto until = std::chrono::steady_clock::now() + (std::chrono::steady_clock::now() - t0);
+      auto spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0) * (seam->factor - 1);
+      auto until = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(spent);
       while (std::chrono::steady_clock::now() < until) {
       }
     }
@@ -280,12 +332,14 @@ class Bench {
   void TimeKernel(size_t i);
   bench::KernelResult ResultOf(bench::PreparedKernel& k, const std::vector<bench::TimingResult>& times,
                                const std::vector<size_t>& peer_of_item) const;
-  bool JudgeAgainstBaseline(bench::KernelResult& kr, const std::string& tag);
+  bool JudgeAgainstBaseline(bench::KernelResult& kr, const std::string& tag, const bench::TimingResult* twin);
+  void CountInstructions(bench::KernelResult& kr, const std::string& against);
+  bool comparing() const { return base_.has_value() || !o_.against.empty(); }
   // 3. Re-measure the suspects.
   void ConfirmSuspects();
   void Confirm(size_t ri);
-  std::unique_ptr<bench::PreparedKernel> BaselineTwin(const bench::PreparedKernel& k, const bench::KernelResult& kr,
-                                                      const bench::KernelResult& b, std::string& no_ab) const;
+  void BaselineRef(const bench::PreparedKernel& k, bench::PrepareOptions& popts, std::string& against,
+                   std::string& no_ab) const;
   // 4. Report.
   void PrintTables(FILE* out) const;
   void PrintBaseline(FILE* out) const;
@@ -303,7 +357,7 @@ class Bench {
   bench::TimingOptions topts_;
   SlowSeam seam_;
   int failures_ = 0;
-  std::vector<size_t> suspects_;  // indices into kernels_ (and report_.kernels)
+  std::vector<size_t> suspects_;  // indices into report_.kernels
 };
 
 Status Bench::ResolveKernels() {
@@ -328,7 +382,11 @@ Status Bench::ResolveKernels() {
       if (const ir::Function* f = fe->module.find(spec.fn)) {
         std::string label = spec.where.empty() ? (spec.dims.empty() ? "`" + (*k)->id() + "`" : "--dims " + dims_label(spec.dims))
                                                : spec.where + ": `" + (*k)->id() + "`";
-        if (Status s = check_memory_budget(*f, (*k)->dims(), 2, 2 + static_cast<int>(o_.peers->size()), label); !s.ok())
+        // A/B: the baseline's artifact has its own copies of the inputs and its own output.
+        const bool ab = !o_.recorded && (!o_.baseline.empty() || !o_.against.empty());
+        if (Status s = check_memory_budget(*f, (*k)->dims(), ab ? 4 : 2, (ab ? 3 : 2) + static_cast<int>(o_.peers->size()),
+                                           label);
+            !s.ok())
           return s;
       }
     kernels_.push_back(std::move(k).value());
@@ -343,16 +401,30 @@ void Bench::StartReport() {
   report_.settings = {{"rounds", o_.rounds}, {"min_time_ms", o_.min_time_ms}, {"seed", static_cast<double>(o_.seed)},
                       {"sample_ms", bench::TimingOptions{}.sample_ms}};
   gate_.max_regression_pct = o_.max_regression.value_or(10);
+  report_.max_insn_increase_pct = o_.max_insn_increase.value_or(2);
+  report_.insn_gate = o_.max_insn_increase.has_value();
+  if (!o_.against.empty()) {
+    report_.baseline_path = o_.against == "default" ? "the default schedule" : "artifact " + o_.against.substr(0, 16);
+    report_.max_regression_pct = gate_.max_regression_pct;
+    report_.gate = o_.max_regression.has_value();
+  }
 }
 
 // --baseline: read, and checked to cover every kernel on this machine.
 Status Bench::ReadBaseline() {
-  if (o_.baseline.empty()) return Status::Ok();
-  auto b = bench::read_report(o_.baseline);
+  const bool from_set = !o_.baseline_set.empty() && !o_.push;
+  if (o_.baseline.empty() && !from_set) return Status::Ok();
+  const std::string where = from_set ? "baseline set " + o_.baseline_set + " on " + o_.server : o_.baseline;
+  auto b = [&]() -> Expected<bench::BenchReport> {
+    if (!from_set) return bench::read_report(o_.baseline);
+    auto text = fetch_baseline_set(o_.server, o_.ns == "default" ? "" : o_.ns, o_.baseline_set);
+    if (!text.ok()) return text.status();
+    return bench::report_from_json(*text, where);
+  }();
   if (!b.ok()) return b.status();
-  if (Status s = bench::check_baseline(*b, o_.baseline, report_.machine, kernels_, o_.any_machine); !s.ok()) return s;
+  if (Status s = bench::check_baseline(*b, where, report_.machine, kernels_, o_.any_machine); !s.ok()) return s;
   base_ = std::move(b).value();
-  report_.baseline_path = o_.baseline;
+  report_.baseline_path = where;
   report_.max_regression_pct = gate_.max_regression_pct;
   report_.gate = o_.max_regression.has_value();
   for (const auto& [k, v] : base_->versions)
@@ -362,7 +434,9 @@ Status Bench::ReadBaseline() {
 }
 
 void Bench::TimeKernels() {
-  report_.calibration_ms = bench::settle(base_ ? base_->calibration_ms : std::vector<double>{}, o_.settle_s, progress_);
+  // Only the weaker mode compares with times of another moment; A/B needs no quiet.
+  const bool recorded_only = base_ && o_.recorded;
+  report_.calibration_ms = bench::settle(recorded_only ? base_->calibration_ms : std::vector<double>{}, o_.settle_s, progress_);
   popts_.store_path = o_.no_cache ? "" : cache::default_store_path(o_.cache);
   popts_.ns = o_.ns;
   popts_.peers = *o_.peers;
@@ -381,6 +455,8 @@ void Bench::TimeKernel(size_t i) {
   const std::string tag = "[bench " + std::to_string(i + 1) + "/" + std::to_string(kernels_.size()) + " " + k.name() + "]";
   bench::PrepareOptions popts = popts_;
   popts.progress = [&](const std::string& s) { progress_(tag + " " + s); };
+  std::string against, no_ab;
+  if (comparing()) BaselineRef(k, popts, against, no_ab);
   if (Status s = k.Prepare(popts); !s.ok()) {
     std::fprintf(stderr, "mlk bench: %s: %s\n", k.id().c_str(), s.message().c_str());
     ++failures_;
@@ -388,7 +464,20 @@ void Bench::TimeKernel(size_t i) {
   }
   progress_(tag + " mlk: " + k.mlk().how);
   if (!seam_.fn.empty() && seam_.fn == k.spec().fn) k.mlk().run = slowed(k.mlk().run, &seam_);
-  std::vector<bench::Timed> items = {{k.mlk().run, 3, [&k] { k.RenewBuffers(); }}};
+  bench::Variant* twin = k.baseline().run ? &k.baseline() : nullptr;
+  if (comparing() && !twin && no_ab.empty()) no_ab = "the baseline's artifact cannot be had: " + k.baseline().error;
+  if (comparing() && !twin && !base_) {  // --against: the artifact is the whole comparison
+    std::fprintf(stderr, "mlk bench: %s: %s\n", k.id().c_str(), no_ab.c_str());
+    ++failures_;
+    k.Release();
+    return;
+  }
+  if (twin) progress_(tag + " A/B against " + twin->how);
+  else if (comparing()) progress_(tag + " against the baseline's recorded times (" + no_ab + ")");
+  // A/B: at least 8 samples a side each round, whose fastest stands for the round.
+  std::vector<bench::Timed> items = {{k.mlk().run, twin ? 8 : 3, [&k] { k.RenewBuffers(); }}};
+  // The baseline in turn with mlk, on the buffers mlk's round renewed.
+  if (twin) items.push_back({twin->run, 8, nullptr});
   std::vector<size_t> peer_of_item;
   for (size_t p = 0; p < k.peers().size(); ++p)
     if (k.peers()[p].run) {
@@ -397,7 +486,19 @@ void Bench::TimeKernel(size_t i) {
     }
   progress_(tag + " timing " + std::to_string(items.size()) + " variant" + (items.size() == 1 ? "" : "s") + " in " +
             std::to_string(o_.rounds) + " rounds");
-  auto times = bench::measure_interleaved(items, topts_);
+  // A/B: mlk and the baseline sample by sample in turn; then the peers, interleaved by rounds.
+  std::optional<bench::TimingResult> twin_times;
+  std::vector<bench::TimingResult> times;
+  if (twin) {
+    auto ab = bench::measure_paired(items[0], items[1], topts_);
+    twin_times = std::move(ab[1]);
+    times.push_back(std::move(ab[0]));
+    std::vector<bench::Timed> peers(items.begin() + 2, items.end());
+    if (!peers.empty())  // the peers are compared by their medians: interleaved rounds of their own
+      for (auto& t : bench::measure_interleaved(peers, topts_)) times.push_back(std::move(t));
+  } else {
+    times = bench::measure_interleaved(items, topts_);
+  }
   bench::KernelResult kr = ResultOf(k, times, peer_of_item);
   if (!kr.mlk.measured()) {
     std::fprintf(stderr, "mlk bench: %s: %s\n", k.id().c_str(), kr.mlk.error.c_str());
@@ -408,7 +509,14 @@ void Bench::TimeKernel(size_t i) {
   progress_(tag + " mlk median " + bench::fmt_ms(kr.mlk.median_ms()) + " ms over " +
             std::to_string(kr.mlk.samples_ms.size()) + " samples of " + std::to_string(kr.mlk.calls_per_sample) +
             " call" + (kr.mlk.calls_per_sample == 1 ? "" : "s"));
-  bool keep = base_ && JudgeAgainstBaseline(kr, tag);
+  bool keep = false;
+  if (comparing()) {
+    keep = JudgeAgainstBaseline(kr, tag, twin_times ? &*twin_times : nullptr);
+    if (!kr.comparison) ++failures_;  // the baseline's artifact failed and nothing else can judge
+    else if (twin) kr.comparison->against = against;
+    if (!no_ab.empty() && kr.comparison) kr.comparison->notes.push_back("not A/B: " + no_ab);
+  }
+  if (o_.count_insns) CountInstructions(kr, twin ? against : "");
   report_.kernels.push_back(std::move(kr));
   if (!keep) k.Release();  // a suspect stays compiled for its re-measurement
 }
@@ -440,95 +548,174 @@ bench::KernelResult Bench::ResultOf(bench::PreparedKernel& k, const std::vector<
   return kr;
 }
 
-// Compares `kr`'s rounds with the baseline's and records the comparison in
-// it. True when the gate suspects a regression: then kr is listed in
-// suspects_ (under the index it is about to get in report_.kernels).
-bool Bench::JudgeAgainstBaseline(bench::KernelResult& kr, const std::string& tag) {
-  const bench::KernelResult& b = *base_->find(kr.id);
+// Compares `kr`'s rounds with those of the baseline's artifact timed beside
+// it (`twin`, A/B, paired), else with the baseline's recorded rounds, and
+// records the comparison in it. True when the gate suspects a regression:
+// then kr is listed in suspects_ (under the index it is about to get in
+// report_.kernels). No comparison at all when the twin failed and there are
+// no recorded times to fall back on.
+bool Bench::JudgeAgainstBaseline(bench::KernelResult& kr, const std::string& tag, const bench::TimingResult* twin) {
+  const bench::KernelResult* b = base_ ? base_->find(kr.id) : nullptr;
   bench::KernelComparison c;
-  c.first = bench::compare_rounds(bench::round_medians(b.mlk.samples_ms, b.mlk.round_sizes),
-                                  bench::round_medians(kr.mlk.samples_ms, kr.mlk.round_sizes), gate_);
-  c.notes = bench::comparison_notes(kr, b);
-  if (c.first.baseline_rounds < 5 || c.first.current_rounds < 5)
-    c.notes.push_back("too few rounds to judge (" + std::to_string(c.first.baseline_rounds) + " in the baseline, " +
-                      std::to_string(c.first.current_rounds) + " now; the test needs 5 on each side)");
+  const auto cur = bench::round_medians(kr.mlk.samples_ms, kr.mlk.round_sizes);
+  std::string twin_failed;
+  if (twin && (!twin->status.ok() || twin->samples_ms.empty() || twin->round_sizes != kr.mlk.round_sizes))
+    twin_failed = twin->status.ok() ? "its rounds did not complete" : twin->status.message();
+  if (twin && twin_failed.empty()) {
+    c.first = bench::compare_paired_samples(twin->samples_ms, twin->round_sizes, kr.mlk.samples_ms,
+                                            kr.mlk.round_sizes, gate_);
+    c.first_ab = true;
+    if (c.first.current_rounds < 3)
+      c.notes.push_back("too few rounds to judge (" + std::to_string(c.first.current_rounds) +
+                        "; the paired comparison needs 3)");
+  } else {
+    if (!twin_failed.empty()) {
+      std::fprintf(stderr, "mlk bench: %s: the baseline's artifact failed: %s\n", kr.id.c_str(), twin_failed.c_str());
+      if (!b) return false;
+    }
+    c.first = bench::compare_rounds(bench::round_medians(b->mlk.samples_ms, b->mlk.round_sizes), cur, gate_);
+    if (c.first.baseline_rounds < 5 || c.first.current_rounds < 5)
+      c.notes.push_back("too few rounds to judge (" + std::to_string(c.first.baseline_rounds) + " in the baseline, " +
+                        std::to_string(c.first.current_rounds) + " now; the test needs 5 on each side)");
+    c.notes.push_back("compared with the baseline's recorded times only: the weaker mode, in which a busy machine "
+                      "looks like a slower kernel");
+  }
+  if (b)
+    for (auto& n : bench::comparison_notes(kr, *b)) c.notes.push_back(std::move(n));
   c.verdict = c.first.suspect ? "regression" : c.first.faster ? "faster" : "ok";
   if (c.first.suspect) {
     suspects_.push_back(report_.kernels.size());
-    progress_(tag + " " + bench::change_text(c.first.ratio) + " against the baseline: suspect; it will be measured again");
+    progress_(tag + " " + bench::change_text(c.first.ratio) + " against the baseline" + (c.first_ab ? " (A/B)" : "") +
+              ": suspect; it will be measured again");
   }
   kr.comparison = c;
   return c.first.suspect;
 }
 
+// Test seam (docs/ci.md): MLK_BENCH_TEST_EXTRA_INSTRUCTIONS=FN:N adds about N
+// instructions to every counted call of FN's artifact (this build's only),
+// and nothing to what is timed: an instruction-count regression that timing
+// cannot see.
+int64_t extra_instructions(const std::string& fn) {
+  const char* e = std::getenv("MLK_BENCH_TEST_EXTRA_INSTRUCTIONS");
+  std::string v = e ? e : "";
+  auto c = v.find(':');
+  if (c == std::string::npos || v.substr(0, c) != fn) return 0;
+  return std::atoll(v.c_str() + c + 1);
+}
+
+// --count-instructions: this build's artifact and, A/B against an artifact
+// (`against` is "artifact KEY"), the baseline's; the instruction gate's
+// verdict in kr.instructions.
+void Bench::CountInstructions(bench::KernelResult& kr, const std::string& against) {
+  bench::InsnResult n;
+  bench::CountRequest rq{{kr.name, kr.file, kr.fn, kr.target, kr.dims, ""}, popts_.store_path, o_.ns, kr.cache_key,
+                         o_.seed, 2, extra_instructions(kr.fn)};
+  if (kr.variant != "tuned") {
+    n.note = "not counted: this build runs the default schedule, compiled at run time; counting needs a tuned artifact";
+    kr.instructions = n;
+    return;
+  }
+  auto cur = bench::count_instructions(rq);
+  if (!cur.ok()) {
+    std::fprintf(stderr, "mlk bench: %s: %s\n", kr.id.c_str(), cur.status().message().c_str());
+    n.note = cur.status().message();
+    ++failures_;
+    kr.instructions = n;
+    return;
+  }
+  n.counter = cur->counter;
+  n.current = cur->instructions;
+  progress_("[bench " + kr.name + "] " + std::to_string(static_cast<int64_t>(n.current)) + " instructions a call (" +
+            n.counter + ")");
+  if (against.rfind("artifact ", 0) == 0) {
+    rq.key = against.substr(9);
+    rq.extra_per_call = 0;
+    auto base = bench::count_instructions(rq);
+    if (base.ok() && base->instructions > 0) {
+      n.baseline = base->instructions;
+      n.ratio = n.current / n.baseline;
+      n.regression = n.ratio > 1 + o_.max_insn_increase.value_or(2) / 100;
+      if (n.regression) report_.insn_regressions.push_back(kr.id);
+    } else {
+      n.note = "the baseline's artifact not counted: " + (base.ok() ? "no instructions" : base.status().message());
+    }
+  } else if (comparing()) {
+    n.note = "the baseline's artifact not counted: it is not a tuned artifact";
+  }
+  kr.instructions = n;
+}
+
 // After everything else: a regression must show twice.
 void Bench::ConfirmSuspects() {
   seam_.first_pass = false;
-  if (!suspects_.empty()) (void)bench::settle(base_->calibration_ms, o_.settle_s, progress_);
+  bool recorded = false;
+  for (size_t ri : suspects_) recorded = recorded || !report_.kernels[ri].comparison->first_ab;
+  if (recorded) (void)bench::settle(base_->calibration_ms, o_.settle_s, progress_);
   for (size_t ri : suspects_) Confirm(ri);
 }
 
-// A/B: the baseline's own artifact (by its recorded cache key, or the
-// default schedule of the same program), prepared to be timed interleaved
-// with this build's in this process, so that whatever load the machine
-// carries hits both alike. Null, with the reason in `no_ab`, when that is
-// impossible and recorded times are compared instead.
-std::unique_ptr<bench::PreparedKernel> Bench::BaselineTwin(const bench::PreparedKernel& k, const bench::KernelResult& kr,
-                                                           const bench::KernelResult& b, std::string& no_ab) const {
-  no_ab = o_.recorded ? "--recorded" : "";
-  if (no_ab.empty() && b.variant == "default" && b.ir_hash != kr.ir_hash)
-    no_ab = "the baseline ran the default schedule of another program";
-  if (no_ab.empty() && b.variant != "default" && b.variant != "tuned")
-    no_ab = "the baseline does not say which artifact it timed";
-  if (!no_ab.empty()) return nullptr;
-  auto t = bench::PreparedKernel::Resolve(k.spec());
-  bench::PrepareOptions bo = popts_;
-  bo.peers.clear();
-  bo.progress = nullptr;
-  if (b.variant == "tuned") bo.artifact_key = b.cache_key;
-  else bo.default_schedule = true;
-  Status s = t.ok() ? (*t)->Prepare(bo) : t.status();
-  if (s.ok()) return std::move(*t);
-  no_ab = "the baseline's artifact cannot be had: " + s.message();
-  return nullptr;
+// Which artifact of the baseline's `k` is timed beside (PrepareOptions'
+// baseline_key, baseline_default): --against's key (or the default
+// schedule), else the one the baseline's entry names (by its recorded cache
+// key, or the default schedule of the same program), so that whatever load
+// the machine carries hits both alike. `against` says which, for people;
+// `no_ab` why none can be, when recorded times are compared instead.
+void Bench::BaselineRef(const bench::PreparedKernel& k, bench::PrepareOptions& popts, std::string& against,
+                        std::string& no_ab) const {
+  if (!o_.against.empty()) {
+    if (o_.against == "default") popts.baseline_default = true;
+    else popts.baseline_key = o_.against;
+  } else {
+    const bench::KernelResult& b = *base_->find(k.id());
+    no_ab = o_.recorded ? "--recorded" : "";
+    if (no_ab.empty() && b.variant == "default" && b.ir_hash != k.ir_hash())
+      no_ab = "the baseline ran the default schedule of another program";
+    if (no_ab.empty() && b.variant != "default" && b.variant != "tuned")
+      no_ab = "the baseline does not say which artifact it timed";
+    if (!no_ab.empty()) return;
+    if (b.variant == "tuned") popts.baseline_key = b.cache_key;
+    else popts.baseline_default = true;
+  }
+  against = popts.baseline_default ? "the default schedule" : "artifact " + popts.baseline_key;
 }
 
-// Re-measures the suspect report_.kernels[ri] and settles its verdict.
+// Re-measures the suspect report_.kernels[ri] as it was measured first (A/B
+// beside the baseline's artifact, or against the recorded times) and
+// settles its verdict.
 void Bench::Confirm(size_t ri) {
   bench::KernelResult& kr = report_.kernels[ri];
   bench::PreparedKernel* k = nullptr;
   for (auto& kk : kernels_)
     if (kk->id() == kr.id) k = kk.get();
-  const bench::KernelResult& b = *base_->find(kr.id);
-  std::string no_ab;
-  std::unique_ptr<bench::PreparedKernel> twin = BaselineTwin(*k, kr, b, no_ab);
-  progress_("[bench confirm " + kr.name + "] measuring again" +
-            (twin ? ", interleaved with the baseline's artifact (A/B)" : ", against the recorded times (" + no_ab + ")"));
-  std::vector<bench::Timed> items = {{k->mlk().run, 3, [k] { k->RenewBuffers(); }}};
-  if (twin) items.push_back({twin->mlk().run, 3, [t = twin.get()] { t->RenewBuffers(); }});
-  auto again = bench::measure_interleaved(items, topts_);
   bench::KernelComparison& c = *kr.comparison;
+  bench::Variant* twin = k->baseline().run ? &k->baseline() : nullptr;
+  progress_("[bench confirm " + kr.name + "] measuring again" +
+            (twin ? ", in the same rounds as the baseline's artifact (A/B)" : ", against the recorded times"));
+  std::vector<bench::Timed> items = {{k->mlk().run, twin ? 8 : 3, [k] { k->RenewBuffers(); }}};
+  if (twin) items.push_back({twin->run, 8, nullptr});
+  auto again = twin ? bench::measure_paired(items[0], items[1], topts_) : bench::measure_interleaved(items, topts_);
   const Status* bad = nullptr;
   for (const auto& r : again)
     if (!bad && (!r.status.ok() || r.samples_ms.empty())) bad = &r.status;
-  if (bad) {
-    std::fprintf(stderr, "mlk bench: %s: the re-measurement failed: %s\n", kr.id.c_str(), bad->message().c_str());
-    c.notes.push_back("the re-measurement failed: " + bad->message());
+  if (bad || (twin && again[0].round_sizes != again[1].round_sizes)) {
+    const std::string why = bad ? bad->message() : "its rounds did not complete";
+    std::fprintf(stderr, "mlk bench: %s: the re-measurement failed: %s\n", kr.id.c_str(), why.c_str());
+    c.notes.push_back("the re-measurement failed: " + why);
     c.verdict = "unconfirmed";
     ++failures_;
   } else {
-    const bool ab = twin != nullptr;
-    const std::vector<double>& bs = ab ? again[1].samples_ms : b.mlk.samples_ms;
-    const std::vector<size_t>& br = ab ? again[1].round_sizes : b.mlk.round_sizes;
-    c.confirm = bench::compare_rounds(bench::round_medians(bs, br),
-                                      bench::round_medians(again[0].samples_ms, again[0].round_sizes), gate_);
-    c.confirm_ab = ab;
-    c.notes.push_back(ab ? "re-measured A/B: the baseline's artifact timed interleaved with this build's, in one process"
-                         : "re-measured against the baseline's recorded times only (" + no_ab +
-                               "): the weaker mode, in which a busy machine looks like a slower kernel");
+    const auto cur = bench::round_medians(again[0].samples_ms, again[0].round_sizes);
+    if (twin) {
+      c.confirm = bench::compare_paired_samples(again[1].samples_ms, again[1].round_sizes, again[0].samples_ms,
+                                                again[0].round_sizes, gate_);
+    } else {
+      const bench::KernelResult& b = *base_->find(kr.id);
+      c.confirm = bench::compare_rounds(bench::round_medians(b.mlk.samples_ms, b.mlk.round_sizes), cur, gate_);
+    }
+    c.confirm_ab = twin != nullptr;
     c.verdict = c.confirm->suspect ? "regression" : "unconfirmed";
   }
-  if (twin) twin->Release();
   if (c.verdict == "regression") report_.regressions.push_back(kr.id);
   k->Release();
 }
@@ -538,6 +725,16 @@ void Bench::PrintTables(FILE* out) const {
   std::fprintf(out, "median times (ms) on %s, %d cores; mlk: the tuned artifact from the cache, else the default schedule\n",
                report_.machine.cpu.c_str(), report_.machine.cores);
   std::fputs(bench::times_table(report_, *o_.peers).c_str(), out);
+  for (const auto& k : report_.kernels) {
+    if (!k.instructions) continue;
+    const bench::InsnResult& n = *k.instructions;
+    std::string line = n.counter.empty() ? "" : std::to_string(static_cast<int64_t>(n.current)) + " a call (" + n.counter + ")";
+    if (n.baseline > 0)
+      line += ", the baseline's artifact " + std::to_string(static_cast<int64_t>(n.baseline)) + " (" +
+              bench::insn_change_text(n.ratio) + ")" + (n.regression ? ": INSTRUCTION REGRESSION" : "");
+    if (!n.note.empty()) line += (line.empty() ? "" : "; ") + n.note;
+    std::fprintf(out, "instructions: %s: %s\n", k.name.c_str(), line.c_str());
+  }
   if (o_.peers->empty()) return;
   std::fprintf(out, "\nmlk's speedup over each peer (peer median / mlk median; above 1: mlk is faster)\n");
   std::fputs(bench::ratios_table(report_, *o_.peers).c_str(), out);
@@ -553,14 +750,18 @@ void Bench::PrintTables(FILE* out) const {
 
 // The gate table against the baseline, its notes and the calibration loop.
 void Bench::PrintBaseline(FILE* out) const {
-  std::fprintf(out, "\nagainst baseline %s (recorded %s on %s); regression limit +%g%%%s\n", o_.baseline.c_str(),
-               base_->created.c_str(), base_->machine.host.c_str(), gate_.max_regression_pct,
-               report_.gate ? "" : " (report only: no --max-regression)");
+  if (base_)
+    std::fprintf(out, "\nagainst baseline %s (recorded %s on %s); regression limit +%g%%%s\n", report_.baseline_path.c_str(),
+                 base_->created.c_str(), base_->machine.host.c_str(), gate_.max_regression_pct,
+                 report_.gate ? "" : " (report only: no --max-regression)");
+  else
+    std::fprintf(out, "\nagainst %s, A/B; regression limit +%g%%%s\n", report_.baseline_path.c_str(),
+                 gate_.max_regression_pct, report_.gate ? "" : " (report only: no --max-regression)");
   std::fputs(bench::gate_table(report_).c_str(), out);
   for (const auto& k : report_.kernels)
     if (k.comparison)
       for (const auto& n : k.comparison->notes) std::fprintf(out, "note: %s: %s\n", k.name.c_str(), n.c_str());
-  if (base_->calibration_ms.empty()) return;
+  if (!base_ || base_->calibration_ms.empty() || !o_.recorded) return;
   double ratio = bench::median(report_.calibration_ms) / bench::median(base_->calibration_ms);
   std::fprintf(out, "calibration loop: %s ms now, %s ms in the baseline (%.2fx)\n",
                bench::fmt_ms(bench::median(report_.calibration_ms)).c_str(),
@@ -588,6 +789,18 @@ int Bench::WriteFiles() const {
       status = fail(s);
     } else {
       progress_("mlk bench: wrote baseline " + o_.record);
+    }
+  }
+  if (o_.push) {
+    if (failures_) {
+      std::fprintf(stderr, "mlk bench: results not pushed: %d kernel%s failed\n", failures_, failures_ == 1 ? "" : "s");
+    } else if (auto n = push_bench_report(o_.server, o_.ns == "default" ? "" : o_.ns, bench::report_to_json(report_),
+                                          o_.baseline_set);
+               !n.ok()) {
+      status = fail(n.status());
+    } else {
+      progress_("mlk bench: pushed " + std::to_string(*n) + " result" + (*n == 1 ? "" : "s") + " to " + o_.server +
+                (o_.baseline_set.empty() ? "" : " as baseline set " + o_.baseline_set));
     }
   }
   if (!o_.plot.empty()) {
@@ -624,17 +837,27 @@ Status Bench::WritePlot() const {
   return bench::write_text_file(o_.plot, svg);
 }
 
-// One line on stderr per confirmed regression.
+// One line on stderr per confirmed regression, then one per instruction-count one.
 void Bench::PrintRegressions() const {
+  for (const auto& id : report_.insn_regressions) {
+    const bench::InsnResult& n = *report_.find(id)->instructions;
+    std::fprintf(stderr,
+                 "mlk bench: instruction regression: `%s` runs %s instructions a call, %s against the baseline's "
+                 "artifact's %s (%s; limit %g%%)\n",
+                 id.c_str(), std::to_string(static_cast<int64_t>(n.current)).c_str(),
+                 bench::insn_change_text(n.ratio).c_str(), std::to_string(static_cast<int64_t>(n.baseline)).c_str(),
+                 n.counter.c_str(), report_.max_insn_increase_pct);
+  }
   for (const auto& id : report_.regressions) {
     const bench::KernelResult& k = *report_.find(id);
     const bench::Comparison& c = *k.comparison->confirm;
     const std::string p = c.p_slower < 1e-6 ? "< 1e-6" : "= " + bench::fmt_ms(c.p_slower);
     std::fprintf(stderr,
                  "mlk bench: regression: `%s` is %.1f%% slower than in %s (median %s ms -> %s ms; 99%% interval of "
-                 "the ratio [%.3f, %.3f], Mann-Whitney p %s; limit %g%%); confirmed by a re-measurement%s\n",
-                 k.id.c_str(), (c.ratio - 1) * 100, o_.baseline.c_str(), bench::fmt_ms(c.baseline_median_ms).c_str(),
-                 bench::fmt_ms(c.current_median_ms).c_str(), c.ci_low, c.ci_high, p.c_str(), gate_.max_regression_pct,
+                 "the ratio [%.3f, %.3f], %s p %s; limit %g%%); confirmed by a re-measurement%s\n",
+                 k.id.c_str(), (c.ratio - 1) * 100, report_.baseline_path.c_str(),
+                 bench::fmt_ms(c.baseline_median_ms).c_str(), bench::fmt_ms(c.current_median_ms).c_str(), c.ci_low,
+                 c.ci_high, k.comparison->confirm_ab ? "paired t" : "Mann-Whitney", p.c_str(), gate_.max_regression_pct,
                  k.comparison->confirm_ab ? " (A/B against the baseline's artifact)" : " (against recorded times only)");
   }
 }
@@ -649,11 +872,12 @@ int Bench::Run() {
   FILE* out = o_.json_out == "-" ? stderr : stdout;
   if (report_.kernels.empty()) return 1;  // every kernel failed, each said why
   PrintTables(out);
-  if (base_) PrintBaseline(out);
+  if (comparing()) PrintBaseline(out);
   int status = WriteFiles();
   PrintRegressions();
   if (report_.gate && !report_.regressions.empty()) return 1;
-  if (base_ && !report_.gate && !report_.regressions.empty())
+  if (report_.insn_gate && !report_.insn_regressions.empty()) return 1;
+  if (comparing() && !report_.gate && !report_.regressions.empty())
     std::fprintf(stderr, "mlk bench: (report only: pass --max-regression PCT to fail on regressions)\n");
   return status;
 }

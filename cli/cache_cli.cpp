@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "base/time.h"
+#include "cache/entry_meta.h"
 #include "cache/paths.h"
 #include "cache/sizes.h"
 #include "cache/store.h"
@@ -70,7 +71,7 @@ std::vector<Form> subcommands() {
       {"rm KEY", {}, "remove an entry (and the blobs only it used)"},
       {"pin KEY", {}, "keep an entry through gc"},
       {"unpin KEY", {}, "let gc evict it again"},
-      {"push KEY", {"!--remote"},
+      {"push KEY", {"!--remote", "--require-verified"},
        "copy an entry and its blobs to a `mlk serve` (token from $MLK_TOKEN; on the server, namespace \"default\" is "
        "the token's team)"},
       {"pull KEY", {"!--remote"}, "copy an entry from a `mlk serve` into the store, verified"},
@@ -103,6 +104,10 @@ CommandSpec spec(CacheArgs& o) {
                .set = set_bool(o.repair)},
               {.name = "--remote", .metavar = "URL", .help = "push, pull: the `mlk serve`, e.g. http://cache:8080",
                .set = store(o.remote), .required_note = " (the `mlk serve`, e.g. http://cache:8080)"},
+              {.name = "--require-verified", .metavar = "LEVELS",
+               .help = "push: refuse (and push nothing) unless the entry's `mlk verify` report passed these levels "
+                       "(types, identity, envelope, memory, equivalence; all; cheap)",
+               .set = store(o.require_verified)},
           },
       .epilogue = kCacheEpilogue,
       .positional =
@@ -178,14 +183,18 @@ Status list(Store& store, const CacheArgs& o, std::ostream& out) {
   if (listed->empty()) {
     out << "no entries" << (o.ns ? " in namespace `" + *o.ns + "`" : std::string()) << " in " << store.path() << "\n";
   } else {
-    std::snprintf(line, sizeof line, "%-16s %-64s %12s %5s %3s %-20s %s\n", "NAMESPACE", "KEY", "BYTES", "FILES", "PIN",
-                  "LAST USED", "PRODUCER");
+    std::snprintf(line, sizeof line, "%-16s %-64s %12s %5s %3s %-20s %-12s %s\n", "NAMESPACE", "KEY", "BYTES", "FILES",
+                  "PIN", "LAST USED", "PRODUCER", "VERIFIED");
     out << line;
   }
   for (const auto& e : *listed) {
-    std::snprintf(line, sizeof line, "%-16s %-64s %12" PRId64 " %5zu %3s %-20s %s\n", e.ns.c_str(), e.key.c_str(), e.size,
-                  e.manifest.files.size(), e.pinned ? "yes" : "-", iso_time(e.last_used).c_str(),
-                  e.damaged ? "DAMAGED (run `mlk cache verify`)" : e.manifest.provenance.producer.c_str());
+    // The levels `mlk verify` passed (docs/verification.md); "?" when the metadata is unreadable.
+    auto v = cache::parse_verified(e.manifest.meta_json.empty() ? "{}" : e.manifest.meta_json);
+    const std::string verified = v.ok() ? v->str() : "?";
+    std::snprintf(line, sizeof line, "%-16s %-64s %12" PRId64 " %5zu %3s %-20s %-12s %s\n", e.ns.c_str(), e.key.c_str(),
+                  e.size, e.manifest.files.size(), e.pinned ? "yes" : "-", iso_time(e.last_used).c_str(),
+                  e.damaged ? "DAMAGED (run `mlk cache verify`)" : e.manifest.provenance.producer.c_str(),
+                  e.damaged ? "-" : verified.c_str());
     out << line;
   }
   auto usage = store.usage();

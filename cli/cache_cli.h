@@ -24,6 +24,7 @@ struct CacheArgs {
   std::optional<int64_t> max_size;
   bool repair = false;
   std::string remote;  // an http:// URL when given
+  std::string require_verified;  // push: the levels the entry's report must pass ("" = none)
 };
 
 // The flags and subcommands of `mlk cache`, for its help and the docs.

@@ -36,6 +36,7 @@ CommandSpec serve_spec();
 CommandSpec targets_spec();
 CommandSpec token_spec();
 CommandSpec tune_spec();
+CommandSpec verify_spec();
 CommandSpec version_spec();
 int run_bench(const std::vector<std::string>& args);
 int run_build(const std::vector<std::string>& args);
@@ -46,6 +47,7 @@ int run_serve(const std::vector<std::string>& args);
 int run_targets(const std::vector<std::string>& args);
 int run_token(const std::vector<std::string>& args);
 int run_tune(const std::vector<std::string>& args);
+int run_verify(const std::vector<std::string>& args);
 int run_version(const std::vector<std::string>& args);
 
 // Prints "mlk NAME: MESSAGE" and the usage hint to stderr; returns 2.

@@ -19,7 +19,7 @@ const std::vector<Command>& commands() {
       {"bench", bench_spec, run_bench},     {"build", build_spec, run_build}, {"cache", cache_spec, run_cache},
       {"check", check_spec, run_check},     {"run", run_spec, run_run},       {"serve", serve_spec, run_serve},
       {"targets", targets_spec, run_targets}, {"token", token_spec, run_token}, {"tune", tune_spec, run_tune},
-      {"version", version_spec, run_version},
+      {"verify", verify_spec, run_verify},    {"version", version_spec, run_version},
   };
   return cmds;
 }

@@ -82,8 +82,9 @@ CommandSpec spec(RunOptions& o) {
                .help = "one tensor per parameter, matched by name; dtypes must match exactly and every other tensor "
                        "in the file is an error. Repeatable: each parameter from exactly one file. A file ending in "
                        ".arrows is an Arrow IPC stream whose columns bind the parameters of their names, Tensor[T, "
-                       "[N]] from a column of T and Tensor[T, [N, D]] from a FixedSizeList[T, D] column, non-nullable "
-                       "(docs/interop/arrow.md)",
+                       "[N]] from a column of T and Tensor[T, [N, D]] from a FixedSizeList[T, D] column, non-nullable; "
+                       "for a fn with a Dataframe parameter the stream binds it, checked against its Schema "
+                       "(NAME=IN.arrows names the parameter when there are several) (docs/interop/arrow.md)",
                .set = append(o.inputs), .required = true, .repeatable = true},
               {.name = "--output", .metavar = "OUT.safetensors",
                .help = "where to write the result (written atomically); required unless --repeat is given",

@@ -3,6 +3,7 @@
 #include "cli/run_inputs.h"
 
 #include "interop/arrow_reader.h"
+#include "interop/arrow_schema.h"
 #include "interop/tensor_files.h"
 
 namespace mlk::cli {
@@ -39,7 +40,9 @@ Expected<arrow_ipc::ColumnDecl> column_of(const std::string& path, const ir::Fun
     if (d) c.list_size = *d;
     else c.any_list_size = true;
   }
-  if (Status s = arrow_ipc::validate_decl({{c}}); !s.ok())
+  arrow_ipc::SchemaDecl one;
+  one.columns.push_back(c);
+  if (Status s = arrow_ipc::validate_decl(one); !s.ok())
     return Status::InvalidArgument(path + ": column `" + p.name + "` cannot bind parameter `" + p.name + "` (" +
                                    p.type.str() + "): columns are I32, I64, F16, F32 or F64");
   return c;
@@ -68,6 +71,65 @@ Expected<std::map<std::string, HostTensor>> read_stream_inputs(const std::string
   return out;
 }
 
+// The Dataframe parameter a stream binds: the one named by `NAME=` in
+// `spec`, else the fn's only one; `path` is the file.
+Expected<const ir::Frame*> frame_for(const std::string& spec, const ir::Function& f, std::string& path) {
+  path = spec;
+  size_t eq = spec.find('=');
+  if (eq != std::string::npos)
+    for (const auto& fr : f.frames)
+      if (fr.name == spec.substr(0, eq)) {
+        path = spec.substr(eq + 1);
+        return &fr;
+      }
+  if (f.frames.size() == 1) return &f.frames[0];
+  std::string names;
+  for (const auto& fr : f.frames) names += (names.empty() ? "" : ", ") + fr.name;
+  return Status::InvalidArgument(spec + ": `" + f.name + "` has " + std::to_string(f.frames.size()) +
+                                 " Dataframe parameters (" + names + "); say which this stream binds: --inputs NAME=" +
+                                 spec);
+}
+
+// The column tensors of the Dataframe parameter a stream binds, by parameter
+// name (`df.col`); the stream is read against the declaration the type makes.
+Expected<std::map<std::string, HostTensor>> read_frame_inputs(const std::string& spec, const ir::Function& f,
+                                                              const std::map<std::string, int64_t>& dims) {
+  std::string path;
+  auto fr = frame_for(spec, f, path);
+  if (!fr.ok()) return fr.status();
+  auto table = arrow_ipc::read_stream_file(path, arrow_ipc::schema_of(**fr, dims));
+  if (!table.ok()) return table.status();
+  std::map<std::string, HostTensor> out;
+  for (size_t i = 0; i < (*fr)->columns.size(); ++i) {
+    const ir::FrameColumn& c = (*fr)->columns[i];
+    if (c.param >= 0) out[f.params[static_cast<size_t>(c.param)].name] = std::move(table->columns[i].values);
+  }
+  return out;
+}
+
+// The Dataframe parameter whose column parameter `i` is, or nullptr.
+const ir::Frame* frame_of_param(const ir::Function& f, size_t i) {
+  for (const auto& fr : f.frames)
+    for (const auto& c : fr.columns)
+      if (c.param == static_cast<int>(i)) return &fr;
+  return nullptr;
+}
+
+// `dims` with the dimensions the shapes of safetensors inputs give (an axis
+// whose extent is a dimension variable), for the streams' rules and list
+// sizes; a disagreement is left to bind_dims, which names both sides.
+std::map<std::string, int64_t> with_tensor_dims(std::map<std::string, int64_t> dims, const ir::Function& f,
+                                                const std::map<std::string, HostTensor>& tensors) {
+  for (const auto& p : f.params) {
+    auto it = tensors.find(p.name);
+    if (it == tensors.end() || it->second.shape.size() != p.type.shape.size()) continue;
+    for (size_t a = 0; a < p.type.shape.size(); ++a)
+      for (const auto& v : f.dim_vars)
+        if (p.type.shape[a] == Dim::var(v)) dims.emplace(v, it->second.shape[a]);
+  }
+  return dims;
+}
+
 }  // namespace
 
 bool is_arrow_stream(const std::string& path) {
@@ -79,8 +141,17 @@ Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>
                                                   const std::map<std::string, int64_t>& dims) {
   std::map<std::string, HostTensor> by_name;
   std::map<std::string, std::string> source;  // parameter -> the file that gave it
-  for (const auto& path : files) {
-    auto tensors = is_arrow_stream(path) ? read_stream_inputs(path, f, dims) : read_safetensors(path);
+  // With Dataframes, safetensors files first: their shapes give dims the
+  // streams' rules and list sizes use.
+  std::vector<std::string> ordered;
+  for (const auto& path : files)
+    if (f.frames.empty() || !is_arrow_stream(path)) ordered.push_back(path);
+  for (const auto& path : files)
+    if (!f.frames.empty() && is_arrow_stream(path)) ordered.push_back(path);
+  for (const auto& path : ordered) {
+    auto tensors = !is_arrow_stream(path) ? read_safetensors(path)
+                   : f.frames.empty()      ? read_stream_inputs(path, f, dims)
+                                           : read_frame_inputs(path, f, with_tensor_dims(dims, f, by_name));
     if (!tensors.ok()) return tensors.status();
     const char* what = is_arrow_stream(path) ? "column" : "tensor";
     for (auto& [name, t] : *tensors) {
@@ -95,8 +166,12 @@ Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>
     }
   }
   std::vector<HostTensor> inputs;
-  for (const auto& p : f.params) {
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const ir::Param& p = f.params[i];
     auto it = by_name.find(p.name);
+    if (const ir::Frame* fr = frame_of_param(f, i); it == by_name.end() && fr != nullptr)
+      return Status::InvalidArgument("no --inputs stream gives Dataframe parameter `" + fr->name + "` of `" + f.name +
+                                     "` (give it as --inputs TABLE.arrows)");
     if (it == by_name.end()) {
       std::string where = files.size() != 1            ? "no --inputs file has a tensor or column"
                           : is_arrow_stream(files[0]) ? files[0] + " has no column"

@@ -3,7 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "cache/entry_meta.h"
 #include "cache/paths.h"
+#include "cache/pg_store.h"
 #include "cache/sizes.h"
 #include "cli/command.h"
 #include "cli/flags.h"
@@ -15,7 +17,7 @@ namespace {
 
 struct ServeArgs {
   service::ServeOptions o;
-  std::string cache_flag;
+  std::string cache_flag, store_flag;
 };
 
 Expected<int64_t> size_flag(const std::string& flag, const std::string& text) {
@@ -74,6 +76,21 @@ FlagSetter store_quota(std::map<std::string, int64_t>& limits) {
   };
 }
 
+// --require-verified NS=LEVELS, once per release namespace.
+FlagSetter store_release(std::map<std::string, std::vector<std::string>>& gates) {
+  return [&gates](const std::string& flag, const std::string& value) -> Status {
+    size_t eq = value.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::Usage(flag + ": `" + value + "` is not NAMESPACE=LEVELS (e.g. release=envelope,memory)");
+    Status ns = cache::validate_namespace(value.substr(0, eq));
+    if (!ns.ok()) return Status::Usage(flag + ": " + ns.message());
+    auto lv = cache::parse_required_levels(value.substr(eq + 1));
+    if (!lv.ok()) return Status::Usage(flag + ": " + lv.status().message());
+    gates[value.substr(0, eq)] = *lv;
+    return Status::Ok();
+  };
+}
+
 // --timeout: the read and the write limit.
 FlagSetter store_timeout(service::ServeOptions& o) {
   return [&o](const std::string& flag, const std::string& value) -> Status {
@@ -99,6 +116,18 @@ CommandSpec spec(ServeArgs& a) {
           {
               {.name = "--cache", .metavar = "PATH", .help = "the store",
                .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(a.cache_flag)},
+              {.name = "--store", .metavar = "URL",
+               .help = "the shared backend instead of a store file: postgresql://USER@HOST:PORT/DB (needs --blobs)",
+               .set = store(a.store_flag)},
+              {.name = "--blobs", .metavar = "S3URL",
+               .help = "with --store: the bucket for blob bytes, s3://BUCKET?endpoint=http://HOST:PORT[&region=R]; "
+                       "credentials from $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY",
+               .set = store(o.blobs)},
+              {.name = "--blob-cache", .metavar = "DIR",
+               .help = "with --store: this replica's local cache of blobs read from the bucket (one per replica)",
+               .default_value = "none", .set = store(o.blob_cache_dir)},
+              {.name = "--blob-cache-size", .metavar = "SIZE", .help = "the local blob cache's limit, least recently used out first",
+               .default_value = "1G", .set = store_size(o.blob_cache_bytes)},
               {.name = "--listen", .metavar = "HOST:PORT",
                .help = "the address; port 0: any free port, printed on the first line of output",
                .default_value = "127.0.0.1:8080", .set = store_listen(o)},
@@ -108,6 +137,10 @@ CommandSpec spec(ServeArgs& a) {
                .default_value = "64M", .set = store_size(o.api.max_body_bytes)},
               {.name = "--quota", .metavar = "TEAM=SIZE", .help = "hard limit of a namespace's bytes; over it writes get 507",
                .set = store_quota(o.api.quotas.limits), .repeatable = true},
+              {.name = "--require-verified", .metavar = "NS=LEVELS",
+               .help = "a release namespace: it accepts only entries whose `mlk verify` report passed LEVELS "
+                       "(e.g. release=envelope,memory); others get 403",
+               .set = store_release(o.api.require_verified), .repeatable = true},
               {.name = "--default-quota", .metavar = "SIZE", .help = "the limit of every namespace without --quota",
                .default_value = "none", .set = store_size(o.api.quotas.default_limit)},
               {.name = "--timeout", .metavar = "SECONDS", .help = "per socket read or write; a stalled client is dropped",
@@ -133,7 +166,17 @@ CommandSpec serve_spec() {
 int run_serve(const std::vector<std::string>& args) {
   ServeArgs a;
   if (int bad = parse_or_usage_error(spec(a), args)) return bad;
-  a.o.store_path = cache::default_store_path(a.cache_flag);
+  if (!a.store_flag.empty() && !a.cache_flag.empty()) return usage_error("serve", "give --cache PATH or --store URL, not both");
+  if (!a.store_flag.empty() && !cache::is_postgres_url(a.store_flag))
+    return usage_error("serve", "--store `" + a.store_flag + "` is not a postgresql:// URL (a store file is --cache PATH)");
+  if (a.store_flag.empty() && (!a.o.blobs.empty() || !a.o.blob_cache_dir.empty()))
+    return usage_error("serve", "--blobs and --blob-cache go with --store postgresql://...; an SQLite store keeps its blobs itself");
+  if (!a.store_flag.empty() && a.o.blobs.empty())
+    return usage_error("serve", "--store needs --blobs s3://BUCKET?endpoint=... (where the blob bytes live)");
+  a.o.store_path = a.store_flag.empty() ? cache::default_store_path(a.cache_flag) : a.store_flag;
+  // The benchmark history beside an SQLite store (docs/ci.md); none with PostgreSQL yet.
+  if (a.store_flag.empty()) a.o.api.bench_history_path = a.o.store_path + ".bench-history";
+  if (a.o.blob_cache_dir.empty()) a.o.blob_cache_bytes = 0;
   Status s = service::serve_until_signal(a.o);
   if (!s.ok()) {
     std::fprintf(stderr, "mlk serve: %s\n", s.message().c_str());

@@ -1,6 +1,8 @@
 // `mlk token`: create, list and revoke the access tokens of `mlk serve`
-// (service/tokens.h), kept in the store file the server uses.
+// (service/tokens.h), kept in the store file the server uses
+// or in the shared backend's database; and the read grants between teams.
 #include <cstdio>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "cli/flags.h"
 #include "cli/command.h"
 #include "service/service_db.h"
+#include "service/tables.h"
 #include "service/tokens.h"
 
 namespace mlk::cli {
@@ -22,7 +25,7 @@ int fail(const Status& s) {
 }
 
 struct TokenArgs {
-  std::string sub, target, team, scopes_text, note, cache_flag;
+  std::string sub, target, team, scopes_text, note, cache_flag, store_flag, ns;
   bool json_out = false;
 };
 
@@ -32,13 +35,18 @@ CommandSpec spec(TokenArgs& a) {
       .summary = "create, list and revoke access tokens of `mlk serve`",
       .description =
           "Manages the access tokens of `mlk serve`, kept in the store file it serves (only\n"
-          "a sha256 of each token is stored). `create` prints the new token on stdout, once.\n",
+          "a sha256 of each token is stored). `create` prints the new token on stdout, once.\n"
+          "`grant` lets another team read a namespace (never write it); `ungrant` revokes that,\n"
+          "after which its reads get 403.\n",
       .subcommands = {{"create", {"!--team", "!--scopes", "--note"}, "a token for one team, printed once"},
                       {"list", {"--json"}, "every token: id, prefix, team, scopes, created, state, note"},
-                      {"revoke ID|PREFIX", {}, "revoke a token by its id or prefix (see `mlk token list`)"}},
+                      {"revoke ID|PREFIX", {}, "revoke a token by its id or prefix (see `mlk token list`)"},
+                      {"grant", {"!--namespace", "!--team"}, "let team --team read namespace --namespace"},
+                      {"ungrant", {"!--namespace", "!--team"}, "revoke that grant (its reads get 403 from now on)"},
+                      {"grants", {"--json"}, "every grant: namespace, team, given, revoked"}},
       .flags =
           {
-              {.name = "--team", .metavar = "NAME", .help = "the namespace the token may use", .set = store(a.team),
+              {.name = "--team", .metavar = "NAME", .help = "the namespace the token may use (grant: the team given read access)", .set = store(a.team),
                .required_note = " (the namespace the token may use)"},
               {.name = "--scopes", .metavar = "LIST",
                .help = "comma-separated: read, write-blobs, write-entries, admin (admin: everything, in every "
@@ -46,7 +54,11 @@ CommandSpec spec(TokenArgs& a) {
                .set = store(a.scopes_text), .required_note = " (e.g. read,write-blobs,write-entries)"},
               {.name = "--note", .metavar = "TEXT", .help = "a reminder of who or what the token is for",
                .set = store(a.note)},
-              {.name = "--json", .help = "list: print a JSON array instead of the table", .set = set_bool(a.json_out)},
+              {.name = "--namespace", .metavar = "NAME", .help = "grant, ungrant: the namespace to share",
+               .set = store(a.ns), .required_note = " (the namespace to share)"},
+              {.name = "--json", .help = "list, grants: print a JSON array instead of the table", .set = set_bool(a.json_out)},
+              {.name = "--store", .metavar = "URL", .help = "the shared backend's database (postgresql://...) instead of a store file",
+               .set = store(a.store_flag)},
               {.name = "--cache", .metavar = "PATH", .help = "the store",
                .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(a.cache_flag)},
           },
@@ -63,11 +75,48 @@ CommandSpec spec(TokenArgs& a) {
 
 // The subcommand and what it needs, beyond the flags' own checks.
 Status check_args(const CommandSpec& s, const TokenArgs& a, const ParsedFlags& seen) {
-  if (a.sub != "create" && a.sub != "list" && a.sub != "revoke")
-    return Status::Usage(a.sub.empty() ? "no command (create, list, revoke)" : "unknown command `" + a.sub + "`");
+  if (a.sub != "create" && a.sub != "list" && a.sub != "revoke" && a.sub != "grant" && a.sub != "ungrant" && a.sub != "grants")
+    return Status::Usage(a.sub.empty() ? "no command (create, list, revoke, grant, ungrant, grants)" : "unknown command `" + a.sub + "`");
+  if (!a.cache_flag.empty() && !a.store_flag.empty()) return Status::Usage("give --cache PATH or --store URL, not both");
+  if (!a.store_flag.empty() && !cache::is_postgres_url(a.store_flag))
+    return Status::Usage("--store `" + a.store_flag + "` is not a postgresql:// URL (a store file is --cache PATH)");
   if (Status st = check_subcommand_flags(s, a.sub, seen); !st.ok()) return st;
   if (a.sub == "revoke" && a.target.empty()) return Status::Usage("revoke needs a token ID or prefix (see `mlk token list`)");
   return Status::Ok();
+}
+
+// grant, ungrant, grants (tables.h): read access between teams.
+int run_grants(const TokenArgs& a, service::ServiceTables& tables, const std::string& where) {
+  int64_t now = static_cast<int64_t>(std::time(nullptr));
+  if (a.sub == "grant" || a.sub == "ungrant") {
+    for (const std::string* n : {&a.ns, &a.team})
+      if (Status v = cache::validate_namespace(*n); !v.ok()) return usage_error("token", v.message());
+    if (a.ns == a.team) return usage_error("token", "team `" + a.team + "` reads its own namespace without a grant");
+    Status st = a.sub == "grant" ? tables.grant(a.ns, a.team, now) : tables.revoke_grant(a.ns, a.team, now);
+    if (!st.ok()) return fail(st);
+    std::printf("%s team `%s` read access to namespace `%s` in %s\n", a.sub == "grant" ? "granted" : "revoked",
+                a.team.c_str(), a.ns.c_str(), where.c_str());
+    return 0;
+  }
+  auto list = tables.list_grants();
+  if (!list.ok()) return fail(list.status());
+  if (a.json_out) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& g : *list)
+      rows.push_back({{"namespace", g.ns}, {"team", g.grantee}, {"created", iso_time(g.created)},
+                      {"revoked", g.revoked ? nlohmann::json(iso_time(g.revoked)) : nlohmann::json(nullptr)}});
+    std::printf("%s\n", rows.dump(2).c_str());
+    return 0;
+  }
+  if (list->empty()) {
+    std::printf("no grants in %s (give one with `mlk token grant --namespace NS --team TEAM`)\n", where.c_str());
+    return 0;
+  }
+  std::printf("%-16s %-16s %-20s %s\n", "NAMESPACE", "TEAM", "GIVEN", "STATE");
+  for (const auto& g : *list)
+    std::printf("%-16s %-16s %-20s %s\n", g.ns.c_str(), g.grantee.c_str(), iso_time(g.created).c_str(),
+                g.revoked ? ("revoked " + iso_time(g.revoked)).c_str() : "in force");
+  return 0;
 }
 
 }  // namespace
@@ -83,7 +132,7 @@ int run_token(const std::vector<std::string>& args) {
   ParsedFlags seen;
   if (int bad = parse_or_usage_error(s, args, &seen)) return bad;
   if (Status st = check_args(s, a, seen); !st.ok()) return usage_error("token", st.message());
-  const std::string &sub = a.sub, &target = a.target, &team = a.team, &note = a.note, &cache_flag = a.cache_flag;
+  const std::string &sub = a.sub, &target = a.target, &team = a.team, &note = a.note;
   const bool json_out = a.json_out;
   service::Scopes scopes = 0;
   if (sub == "create") {
@@ -91,12 +140,14 @@ int run_token(const std::vector<std::string>& args) {
     if (!sc.ok()) return usage_error("token", "--scopes: " + sc.status().message());
     scopes = *sc;
   }
-  std::string path = cache::default_store_path(cache_flag);
-  auto db = service::open_service_db(path, /*create_if_missing=*/sub == "create");
-  if (!db.ok()) return fail(db.status());
+  std::string path = a.store_flag.empty() ? cache::default_store_path(a.cache_flag) : a.store_flag;
+  auto tables = service::open_tables(path, /*create_if_missing=*/sub == "create" || sub == "grant");
+  if (!tables.ok()) return fail(tables.status());
+  if (!a.store_flag.empty()) path = "the shared backend";  // the URL may hold a password
+  if (sub == "grant" || sub == "ungrant" || sub == "grants") return run_grants(a, **tables, path);
 
   if (sub == "create") {
-    auto t = service::create_token(**db, team, scopes, note);
+    auto t = (*tables)->create_token(team, scopes, note);
     if (!t.ok()) return fail(t.status());
     std::printf("%s\n", t->token.c_str());
     std::fprintf(stderr, "mlk token: created token %lld (%s) for team `%s` with scopes %s in %s; it is shown only now\n",
@@ -105,12 +156,12 @@ int run_token(const std::vector<std::string>& args) {
     return 0;
   }
   if (sub == "revoke") {
-    auto t = service::revoke_token(**db, target);
+    auto t = (*tables)->revoke_token(target);
     if (!t.ok()) return fail(t.status());
     std::printf("revoked token %lld (%s) of team `%s`\n", static_cast<long long>(t->id), t->prefix.c_str(), t->team.c_str());
     return 0;
   }
-  auto list = service::list_tokens(**db);
+  auto list = (*tables)->list_tokens();
   if (!list.ok()) return fail(list.status());
   if (json_out) {
     nlohmann::json rows = nlohmann::json::array();

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "cache/entry_meta.h"
 #include "cache/paths.h"
 #include "cache/sizes.h"
 #include "cache/store.h"
@@ -51,6 +52,16 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
   if (a.command == "push") {
     auto key = resolve(**store, ns, key_arg);
     if (!key.ok()) return fail(key.status());
+    if (!a.require_verified.empty()) {  // the gate: nothing leaves unless its report passes
+      auto levels = cache::parse_required_levels(a.require_verified);
+      if (!levels.ok()) return fail(Status::Usage("--require-verified: " + levels.status().message()));
+      auto e = (*store)->show_entry(ns, *key);
+      if (!e.ok()) return fail(e.status());
+      auto v = cache::parse_verified(e->manifest.meta_json.empty() ? "{}" : e->manifest.meta_json);
+      if (!v.ok()) return fail(v.status());
+      Status gate = cache::require_verified("entry " + ns + "/" + key->substr(0, 16), *v, *levels);
+      if (!gate.ok()) return fail(Status::InvalidArgument("refused: " + gate.message() + "; nothing was pushed"));
+    }
     auto rep = (*remote)->push(**store, ns, *key);
     if (!rep.ok()) return fail(rep.status());
     out << "pushed " << ns << "/" << *key << " to " << a.remote << ": " << rep->files << " files, " << rep->blobs_sent

@@ -12,6 +12,8 @@
 #include "lang/memory_budget.h"
 #include "client/cli_cache.h"
 #include "targets/detect.h"
+#include "verify/verify.h"
+#include "cache/entry_meta.h"
 
 namespace mlk::cli {
 
@@ -28,6 +30,7 @@ struct TuneArgs {
   tune::TuneOptions opts;
   bool json_out = false, require_measured = false, no_cache = false;
   DumpStage dump_after = DumpStage::kNone;
+  std::string verify_levels = "cheap", require_verified;  // `mlk verify` levels run on each winner; a gate
 };
 
 const char* kTuneDescription =
@@ -87,6 +90,14 @@ CommandSpec spec(TuneArgs& t) {
       {.name = "--require-measured", .help = "refuse results that are estimates (GPU profiles with no GPU)",
        .set = set_bool(t.require_measured)},
       {.name = "--no-cache", .help = "neither look in nor write to the cache", .set = set_bool(t.no_cache)},
+      {.name = "--verify", .metavar = "LEVELS",
+       .help = "the `mlk verify` levels run on each tuned winner before it is stored, each one's time printed; the "
+               "report is stored with it (docs/verification.md); `none` runs none",
+       .default_value = "cheap (types, identity)", .set = store(t.verify_levels)},
+      {.name = "--require-verified", .metavar = "LEVELS",
+       .help = "store (and publish) a winner only if these levels pass (they are run too); a cache hit must carry a "
+               "report that passes them",
+       .set = store(t.require_verified)},
       {.name = "--dump-after", .metavar = "STAGE",
        .help = "after each winner's final build, print its compile stage STAGE (on stdout; on stderr with --json): "
                "ir, stages, schedule or loops",
@@ -178,6 +189,58 @@ Expected<TuneCache> open_cache(const TuneArgs& t) {
   return c;
 }
 
+// The levels a winner is verified at: --verify and --require-verified.
+Expected<std::vector<verify::Level>> winner_levels(const TuneArgs& t) {
+  std::string list = t.verify_levels == "none" ? "" : t.verify_levels;
+  if (!t.require_verified.empty()) list += (list.empty() ? "" : ",") + t.require_verified;
+  if (list.empty()) return std::vector<verify::Level>{};
+  return verify::parse_levels(list);
+}
+
+// The hook tune_cached calls before storing a winner: runs the levels, says
+// how long each took, attaches the report, and refuses (nothing is stored)
+// when a level --require-verified names did not pass.
+std::function<Status(std::map<std::string, std::string>&, std::string&)> verify_hook(
+    const TuneArgs& t, const ir::Module& m, const Profile& profile, const std::string& fn, const DimEnv& shape) {
+  return [&t, &m, profile, fn, shape](std::map<std::string, std::string>& files, std::string& meta) -> Status {
+    auto levels = winner_levels(t);
+    if (!levels.ok()) return levels.status();
+    if (levels->empty()) return Status::Ok();
+    auto rep = verify::verify_artifact({.module = &m, .fn = fn, .profile = profile, .dims = shape, .files = files,
+                                        .levels = *levels});
+    if (!rep.ok()) return rep.status();
+    FILE* out = t.json_out ? stderr : stdout;
+    for (const auto& l : rep->levels)
+      std::fprintf(out, "  verify %s: %s (%.3f s)%s\n", verify::level_name(l.level), l.pass ? "pass" : "FAIL", l.seconds,
+                   l.pass ? "" : (": " + l.counterexample).c_str());
+    auto man = verify::attach_report(files.at("manifest.json"), *rep, 2);
+    auto mj = verify::attach_report(meta, *rep);
+    if (!man.ok()) return man.status();
+    if (!mj.ok()) return mj.status();
+    auto required = cache::parse_required_levels(t.require_verified.empty() ? "types" : t.require_verified);
+    if (!required.ok()) return required.status();
+    if (!t.require_verified.empty()) {
+      auto v = cache::parse_verified(*mj);
+      if (!v.ok()) return v.status();
+      Status gate = cache::require_verified("the winner of `" + fn + "`", *v, *required);
+      if (!gate.ok()) return Status::InvalidArgument("refused: " + gate.message() + "; nothing was stored");
+    }
+    files["manifest.json"] = *man;
+    meta = *mj;
+    return Status::Ok();
+  };
+}
+
+// A cache hit under --require-verified must carry a report that passes.
+Status check_hit(const TuneArgs& t, const std::string& fn, const std::string& meta_json) {
+  if (t.require_verified.empty()) return Status::Ok();
+  auto required = cache::parse_required_levels(t.require_verified);
+  if (!required.ok()) return required.status();
+  auto v = cache::parse_verified(meta_json);
+  if (!v.ok()) return v.status();
+  return cache::require_verified("the cached entry of `" + fn + "`", *v, *required);
+}
+
 // Tunes jobs[i]: prints its summary line (on stderr with --json, whose
 // document stdout carries alone), its --dump-after stages, and appends its
 // JSON to `all_json`. False when it failed (said on stderr).
@@ -197,7 +260,10 @@ bool tune_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, Tu
                                 .store = c.store,
                                 .ns = t.ns,
                                 .out_dir = dir,
-                                .work_dir = c.work});
+                                .work_dir = c.work,
+                                .before_store = verify_hook(t, m, profile, name, shape)});
+  if (res.ok() && res->cached)
+    if (Status s = check_hit(t, name, res->json); !s.ok()) res = s;
   if (res.ok() && c.cc && !res->cached) (void)c.cc->push(res->key);
   if (!res.ok()) {
     std::fprintf(stderr, "mlk tune: %s: %s\n", name.c_str(), res.status().message().c_str());
@@ -248,6 +314,7 @@ int run_tune(const std::vector<std::string>& args) {
   auto jobs = plan_jobs(t, fe->module);
   if (!jobs.ok()) return fail(jobs.status());
   if (Status s = check_jobs_memory(t, fe->module, *profile, *jobs); !s.ok()) return fail(s);
+  if (auto lv = winner_levels(t); !lv.ok()) return usage_error("tune", "--verify/--require-verified: " + lv.status().message());
   auto c = open_cache(t);
   if (!c.ok()) return fail(c.status());
   std::string all_json = "[";

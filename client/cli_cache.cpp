@@ -37,7 +37,10 @@ Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value
   auto c = std::unique_ptr<CliCache>(new CliCache());
   c->who_ = who;
   c->ns_ = ns;
-  std::string spec = cache::default_store_path(flag_value);
+  // $MLK_SERVERS (replicas, comma-separated) when neither --cache nor $MLK_CACHE says otherwise.
+  std::string spec = flag_value.empty() && env("MLK_CACHE").empty() && !env("MLK_SERVERS").empty()
+                         ? env("MLK_SERVERS")
+                         : cache::default_store_path(flag_value);
   if (is_remote_url(spec)) {
     RemoteOptions ro;
     ro.url = spec;
@@ -57,6 +60,10 @@ Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value
   auto s = cache::Store::Open(c->store_path_, so);
   if (!s.ok()) return s.status();
   c->store_ = std::move(*s);
+  if (c->remote_ && !env("MLK_NAMESPACES").empty()) {
+    Status order = c->set_read_order(env("MLK_NAMESPACES"), token.empty() ? env("MLK_TOKEN") : token);
+    if (!order.ok()) return Status::Usage("$MLK_NAMESPACES: " + order.message());
+  }
   if (c->remote_ && token.empty() && env("MLK_TOKEN").empty())
     log_linef(LogLevel::kNote, "%s: note: $MLK_TOKEN is not set; the cache server %s will refuse requests", who.c_str(),
               c->remote_->url().c_str());
@@ -69,16 +76,66 @@ void CliCache::server_down(const Status& why) {
   log_linef(LogLevel::kWarning, "%s: %s; using the local store %s only", who_.c_str(), why.message().c_str(), store_path_.c_str());
 }
 
+Status CliCache::set_read_order(const std::string& csv, const std::string& token) {
+  if (!remote_) return Status::Ok();
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (true) {
+    size_t comma = csv.find(',', start);
+    names.push_back(csv.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  std::vector<std::unique_ptr<RemoteStore>> order;
+  std::vector<std::string> labels;
+  bool own = false;
+  for (const auto& n : names) {
+    if (n == "own") {
+      if (own) return Status::Usage("`own` appears twice in the read order `" + csv + "`");
+      own = true;
+      order.push_back(nullptr);  // remote_ itself
+      labels.push_back(n);
+      continue;
+    }
+    if (Status v = cache::validate_namespace(n); !v.ok()) return Status::Usage("read order `" + csv + "`: " + v.message());
+    RemoteOptions ro;
+    ro.url = remote_->url();
+    ro.token = token;
+    ro.ns = n;
+    auto r = RemoteStore::Open(ro);
+    if (!r.ok()) return r.status();
+    order.push_back(std::move(*r));
+    labels.push_back(n);
+  }
+  if (!own) return Status::Usage("the read order `" + csv + "` must name `own` (where this team writes), e.g. own,shared-release");
+  read_order_ = std::move(order);
+  read_labels_ = std::move(labels);
+  return Status::Ok();
+}
+
 bool CliCache::pull(const std::string& key) {
   if (!remote_ || down_ || !store_) return false;
   if (store_->show_entry(ns_, key).ok()) return false;  // already here
-  auto rep = remote_->pull(*store_, ns_, key);
-  if (rep.ok()) {
-    log_linef(LogLevel::kNote, "%s: pulled %s from %s (%lld files, %s)", who_.c_str(), key.substr(0, 16).c_str(),
-              remote_->url().c_str(), static_cast<long long>(rep->files), cache::human_bytes(rep->bytes).c_str());
-    return true;
+  size_t n = read_order_.empty() ? 1 : read_order_.size();
+  for (size_t i = 0; i < n; ++i) {
+    RemoteStore* from = read_order_.empty() || !read_order_[i] ? remote_.get() : read_order_[i].get();
+    std::string label = read_order_.empty() || !read_order_[i] ? "" : " namespace `" + read_labels_[i] + "`";
+    auto rep = from->pull(*store_, ns_, key);
+    if (rep.ok()) {
+      log_linef(LogLevel::kNote, "%s: pulled %s from %s%s (%lld files, %s)", who_.c_str(), key.substr(0, 16).c_str(),
+                remote_->url().c_str(), label.c_str(), static_cast<long long>(rep->files),
+                cache::human_bytes(rep->bytes).c_str());
+      return true;
+    }
+    if (rep.status().code() == Status::Code::kNotFound) continue;
+    if (rep.status().code() == Status::Code::kInvalidArgument && !label.empty()) {
+      // A refused shared namespace (a revoked grant: 403) is said, never a silent miss; the others are still read.
+      log_linef(LogLevel::kWarning, "%s: %s; skipping%s", who_.c_str(), rep.status().message().c_str(), label.c_str());
+      continue;
+    }
+    server_down(rep.status());
+    return false;
   }
-  if (rep.status().code() != Status::Code::kNotFound) server_down(rep.status());
   return false;
 }
 

@@ -1,6 +1,7 @@
 // The artifact cache as `mlk tune`, `mlk build` and `mlk run` see it: --cache
-// VALUE (else $MLK_CACHE) is a store path, or the URL of a `mlk serve`
-// (http://HOST:PORT). With a URL the commands keep working on a local store,
+// VALUE (else $MLK_CACHE, else $MLK_SERVERS) is a store path, or the URL of a
+// `mlk serve` (http://HOST:PORT), or several comma-separated (replicas,
+// remote_store.h). With a URL the commands keep working on a local store,
 // the mirror ($MLK_LOCAL_CACHE, else the default store path), synchronised
 // with the server one key at a time: pull() before a lookup, push() after a
 // put. The token comes from $MLK_TOKEN.
@@ -36,10 +37,19 @@ class CliCache {
   const std::string& store_path() const { return store_path_; }
   bool remote() const { return remote_ != nullptr; }
 
-  // Remote mode: when the local store lacks (ns, key) and the server has it,
-  // downloads it (verified) into the local store and says so; true then.
+  // Remote mode: when the local store lacks (ns, key) and the server has it
+  // (in the read order's first namespace that has it), downloads it
+  // (verified) into the local store and says so; true then.
   // Never fails: a miss is silent, a failure is reported once.
   bool pull(const std::string& key);
+  // Remote mode: the namespaces pull() reads, in order, as "own,NS,...":
+  // `own` is where this team writes (--namespace, else the token's team),
+  // the others are namespaces other teams granted it read access to
+  // (docs/api.md, "Grants"). Writes (push) always go to `own`. A shared
+  // namespace that refuses the token (403: no grant, or a revoked one) is
+  // reported as a warning and skipped, never a silent miss. Open() applies
+  // $MLK_NAMESPACES when set. Usage error for a malformed list.
+  Status set_read_order(const std::string& csv, const std::string& token);
   // Remote mode: uploads (ns, key) from the local store; a failure is
   // reported (and returned), the local copy stays.
   Status push(const std::string& key);
@@ -53,6 +63,8 @@ class CliCache {
   std::string who_, ns_, store_path_;
   std::unique_ptr<cache::Store> store_;
   std::unique_ptr<RemoteStore> remote_;
+  std::vector<std::unique_ptr<RemoteStore>> read_order_;  // null: remote_ (`own`)
+  std::vector<std::string> read_labels_;
   bool down_ = false;
 };
 

@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -46,9 +47,10 @@ std::string server_says(const httplib::Response& r) {
 
 struct RemoteStore::Impl {
   RemoteOptions opt;
-  std::string origin;  // scheme://host[:port]
-  std::string prefix;  // "" or "/path" without a trailing slash
-  std::unique_ptr<httplib::Client> client;
+  std::string prefix;  // "" or "/path" without a trailing slash (the same on every server)
+  std::vector<std::unique_ptr<httplib::Client>> clients;  // one per server of opt.url, in order
+  size_t current = 0;                                     // the server in use
+  httplib::Client* client = nullptr;                      // clients[current]
   std::mt19937 rng{std::random_device{}()};
   int last_status = 0;  // HTTP status of the last response (0: none)
 
@@ -58,9 +60,16 @@ struct RemoteStore::Impl {
 
   // One request with retries. Returns the response of the last try (any
   // status), or IOError when no response ever came.
+  // With several servers, a failed try moves to the next one, which stays
+  // in use; every server gets at least one try.
   Expected<httplib::Response> call(const std::string& what, const std::function<httplib::Result()>& send) {
     std::string last;
-    for (int attempt = 1; attempt <= std::max(1, opt.attempts); ++attempt) {
+    const int attempts = std::max({1, opt.attempts, static_cast<int>(clients.size())});
+    for (int attempt = 1; attempt <= attempts; ++attempt) {
+      if (attempt > 1 && clients.size() > 1) {
+        current = (current + 1) % clients.size();
+        client = clients[current].get();
+      }
       if (attempt > 1) {
         double base = opt.backoff_ms * std::pow(2.0, attempt - 2);
         std::uniform_real_distribution<double> jitter(0.5, 1.5);
@@ -69,14 +78,14 @@ struct RemoteStore::Impl {
       httplib::Result r = send();
       last_status = r ? r->status : 0;
       if (r) {
-        if (!transient(r->status) || attempt == opt.attempts) return *r;
+        if (!transient(r->status) || attempt == attempts) return *r;
         last = "HTTP " + std::to_string(r->status) + ": " + server_says(*r);
         continue;
       }
       last = transport_error(r.error());
     }
     return Status::IOError("cache server " + opt.url + ": " + what + ": " + last + " (after " +
-                           std::to_string(std::max(1, opt.attempts)) + " attempts)");
+                           std::to_string(attempts) + " attempts)");
   }
 
   // A non-2xx response as a Status (see remote_store.h).
@@ -92,9 +101,10 @@ RemoteStore::RemoteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RemoteStore::~RemoteStore() = default;
 const std::string& RemoteStore::url() const { return impl_->opt.url; }
 
-Expected<std::unique_ptr<RemoteStore>> RemoteStore::Open(RemoteOptions options) {
-  auto impl = std::make_unique<Impl>();
-  const std::string& url = options.url;
+namespace {
+
+// One server URL of a list: its origin (scheme://host[:port]) and path prefix.
+Status split_url(const std::string& url, std::string& origin, std::string& prefix) {
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument("cache URL `" + url + "`: " + why + "; expected http://HOST:PORT (a `mlk serve`)");
   };
@@ -107,22 +117,48 @@ Expected<std::unique_ptr<RemoteStore>> RemoteStore::Open(RemoteOptions options) 
   for (char c : authority)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']'))
       return bad("odd characters in the host");
-  impl->origin = url.substr(0, slash == std::string::npos ? std::string::npos : slash);
-  impl->prefix = slash == std::string::npos ? "" : url.substr(slash);
-  while (!impl->prefix.empty() && impl->prefix.back() == '/') impl->prefix.pop_back();
+  origin = url.substr(0, slash == std::string::npos ? std::string::npos : slash);
+  prefix = slash == std::string::npos ? "" : url.substr(slash);
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<RemoteStore>> RemoteStore::Open(RemoteOptions options) {
+  auto impl = std::make_unique<Impl>();
+  std::vector<std::string> origins;
+  size_t start = 0;
+  while (true) {
+    size_t comma = options.url.find(',', start);
+    std::string one = options.url.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string origin, prefix;
+    MLK_RETURN_IF_ERROR(split_url(one, origin, prefix));
+    if (!origins.empty() && prefix != impl->prefix)
+      return Status::InvalidArgument("cache URLs `" + options.url + "`: the servers of a list must share one path prefix");
+    impl->prefix = prefix;
+    origins.push_back(origin);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
   if (!options.ns.empty()) {
     Status s = cache::validate_namespace(options.ns);
     if (!s.ok()) return s;
   }
   impl->opt = std::move(options);
-  impl->client = std::make_unique<httplib::Client>(impl->origin);
-  if (!impl->client->is_valid()) return bad("cannot make a client for it");
-  impl->client->set_keep_alive(true);
-  impl->client->set_tcp_nodelay(true);
-  impl->client->set_connection_timeout(0, impl->opt.connect_timeout_ms * 1000);
-  impl->client->set_read_timeout(impl->opt.timeout_s, 0);
-  impl->client->set_write_timeout(impl->opt.timeout_s, 0);
-  if (!impl->opt.token.empty()) impl->client->set_bearer_token_auth(impl->opt.token.c_str());
+  for (const auto& origin : origins) {
+    auto c = std::make_unique<httplib::Client>(origin);
+    if (!c->is_valid())
+      return Status::InvalidArgument("cache URL `" + origin + "`: cannot make a client for it; expected http://HOST:PORT (a `mlk serve`)");
+    c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);
+    c->set_connection_timeout(0, impl->opt.connect_timeout_ms * 1000);
+    c->set_read_timeout(impl->opt.timeout_s, 0);
+    c->set_write_timeout(impl->opt.timeout_s, 0);
+    if (!impl->opt.token.empty()) c->set_bearer_token_auth(impl->opt.token.c_str());
+    impl->clients.push_back(std::move(c));
+  }
+  impl->client = impl->clients[0].get();
   signal(SIGPIPE, SIG_IGN);  // a server that goes away mid-upload is an error, not a death
   return std::unique_ptr<RemoteStore>(new RemoteStore(std::move(impl)));
 }

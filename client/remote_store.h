@@ -9,6 +9,10 @@
 // 507), Corruption when what arrived does not match its digest. Messages name
 // the server and carry its error text.
 //
+// Several server URLs (comma-separated, e.g. $MLK_SERVERS) are replicas of
+// one backend: a try that gets no answer or a transient status moves to the
+// next server, which stays in use; each server gets at least one try.
+//
 // Not thread-safe (one HTTP connection, kept alive between requests).
 #pragma once
 
@@ -24,7 +28,8 @@
 namespace mlk::client {
 
 struct RemoteOptions {
-  std::string url;             // http://HOST:PORT (https:// too; an optional path prefix)
+  std::string url;             // http://HOST:PORT (https:// too; an optional path prefix), or several
+                               // comma-separated (replicas of one backend): a failed try moves to the next
   std::string token;           // sent as `Authorization: Bearer TOKEN`; empty: none
   std::string ns;              // the server namespace; empty: the token's team
   int attempts = 4;            // tries per request when the failure is transient

@@ -9,6 +9,8 @@
 #include "interop/arrow_reader.h"
 
 #include <arrow/api.h>
+#include <arrow/c/bridge.h>
+#include <arrow/io/file.h>
 #include <arrow/ipc/api.h>
 #include <arrow/util/bit_util.h>
 #include <arrow/util/config.h>
@@ -143,7 +145,15 @@ Status check_schema(SchemaDecl& decl, const arrow::Schema& s, const std::string&
     std::string why = field_mismatch(c, *s.field(static_cast<int>(i)));
     if (!why.empty()) return Bad(where, why);
     if (c.any_list_size) {
-      decl.columns[i].list_size = static_cast<const arrow::FixedSizeListType&>(*s.field(static_cast<int>(i))->type()).list_size();
+      const int64_t size = static_cast<const arrow::FixedSizeListType&>(*s.field(static_cast<int>(i))->type()).list_size();
+      if (!c.list_dim.empty()) {
+        if (auto it = decl.dims.find(c.list_dim); it != decl.dims.end() && it->second != size)
+          return Bad(where, "column `" + c.name + "`: declared FixedSizeList[" + dtype_name(c.dtype) + ", " + c.list_dim +
+                                "] with " + c.list_dim + " = " + std::to_string(it->second) + ", the stream has " +
+                                s.field(static_cast<int>(i))->type()->ToString());
+        decl.dims[c.list_dim] = size;
+      }
+      decl.columns[i].list_size = size;
       decl.columns[i].any_list_size = false;
     }
   }
@@ -315,10 +325,10 @@ std::string message_at(const Framed& f) {
   return "message " + std::to_string(f.index) + " at byte " + std::to_string(f.offset);
 }
 
-// Decodes, validates and checks one RecordBatch message.
+// Decodes and fully validates one RecordBatch message (its values are
+// checked once every batch is read: a bound may be the row count).
 Expected<std::shared_ptr<arrow::RecordBatch>> read_batch(const Framed& f, const std::shared_ptr<arrow::Schema>& schema,
-                                                         const SchemaDecl& decl, int64_t row0, const std::string& src,
-                                                         const ReadOptions& options) {
+                                                         const std::string& src, const ReadOptions& options) {
   std::string at = message_at(f);
   if (auto codec = body_compression(*f.message); codec && !options.allow_compressed_bodies)
     return Bad(src, at + ": the record batch body is compressed (" + *codec + "); compressed bodies are refused");
@@ -328,24 +338,83 @@ Expected<std::shared_ptr<arrow::RecordBatch>> read_batch(const Framed& f, const 
   if (!batch.ok()) return Bad(src, at + ": invalid record batch: " + batch.status().message());
   if (arrow::Status v = (*batch)->ValidateFull(); !v.ok())
     return Bad(src, at + ": the record batch fails full validation: " + v.message());
-  for (size_t i = 0; i < decl.columns.size(); ++i) {
-    const arrow::Array& a = *(*batch)->column(static_cast<int>(i));
-    MLK_RETURN_IF_ERROR(check_values(decl.columns[i], slice_of(decl.columns[i], a), a.length(), row0, src));
-  }
   return *batch;
 }
 
-// The checked batches into one HostTensor per column.
-Table assemble(const SchemaDecl& decl, const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t rows) {
+// The row dimension and the dimension bounds of the refinements, once every
+// batch is read: a row count against a known row dimension, a bound that
+// names a dimension nothing gives.
+Status resolve_dims(SchemaDecl& decl, int64_t rows, const std::string& src) {
+  if (!decl.rows_dim.empty()) {
+    auto it = decl.dims.find(decl.rows_dim);
+    const bool constant = decl.rows_dim.find_first_not_of("0123456789") == std::string::npos;
+    if (it != decl.dims.end() && it->second != rows)
+      return Bad(src, "the stream has " + std::to_string(rows) + " rows; " +
+                          (constant ? "the Dataframe has " : "the row dimension " + decl.rows_dim + " is ") +
+                          std::to_string(it->second));
+    decl.dims[decl.rows_dim] = rows;
+  }
+  for (ColumnDecl& c : decl.columns)
+    for (Refinement& r : c.refinements) {
+      if (r.bound_dim.empty()) continue;
+      auto it = decl.dims.find(r.bound_dim);
+      if (it == decl.dims.end())
+        return Bad(src, "the rule `" + rule_text(c, r) + "` names dimension " + r.bound_dim +
+                            ", which neither the stream nor the other inputs give; give it a value (--dims " +
+                            r.bound_dim + "=V)");
+      r.bound = static_cast<double>(it->second);
+    }
+  return Status::Ok();
+}
+
+// Every batch's values against the declaration (after resolve_dims).
+Status check_all_values(const SchemaDecl& decl, const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+                        const std::string& src) {
+  int64_t row0 = 0;
+  for (const auto& b : batches) {
+    for (size_t i = 0; i < decl.columns.size(); ++i) {
+      const arrow::Array& a = *b->column(static_cast<int>(i));
+      MLK_RETURN_IF_ERROR(check_values(decl.columns[i], slice_of(decl.columns[i], a), a.length(), row0, src));
+    }
+    row0 += b->num_rows();
+  }
+  return Status::Ok();
+}
+
+// The values of column `i` in place, when the layout allows: one batch, no
+// validity bitmap (rows nor elements), aligned to the element size.
+const uint8_t* view_of(const ColumnDecl& c, size_t i, const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+                       size_t elem_size) {
+  if (batches.size() != 1) return nullptr;
+  const arrow::Array& a = *batches[0]->column(static_cast<int>(i));
+  ColumnSlice s = slice_of(c, a);
+  if (s.row_valid != nullptr || s.elem_valid != nullptr || s.values == nullptr) return nullptr;
+  const uint8_t* p = s.values + static_cast<size_t>(s.first) * elem_size;
+  return reinterpret_cast<uintptr_t>(p) % elem_size == 0 ? p : nullptr;
+}
+
+// The checked batches into one HostTensor per column (or a view of it).
+Table assemble(const SchemaDecl& decl, const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches, int64_t rows,
+               bool zero_copy) {
   Table t;
   t.rows = rows;
   t.batches = static_cast<int64_t>(batches.size());
+  if (zero_copy) t.owner = std::make_shared<std::vector<std::shared_ptr<arrow::RecordBatch>>>(batches);
   for (size_t i = 0; i < decl.columns.size(); ++i) {
     const ColumnDecl& c = decl.columns[i];
     Column col;
     col.name = c.name;
     std::vector<int64_t> shape{rows};
     if (c.list_size) shape.push_back(*c.list_size);
+    if (zero_copy && rows > 0) {
+      col.values.dtype = c.dtype;
+      col.values.shape = shape;
+      col.view = view_of(c, i, batches, col.values.elem_size());
+      if (col.view != nullptr) {
+        t.columns.push_back(std::move(col));
+        continue;
+      }
+    }
     col.values = HostTensor(c.dtype, shape);
     if (c.nullable) col.valid = HostTensor(DType::Bool, {rows});
     const size_t es = col.values.elem_size();
@@ -373,17 +442,14 @@ Table assemble(const SchemaDecl& decl, const std::vector<std::shared_ptr<arrow::
 
 // The stream against `fixed`, or against what `declare` makes of its column
 // names (exactly one of the two is given).
-Expected<Table> read_checked(std::span<const uint8_t> bytes, const SchemaDecl* fixed, const DeclareFn* declare,
+Expected<Table> read_checked(std::shared_ptr<arrow::Buffer> data, const SchemaDecl* fixed, const DeclareFn* declare,
                              const std::string& src, const ReadOptions& options) {
   SchemaDecl decl;
   if (fixed != nullptr) {
     decl = *fixed;
     MLK_RETURN_IF_ERROR(validate_decl(decl));
   }
-  auto buf = arrow::AllocateBuffer(static_cast<int64_t>(bytes.size()), 64);
-  if (!buf.ok()) return Status::InvalidArgument(src + ": cannot allocate " + std::to_string(bytes.size()) + " bytes");
-  if (!bytes.empty()) std::memcpy((*buf)->mutable_data(), bytes.data(), bytes.size());
-  MessageWalker walker(std::shared_ptr<arrow::Buffer>(std::move(*buf)), src);
+  MessageWalker walker(std::move(data), src);
   std::shared_ptr<arrow::Schema> schema;
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
   int64_t rows = 0;
@@ -416,13 +482,44 @@ Expected<Table> read_checked(std::span<const uint8_t> bytes, const SchemaDecl* f
       return Bad(src, at + ": dictionary batches are refused (dictionary-encoded columns are not read)");
     if (type != arrow::ipc::MessageType::RECORD_BATCH)
       return Bad(src, at + ": a " + message_type_name(type) + " message; only Schema and RecordBatch messages are read");
-    auto b = read_batch(*f, schema, decl, rows, src, options);
+    auto b = read_batch(*f, schema, src, options);
     if (!b.ok()) return b.status();
     rows += (*b)->num_rows();
     batches.push_back(std::move(*b));
   }
   if (schema == nullptr) return Bad(src, "empty stream: no Schema message");
-  return assemble(decl, batches, rows);
+  MLK_RETURN_IF_ERROR(resolve_dims(decl, rows, src));
+  MLK_RETURN_IF_ERROR(check_all_values(decl, batches, src));
+  Table t = assemble(decl, batches, rows, options.zero_copy);
+  t.dims = decl.dims;
+  return t;
+}
+
+// A C stream against `decl`: the schema, every batch in full, the values.
+Expected<Table> read_c_checked(ArrowArrayStream* stream, const SchemaDecl& fixed, const std::string& src,
+                               const ReadOptions& options) {
+  SchemaDecl decl = fixed;
+  auto reader = arrow::ImportRecordBatchReader(stream);  // takes ownership, releases on destruction
+  MLK_RETURN_IF_ERROR(validate_decl(decl));
+  if (!reader.ok()) return Bad(src, "not a readable Arrow C stream: " + reader.status().message());
+  MLK_RETURN_IF_ERROR(check_schema(decl, *(*reader)->schema(), src));
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  int64_t rows = 0;
+  for (int index = 0;; ++index) {
+    std::shared_ptr<arrow::RecordBatch> b;
+    if (arrow::Status st = (*reader)->ReadNext(&b); !st.ok())
+      return Bad(src, "batch " + std::to_string(index) + ": the producer failed: " + st.message());
+    if (b == nullptr) break;
+    if (arrow::Status v = b->ValidateFull(); !v.ok())
+      return Bad(src, "batch " + std::to_string(index) + ": the record batch fails full validation: " + v.message());
+    rows += b->num_rows();
+    batches.push_back(std::move(b));
+  }
+  MLK_RETURN_IF_ERROR(resolve_dims(decl, rows, src));
+  MLK_RETURN_IF_ERROR(check_all_values(decl, batches, src));
+  Table t = assemble(decl, batches, rows, options.zero_copy);
+  t.dims = decl.dims;
+  return t;
 }
 
 }  // namespace
@@ -476,10 +573,41 @@ const Column* Table::find(std::string_view name) const {
   return nullptr;
 }
 
-static Expected<Table> read_guarded(std::span<const uint8_t> bytes, const SchemaDecl* fixed, const DeclareFn* declare,
-                                    const std::string& source, const ReadOptions& options) {
+// `bytes` in place when 8-byte aligned (Arrow's requirement), else one copy
+// into 64-byte aligned memory.
+static Expected<std::shared_ptr<arrow::Buffer>> aligned(std::span<const uint8_t> bytes, const std::string& src) {
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 == 0)
+    return std::make_shared<arrow::Buffer>(bytes.data(), static_cast<int64_t>(bytes.size()));
+  auto buf = arrow::AllocateBuffer(static_cast<int64_t>(bytes.size()), 64);
+  if (!buf.ok()) return Status::InvalidArgument(src + ": cannot allocate " + std::to_string(bytes.size()) + " bytes");
+  if (!bytes.empty()) std::memcpy((*buf)->mutable_data(), bytes.data(), bytes.size());
+  return std::shared_ptr<arrow::Buffer>(std::move(*buf));
+}
+
+// The whole file at `path` in one 64-byte aligned buffer (read, not copied).
+static Expected<std::shared_ptr<arrow::Buffer>> read_aligned(const std::string& path) {
+  auto file = arrow::io::ReadableFile::Open(path);
+  if (!file.ok()) return Status::IOError("cannot read " + path + ": no such file or not readable");
+  auto size = (*file)->GetSize();
+  if (!size.ok()) return Status::IOError("cannot read " + path + ": " + size.status().message());
+  auto buf = (*file)->Read(*size);
+  if (!buf.ok() || (*buf)->size() != *size) return Status::IOError("error while reading " + path);
+  return *buf;
+}
+
+static Expected<Table> read_guarded(std::span<const uint8_t> bytes, const std::shared_ptr<arrow::Buffer>* file,
+                                    const SchemaDecl* fixed, const DeclareFn* declare, const std::string& source,
+                                    const ReadOptions& options) {
   try {
-    return read_checked(bytes, fixed, declare, source, options);
+    std::shared_ptr<arrow::Buffer> data;
+    if (file != nullptr) {
+      data = *file;
+    } else {
+      auto a = aligned(bytes, source);
+      if (!a.ok()) return a.status();
+      data = *a;
+    }
+    return read_checked(std::move(data), fixed, declare, source, options);
   } catch (const std::exception& e) {
     return Status::InvalidArgument(source + ": the Arrow reader failed: " + e.what());
   } catch (...) {
@@ -489,21 +617,32 @@ static Expected<Table> read_guarded(std::span<const uint8_t> bytes, const Schema
 
 Expected<Table> read_stream(std::span<const uint8_t> bytes, const SchemaDecl& decl, const std::string& source,
                             const ReadOptions& options) {
-  return read_guarded(bytes, &decl, nullptr, source, options);
+  return read_guarded(bytes, nullptr, &decl, nullptr, source, options);
 }
 
 Expected<Table> read_stream_file(const std::string& path, const SchemaDecl& decl, const ReadOptions& options) {
-  auto bytes = read_file(path);
-  if (!bytes.ok()) return bytes.status();
-  const auto* p = reinterpret_cast<const uint8_t*>(bytes->data());
-  return read_guarded(std::span<const uint8_t>(p, bytes->size()), &decl, nullptr, path, options);
+  auto data = read_aligned(path);
+  if (!data.ok()) return data.status();
+  return read_guarded({}, &*data, &decl, nullptr, path, options);
 }
 
 Expected<Table> read_stream_file(const std::string& path, const DeclareFn& declare, const ReadOptions& options) {
-  auto bytes = read_file(path);
-  if (!bytes.ok()) return bytes.status();
-  const auto* p = reinterpret_cast<const uint8_t*>(bytes->data());
-  return read_guarded(std::span<const uint8_t>(p, bytes->size()), nullptr, &declare, path, options);
+  auto data = read_aligned(path);
+  if (!data.ok()) return data.status();
+  return read_guarded({}, &*data, nullptr, &declare, path, options);
+}
+
+Expected<Table> read_c_stream(ArrowArrayStream* stream, const SchemaDecl& decl, const std::string& source,
+                              const ReadOptions& options) {
+  if (stream == nullptr || stream->release == nullptr)
+    return Status::InvalidArgument(source + ": no Arrow C stream (null, or already released)");
+  try {
+    return read_c_checked(stream, decl, source, options);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(source + ": the Arrow reader failed: " + e.what());
+  } catch (...) {
+    return Status::InvalidArgument(source + ": the Arrow reader failed with an unknown exception");
+  }
 }
 
 std::string arrow_version() { return ARROW_VERSION_STRING; }

@@ -25,6 +25,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,6 +36,8 @@
 #include "base/status.h"
 #include "lang/dtype.h"
 #include "lang/tensor.h"
+
+struct ArrowArrayStream;  // the Arrow C stream interface (arrow/c/abi.h)
 
 namespace mlk::arrow_ipc {
 
@@ -46,6 +50,10 @@ struct Refinement {
   Op op = Op::kGe;
   double bound = 0;
   std::string bound_name;
+  // A bound that is a dimension the reader resolves (bound_name is then the
+  // same name): from SchemaDecl::dims, a list size the stream binds, or the
+  // row count. One it cannot resolve refuses the stream.
+  std::string bound_dim;
 };
 
 // "=", "!=", "<", "<=", ">", ">=".
@@ -61,6 +69,9 @@ struct ColumnDecl {
   DType dtype = DType::F32;
   std::optional<int64_t> list_size;
   bool any_list_size = false;
+  // With any_list_size: the dimension the stream's list size binds (every
+  // column naming it must have the same size; SchemaDecl::dims may fix it).
+  std::string list_dim;
   bool nullable = false;
   std::vector<Refinement> refinements;
 };
@@ -72,6 +83,10 @@ std::string rule_text(const ColumnDecl& c, const Refinement& r);
 
 struct SchemaDecl {
   std::vector<ColumnDecl> columns;
+  // The dimension the row count binds (empty: none), and dimensions known
+  // before reading: a row count or list size that differs is refused.
+  std::string rows_dim;
+  std::map<std::string, int64_t> dims;
 };
 
 // InvalidArgument for a declaration the reader cannot check against: no
@@ -82,6 +97,9 @@ Status validate_decl(const SchemaDecl& decl);
 struct ReadOptions {
   // Compressed record batch bodies (LZ4 frame, ZSTD) are refused unless set.
   bool allow_compressed_bodies = false;
+  // Columns whose layout allows it are not copied but viewed (Column::view):
+  // one batch, no validity bitmap, values aligned to their element size.
+  bool zero_copy = false;
 };
 
 // One column of the table: `values` has shape [rows] or [rows, list_size] and
@@ -90,23 +108,33 @@ struct ReadOptions {
 // non-nullable column `valid` is empty.
 struct Column {
   std::string name;
-  HostTensor values;
+  HostTensor values;  // with a view: dtype and shape only, no bytes
   std::optional<HostTensor> valid;
+  // With ReadOptions::zero_copy, where the layout allows: the values in the
+  // stream's own memory (row-major, values.shape), alive while Table::owner is.
+  const uint8_t* view = nullptr;
+  const uint8_t* data() const { return view != nullptr ? view : values.bytes.data(); }
 };
 
 struct Table {
   int64_t rows = 0;
   int64_t batches = 0;            // record batches in the stream
   std::vector<Column> columns;    // in declaration order
+  // SchemaDecl::dims with the dimensions the stream bound (rows_dim, list_dim).
+  std::map<std::string, int64_t> dims;
+  // Keeps the stream's memory (its batches) alive for the columns' views.
+  std::shared_ptr<const void> owner;
   const Column* find(std::string_view name) const;
 };
 
-// Reads and checks the stream in `bytes` (copied once into aligned memory).
+// Reads and checks the stream in `bytes` (used in place when 8-byte aligned,
+// else copied once into aligned memory; the columns are one more copy).
 // `source` names it in messages (a path, or "<stream>").
 Expected<Table> read_stream(std::span<const uint8_t> bytes, const SchemaDecl& decl, const std::string& source,
                             const ReadOptions& options = {});
 
-// The same on the file at `path`; IOError when it cannot be read.
+// The same on the file at `path`, read once into aligned memory (the columns
+// are then its one copy); IOError when it cannot be read.
 Expected<Table> read_stream_file(const std::string& path, const SchemaDecl& decl,
                                  const ReadOptions& options = {});
 
@@ -118,6 +146,15 @@ using DeclareFn = std::function<Expected<SchemaDecl>(const std::vector<std::stri
 // read_stream_file with the declaration made by `declare`; the schema is
 // then compared with it exactly as with a fixed declaration.
 Expected<Table> read_stream_file(const std::string& path, const DeclareFn& declare, const ReadOptions& options = {});
+
+// The same checks on a stream of the Arrow C stream interface (a pyarrow
+// Table's or RecordBatchReader's `__arrow_c_stream__`, any C++ producer):
+// the schema against `decl`, every batch validated in full, the values. The
+// stream is consumed (released) whatever the outcome. There is no framing,
+// so compression and dictionary batches do not occur; dictionary-encoded
+// columns are refused by the schema check. `source` names it in messages.
+Expected<Table> read_c_stream(struct ArrowArrayStream* stream, const SchemaDecl& decl, const std::string& source,
+                              const ReadOptions& options = {});
 
 // The Arrow C++ version the reader is linked against, e.g. "26.0.1".
 std::string arrow_version();

@@ -31,12 +31,42 @@ struct Pred {
   std::unique_ptr<DimExpr> lhs, rhs;
 };
 
+// A value refinement of a Dataframe column as written: `session_len >= 1`,
+// `x < D`, `t != -1.5`. The bound is an integer or number literal (with its
+// sign) or a name (a dimension, resolved by lang/dataframe.cpp).
+struct ColumnRule {
+  enum class Bound { kInt, kFloat, kName };
+  Pred::Op op = Pred::Op::kGe;  // never kModZero
+  Span span, subject_span, bound_span;
+  std::string subject;
+  Bound bound = Bound::kInt;
+  std::string bound_text;  // the literal with its sign, or the name
+};
+
+// One column of `Schema{..}`: `name: I32`, `name: Nullable[I32]`,
+// `name: FixedSizeList[F16, D]`, each with `where` rules.
+struct ColumnDecl {
+  Span span, name_span, dtype_span;
+  std::string name;
+  std::string dtype;  // always a known dtype name (the lexer's kDType)
+  bool nullable = false;
+  std::unique_ptr<DimExpr> list_size;  // FixedSizeList[dtype, list_size]
+  std::vector<ColumnRule> rules;
+};
+
+// `Dataframe[N, Schema{..}]` (lang/dataframe.h turns it into tensors).
+struct FrameType {
+  std::unique_ptr<DimExpr> rows;
+  std::vector<ColumnDecl> columns;
+};
+
 struct Type {
   Span span;
   Span dtype_span;
   std::string dtype;  // validated by the lexer: always a known dtype name
   std::vector<std::unique_ptr<DimExpr>> shape;
   std::vector<Pred> preds;
+  std::unique_ptr<FrameType> frame;  // set for a Dataframe type (dtype, shape unused)
 };
 
 struct Expr;
@@ -99,9 +129,27 @@ struct Tune {
   std::vector<Span> dim_spans;
 };
 
+// `fn g = grad(f, wrt=[w])`, `public fn l, dw = value_and_grad(f, wrt=[w])`,
+// `fn fb = vmap(f, axes=[0, none])`: new named fns defined by a program
+// transformation of the fn `source` (lang/transforms.h). The arguments after
+// the source are keyword arguments, kept as written for the transform to read.
+struct Transform {
+  bool is_public = false;
+  Span span;  // from `fn` (or `public`) to the closing `)`
+  std::vector<std::pair<std::string, Span>> names;  // the fns it defines, in order
+  std::string kind;  // `grad`, `value_and_grad`, `vmap`
+  Span kind_span;
+  std::string source;
+  Span source_span;
+  std::vector<std::string> keywords;
+  std::vector<Span> keyword_spans;
+  std::vector<ExprPtr> values;
+};
+
 struct Program {
   std::vector<Function> functions;
   std::vector<Tune> tunes;
+  std::vector<Transform> transforms;
 };
 
 }  // namespace mlk::ast

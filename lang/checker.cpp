@@ -7,6 +7,7 @@
 
 #include "lang/checker_internal.h"
 #include "lang/ir_verify.h"
+#include "lang/transforms.h"
 
 namespace mlk {
 namespace check {
@@ -155,6 +156,12 @@ ir::NodeRef FnChecker::check_body() {
 }
 
 Val FnChecker::expr(const ast::Expr& e) {
+  Val v = expr_at(e);
+  if (provenance && v.node && !v.error && !v.lit && e.kind != ast::Expr::Kind::kName) provenance->emplace(v.node, e.span);
+  return v;
+}
+
+Val FnChecker::expr_at(const ast::Expr& e) {
   using K = ast::Expr::Kind;
   switch (e.kind) {
     case K::kInt:
@@ -635,6 +642,14 @@ Val FnChecker::call_node(const ast::Expr& e, const Signature& callee, const std:
     for (size_t ax = 0; ax < want.shape.size(); ++ax)
       if (!facts_.prove({Pred::Op::kEq, a.type().shape[ax], want.shape[ax]})) {
         std::vector<Dim> all = a.type().shape;
+        if (!callee.vmap_batch.empty() && callee.params[j].type.shape[ax] == Dim::var(callee.vmap_batch)) {
+          error(DiagKind::VmapSize, a.span,
+                "argument " + q(callee.params[j].name) + " of " + fname + " has batch size " +
+                    q(a.type().shape[ax].str()) + " at axis " + std::to_string(ax) +
+                    ", but the mapped arguments before it have batch size " + q(want.shape[ax].str()) +
+                    "; every argument a `vmap` maps must have the same batch size" + where_bound(all));
+          return Val::Error(e.span);
+        }
         error(DiagKind::ShapeMismatch, a.span,
               "argument " + q(callee.params[j].name) + " of " + fname + " must have shape " +
                   shape_str(callee.params[j].type.shape) + " = " + shape_str(want.shape) + " here, found " +
@@ -816,6 +831,8 @@ void check_tunes(const ast::Program& p, const std::map<std::string, Signature>& 
 
 ir::Module check_program(const SourceFile& file, const ast::Program& program, DiagnosticSink& sink) {
   std::map<std::string, Signature> sigs;
+  Provenance provenance;
+  transform::Transforms transforms;
   for (const auto& f : program.functions) {
     if (f.name.empty()) continue;  // the signature did not parse far enough
     if (sigs.count(f.name)) {
@@ -833,11 +850,13 @@ ir::Module check_program(const SourceFile& file, const ast::Program& program, Di
     }
     sigs[f.name] = check_signature(f, sink);
   }
+  transforms.declare(program, sigs, sink);
   ir::Module m;
   for (const auto& f : program.functions) {
     auto it = sigs.find(f.name);
     if (it == sigs.end() || it->second.ast != &f || !it->second.valid || f.had_syntax_error) continue;
     check::FnChecker fc(file, sink, sigs, it->second);
+    fc.provenance = &provenance;
     ir::NodeRef body = fc.check_body();
     if (!body) continue;
     ir::Function out;
@@ -850,6 +869,7 @@ ir::Module check_program(const SourceFile& file, const ast::Program& program, Di
     out.body = body;
     m.functions.push_back(std::move(out));
   }
+  transforms.build(file, m, provenance, sink);
   check_tunes(program, sigs, m, sink);
   ir::debug_verify(m, "checking");
   return m;

@@ -23,6 +23,9 @@ struct Signature {
   std::vector<ir::Param> params;
   std::vector<Pred> refinements;
   ir::Type result;
+  // For a fn defined by `vmap` (lang/transforms.h): its batch dimension,
+  // which every mapped parameter's extent must agree on at a call.
+  std::string vmap_batch;
 };
 
 // The value of a checked expression: a typed node, an untyped literal still
@@ -86,7 +89,12 @@ class FnChecker {
 
   Val builtin(const ast::Expr& call);  // builtins.cpp; the name must be a builtin
 
+  // Where each node built for an operator or call was written (for the
+  // transforms' diagnostics, lang/transforms.h); not recorded when null.
+  std::map<ir::NodeRef, Span>* provenance = nullptr;
+
  private:
+  Val expr_at(const ast::Expr& e);  // expr() without recording provenance
   Val name_ref(const ast::Expr& e);
   Val unary(const ast::Expr& e);
   Val binary(const ast::Expr& e);

@@ -3,6 +3,7 @@
 
 
 #include "lang/checker.h"
+#include "lang/dataframe.h"
 #include "lang/parser.h"
 #include "lang/recursion.h"
 
@@ -16,7 +17,10 @@ FrontendResult compile_source(std::string name, std::string text) {
   DiagnosticSink sink;
   r.tokens = lex(*r.file, sink);
   ast::Program program = parse(*r.file, r.tokens, sink);
+  auto frames = lower_dataframes(program, sink);
   r.module = check_program(*r.file, program, sink);
+  for (auto& f : r.module.functions)
+    if (auto it = frames.find(f.name); it != frames.end()) f.frames = it->second;
   reject_recursion(program, r.module, sink);
   r.diagnostics = sink.diagnostics();
   return r;

@@ -280,7 +280,7 @@ Expected<Value> kernel_binary(const ir::Node& n, const Args& args, const Shape64
 Kernel kernel_of(ir::Op op) {
   static constexpr Kernel kKernels[] = {
 #define none nullptr
-#define MLK_OP(ID, NAME, ARITY, CALL, RULE, VERIFY, KERNEL) KERNEL,
+#define MLK_OP(ID, NAME, ARITY, CALL, RULE, VERIFY, KERNEL, ...) KERNEL,
 #include "lang/ops.def"
 #undef MLK_OP
 #undef none

@@ -15,6 +15,7 @@
 
 #include "lang/dim.h"
 #include "lang/dtype.h"
+#include "lang/frame.h"
 #include "lang/prover.h"
 
 namespace mlk::ir {
@@ -76,6 +77,9 @@ struct Function {
   std::vector<Pred> refinements;  // all parameters' refinements, in order
   Type result_type;
   NodeRef body;
+  // Dataframe parameters, each already its column parameters (`df.col`);
+  // not part of the IR's text or hash (the kernel sees only the tensors).
+  std::vector<Frame> frames;
   // Dimension variables no parameter shape binds (must be given explicitly).
   std::vector<std::string> unbound_dims() const;
 };

@@ -192,7 +192,7 @@ Status verify_call(const Node& n) {
 
 // The rule of each op, by ir::Op.
 constexpr Rule kRules[] = {
-#define MLK_OP(ID, NAME, ARITY, CALL, RULE, VERIFY, KERNEL) VERIFY,
+#define MLK_OP(ID, NAME, ARITY, CALL, RULE, VERIFY, ...) VERIFY,
 #include "lang/ops.def"
 #undef MLK_OP
 };

@@ -45,6 +45,9 @@ const char* tok_name(Tok t) {
     case Tok::kAndAnd: return "`&&`";
     case Tok::kOrOr: return "`||`";
     case Tok::kBang: return "`!`";
+    case Tok::kDot: return "`.`";
+    case Tok::kLBrace: return "`{`";
+    case Tok::kRBrace: return "`}`";
   }
   return "?";
 }
@@ -121,6 +124,9 @@ std::vector<Token> lex(const SourceFile& file, DiagnosticSink& sink) {
       case '[': k = Tok::kLBracket; break;
       case ']': k = Tok::kRBracket; break;
       case ',': k = Tok::kComma; break;
+      case '.': k = Tok::kDot; break;
+      case '{': k = Tok::kLBrace; break;
+      case '}': k = Tok::kRBrace; break;
       case ':': k = Tok::kColon; break;
       case '+': k = Tok::kPlus; break;
       case '*': k = Tok::kStar; break;

@@ -18,6 +18,7 @@ enum class Tok {
   // punctuation
   kLParen, kRParen, kLBracket, kRBracket, kComma, kColon, kAssign, kArrow,
   kPlus, kMinus, kStar, kSlash, kEq, kNe, kLt, kLe, kGt, kGe, kAndAnd, kOrOr, kBang,
+  kDot, kLBrace, kRBrace,  // `df.column`, `Schema{..}` (lang/dataframe.h)
 };
 
 // How a token kind is named in "expected X, found Y" messages.

@@ -27,6 +27,14 @@ class Parser {
         }
         continue;
       }
+      if (at_transform()) {
+        try {
+          p.transforms.push_back(transform());
+        } catch (SyntaxError&) {
+          skip_to_item();
+        }
+        continue;
+      }
       if (at(Tok::kPublic) || at(Tok::kFn)) {
         p.functions.push_back(function());
         continue;
@@ -96,7 +104,7 @@ class Parser {
         p.name = pn.text;
         p.name_span = pn.span;
         expect(Tok::kColon);
-        p.type = type();
+        p.type = type(/*param=*/true);
         f.params.push_back(std::move(p));
         if (!accept(Tok::kComma)) break;
       }
@@ -132,6 +140,45 @@ class Parser {
     }
     f.span = {begin, cur().span.begin};
     return f;
+  }
+
+  // `fn NAME (, NAME)* =` (optionally `public`) starts a transform definition.
+  bool at_transform() const {
+    size_t k = at(Tok::kPublic) ? 1 : 0;
+    if (peek(k).kind != Tok::kFn || peek(k + 1).kind != Tok::kIdent) return false;
+    Tok after = peek(k + 2).kind;
+    return after == Tok::kComma || after == Tok::kAssign;
+  }
+
+  // transform := ['public'] 'fn' IDENT (',' IDENT)* '=' IDENT '(' IDENT (',' IDENT '=' expr)* ')'
+  ast::Transform transform() {
+    ast::Transform t;
+    uint32_t begin = cur().span.begin;
+    t.is_public = accept(Tok::kPublic);
+    expect(Tok::kFn);
+    do {
+      const Token& n = expect(Tok::kIdent);
+      t.names.emplace_back(n.text, n.span);
+    } while (accept(Tok::kComma));
+    expect(Tok::kAssign);
+    const Token& kind = expect(Tok::kIdent);
+    t.kind = kind.text;
+    t.kind_span = kind.span;
+    expect(Tok::kLParen);
+    const Token& src = expect(Tok::kIdent);
+    t.source = src.text;
+    t.source_span = src.span;
+    while (accept(Tok::kComma) && !at(Tok::kRParen)) {
+      if (!(at(Tok::kIdent) && peek().kind == Tok::kAssign)) error_expected("a keyword argument `NAME=...`");
+      const Token& kw = advance();
+      advance();
+      t.keywords.push_back(kw.text);
+      t.keyword_spans.push_back(kw.span);
+      t.values.push_back(expr());
+    }
+    t.span = {begin, expect(Tok::kRParen).span.end};
+    if (!at_item_start()) error_expected("`fn`, `public fn`, `tune` or end of file after a transform");
+    return t;
   }
 
   ast::Let let() {
@@ -175,9 +222,17 @@ class Parser {
     return v;
   }
 
-  ast::Type type() {
+  // `param`: a Dataframe type is allowed (parameters only).
+  ast::Type type(bool param = false) {
     ast::Type ty;
     uint32_t begin = cur().span.begin;
+    if (at(Tok::kIdent) && cur().text == "Dataframe") {
+      if (!param) {
+        sink_.error(DiagKind::Syntax, cur().span, "a `Dataframe` type is a parameter's type only");
+        throw SyntaxError{};
+      }
+      return frame_type();
+    }
     if (accept(Tok::kScalar)) {
       expect(Tok::kLBracket);
       const Token& d = expect(Tok::kDType);
@@ -209,6 +264,96 @@ class Parser {
     }
     ty.span = {begin, expect(Tok::kRBracket).span.end};
     return ty;
+  }
+
+  // Dataframe[rows, Schema{ name: ctype (where rule (&& rule)*)?, ... }]
+  ast::Type frame_type() {
+    ast::Type ty;
+    ty.frame = std::make_unique<ast::FrameType>();
+    uint32_t begin = advance().span.begin;
+    expect(Tok::kLBracket);
+    ty.frame->rows = dim();
+    expect(Tok::kComma);
+    if (!at(Tok::kIdent) || cur().text != "Schema") error_expected("`Schema{..}` after the row dimension");
+    advance();
+    expect(Tok::kLBrace);
+    while (!at(Tok::kRBrace)) {
+      ty.frame->columns.push_back(column());
+      if (!accept(Tok::kComma)) break;
+    }
+    expect(Tok::kRBrace);
+    ty.span = {begin, expect(Tok::kRBracket).span.end};
+    ty.dtype_span = ty.span;
+    return ty;
+  }
+
+  // name: I32 | Nullable[ctype] | FixedSizeList[dtype, dim], then `where` rules.
+  ast::ColumnDecl column() {
+    ast::ColumnDecl c;
+    const Token& n = expect(Tok::kIdent);
+    c.name = n.text;
+    c.name_span = n.span;
+    expect(Tok::kColon);
+    bool nullable = at(Tok::kIdent) && cur().text == "Nullable";
+    if (nullable) {
+      advance();
+      expect(Tok::kLBracket);
+      c.nullable = true;
+    }
+    if (at(Tok::kIdent) && cur().text == "FixedSizeList") {
+      uint32_t b = advance().span.begin;
+      expect(Tok::kLBracket);
+      c.dtype = expect(Tok::kDType).text;
+      expect(Tok::kComma);
+      c.list_size = dim();
+      c.dtype_span = {b, expect(Tok::kRBracket).span.end};
+    } else {
+      if (!at(Tok::kDType)) error_expected("a column type (a dtype, `FixedSizeList[..]` or `Nullable[..]`)");
+      c.dtype_span = cur().span;
+      c.dtype = advance().text;
+    }
+    uint32_t end = c.dtype_span.end;
+    if (nullable) end = expect(Tok::kRBracket).span.end;
+    if (at(Tok::kIdent) && cur().text == "where") {
+      advance();
+      do c.rules.push_back(column_rule());
+      while (accept(Tok::kAndAnd));
+      end = c.rules.back().span.end;
+    }
+    c.span = {n.span.begin, end};
+    return c;
+  }
+
+  // name OP bound, bound := -?int | -?number | name
+  ast::ColumnRule column_rule() {
+    ast::ColumnRule r;
+    const Token& n = expect(Tok::kIdent);
+    r.subject = n.text;
+    r.subject_span = n.span;
+    switch (cur().kind) {
+      case Tok::kAssign: case Tok::kEq: r.op = ast::Pred::Op::kEq; break;
+      case Tok::kNe: r.op = ast::Pred::Op::kNe; break;
+      case Tok::kLt: r.op = ast::Pred::Op::kLt; break;
+      case Tok::kLe: r.op = ast::Pred::Op::kLe; break;
+      case Tok::kGt: r.op = ast::Pred::Op::kGt; break;
+      case Tok::kGe: r.op = ast::Pred::Op::kGe; break;
+      default: error_expected("a comparison (`=`, `!=`, `<`, `<=`, `>`, `>=`) in a column refinement");
+    }
+    advance();
+    uint32_t b = cur().span.begin;
+    bool neg = accept(Tok::kMinus);
+    if (at(Tok::kInt) || at(Tok::kFloat)) {
+      r.bound = at(Tok::kInt) ? ast::ColumnRule::Bound::kInt : ast::ColumnRule::Bound::kFloat;
+      r.bound_text = (neg ? "-" : "") + cur().text;
+    } else if (!neg && at(Tok::kIdent)) {
+      r.bound = ast::ColumnRule::Bound::kName;
+      r.bound_text = cur().text;
+    } else {
+      error_expected("a literal or a dimension name after the comparison");
+    }
+    r.bound_span = {b, advance().span.end};
+    r.span = Span::merge(n.span, r.bound_span);
+    return r;
   }
 
   ast::Pred pred() {
@@ -413,6 +558,13 @@ class Parser {
     }
     const Token& name = advance();
     e->name = name.text;
+    if (at(Tok::kDot)) {  // `df.column`: one name, resolved by lang/dataframe.cpp
+      advance();
+      e->name += "." + expect(Tok::kIdent).text;
+      e->span.end = t_[pos_ - 1].span.end;
+      e->kind = ast::Expr::Kind::kName;
+      return e;
+    }
     if (at(Tok::kLBracket) && peek().kind == Tok::kIdent && peek(2).kind == Tok::kAssign) {
       advance();
       do {

@@ -244,9 +244,17 @@ py::dict signature(const mlk::ir::Function& f) {
     d["rank"] = p.type.shape.size();
     params.append(d);
   }
+  py::list frames;  // Dataframe parameters: their column parameters (python/mlk/arrow.py)
+  for (const auto& fr : f.frames) {
+    py::list cols;
+    for (const auto& c : fr.columns)
+      if (c.param >= 0) cols.append(c.param);
+    frames.append(py::dict(py::arg("name") = fr.name, py::arg("params") = cols, py::arg("type") = fr.str()));
+  }
   py::dict s;
   s["name"] = f.name;
   s["params"] = params;
+  s["frames"] = frames;
   s["result_dtype"] = mlk::dtype_name(f.result_type.dtype);
   s["result_rank"] = f.result_type.shape.size();
   s["unbound_dims"] = f.unbound_dims();
@@ -374,6 +382,7 @@ PYBIND11_MODULE(_mlk, m) {
              if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
              return unwrap(mlk::rt::param_shapes(*f, dims));
            })
+      .def_property_readonly("source", [](const PyProgram& p) { return p.prog->text; })
       .def_property_readonly("public_fns",
                              [](const PyProgram& p) {
                                std::vector<std::string> out;

@@ -88,6 +88,16 @@ Expected<std::string> missing_features(const cache::Artifact& a, const CpuInfo& 
   return missing;
 }
 
+// "" when the entry's `mlk verify` report passes every level of `required`,
+// else why not (cache/entry_meta.h).
+std::string unverified(const cache::Artifact& a, const std::vector<std::string>& required) {
+  if (required.empty()) return "";
+  auto v = cache::parse_verified(a.info.manifest.meta_json.empty() ? "{}" : a.info.manifest.meta_json);
+  if (!v.ok()) return v.status().message();
+  Status s = cache::require_verified(a.info.key.substr(0, 16), *v, required);
+  return s.ok() ? "" : s.message();
+}
+
 }  // namespace
 
 Expected<Tuned> find_tuned(const FindTunedRequest& r) {
@@ -107,6 +117,11 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
   cache::Store* store = cache->store();
   if (!store) return Status::NotFound("no artifact cache at " + cache->store_path());
   auto hit = store->get_entry(ns, t.key);
+  std::string skipped;
+  if (hit.ok() && !unverified(*hit, r.verified).empty()) {
+    skipped = "; " + unverified(*hit, r.verified);
+    hit = Status::NotFound("");
+  }
   if (hit.ok()) {
     t.entry = std::move(*hit);
     t.tuned_dims = dims;
@@ -117,7 +132,7 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
   const std::string where = "namespace " + ns + " of " + cache->store_path() + (cache->remote() ? " or its server" : "");
   if (require == Require::kExact)
     return Status::NotFound("no artifact of `" + fn + "` tuned for " + p.name + " at exactly " + dims_str(dims) + " in " +
-                            where);
+                            where + skipped);
 
   // Every entry of this fn and profile at another shape, local and remote.
   std::vector<Candidate> cands;
@@ -138,7 +153,6 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
   std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
     return a.distance != b.distance ? a.distance < b.distance : a.key < b.key;
   });
-  std::string skipped;
   for (const Candidate& c : cands) {
     bool pulled = c.remote && cache->pull(c.key);
     auto e = store->get_entry(ns, c.key);
@@ -150,6 +164,10 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
     if (!missing.ok()) return missing.status();
     if (!missing->empty()) {
       skipped += "; " + c.key.substr(0, 16) + " (tuned at " + dims_str(c.dims) + ") needs " + *missing;
+      continue;
+    }
+    if (std::string why = unverified(*e, r.verified); !why.empty()) {
+      skipped += "; " + why;
       continue;
     }
     t.key = c.key;

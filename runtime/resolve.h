@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cache/store.h"
 #include "lang/bind.h"
@@ -56,6 +57,10 @@ struct FindTunedRequest {
   Profile profile;
   DimEnv dims;
   Require require = Require::kAny;
+  // `mlk verify` levels an artifact's stored report must pass (policy
+  // "require=verified:envelope"); an entry that lacks one is passed over,
+  // and the NotFound reason says so. Empty: no such condition.
+  std::vector<std::string> verified = {};
   CpuInfo cpu;  // this machine (detect_cpu()): an artifact must need no feature it lacks
 };
 

@@ -83,7 +83,14 @@ Expected<TargetPolicy> TargetPolicy::Parse(const std::string& text) {
   if (!options.empty()) {
     if (options.rfind("require=", 0) != 0)
       return Status::InvalidArgument("target policy `" + text + "`: unknown option `" + options +
-                                     "` (the only option is `require=any|tuned|exact`)");
+                                     "` (the only option is `require=any|tuned|exact|verified:LEVELS`)");
+    if (options.rfind("require=verified:", 0) == 0) {  // a tuned artifact whose report passes the levels
+      auto lv = cache::parse_required_levels(options.substr(17));
+      if (!lv.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + lv.status().message());
+      p.require = Require::kTuned;
+      p.verified = *lv;
+      return p;
+    }
     auto r = parse_require(options.substr(8));
     if (!r.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + r.status().message());
     p.require = *r;
@@ -94,6 +101,11 @@ Expected<TargetPolicy> TargetPolicy::Parse(const std::string& text) {
 std::string TargetPolicy::str() const {
   std::string s;
   for (const auto& p : profiles) s += (s.empty() ? "" : ",") + p;
+  if (!verified.empty()) {
+    std::string lv;
+    for (const auto& l : verified) lv += (lv.empty() ? "" : ",") + l;
+    return s + ";require=verified:" + lv;
+  }
   if (require != Require::kAny) s += std::string(";require=") + require_name(require);
   return s;
 }
@@ -296,6 +308,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
                              .profile = *p,
                              .dims = dims,
                              .require = policy.require,
+                             .verified = policy.verified,
                              .cpu = cpu});
     if (!found.ok()) {
       if (found.status().code() != Status::Code::kNotFound) return found.status();
@@ -323,7 +336,8 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     sel.reason = name + ": tuned artifact " + found->key.substr(0, 16) + (found->pulled ? " (pulled from the server)" : "") +
                  (found->exact ? ", tuned at exactly " + sel.tuned_dims
                                : ", tuned at " + sel.tuned_dims + " (the nearest tuned shape), run at " + dims_str(dims)) +
-                 " on " + found->entry.info.manifest.provenance.host + (!meta->measured ? ", NOT measured (estimated)" : "");
+                 " on " + found->entry.info.manifest.provenance.host + (!meta->measured ? ", NOT measured (estimated)" : "") +
+                 ", verified: " + meta->verification.str();
     k->artifact_ = art;
     return done(std::move(sel));
   }

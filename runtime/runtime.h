@@ -47,8 +47,11 @@ struct Options {
 struct TargetPolicy {
   std::vector<std::string> profiles;
   Require require = Require::kAny;
+  // `;require=verified:LEVELS` (e.g. verified:envelope): a tuned artifact
+  // whose `mlk verify` report passes these levels (docs/verification.md).
+  std::vector<std::string> verified;
   // Comma-separated profile names (see `mlk targets`), optionally followed by
-  // `;require=any|tuned|exact`: "cpu_avx512,host;require=tuned". "" = {"host"}.
+  // `;require=any|tuned|exact|verified:LEVELS`: "cpu_avx512,host;require=tuned". "" = {"host"}.
   static Expected<TargetPolicy> Parse(const std::string& text);
   std::string str() const;
 };

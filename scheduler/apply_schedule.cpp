@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "scheduler/test_faults.h"
 #include "scheduler/directives.h"
 #include "scheduler/lower.h"
 
@@ -170,7 +171,9 @@ void place(DirectiveApplier& a, const std::string& name, const Directive& d, boo
 
 void split(DirectiveApplier& a, const std::string& name, const Directive& d) {
   VarOrRVar old = a.var(name, d, 0);
-  a.definition(name, d).split(old, a.fresh(name, d, 1, old), a.fresh(name, d, 2, old), factor(d, 0), kTail);
+  // Test seam (scheduler/test_faults.h): an unguarded tail.
+  const TailStrategy tail = test_fault("unguarded_tail") ? TailStrategy::RoundUp : kTail;
+  a.definition(name, d).split(old, a.fresh(name, d, 1, old), a.fresh(name, d, 2, old), factor(d, 0), tail);
 }
 
 void tile(DirectiveApplier& a, const std::string& name, const Directive& d) { tile2(a, name, d, false); }
@@ -312,6 +315,46 @@ void result_tiles(DirectiveApplier& a, const std::string& name, const Directive&
   tile(w, kTail);
   s.func.compute_at(w, pack ? yo : xo);
   if (pack) pack_operand(a.stage(d.vars[0]), s.func, w, VarOrRVar(r > 2 && !shared ? par : xo), lanes);
+}
+
+// The fused attention block (rules_attention.h): the result of matmul
+// stage `name` (the product with V) materialised at root through a wrapper
+// tiled [fx, fy] as result_tiles does (no packing, `name` computed per
+// tile), its row tiles grouped `nb` to a block, blocks fused with the first
+// batch axis and parallel. Per block, the chain `vars` is computed there:
+// vars[0], the scores, through a wrapper of its own tiled [sx, sy] with the
+// column tiles outermost, the scores computed per tile and their second
+// operand (the keys) packed per column tile; the other stages of the chain
+// (softmax parts, probabilities) at the block itself. Full tiles shift
+// inwards where the extents allow; guarded below.
+void attention_tiles(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Stage& s = a.stage(name);
+  const int fx = factor(d, 0), fy = factor(d, 1), lanes = factor(d, 2), sx = factor(d, 3), sy = factor(d, 4),
+            nb = factor(d, 5);
+  Halide::Func w = s.func.in();
+  w.compute_root();
+  Halide::Var x = s.vars[0], y = s.vars[1], xo(name + "_no"), yo(name + "_mo"), xi(name + "_ni"), yi(name + "_mi"),
+              yob(name + "_mb"), yoi(name + "_mt"), block(name + "_block");
+  auto tile = [&](Halide::Stage st, TailStrategy tail) {
+    st.tile(x, y, xo, yo, xi, yi, fx, fy, tail).vectorize(xi, lanes, kTail).unroll(yi);
+    st.split(yo, yob, yoi, nb, kTail).fuse(yob, s.vars[2], block).parallel(block);
+  };
+  tile(w.specialize(s.extents.at(0) >= fx && s.extents.at(1) >= fy), TailStrategy::ShiftInwards);
+  tile(w, kTail);
+  s.func.compute_at(w, xo);
+  Stage& sc = a.stage(d.vars[0]);
+  Halide::Func w1 = sc.func.in();
+  w1.compute_at(w, block);
+  Halide::Var x1 = sc.vars[0], y1 = sc.vars[1], x1o(sc.name + "_no"), y1o(sc.name + "_mo"), x1i(sc.name + "_ni"),
+              y1i(sc.name + "_mi");
+  auto tile1 = [&](Halide::Stage st, TailStrategy tail) {
+    st.tile(x1, y1, x1o, y1o, x1i, y1i, sx, sy, tail).vectorize(x1i, lanes, kTail).unroll(y1i).reorder(x1i, y1i, y1o, x1o);
+  };
+  tile1(w1.specialize(sc.extents.at(0) >= sx && sc.extents.at(1) >= sy), TailStrategy::ShiftInwards);
+  tile1(w1, kTail);
+  sc.func.compute_at(w1, y1o);
+  if (sc.operands.size() == 2) pack_operand(a.stage(sc.operands[1]), sc.func, w1, VarOrRVar(x1o), lanes);
+  for (size_t i = 1; i < d.vars.size(); ++i) a.stage(d.vars[i]).func.compute_at(w, block);
 }
 
 }  // namespace apply

@@ -10,6 +10,7 @@
 
 #include "base/files.h"
 #include "lang/ir_printer.h"
+#include "scheduler/algorithm.h"
 #include "scheduler/jit_pipeline.h"
 #include "scheduler/lower.h"
 #include "scheduler/rules.h"
@@ -122,6 +123,7 @@ struct Applied {
   Schedule schedule;
   Halide::Pipeline pipeline;
   Halide::Target target;
+  std::string algorithm_hash;  // of `lowered` before the schedule
 };
 
 // The target as people name it in messages: the profile, or the Halide
@@ -151,6 +153,7 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
   auto lowered = lower::lower_function(*req.module, req.fn);
   if (!lowered.ok()) return lowered.status();
   a.lowered = std::move(lowered).value();
+  a.algorithm_hash = summarize_pipeline(a.lowered).hash;  // before the schedule touches the Funcs
 
   const std::vector<StageInfo> infos = lower::stage_infos(a.lowered, req.dims);
   dump_at(req, DumpStage::kStages, [&] { return stages_text(a.lowered, infos); });
@@ -222,6 +225,7 @@ Expected<CompiledObject> compile_object(const CompileRequest& req, const std::st
   const fs::path d(dir);
   CompiledObject out;
   out.schedule = a->schedule;
+  out.algorithm_hash = a->algorithm_hash;
   out.inner_entry = "mlk_halide_" + req.fn;
   for (const auto& [name, prm] : a->lowered.dim_params) out.unbound_dims.push_back(name);  // std::map: sorted
   try {

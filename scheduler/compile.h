@@ -86,6 +86,9 @@ struct CompiledObject {
   std::vector<std::string> unbound_dims;
   std::vector<std::string> files;          // written, relative to the directory
   std::string ptx;                         // CUDA profiles: the PTX text (also <fn>.ptx)
+  // sha256 of the unscheduled algorithm's canonical text (scheduler/algorithm.h),
+  // taken before the schedule was applied.
+  std::string algorithm_hash;
 };
 
 // Every stage, then Halide's ahead-of-time compiler: writes <fn>.o (with the

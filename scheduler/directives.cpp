@@ -14,6 +14,13 @@ DirectiveForm form(std::vector<VarRole> vars, int min_factors = 0, int max_facto
 
 DirectiveForm variadic() { return {{}, true, 0, 0}; }
 
+// `n` stages placed by the directive, for n in [lo, hi], each with `factors` factors.
+std::vector<DirectiveForm> stage_forms(int lo, int hi, int factors) {
+  std::vector<DirectiveForm> forms;
+  for (int n = lo; n <= hi; ++n) forms.push_back(form(std::vector<VarRole>(n, VarRole::kStage), factors));
+  return forms;
+}
+
 }  // namespace
 
 const std::vector<DirectiveKind>& directive_kinds() {
@@ -44,6 +51,8 @@ const std::vector<DirectiveKind>& directive_kinds() {
       {"pack", {form({R::kOperand}, 0, 1)}, AtRole::kStageLoop, false, true, apply::pack},
       // A matmul's result materialised in full register tiles (apply::result_tiles).
       {"result_tiles", {form({}, 3), form({R::kOperand}, 3)}, AtRole::kNone, false, false, apply::result_tiles},
+      // The product with V of an attention chain, the chain per block of rows (apply::attention_tiles).
+      {"attention_tiles", stage_forms(2, 8, 6), AtRole::kNone, false, false, apply::attention_tiles},
   };
   return kinds;
 }

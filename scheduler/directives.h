@@ -21,6 +21,7 @@ enum class VarRole {
   kNew,        // a name the directive introduces for later directives of the stage
   kName,       // a name for a variable of an intermediate Func (not tracked)
   kOperand,    // a stage this (matmul) stage reads as an operand (StageInfo::operands)
+  kStage,      // another stage of the pipeline, which the directive places
 };
 
 // One accepted shape of a directive's arguments.
@@ -79,6 +80,7 @@ void gpu_tile(DirectiveApplier&, const std::string&, const Directive&);
 void stage_shared(DirectiveApplier&, const std::string&, const Directive&);
 void pack(DirectiveApplier&, const std::string&, const Directive&);
 void result_tiles(DirectiveApplier&, const std::string&, const Directive&);
+void attention_tiles(DirectiveApplier&, const std::string&, const Directive&);
 }  // namespace apply
 
 }  // namespace mlk

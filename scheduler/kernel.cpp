@@ -129,7 +129,10 @@ Status Kernel::RunInto(const std::vector<HostTensor>& inputs, const DimEnv& give
   if (!env.ok()) return env.status();
   auto out_shape = concrete_shape(f.result_type.shape, *env);
   if (!out_shape.ok()) return out_shape.status();
-  if (out.dtype != f.result_type.dtype || out.shape != *out_shape) out = HostTensor(f.result_type.dtype, *out_shape);
+  // A default-made `out` already has the shape of a scalar, [], but no bytes.
+  if (out.dtype != f.result_type.dtype || out.shape != *out_shape ||
+      out.bytes.size() != static_cast<size_t>(out.numel()) * out.elem_size())
+    out = HostTensor(f.result_type.dtype, *out_shape);
   try {
     for (size_t i = 0; i < inputs.size(); ++i) impl_->jit->lowered.inputs[i].set(wrap(inputs[i]));
     for (auto& [name, prm] : impl_->jit->lowered.dim_params) prm.set(static_cast<int32_t>(env->at(name)));

@@ -14,6 +14,7 @@
 #include "lang/ops.h"
 
 #include "base/log.h"
+#include "scheduler/test_faults.h"
 
 namespace mlk::lower {
 
@@ -224,7 +225,9 @@ class Lowerer {
       case ir::Op::kSum:
       case ir::Op::kMean:
         define(red, v, Halide::cast(acc, 0));
-        lhs() = lhs() + val;
+        // Test seam (scheduler/test_faults.h): an F16 sum rounded to F16 at every step.
+        if (test_fault("f16_accumulate") && n.type.dtype == DType::F16) lhs() = round_to_dtype(DType::F16, lhs() + val);
+        else lhs() = lhs() + val;
         break;
       case ir::Op::kReduceMax:
         define(red, v, acc.is_float() ? konst(acc, -INFINITY) : acc.min());
@@ -379,6 +382,8 @@ class Lowerer {
     Value a = lower(n.operands[0], fr);
     std::vector<Expr> idx(rank);
     for (int i = 0; i < rank; ++i) idx[n.ints[i]] = v[i];  // out axis i reads input axis perm[i]
+    if (test_fault("transpose_axes"))  // test seam (scheduler/test_faults.h): the inverse permutation
+      for (int i = 0; i < rank; ++i) idx[i] = v[n.ints[i]];
     return pure(n, "transpose", a.at(idx));
   }
 

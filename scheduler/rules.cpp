@@ -16,7 +16,9 @@ bool belongs(const KnobDecl& d, const StageInfo& s, const Profile& p) {
   return d.gpu == p.is_gpu() && !d.choices(s.kind).empty();
 }
 
-bool searched(const KnobDecl& d, const StageInfo& s, const StageInfo* out) { return !d.searched || d.searched(s, out); }
+bool searched(const KnobDecl& d, const StageInfo& s, const std::vector<StageInfo>& stages, const StageInfo* out) {
+  return (!d.searched || d.searched(s, out)) && (!d.searched_in || d.searched_in(s, stages));
+}
 
 }  // namespace
 
@@ -33,7 +35,7 @@ KnobSpace knob_space(const std::vector<StageInfo>& stages, const Profile& p) {
   const StageInfo* out = rules::output_of(stages);
   for (const auto& s : stages)
     for (const auto& d : knob_decls())
-      if (belongs(d, s, p) && searched(d, s, out)) ks[s.name][std::string(d.name)] = d.choices(s.kind);
+      if (belongs(d, s, p) && searched(d, s, stages, out)) ks[s.name][std::string(d.name)] = d.choices(s.kind);
   return ks;
 }
 
@@ -43,7 +45,7 @@ Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p) {
   for (const auto& s : stages)
     for (const auto& d : knob_decls()) {
       if (!belongs(d, s, p) || d.listed == KnobDecl::Listed::kNone) continue;
-      if (d.listed == KnobDecl::Listed::kSearched && !searched(d, s, out)) continue;
+      if (d.listed == KnobDecl::Listed::kSearched && !searched(d, s, stages, out)) continue;
       k[s.name][std::string(d.name)] = d.default_value(s, p);
     }
   return k;

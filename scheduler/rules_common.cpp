@@ -70,6 +70,18 @@ bool row_fusable(const StageInfo& s, const StageInfo* out) {
   return false;
 }
 
+// The product per register tile (tn columns, tm rows): initialisation and
+// update vectorised and unrolled, the k loop outside the tile. Factored
+// unrolls: exact in full tiles, guarded in the small-shape case.
+void register_tile(int r, int64_t tn, int64_t tm, int lanes, std::vector<Directive>& mm_ds) {
+  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}));
+  mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}));
+  mm_ds.push_back(D("reorder", {a(r - 1), a(r - 2), "r0"}, {}, 0));
+  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}, 0));
+  mm_ds.push_back(D("unroll", {a(r - 1)}, {std::max<int64_t>(1, tn / clip(lanes, tn))}, 0));
+  mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}, 0));
+}
+
 void par_outer(int r, int update, bool rank3, std::vector<Directive>& ds) {
   if (r >= 4 || (r == 3 && rank3)) {
     const std::string fused = update < 0 ? "pb" : "pbu";

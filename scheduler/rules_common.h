@@ -48,6 +48,11 @@ std::string output_row_loop(const RuleContext& c);
 // when the output alone reads it (readers unknown, as in hand-made tables: yes).
 bool row_fusable(const StageInfo& s, const StageInfo* out);
 
+// The product per register tile of a matmul of rank r computed per tile
+// (tn columns, tm rows): initialisation and update vectorised and
+// unrolled, the k loop outside the tile.
+void register_tile(int r, int64_t tn, int64_t tm, int lanes, std::vector<Directive>& mm_ds);
+
 // Parallel over the outermost axis of a rank-r stage's definition `update`;
 // for rank >= 4 (and rank 3 where `rank3`: the second axis is not tiled) over
 // the two outermost fused (`pb`, `pbu` in an update), so that a batch of one

@@ -2,6 +2,7 @@
 // it) vectorised along its innermost axis and parallel, and matmul operands
 // inline or materialised at root in the layout the matmul reads.
 #include "scheduler/rules.h"
+#include "scheduler/rules_attention.h"
 #include "scheduler/rules_common.h"
 
 namespace mlk {
@@ -11,6 +12,7 @@ namespace {
 using namespace rules;
 
 void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& sched) {
+  if (schedule_attention_member(c, s, sched)) return;
   std::vector<Directive>& ds = sched.stages[s.name];
   const int r = s.rank, lanes = c.lanes;
   if (s.kind == Kind::kOperand) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "scheduler/rules_attention.h"
 #include "scheduler/rules_common.h"
 
 namespace mlk {
@@ -12,18 +13,6 @@ namespace mlk {
 namespace {
 
 using namespace rules;
-
-// The product per register tile (tn columns, tm rows): initialisation and
-// update vectorised and unrolled, the k loop outside the tile. Factored
-// unrolls: exact in full tiles, guarded in the small-shape case.
-void register_tile(int r, int64_t tn, int64_t tm, int lanes, std::vector<Directive>& mm_ds) {
-  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}));
-  mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}));
-  mm_ds.push_back(D("reorder", {a(r - 1), a(r - 2), "r0"}, {}, 0));
-  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}, 0));
-  mm_ds.push_back(D("unroll", {a(r - 1)}, {std::max<int64_t>(1, tn / clip(lanes, tn))}, 0));
-  mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}, 0));
-}
 
 // Register-tiled GEMM: the output tiled into (tm rows) x (tn vectors), in
 // full tiles where the shape allows (tiles shifted inwards at the edges, so
@@ -85,6 +74,8 @@ void gemm_result_tiles(const StageInfo& mm, const KnobValues& k, int lanes, std:
 
 
 void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& out) {
+  if (k[Knob::kFlash] && ends_attention(s, c.stages)) return schedule_attention_owner(c, s, k, out);
+  if (schedule_attention_member(c, s, out)) return;
   std::vector<Directive>& ds = out.stages[s.name];
   int b_rank = 0;
   for (const StageInfo& o : c.stages)
@@ -125,7 +116,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
 }
 
 bool owns_output(const RuleContext& c, const StageInfo& s, const KnobValues& k) {
-  return matmul_at_output(s, c.output) && k[Knob::kAtOutput];
+  return matmul_at_output(s, c.output) && k[Knob::kAtOutput] && !(k[Knob::kFlash] && ends_attention(s, c.stages));
 }
 
 // Register tiles derived from the machine: tm x tn accumulator vectors, tn
@@ -158,7 +149,9 @@ bool pack_pays(const RuleContext& c, const StageInfo& s, int64_t tn) {
 }
 
 // Plan 0: the best register tile, plan 1 the second; both tile the result
-// (at the output, or materialised) and pack where it pays.
+// (at the output, or materialised) and pack where it pays. The product
+// with V of an attention chain is fused with it in plan 0 only, so that
+// the tuner measures both.
 std::vector<std::pair<Knob, int64_t>> seed(const RuleContext& c, const StageInfo& s, int plan) {
   auto tiles = register_tiles(c.lanes >= 16 ? 32 : 16);
   // No wider than the columns (rounded up to vectors): a narrow product (an
@@ -173,7 +166,8 @@ std::vector<std::pair<Knob, int64_t>> seed(const RuleContext& c, const StageInfo
   }
   const auto [tm, tn] = tiles[std::min<size_t>(plan, tiles.size() - 1)];
   return {{Knob::kAtOutput, 1}, {Knob::kResult, 1}, {Knob::kTm, tm}, {Knob::kTn, tn},
-          {Knob::kPack, pack_pays(c, s, tn) ? 1 : 0}, {Knob::kKc, 0}, {Knob::kMc, 0}};
+          {Knob::kPack, pack_pays(c, s, tn) ? 1 : 0}, {Knob::kKc, 0}, {Knob::kMc, 0},
+          {Knob::kFlash, plan == 0 ? 1 : 0}};
 }
 
 }  // namespace

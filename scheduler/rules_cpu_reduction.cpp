@@ -3,6 +3,7 @@
 // output's row loop; row reductions optionally vectorised themselves
 // (rfactor_vector), full reductions optionally rfactored.
 #include "scheduler/rules.h"
+#include "scheduler/rules_attention.h"
 #include "scheduler/rules_common.h"
 
 namespace mlk {
@@ -12,6 +13,7 @@ namespace {
 using namespace rules;
 
 void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& sched) {
+  if (schedule_attention_member(c, s, sched)) return;
   std::vector<Directive>& ds = sched.stages[s.name];
   const StageInfo* out = c.output;
   const int r = s.rank, lanes = c.lanes;

@@ -2,6 +2,7 @@
 // rules and their knobs", says what each knob does).
 #include "scheduler/rules_knobs.h"
 
+#include "scheduler/rules_attention.h"
 #include "scheduler/rules_common.h"
 
 namespace mlk {
@@ -54,6 +55,10 @@ const std::vector<KnobDecl>& knob_decls() {
        constant<0>, L::kNone},
       {Knob::kKc, "kc", false, {{{Kind::kMatmul}, {0, 128, 256, 512}}}, one_rvar, constant<0>, L::kNone},
       {Knob::kMc, "mc", false, {{{Kind::kMatmul}, {0, 4, 8, 16}}}, one_rvar, constant<0>, L::kNone},
+      // The product with V of an attention chain, fused per block of query
+      // rows with the scores and the softmax (rules_attention.h).
+      {Knob::kFlash, "flash", false, {{{Kind::kMatmul}, {0, 1}}}, nullptr, constant<0>, L::kNone,
+       rules::ends_attention},
       // CPU: reductions and softmax parts.
       {Knob::kFuse, "fuse", false, {{kRowReductions, {0, 1}}, {{Kind::kSoftmaxExp}, {0, 1, 2}}},
        [](const StageInfo& s, const StageInfo* out) { return rules::row_fusable(s, out); }, constant<0>,

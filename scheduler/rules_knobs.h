@@ -19,7 +19,7 @@ namespace mlk {
 
 enum class Knob {
   // CPU profiles.
-  kMat, kVec, kPar, kFuseOuter, kTn, kTm, kUnroll, kAtOutput, kResult, kPack, kKc, kMc, kFuse, kVred, kRfactor,
+  kMat, kVec, kPar, kFuseOuter, kTn, kTm, kUnroll, kAtOutput, kResult, kPack, kKc, kMc, kFlash, kFuse, kVred, kRfactor,
   // GPU profiles.
   kTx, kTy, kSmem, kTile,
 };
@@ -45,6 +45,9 @@ struct KnobDecl {
   // its kinds (kEveryStage; the default knobs recorded in tuning logs), or
   // none (its default applies unlisted).
   enum class Listed { kNone, kSearched, kEveryStage } listed = Listed::kNone;
+  // A further condition on the whole stage table (a pattern of several
+  // stages, such as an attention chain); null: none.
+  bool (*searched_in)(const StageInfo& s, const std::vector<StageInfo>& stages) = nullptr;
 
   // The choices on stage kind `k`; empty when the knob does not belong to it.
   const std::vector<int64_t>& choices(StageInfo::Kind k) const;

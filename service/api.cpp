@@ -128,7 +128,7 @@ std::optional<ApiResponse> authorize(Ctx& c, Scopes need) {
     return r;
   }
   c.lease.emplace(c.api.pool().acquire());
-  auto found = find_token(c.db(), token);
+  auto found = c.tables().find_token(token);
   if (!found.ok()) return reject(c, http_status(found.status()), "store_error", found.status().message());
   if (!found->has_value()) {
     ApiResponse r = reject(c, 401, "unauthenticated", "unknown or revoked token (see `mlk token list`)");
@@ -141,15 +141,34 @@ std::optional<ApiResponse> authorize(Ctx& c, Scopes need) {
   std::string ns = it == c.req.query.end() ? c.token.team : it->second;
   Status valid = cache::validate_namespace(ns);
   if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
-  if (ns != c.token.team && !has_scope(c.token.scopes, kScopeAdmin))
-    return reject(c, 403, "forbidden",
-                  "token " + c.token.prefix + " belongs to team `" + c.token.team + "` and may not use namespace `" + ns + "`");
+  if (ns != c.token.team && !has_scope(c.token.scopes, kScopeAdmin)) {
+    auto refused = [&](const std::string& reason, const std::string& why) {
+      return reject(c, 403, reason,
+                    "token " + c.token.prefix + " belongs to team `" + c.token.team + "` and may not use namespace `" +
+                        ns + "`" + why);
+    };
+    if (need != kScopeRead) return refused("forbidden", "");
+    auto g = c.tables().find_grant(ns, c.token.team);
+    if (!g.ok()) return reject(c, http_status(g.status()), "store_error", g.status().message());
+    if (!g->has_value()) return refused("forbidden", "");
+    if ((*g)->revoked != 0) return refused("grant_revoked", "; its read grant to team `" + c.token.team + "` was revoked");
+    c.granted = true;
+  }
   c.ns = ns;
   for (Scope s : {kScopeRead, kScopeWriteBlobs, kScopeWriteEntries, kScopeAdmin})
     if ((need & s) && !has_scope(c.token.scopes, s))
       return reject(c, 403, "forbidden",
                     "token " + c.token.prefix + " lacks the scope `" + scopes_string(s) + "` (it has " +
                         (c.token.scopes ? scopes_string(c.token.scopes) : std::string("none")) + ")");
+  if (c.granted) c.api.metrics().grant_read(c.ns, c.token.team);
+  return std::nullopt;
+}
+
+std::optional<ApiResponse> lock_namespace(Ctx& c, NamespaceGuard& guard) {
+  guard.local = std::unique_lock<std::mutex>(c.api.namespace_lock(c.ns));
+  auto shared = c.tables().lock_namespace(c.ns);
+  if (!shared.ok()) return reject(c, http_status(shared.status()), "store_error", shared.status().message());
+  guard.shared = std::move(*shared);
   return std::nullopt;
 }
 
@@ -159,7 +178,7 @@ std::optional<ApiResponse> check_quota(Ctx& c, int64_t delta_charge, const std::
   if (!limit) return std::nullopt;
   auto charged = c.store().namespace_bytes(c.ns);
   if (!charged.ok()) return reject(c, http_status(charged.status()), "store_error", charged.status().message());
-  auto staged = staged_bytes(c.db(), c.ns, unstaging);
+  auto staged = c.tables().staged_bytes(c.ns, unstaging);
   if (!staged.ok()) return reject(c, http_status(staged.status()), "store_error", staged.status().message());
   int64_t old = 0;
   if (!replacing_key.empty()) {
@@ -194,7 +213,7 @@ ApiResponse status_route(Ctx& c) {
   bool admin = has_scope(c.token.scopes, kScopeAdmin) && !c.req.query.count("namespace");
   auto usage = c.store().usage();
   if (!usage.ok()) return reject(c, http_status(usage.status()), "store_error", usage.status().message());
-  auto staged = staged_by_namespace(c.db());
+  auto staged = c.tables().staged_by_namespace();
   if (!staged.ok()) return reject(c, http_status(staged.status()), "store_error", staged.status().message());
   json rows = json::array();
   bool own_listed = false;
@@ -251,6 +270,7 @@ const std::vector<Route>& routes() {
       {"/v1/entries", "query", {"GET", "HEAD"}},
       {"/v1/entries/", "entries", {"GET", "HEAD", "PUT", "DELETE"}},
       {"/ccache/", "ccache", {"GET", "HEAD", "PUT", "DELETE"}},
+      {"/v1/bench/", "bench", {"GET", "HEAD", "POST"}},  // service/api_bench.cpp
   };
   return r;
 }
@@ -290,6 +310,7 @@ ApiResponse dispatch(Ctx& c) {
   if (c.route == "whoami") return whoami_route(c);
   if (c.route == "status") return status_route(c);
   if (c.route == "query") return query_entries(c);
+  if (c.route == "bench") return bench_route(c, arg);
   if (c.route == "blobs") return read ? get_blob(c, arg) : put_blob(c, arg);
   if (c.route == "entries") return read ? get_entry(c, arg) : m == "PUT" ? put_entry(c, arg) : delete_entry(c, arg);
   return read ? ccache_get(c, arg) : m == "PUT" ? ccache_put(c, arg) : ccache_delete(c, arg);

@@ -34,6 +34,12 @@ struct ApiOptions {
   int64_t max_body_bytes = int64_t{64} << 20;  // larger bodies get 413
   QuotaPolicy quotas;
   int64_t staged_ttl_s = 3600;  // unbound uploads stop being charged (and readable) after this
+  // Release namespaces: namespace -> the `mlk verify` levels an entry's
+  // report (its metadata's verify_report) must pass to be stored there; other
+  // entries get 403 (docs/verification.md).
+  std::map<std::string, std::vector<std::string>> require_verified = {};
+  // The benchmark history's database (service/bench_history.h); empty: none.
+  std::string bench_history_path = {};
 };
 
 struct ApiRequest {
@@ -86,7 +92,9 @@ class Api {
   SessionPool& pool() { return pool_; }
   // The lock that serialises quota-checked writes of one namespace in this
   // process, so that a check and the write it allows are not interleaved with
-  // another write of the namespace (one server per store; docs/api.md).
+  // another write of the namespace. Other processes: one server per SQLite
+  // store; on the shared backend the tables' advisory lock (tables.h) covers
+  // every replica (docs/deploy.md).
   std::mutex& namespace_lock(const std::string& ns);
 
  private:

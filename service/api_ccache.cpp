@@ -44,7 +44,8 @@ ApiResponse ccache_put(Ctx& c, const std::string& rest) {
   Body b = c.body.read(c.api.options().max_body_bytes);
   if (b.outcome != Body::kOk) return body_rejection(c, b);
   int64_t size = static_cast<int64_t>(b.bytes.size());
-  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  NamespaceGuard guard;
+  if (auto r = lock_namespace(c, guard)) return *r;
   if (auto r = check_quota(c, size, *key, {})) return *r;
   cache::Provenance prov;
   prov.producer = "ccache";
@@ -59,7 +60,8 @@ ApiResponse ccache_delete(Ctx& c, const std::string& rest) {
   auto key = ccache_store_key(rest);
   if (!key.ok()) return reject(c, 400, "bad_request", key.status().message());
   if (auto r = authorize(c, kScopeWriteEntries)) return *r;
-  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  NamespaceGuard guard;
+  if (auto r = lock_namespace(c, guard)) return *r;
   Status s = c.store().rm(c.ns, *key);
   if (s.code() == Status::Code::kNotFound) return error_response(404, "no ccache object `" + rest + "` in namespace `" + c.ns + "`");
   if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());

@@ -21,12 +21,25 @@ struct Ctx {
   TokenInfo token;
   std::optional<SessionPool::Lease> lease;  // borrowed when the token is checked
 
-  cache::Store& store() { return lease->store(); }
-  cache::sql::Db& db() { return lease->db(); }
+  bool granted = false;           // reading another team's namespace through a grant
+  cache::ArtifactStore& store() { return lease->store(); }
+  ServiceTables& tables() { return lease->tables(); }
 };
 
+// The write lock of c.ns: this process's mutex (Api::namespace_lock), then
+// the backend's (across replicas). Held until destroyed.
+struct NamespaceGuard {
+  std::unique_lock<std::mutex> local;
+  std::unique_ptr<ServiceTables::Lock> shared;
+};
+// Takes it; the rejection (503) when the backend cannot, else nullopt.
+std::optional<ApiResponse> lock_namespace(Ctx& c, NamespaceGuard& guard);
+
 // Checks the token, picks the namespace (?namespace=NAME, else the token's
-// team) and checks that the token may use it with every scope in `need`.
+// team) and checks that the token may use it with every scope in `need`:
+// its own team's namespace, any with admin, or for reads only (need is
+// kScopeRead) a namespace whose owner granted the token's team read access
+// (403 naming the grant when it was revoked).
 // Returns the rejection, or nullopt with c.token, c.ns and c.lease set.
 std::optional<ApiResponse> authorize(Ctx& c, Scopes need);
 
@@ -36,6 +49,8 @@ ApiResponse reject(Ctx& c, int status, const std::string& reason, const std::str
 ApiResponse body_rejection(Ctx& c, const Body& b);
 // A JSON (object) response.
 ApiResponse json_text(int status, std::string text);
+// /v1/bench/...: the benchmark history (service/api_bench.cpp).
+ApiResponse bench_route(Ctx& c, const std::string& arg);
 
 // The charged bytes of c.ns if `delta_charge` bytes were added and the
 // entry `replacing_key` (when not empty) removed, with the staged rows for

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
+#include "cache/entry_meta.h"
 #include "cache/manifest.h"
 #include "service/api_internal.h"
 
@@ -44,7 +45,7 @@ ApiResponse get_blob(Ctx& c, const std::string& digest) {
   Status valid = check_digest(digest);
   if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
   if (auto r = authorize(c, kScopeRead)) return *r;
-  auto visible = blob_visible(c.db(), c.ns, digest);
+  auto visible = c.tables().blob_visible(c.ns, digest);
   if (!visible.ok()) return reject(c, http_status(visible.status()), "store_error", visible.status().message());
   if (!*visible) {
     c.api.metrics().miss(c.ns, "blob");
@@ -79,13 +80,14 @@ ApiResponse put_blob(Ctx& c, const std::string& digest) {
                       "; nothing was stored");
   }
   int64_t size = static_cast<int64_t>(b.bytes.size());
-  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  NamespaceGuard guard;
+  if (auto r = lock_namespace(c, guard)) return *r;
   int64_t now = now_unix();
-  Status expired = expire_staged(c.db(), c.ns, now - c.api.options().staged_ttl_s);
+  Status expired = c.tables().expire_staged(c.ns, now - c.api.options().staged_ttl_s);
   if (!expired.ok()) return reject(c, http_status(expired), "store_error", expired.message());
-  auto referenced = blob_referenced(c.db(), c.ns, digest);
+  auto referenced = c.tables().blob_referenced(c.ns, digest);
   if (!referenced.ok()) return reject(c, http_status(referenced.status()), "store_error", referenced.status().message());
-  auto staged = blob_staged(c.db(), c.ns, digest);
+  auto staged = c.tables().blob_staged(c.ns, digest);
   if (!staged.ok()) return reject(c, http_status(staged.status()), "store_error", staged.status().message());
   // Already charged to this namespace (by an entry or an earlier upload): no new charge.
   if (!*referenced && !*staged)
@@ -93,7 +95,7 @@ ApiResponse put_blob(Ctx& c, const std::string& digest) {
   auto put = c.store().put_blob(b.bytes);  // stores once per digest; heals a damaged copy
   if (!put.ok()) return reject(c, http_status(put.status()), "store_error", put.status().message());
   if (!*referenced) {
-    Status s = stage_blob(c.db(), c.ns, digest, size, now);
+    Status s = c.tables().stage_blob(c.ns, digest, size, now);
     if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
   }
   c.api.metrics().bytes_received(c.ns, size);
@@ -128,14 +130,21 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
   if (!m.ok()) return reject(c, 400, "bad_request", "malformed manifest: " + m.status().message());
   Status ok = cache::validate_manifest(*m);
   if (!ok.ok()) return reject(c, 400, "bad_request", "invalid manifest: " + ok.message());
-  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  if (auto gate = c.api.options().require_verified.find(c.ns); gate != c.api.options().require_verified.end()) {
+    auto v = cache::parse_verified(m->meta_json.empty() ? "{}" : m->meta_json);
+    Status pass = v.ok() ? cache::require_verified("entry " + key.substr(0, 16), *v, gate->second) : v.status();
+    if (!pass.ok())
+      return reject(c, 403, "unverified", "namespace `" + c.ns + "` accepts only verified entries: " + pass.message());
+  }
+  NamespaceGuard guard;
+  if (auto r = lock_namespace(c, guard)) return *r;
   json missing = json::array();
   std::set<std::string> digests;
   int64_t size = 0;
   for (const auto& [name, ref] : m->files) {
     digests.insert(ref.digest);
     size += ref.size;
-    auto visible = blob_visible(c.db(), c.ns, ref.digest);
+    auto visible = c.tables().blob_visible(c.ns, ref.digest);
     if (!visible.ok()) return reject(c, http_status(visible.status()), "store_error", visible.status().message());
     if (!*visible) missing.push_back(ref.digest);
   }
@@ -151,7 +160,7 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
   Status put = c.store().put_entry(c.ns, key, *m);
   if (put.code() == Status::Code::kNotFound) return reject(c, 409, "missing_blobs", put.message());
   if (!put.ok()) return reject(c, http_status(put), put.code() == Status::Code::kInvalidArgument ? "bad_request" : "store_error", put.message());
-  Status un = unstage(c.db(), c.ns, digests);
+  Status un = c.tables().unstage(c.ns, digests);
   if (!un.ok()) log_linef(LogLevel::kNote, "mlk serve: note: %s (the namespace stays charged for them until they expire)", un.message().c_str());
   c.api.metrics().bytes_received(c.ns, static_cast<int64_t>(b.bytes.size()));
   return json_text(201, json{{"namespace", c.ns}, {"key", key}, {"size", size}}.dump());
@@ -161,7 +170,8 @@ ApiResponse delete_entry(Ctx& c, const std::string& key) {
   Status valid = validate_entry_key(key);
   if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
   if (auto r = authorize(c, kScopeWriteEntries)) return *r;
-  std::lock_guard<std::mutex> lock(c.api.namespace_lock(c.ns));
+  NamespaceGuard guard;
+  if (auto r = lock_namespace(c, guard)) return *r;
   Status s = c.store().rm(c.ns, key);
   if (s.code() == Status::Code::kNotFound) return error_response(404, "no entry `" + key + "` in namespace `" + c.ns + "`");
   if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());

@@ -17,6 +17,7 @@ const std::map<std::string, std::vector<std::string>>& label_names() {
       {"mlk_bytes_sent", {"namespace"}},
       {"mlk_rejects", {"namespace", "reason"}},
       {"mlk_verification_failures", {"namespace", "kind"}},
+      {"mlk_grant_reads", {"namespace", "team"}},
   };
   return names;
 }
@@ -30,6 +31,7 @@ const std::map<std::string, std::string>& help_texts() {
       {"mlk_bytes_sent", "Body bytes served."},
       {"mlk_rejects", "Requests refused, by reason."},
       {"mlk_verification_failures", "Uploads that did not match their digest and stored data that failed its re-hash."},
+      {"mlk_grant_reads", "Reads of a namespace by another team through a read grant, by namespace and reading team."},
   };
   return help;
 }
@@ -73,6 +75,11 @@ void Metrics::request(const std::string& route, const std::string& method, int s
   if (i < kBuckets.size()) h.buckets[i] += 1;
   h.count += 1;
   h.sum += seconds;
+}
+
+void Metrics::grant_read(const std::string& ns, const std::string& team) {
+  std::lock_guard<std::mutex> lock(mu_);
+  counters_["mlk_grant_reads"][{ns, team}] += 1;
 }
 
 void Metrics::hit(const std::string& ns, const std::string& kind) {

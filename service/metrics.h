@@ -12,6 +12,7 @@
 //   mlk_verification_failures_total{namespace,kind}  uploads whose bytes do not
 //                                              match their digest, and stored
 //                                              data that failed its re-hash
+//   mlk_grant_reads_total{namespace,team}      reads through a read grant
 //   mlk_namespace_bytes{namespace}, mlk_namespace_entries{namespace} (gauges)
 // Thread-safe: every method may be called from any thread.
 #pragma once
@@ -40,6 +41,7 @@ class Metrics {
   void bytes_sent(const std::string& ns, int64_t n);
   void reject(const std::string& ns, const std::string& reason);
   void verification_failure(const std::string& ns, const std::string& kind);
+  void grant_read(const std::string& ns, const std::string& team);
 
   // The exposition text; `usage` (one row per namespace) becomes the gauges.
   std::string render(const std::vector<cache::NamespaceUsage>& usage) const;

@@ -133,7 +133,8 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   impl->opt = options;
   const ServeOptions& o = impl->opt;
   if (o.threads < 1 || o.threads > 1024) return Status::InvalidArgument("--threads must be 1-1024");
-  auto pool = SessionPool::Open(o.store_path, o.threads);
+  BackendOptions backend{o.store_path, o.blobs, o.blob_cache_dir, o.blob_cache_bytes};
+  auto pool = SessionPool::Open(backend, o.threads);
   if (!pool.ok()) return pool.status();
   impl->pool = std::move(*pool);
   impl->api = std::make_unique<Api>(o.api, *impl->pool, impl->metrics);
@@ -203,6 +204,17 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
+namespace {
+
+// The store for people: a URL without its user and password.
+std::string shown_store(const std::string& spec) {
+  size_t scheme = spec.find("://"), at = spec.find('@');
+  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return spec;
+  return spec.substr(0, scheme + 3) + spec.substr(at + 1);
+}
+
+}  // namespace
+
 Status serve_until_signal(const ServeOptions& options) {
   sigset_t set, old;
   sigemptyset(&set);
@@ -215,7 +227,7 @@ Status serve_until_signal(const ServeOptions& options) {
     return server.status();
   }
   std::printf("mlk serve: listening on http://%s:%d (store %s, %d worker threads)\n", options.host.c_str(),
-              (*server)->port(), options.store_path.c_str(), options.threads);
+              (*server)->port(), shown_store(options.store_path).c_str(), options.threads);
   std::fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);

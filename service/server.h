@@ -12,7 +12,10 @@
 namespace mlk::service {
 
 struct ServeOptions {
-  std::string store_path;
+  std::string store_path;  // an SQLite store, or postgresql://... (the shared backend, docs/deploy.md)
+  std::string blobs;       // the shared backend's bucket: s3://BUCKET?endpoint=...
+  std::string blob_cache_dir;                   // the shared backend's local blob cache
+  int64_t blob_cache_bytes = int64_t{1} << 30;  // its limit; 0: no local cache
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (Server::port() says which)
   int threads = 8;  // worker threads = concurrent connections served; more wait

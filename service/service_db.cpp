@@ -22,6 +22,12 @@ CREATE TABLE IF NOT EXISTS service_staged(
   size INTEGER NOT NULL,
   time INTEGER NOT NULL,
   PRIMARY KEY(ns, digest)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS service_grants(
+  ns TEXT NOT NULL,
+  grantee TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  revoked INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY(ns, grantee)) WITHOUT ROWID;
 )sql";
 
 }  // namespace
@@ -41,7 +47,7 @@ Expected<std::unique_ptr<cache::sql::Db>> open_service_db(const std::string& sto
   MLK_RETURN_IF_ERROR(d.exec("PRAGMA synchronous=NORMAL"));
   auto have = d.query_text("SELECT count(*) FROM sqlite_master WHERE type='table' AND name LIKE 'service_%'");
   if (!have.ok()) return have.status();
-  if (*have != "2") MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&] { return d.exec(kServiceSchema); }));
+  if (*have != "3") MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&] { return d.exec(kServiceSchema); }));
   return std::move(*db);
 }
 

@@ -3,6 +3,7 @@
 //
 //   service_tokens(id, token_sha256 UNIQUE, prefix, team, scopes, note, created, revoked)
 //   service_staged(ns, digest, size, time, PRIMARY KEY(ns, digest))
+//   service_grants(ns, grantee, created, revoked, PRIMARY KEY(ns, grantee))
 //
 // Only the sha256 of a token is stored, never the token. A staged row is a
 // blob that a namespace uploaded and no entry of that namespace references

@@ -1,20 +1,45 @@
 #include "service/session_pool.h"
 
+#include "cache/pg_store.h"
+#include "cache/store.h"
 #include "service/service_db.h"
 
 namespace mlk::service {
 
 Expected<std::unique_ptr<SessionPool>> SessionPool::Open(const std::string& path, int n) {
+  BackendOptions b;
+  b.store = path;
+  return Open(b, n);
+}
+
+Expected<std::unique_ptr<SessionPool>> SessionPool::Open(const BackendOptions& backend, int n) {
   auto pool = std::make_unique<SessionPool>();
-  pool->path_ = path;
+  pool->path_ = backend.store;
+  std::optional<cache::SharedBackend> shared;
+  if (backend.shared()) {
+    auto sb = cache::open_shared_backend(backend.store, backend.blobs, backend.blob_cache_dir, backend.blob_cache_bytes);
+    if (!sb.ok()) return sb.status();
+    shared = std::move(*sb);
+  } else if (!backend.blobs.empty()) {
+    return Status::InvalidArgument("--blobs is for the shared backend (--store postgresql://...); an SQLite store keeps its blobs itself");
+  }
   for (int i = 0; i < std::max(1, n); ++i) {
-    auto db = open_service_db(path, /*create_if_missing=*/true);
-    if (!db.ok()) return db.status();
-    auto store = cache::Store::Open(path);
-    if (!store.ok()) return store.status();
     auto s = std::make_unique<Session>();
-    s->store = std::move(*store);
-    s->db = std::move(*db);
+    if (shared) {
+      auto store = cache::PgStore::Open(*shared);
+      if (!store.ok()) return store.status();
+      s->store = std::move(*store);
+      auto tables = pg_tables(backend.store);
+      if (!tables.ok()) return tables.status();
+      s->tables = std::move(*tables);
+    } else {
+      auto db = open_service_db(backend.store, /*create_if_missing=*/true);
+      if (!db.ok()) return db.status();
+      auto store = cache::Store::Open(backend.store);
+      if (!store.ok()) return store.status();
+      s->store = std::move(*store);
+      s->tables = sqlite_tables(std::move(*db));
+    }
     pool->free_.push_back(s.get());
     pool->all_.push_back(std::move(s));
   }

@@ -1,22 +1,33 @@
-// A fixed set of open connections to one store, one per worker thread: a
-// cache::Store serialises its calls, so the server gives each request its own
-// Store (and service connection) for the time it runs.
+// A fixed set of open sessions on the backend, one per worker thread: a
+// store (cache/artifact_store.h) and the service tables (tables.h) are used
+// by one thread at a time, so the server gives each request its own session
+// for the time it runs. The backend is one SQLite store file, or the shared
+// backend (PostgreSQL and an S3-compatible bucket, cache/pg_store.h).
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include "cache/sqlite.h"
-#include "cache/store.h"
+#include "cache/artifact_store.h"
+#include "service/tables.h"
 
 namespace mlk::service {
 
+struct BackendOptions {
+  std::string store;  // an SQLite store path, or postgresql://... (then blobs is needed)
+  std::string blobs;  // s3://BUCKET?endpoint=... (the shared backend only)
+  std::string blob_cache_dir;             // the replica's local blob cache (shared backend)
+  int64_t blob_cache_bytes = int64_t{1} << 30;  // its size limit; 0: none
+  bool shared() const { return cache::is_postgres_url(store); }
+};
+
 struct Session {
-  std::unique_ptr<cache::Store> store;
-  std::unique_ptr<cache::sql::Db> db;  // the service tables (service_db.h)
+  std::unique_ptr<cache::ArtifactStore> store;
+  std::unique_ptr<ServiceTables> tables;
 };
 
 class SessionPool {
@@ -24,6 +35,8 @@ class SessionPool {
   // Opens `n` (>= 1) sessions on the store at `path`, creating the store and
   // the service tables when missing.
   static Expected<std::unique_ptr<SessionPool>> Open(const std::string& path, int n);
+  // The same on either backend; the shared one gets its schema when missing.
+  static Expected<std::unique_ptr<SessionPool>> Open(const BackendOptions& backend, int n);
 
   // A session borrowed for one request; given back on destruction.
   class Lease {
@@ -34,8 +47,8 @@ class SessionPool {
     ~Lease() {
       if (s_) pool_->give_back(s_);
     }
-    cache::Store& store() { return *s_->store; }
-    cache::sql::Db& db() { return *s_->db; }
+    cache::ArtifactStore& store() { return *s_->store; }
+    ServiceTables& tables() { return *s_->tables; }
 
    private:
     SessionPool* pool_;

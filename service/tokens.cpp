@@ -70,7 +70,7 @@ std::string scopes_string(Scopes s) {
   return out;
 }
 
-Expected<NewToken> create_token(cache::sql::Db& db, const std::string& team, Scopes scopes, const std::string& note) {
+Expected<NewToken> make_token(const std::string& team, Scopes scopes, const std::string& note) {
   Status ns_ok = cache::validate_namespace(team);
   if (!ns_ok.ok()) return Status::InvalidArgument("team: " + ns_ok.message());
   if (scopes == 0) return Status::InvalidArgument("a token needs at least one scope");
@@ -83,6 +83,13 @@ Expected<NewToken> create_token(cache::sql::Db& db, const std::string& team, Sco
   out.info.scopes = scopes;
   out.info.note = note;
   out.info.created = static_cast<int64_t>(std::time(nullptr));
+  return out;
+}
+
+Expected<NewToken> create_token(cache::sql::Db& db, const std::string& team, Scopes scopes, const std::string& note) {
+  auto made = make_token(team, scopes, note);
+  if (!made.ok()) return made.status();
+  NewToken out = std::move(*made);
   MLK_RETURN_IF_ERROR(cache::sql::write_txn(db, [&]() -> Status {
     auto st = db.prepare(
         "INSERT INTO service_tokens(token_sha256, prefix, team, scopes, note, created) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");

@@ -47,6 +47,9 @@ struct NewToken {
   TokenInfo info;
 };
 
+// A new token for `team` (a valid namespace name) with `scopes` (not 0),
+// not yet stored (the backends store it: create_token, tables.h).
+Expected<NewToken> make_token(const std::string& team, Scopes scopes, const std::string& note);
 // Creates a token for `team` (a valid namespace name) with `scopes` (not 0).
 Expected<NewToken> create_token(cache::sql::Db& db, const std::string& team, Scopes scopes, const std::string& note);
 // Every token ever created, revoked ones included, oldest first.

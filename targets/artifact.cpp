@@ -366,6 +366,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
       {"library", lib},
       {"source", req.source_path},
       {"ir_hash", ir::function_hash(*req.module, *f)},
+      {"algorithm_hash", obj->algorithm_hash},
       {"signature", signature_json(*f, unbound)},
       {"profile", {{"name", prof.name}, {"kind", prof.kind}, {"halide_target", target_string}}},
       {"requires", requires_},

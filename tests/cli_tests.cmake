@@ -68,6 +68,19 @@ mlk_cli_test(run_repeat_too_large 2 "mlk run: --repeat: `99999999999999999999` i
 mlk_cli_test(run_negative_repeat 2 "mlk run: --repeat: `-1` is not a positive integer" run ${_mlp} --inputs x.safetensors --repeat=-1)
 mlk_cli_test(serve_threads_too_large 2 "mlk serve: --threads: `3000000000` is not a number from 1 to 1024" serve --threads 3000000000)
 mlk_cli_test(serve_negative_timeout 2 "mlk serve: --timeout: `-1` is not a positive integer" serve --timeout -1)
+mlk_cli_test(serve_store_not_postgres 2 "mlk serve: --store `/x.db` is not a postgresql:// URL \\(a store file is --cache PATH\\)"
+  serve --store /x.db)
+mlk_cli_test(serve_store_without_blobs 2 "mlk serve: --store needs --blobs s3://BUCKET\\?endpoint=... \\(where the blob bytes live\\)"
+  serve --store postgresql://h/db)
+mlk_cli_test(serve_blobs_without_store 2 "mlk serve: --blobs and --blob-cache go with --store postgresql://[.]{3}. an SQLite store keeps its blobs itself"
+  serve --blobs s3://b)
+mlk_cli_test(serve_cache_and_store 2 "mlk serve: give --cache PATH or --store URL, not both" serve --store postgresql://h/d --cache x)
+mlk_cli_test(serve_bad_blobs 1 "mlk serve: --blobs `s3://b`: endpoint= must be an http:// or https:// URL"
+  serve --store postgresql://h/d --blobs s3://b)
+mlk_cli_test(token_grant_needs_team 2 "mlk token: grant needs --team NAME" token grant --namespace a)
+mlk_cli_test(token_grant_own_namespace 2 "mlk token: team `a` reads its own namespace without a grant"
+  token grant --namespace a --team a --cache ${CMAKE_CURRENT_BINARY_DIR}/cli_grants.db)
+mlk_cli_test(token_store_not_postgres 2 "mlk token: --store `/x` is not a postgresql:// URL" token list --store /x)
 mlk_cli_test(serve_ttl_too_large 2 "mlk serve: --staged-ttl: `9223372036854775808` is too large \\(at most 2147483647\\)"
   serve --staged-ttl 9223372036854775808)
 mlk_cli_test(bench_rounds_too_large 2 "mlk bench: --rounds: `3000000000` is too large \\(at most 2147483647\\)"
@@ -98,3 +111,17 @@ mlk_cli_test(flags_subcommand_needs 2 "^mlk token: create needs --scopes LIST \\
   token create --team vision)
 mlk_cli_test(help_command 0 "^usage: mlk run FILE.tl \\[--fn NAME\\] --inputs IN.safetensors" help run)
 mlk_cli_test(help_unknown_command 2 "^mlk help: `frob` is not a command\n\nusage: mlk COMMAND" help frob)
+
+# `mlk verify` (docs/verification.md): a good kernel passes every level, a bad
+# level list is a usage error, an injected defect fails with its counterexample.
+mlk_cli_test(verify_sgemm 0 "verify sgemm \\[K=8,M=4,N=4\\] host: PASS\n  types: pass.*equivalence: pass.*proved equal"
+  verify ${_mlp} --fn sgemm --target host --dims M=4,K=8,N=4 --no-cache)
+mlk_cli_test(verify_bad_level 2 "mlk verify: --level: unknown verification level `fast` \\(levels: types, identity, envelope, memory, equivalence. or all, cheap\\)"
+  verify ${_mlp} --fn sgemm --target host --dims M=4,K=8,N=4 --level fast)
+mlk_cli_test(verify_missing_dim 2 "mlk verify: verification runs at a concrete shape: --dims must give `N` \\(e.g. --dims N=4\\)"
+  verify ${_mlp} --fn sgemm --target host --dims M=4,K=8 --no-cache)
+add_test(NAME cli.verify_defect_exit_1
+  COMMAND ${CMAKE_COMMAND} -E env MLK_TEST_FAULT=transpose_axes
+          ${_expect} 1 "equivalence: FAIL .*counterexample: at A=3,B=3,C=3, element \\[0, 0, 1\\] differs: the typed IR computes x\\[9\\], the lowered algorithm x\\[3\\]"
+          $<TARGET_FILE:mlk> verify ${CMAKE_CURRENT_SOURCE_DIR}/verify/defects.tl --fn perm3 --target host
+          --dims A=3,B=3,C=3 --level equivalence --no-cache)

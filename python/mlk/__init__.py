@@ -21,11 +21,12 @@ mlk.testing.compare (mlk/testing.py).
 from ._mlk import BoundaryError, CorruptionError, Error, NotFoundError, Tensor  # noqa: F401
 from . import _mlk
 from . import _dlpack
+from . import arrow  # noqa: F401  (Dataframe arguments; loads libarrow only when used)
 from ._dlpack import NUMPY_DTYPES as _NUMPY_DTYPES, TORCH_DTYPES as _TORCH_DTYPES
 from .model import Model, load_model  # noqa: F401
 
 __all__ = ["load", "Ops", "load_model", "Model", "Tensor", "empty", "Error", "BoundaryError", "NotFoundError",
-           "CorruptionError", "testing"]
+           "CorruptionError", "testing", "arrow"]
 
 
 def empty(shape, dtype="F32"):
@@ -105,6 +106,8 @@ class _Fn:
 
     def kernel(self, *args, dims=None):
         """The kernel these arguments would run (its .selection says which artifact and why)."""
+        if self._sig.get("frames"):
+            args = arrow.expand(self, args, dims)
         use_torch = any(_is_torch(a) for a in args)
         keep, caps = self._capsules(args, use_torch)
         return self._ops._program.kernel(self.__name__, self._ops.target, caps, dims or {})
@@ -118,7 +121,10 @@ class _Fn:
     def __call__(self, *args, dims=None, out=None):
         """Runs the kernel on `args` (dims: values of dims no argument binds). The result is
         allocated like the arguments (torch, numpy, else an mlk.Tensor), or is `out`: a
-        writable tensor of the result's dtype and shape, disjoint from every argument."""
+        writable tensor of the result's dtype and shape, disjoint from every argument.
+        A Dataframe parameter takes a table (mlk/arrow.py)."""
+        if self._sig.get("frames"):
+            args = arrow.expand(self, args, dims)
         use_torch = any(_is_torch(a) for a in args)
         keep, caps = self._capsules(args, use_torch)
         if out is not None:

@@ -95,7 +95,8 @@ TEST(Tuner, CrashingHangingAndWrongCandidatesAreSurvivedAndNeverChosen) {
   // short run limit: only the hang below can pass it, on any machine.
   o.compile_timeout_s = 600;
   o.run_timeout_s = 3;
-  // Halide's three autoschedulers are trials 1-3: make one crash, one hang,
+  // Halide's three autoschedulers (after the default and the two rule
+  // seeds, within the 7 trials): make one crash, one hang,
   // one compute a wrong answer.
   o.fault = [](const Schedule& s, const VerifyCase&, HostTensor& out) {
     if (s.autoscheduler == "Adams2019") std::raise(SIGSEGV);
@@ -145,7 +146,7 @@ TEST(Tuner, ACandidateWhoseCompileExceedsTheCompileLimitIsACompileTimeout) {
 TEST(Tuner, CandidatesWrongOnlyOnRaggedTailsOrLargeInputsAreRejected) {
   ir::Module m = sgemm_module();
   TuneOptions o;
-  o.trials = 4;
+  o.trials = 6;  // the default, two rule seeds, then the three autoschedulers
   o.progress = false;
   o.compile_timeout_s = 600;
   o.fault = [](const Schedule& s, const VerifyCase& c, HostTensor& out) {

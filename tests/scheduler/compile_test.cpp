@@ -137,3 +137,24 @@ TEST(CompileDriver, UnknownDumpStageIsAUsageErrorListingTheStages) {
 
 }  // namespace
 }  // namespace mlk
+
+namespace mlk {
+namespace {
+
+// A scalar result: Run's default-made output has the scalar's shape, [],
+// but no bytes, and must still be allocated.
+TEST(CompileDriver, ScalarResultsAreAllocated) {
+  auto fe = compile_source("s.tl", "public fn total [N](x: Tensor[F32, [N]]) -> Scalar[F32] = sum(x, axes=[0])\n");
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  auto k = Kernel::CompileJit(fe.module, "total", "host");
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  HostTensor x(DType::F32, {5});
+  for (int i = 0; i < 5; ++i) x.set(i, i);
+  auto out = (*k)->Run({x}, {});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->bytes.size(), 4u);
+  EXPECT_EQ(out->get(0), 10.0);
+}
+
+}  // namespace
+}  // namespace mlk

@@ -79,7 +79,7 @@ TEST(Rules, ProducedSchedulesAreThoseOfTheScheduleSpaceVersion) {
     out << produced_schedules(true);
   }
   const std::string digest = sha256_hex(produced_schedules(false));
-  EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-6 dd1e813f83321bd2579a84030810f3f695a086b66ec426163f382f2521863a17");
+  EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-7 e233f272fefa60d9f569b6cb94a2f95b251d7668dadd14170b0e0baedd0415e0");
 }
 
 using testing_support::ops;
@@ -212,7 +212,7 @@ TEST(ScheduleDirectiveRegistry, EveryKindHasAFormAnApplierAndADocsRow) {
   std::ifstream in(std::string(MLK_SOURCE_DIR) + "/docs/schedules.md");
   std::stringstream docs;
   docs << in.rdbuf();
-  EXPECT_EQ(directive_kinds().size(), 21u);
+  EXPECT_EQ(directive_kinds().size(), 22u);
   for (const auto& k : directive_kinds()) {
     EXPECT_EQ(find_directive(k.op), &k);
     EXPECT_FALSE(k.forms.empty()) << k.op;
@@ -231,7 +231,7 @@ TEST(RulesKnobRegistry, UnknownKnobsAreRefusedWithTheirName) {
   EXPECT_TRUE(check_knobs(t, default_knobs(t, cpu), cpu).ok());
   EXPECT_EQ(check_knobs(t, {{"matmul0", {{"tiles", 2}}}}, cpu).message(),
             "knobs: stage `matmul0`: unknown knob `tiles` for CPU profiles (knobs: mat, vec, par, fuse_outer, tn, tm, "
-            "unroll, at_output, result, pack, kc, mc, fuse, vred, rfactor)");
+            "unroll, at_output, result, pack, kc, mc, flash, fuse, vred, rfactor)");
   EXPECT_EQ(check_knobs(t, {{"matmul0", {{"tn", 5}}}}, cpu).message(),
             "knobs: stage `matmul0`: knob `tn` = 5 is not one of its choices");
   EXPECT_EQ(check_knobs(t, {{"output", {{"tn", 2}}}}, cpu).message(),

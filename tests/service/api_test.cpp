@@ -2,6 +2,9 @@
 // namespaces and scopes, quotas, the blob visibility between teams, queries,
 // ccache objects, and that every rejected request leaves the store as it was.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
@@ -9,6 +12,10 @@
 #include "base/sha256.h"
 #include "service/api.h"
 #include "service/service_db.h"
+#include "base/files.h"
+#include "cache/pg.h"
+#include "cache/s3_blobs.h"
+#include "service/tables.h"
 
 namespace mlk::service {
 namespace {
@@ -17,35 +24,60 @@ using cache::testing::IsOk;
 using cache::testing::TempDir;
 using nlohmann::json;
 
-// Everything a request could change: store statistics, usage per namespace,
-// every entry's manifest, and the staged rows.
-std::string snapshot(const std::string& path) {
-  auto store = cache::testing::open_store(path);
-  auto db = open_service_db(path, false);
-  std::string s;
-  auto st = store->stats();
-  s += std::to_string(st->entries) + "/" + std::to_string(st->blobs) + "/" + std::to_string(st->blob_bytes) + "/" +
-       std::to_string(st->quarantined) + "\n";
-  auto listed = store->list();
-  for (const auto& e : *listed) s += e.ns + " " + e.key + " " + cache::manifest_to_json(e.manifest) + "\n";
-  auto q = (*db)->prepare("SELECT ns, digest, size FROM service_staged ORDER BY ns, digest");
-  while (*q->step()) s += "staged " + q->text(0) + " " + q->text(1) + " " + std::to_string(q->i64(2)) + "\n";
-  return s;
+// The backend of a test: "sqlite" (a store file) or "pg" (a fresh database
+// and bucket on the PostgreSQL and S3 endpoint that scripts/cluster.sh
+// started; the test executable mlk_cluster_tests, under the ctest fixture).
+std::map<std::string, std::string> cluster_env() {
+  std::map<std::string, std::string> out;
+  const char* dir = std::getenv("MLK_CLUSTER_DIR");
+  auto text = read_file(std::string(dir ? dir : "") + "/env");
+  if (!text.ok()) return out;
+  size_t start = 0;
+  while (start < text->size()) {
+    size_t nl = text->find('\n', start);
+    std::string line = text->substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    start = nl == std::string::npos ? text->size() : nl + 1;
+    if (line.rfind("export ", 0) != 0 || line.find('=') == std::string::npos) continue;
+    std::string k = line.substr(7, line.find('=') - 7), v = line.substr(line.find('=') + 1);
+    if (v.size() >= 2 && v.front() == '\'' && v.back() == '\'') v = v.substr(1, v.size() - 2);
+    out[k] = v;
+  }
+  return out;
 }
 
-class ApiTest : public ::testing::Test {
+class ApiTest : public ::testing::TestWithParam<std::string> {
  protected:
+  bool sqlite() const { return GetParam() == "sqlite"; }
   void SetUp() override {
     path = dir.file("serve.db");
-    auto pool_or = SessionPool::Open(path, 2);
+    BackendOptions backend;
+    backend.store = path;
+    if (!sqlite()) {
+      auto env = cluster_env();
+      ASSERT_TRUE(env.count("MLK_CLUSTER_STORE") && env.count("MLK_CLUSTER_S3"))
+          << "no cluster: run under the ctest fixture (scripts/cluster.sh start with $MLK_CLUSTER_DIR)";
+      static int n = 0;
+      std::string name = "apitest_" + std::to_string(getpid()) + "_" + std::to_string(++n);
+      base_url = env["MLK_CLUSTER_STORE"];
+      auto admin_conn = cache::pg::Conn::Open(base_url);
+      ASSERT_TRUE(IsOk(admin_conn));
+      ASSERT_TRUE(IsOk((*admin_conn)->exec("CREATE DATABASE " + name)));
+      db_name = name;
+      backend.store = base_url.substr(0, base_url.rfind('/') + 1) + name;
+      std::string bucket = name;
+      for (char& ch : bucket) ch = ch == '_' ? '-' : ch;  // bucket names allow no `_`
+      backend.blobs = "s3://" + bucket + "?endpoint=" + env["MLK_CLUSTER_S3"] + "&access_key=mlk&secret_key=mlk-secret";
+      blobs_spec = backend.blobs;
+    }
+    auto pool_or = SessionPool::Open(backend, 2);
     ASSERT_TRUE(IsOk(pool_or));
     pool = std::move(*pool_or);
     ApiOptions o;
     o.max_body_bytes = 4096;
     o.quotas.limits["quota"] = 100;
     api = std::make_unique<Api>(o, *pool, metrics);
-    auto db = open_service_db(path, false);
-    auto mk = [&](const std::string& team, Scopes s) { return create_token(**db, team, s, "")->token; };
+    auto lease = pool->acquire();
+    auto mk = [&](const std::string& team, Scopes s) { return lease.tables().create_token(team, s, "")->token; };
     alpha = mk("alpha", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
     alpha_ro = mk("alpha", kScopeRead);
     alpha_blobs = mk("alpha", kScopeRead | kScopeWriteBlobs);
@@ -53,7 +85,43 @@ class ApiTest : public ::testing::Test {
     admin = mk("ops", kScopeAdmin);
     quota = mk("quota", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
     revoked = mk("alpha", kScopeRead);
-    ASSERT_TRUE(IsOk(revoke_token(**db, revoked.substr(0, 12))));
+    ASSERT_TRUE(IsOk(lease.tables().revoke_token(revoked.substr(0, 12))));
+  }
+  void TearDown() override {
+    api.reset();
+    pool.reset();
+    if (db_name.empty()) return;
+    auto c = cache::pg::Conn::Open(base_url);
+    if (c.ok()) (void)(*c)->exec("DROP DATABASE IF EXISTS " + db_name + " WITH (FORCE)");
+  }
+
+  // Everything a request could change: store statistics, every entry's
+  // manifest, and the staged bytes of each namespace.
+  std::string snapshot() {
+    auto lease = pool->acquire();
+    std::string s;
+    auto st = lease.store().stats();
+    s += std::to_string(st->entries) + "/" + std::to_string(st->blobs) + "/" + std::to_string(st->blob_bytes) + "/" +
+         std::to_string(st->quarantined) + "\n";
+    auto listed = lease.store().list(std::nullopt);
+    for (const auto& e : *listed) s += e.ns + " " + e.key + " " + cache::manifest_to_json(e.manifest) + "\n";
+    auto staged = lease.tables().staged_by_namespace();
+    for (const auto& [ns, bytes] : *staged) s += "staged " + ns + " " + std::to_string(bytes) + "\n";
+    return s;
+  }
+  cache::StoreStats stats() { return *pool->acquire().store().stats(); }
+  // Damages the stored copy of `bytes` in place, keeping its digest.
+  void corrupt(const std::string& bytes) {
+    if (sqlite()) {
+      auto store = cache::testing::open_store(path);
+      ASSERT_TRUE(IsOk(store->corrupt_blob_for_testing(sha256_hex(bytes), 10)));
+      return;
+    }
+    std::string bad = bytes;
+    bad[10] = static_cast<char>(~bad[10]);
+    auto spec = cache::parse_s3_spec(blobs_spec);
+    ASSERT_TRUE(IsOk(spec));
+    ASSERT_TRUE(IsOk(cache::S3Blobs(*spec).overwrite_for_testing(sha256_hex(bytes), bad)));
   }
 
   ApiResponse call(const std::string& method, const std::string& path_, const std::string& token,
@@ -86,14 +154,14 @@ class ApiTest : public ::testing::Test {
   }
 
   TempDir dir;
-  std::string path;
+  std::string path, base_url, db_name, blobs_spec;
   std::unique_ptr<SessionPool> pool;
   Metrics metrics;
   std::unique_ptr<Api> api;
   std::string alpha, alpha_ro, alpha_blobs, beta, admin, quota, revoked;
 };
 
-TEST_F(ApiTest, BlobRoundTrip) {
+TEST_P(ApiTest, BlobRoundTrip) {
   std::string bytes = cache::testing::bytes_of(1000, 1);
   std::string d = sha256_hex(bytes);
   EXPECT_EQ(call("GET", "/v1/blobs/" + d, alpha).status, 404);
@@ -112,28 +180,28 @@ TEST_F(ApiTest, BlobRoundTrip) {
   EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex(""), alpha).status, 200);
 }
 
-TEST_F(ApiTest, WrongHashIs422AndStoresNothing) {
-  std::string before = snapshot(path);
+TEST_P(ApiTest, WrongHashIs422AndStoresNothing) {
+  std::string before = snapshot();
   auto r = call("PUT", "/v1/blobs/" + sha256_hex("other"), alpha, "bytes");
   expect_error(r, 422, "hashes to " + sha256_hex("bytes"));
-  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(snapshot(), before);
   EXPECT_EQ(metrics.counter("mlk_verification_failures", {"alpha", "upload"}), 1);
   EXPECT_EQ(metrics.counter("mlk_rejects", {"alpha", "hash_mismatch"}), 1);
 }
 
-TEST_F(ApiTest, OversizedBodyIs413AndStoresNothing) {
+TEST_P(ApiTest, OversizedBodyIs413AndStoresNothing) {
   std::string big = cache::testing::bytes_of(4097, 2);
-  std::string before = snapshot(path);
+  std::string before = snapshot();
   expect_error(put_blob(alpha, big), 413, "larger than this server accepts");
   expect_error(call("PUT", "/ccache/" + std::string(33, 'a'), alpha, big), 413);
   expect_error(call("PUT", "/v1/entries/k1", alpha, big), 413);
-  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(snapshot(), before);
   EXPECT_EQ(put_blob(alpha, big.substr(0, 4096)).status, 201);  // exactly the limit is fine
 }
 
-TEST_F(ApiTest, MalformedManifestsAre400AndStoreNothing) {
+TEST_P(ApiTest, MalformedManifestsAre400AndStoreNothing) {
   ASSERT_EQ(put_blob(alpha, "abc").status, 201);
-  std::string before = snapshot(path);
+  std::string before = snapshot();
   json good = json::parse(manifest_of({{"a", "abc"}}));
   json no_files = good;
   no_files.erase("files");
@@ -146,16 +214,16 @@ TEST_F(ApiTest, MalformedManifestsAre400AndStoreNothing) {
   for (std::string body : {std::string("{not json"), std::string("[]"), std::string(""), no_files.dump(),
                            bad_digest.dump(), bad_name.dump(), meta_array.dump(), std::string("\xff\xfe")})
     expect_error(call("PUT", "/v1/entries/k1", alpha, body), 400, "manifest");
-  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(snapshot(), before);
 }
 
-TEST_F(ApiTest, EntryNeedsItsBlobsInItsNamespace) {
-  std::string before = snapshot(path);
+TEST_P(ApiTest, EntryNeedsItsBlobsInItsNamespace) {
+  std::string before = snapshot();
   auto r = call("PUT", "/v1/entries/k1", alpha, manifest_of({{"a", "abc"}, {"b", "def"}}));
   EXPECT_EQ(r.status, 409) << r.body;
   json j = json::parse(r.body);
   EXPECT_EQ(j["missing"].size(), 2u);
-  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(snapshot(), before);
   ASSERT_EQ(put_blob(alpha, "abc").status, 201);
   ASSERT_EQ(put_blob(alpha, "def").status, 201);
   auto ok = call("PUT", "/v1/entries/k1", alpha, manifest_of({{"a", "abc"}, {"b", "def"}}, R"({"fn":"f"})"));
@@ -180,9 +248,9 @@ TEST_F(ApiTest, EntryNeedsItsBlobsInItsNamespace) {
   EXPECT_EQ(call("DELETE", "/v1/entries/k1", alpha).status, 404);
 }
 
-TEST_F(ApiTest, PathTraversalIs400) {
+TEST_P(ApiTest, PathTraversalIs400) {
   ASSERT_EQ(put_blob(alpha, "abc").status, 201);
-  std::string before = snapshot(path);
+  std::string before = snapshot();
   for (const auto& [m, p] : std::vector<std::pair<std::string, std::string>>{
            {"GET", "/v1/entries/../../etc/passwd"},
            {"PUT", "/v1/entries/../k"},
@@ -196,10 +264,10 @@ TEST_F(ApiTest, PathTraversalIs400) {
            {"DELETE", "/ccache/.."},
        })
     expect_error(call(m, p, alpha, manifest_of({{"a", "abc"}})), 400);
-  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(snapshot(), before);
 }
 
-TEST_F(ApiTest, UnknownRoutesAndMethods) {
+TEST_P(ApiTest, UnknownRoutesAndMethods) {
   expect_error(call("GET", "/", alpha), 404, "no route");
   expect_error(call("GET", "/v2/blobs/x", alpha), 404, "no route");
   expect_error(call("POST", "/v1/entries/k", alpha, "x"), 405, "not allowed");
@@ -210,11 +278,11 @@ TEST_F(ApiTest, UnknownRoutesAndMethods) {
   EXPECT_EQ(call("GET", "/healthz", "").status, 200);  // the one route without a token
 }
 
-TEST_F(ApiTest, MissingUnknownAndRevokedTokensAre401NeverA404) {
+TEST_P(ApiTest, MissingUnknownAndRevokedTokensAre401NeverA404) {
   std::string bytes = "abc";
   ASSERT_EQ(put_blob(alpha, bytes).status, 201);
   std::string d = sha256_hex(bytes);
-  std::string before = snapshot(path);
+  std::string before = snapshot();
   for (const std::string& t : {std::string(""), std::string("mlk_nope"), revoked}) {
     for (const auto& [m, p] : std::vector<std::pair<std::string, std::string>>{
              {"GET", "/v1/blobs/" + d}, {"GET", "/v1/blobs/" + sha256_hex("missing")}, {"PUT", "/v1/blobs/" + d},
@@ -229,11 +297,11 @@ TEST_F(ApiTest, MissingUnknownAndRevokedTokensAre401NeverA404) {
   ApiRequest basic_junk{"GET", "/v1/status", {}, "Digest abc"};
   StringBody none("");
   expect_error(api->handle(basic_junk, none), 401, "neither");
-  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(snapshot(), before);
   EXPECT_GE(metrics.counter("mlk_rejects", {"", "unauthenticated"}), 27);
 }
 
-TEST_F(ApiTest, BasicAuthCarriesTheTokenAsPassword) {
+TEST_P(ApiTest, BasicAuthCarriesTheTokenAsPassword) {
   // base64("team:" + token), as ccache sends for http://team:TOKEN@host/...
   std::string creds = "alpha:" + alpha;
   static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -254,9 +322,9 @@ TEST_F(ApiTest, BasicAuthCarriesTheTokenAsPassword) {
   EXPECT_EQ(json::parse(resp.body)["team"], "alpha");
 }
 
-TEST_F(ApiTest, ForeignNamespaceAndMissingScopeAre403) {
+TEST_P(ApiTest, ForeignNamespaceAndMissingScopeAre403) {
   ASSERT_EQ(put_blob(beta, "abc").status, 201);
-  std::string before = snapshot(path);
+  std::string before = snapshot();
   std::map<std::string, std::string> beta_ns = {{"namespace", "beta"}};
   expect_error(call("GET", "/v1/blobs/" + sha256_hex("abc"), alpha, "", beta_ns), 403, "may not use namespace `beta`");
   expect_error(call("GET", "/v1/entries/k", alpha, "", beta_ns), 403);
@@ -268,13 +336,50 @@ TEST_F(ApiTest, ForeignNamespaceAndMissingScopeAre403) {
   expect_error(call("PUT", "/ccache/" + std::string(33, 'a'), alpha_ro, "obj"), 403);
   expect_error(call("GET", "/metrics", alpha), 403, "admin");
   expect_error(call("GET", "/v1/status", alpha, "", {{"namespace", "../x"}}), 400, "namespace");
-  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(snapshot(), before);
   // An admin may use any namespace.
   EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex("abc"), admin, "", beta_ns).status, 200);
   EXPECT_EQ(call("GET", "/metrics", admin).status, 200);
 }
 
-TEST_F(ApiTest, BlobsAreSharedButNotVisibleAcrossTeams) {
+TEST_P(ApiTest, AReadGrantLetsAnotherTeamReadNeverWrite) {
+  std::string k = cache::testing::bytes_of(200, 9);
+  ASSERT_EQ(put_blob(beta, k).status, 201);
+  ASSERT_EQ(call("PUT", "/v1/entries/shared", beta, manifest_of({{"k", k}})).status, 201);
+  std::map<std::string, std::string> beta_ns = {{"namespace", "beta"}};
+  expect_error(call("GET", "/v1/entries/shared", alpha, "", beta_ns), 403, "may not use namespace `beta`");
+  auto lease = pool->acquire();  // the Api uses the pool's other session
+  ServiceTables* tables = &lease.tables();
+  ASSERT_TRUE(IsOk(tables->grant("beta", "alpha", 1000)));
+  auto got = call("GET", "/v1/entries/shared", alpha_ro, "", beta_ns);
+  EXPECT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(json::parse(got.body)["namespace"], "beta");
+  auto blob = call("GET", "/v1/blobs/" + sha256_hex(k), alpha_ro, "", beta_ns);
+  EXPECT_EQ(blob.status, 200);
+  EXPECT_EQ(blob.body, k);
+  EXPECT_EQ(call("GET", "/v1/entries", alpha, "", beta_ns).status, 200);  // queries are reads too
+  EXPECT_EQ(metrics.counter("mlk_grant_reads", {"beta", "alpha"}), 3);
+  // Never a write: not blobs, not entries, not ccache objects, not deletes.
+  std::string before = snapshot();
+  expect_error(put_blob(alpha, "intruder", beta_ns), 403, "may not use namespace `beta`");
+  expect_error(call("PUT", "/v1/entries/shared", alpha, manifest_of({{"k", k}}), beta_ns), 403);
+  expect_error(call("DELETE", "/v1/entries/shared", alpha, "", beta_ns), 403);
+  expect_error(call("PUT", "/ccache/" + std::string(33, 'b'), alpha, "obj", beta_ns), 403);
+  EXPECT_EQ(snapshot(), before);
+  // Revoked: a 403 that says so, never a silent miss.
+  ASSERT_TRUE(IsOk(tables->revoke_grant("beta", "alpha", 2000)));
+  expect_error(call("GET", "/v1/entries/shared", alpha_ro, "", beta_ns), 403,
+               "may not use namespace `beta`; its read grant to team `alpha` was revoked");
+  EXPECT_EQ(metrics.counter("mlk_rejects", {"alpha", "grant_revoked"}), 1);
+  EXPECT_EQ(tables->revoke_grant("beta", "alpha", 3000).message(),
+            "no grant of namespace `beta` to team `alpha` in force");
+  auto listed = tables->list_grants();
+  ASSERT_TRUE(IsOk(listed));
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].revoked, 2000);
+}
+
+TEST_P(ApiTest, BlobsAreSharedButNotVisibleAcrossTeams) {
   ASSERT_EQ(put_blob(alpha, "secret").status, 201);
   // beta does not see alpha's blob, and cannot bind it without uploading it.
   EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex("secret"), beta).status, 404);
@@ -283,16 +388,15 @@ TEST_F(ApiTest, BlobsAreSharedButNotVisibleAcrossTeams) {
   EXPECT_EQ(put_blob(beta, "secret").status, 201);
   EXPECT_EQ(call("PUT", "/v1/entries/k", beta, manifest_of({{"s", "secret"}})).status, 201);
   EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex("secret"), beta).status, 200);
-  auto store = cache::testing::open_store(path);
-  EXPECT_EQ(store->stats()->blobs, 1);
+  EXPECT_EQ(stats().blobs, 1);
 }
 
-TEST_F(ApiTest, QuotaIsExactAnd507LeavesTheStoreAlone) {
+TEST_P(ApiTest, QuotaIsExactAnd507LeavesTheStoreAlone) {
   std::string a(60, 'a'), b(41, 'b'), b40(40, 'b');
   ASSERT_EQ(put_blob(quota, a).status, 201);  // staged: 60
-  std::string before = snapshot(path);
+  std::string before = snapshot();
   expect_error(put_blob(quota, b), 507, "over its quota");  // 101 > 100
-  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(snapshot(), before);
   ASSERT_EQ(put_blob(quota, b40).status, 201);  // exactly 100
   EXPECT_EQ(put_blob(quota, a).status, 200);     // re-upload: no new charge
   ASSERT_EQ(call("PUT", "/v1/entries/e1", quota, manifest_of({{"a", a}, {"b", b40}})).status, 201);
@@ -301,10 +405,10 @@ TEST_F(ApiTest, QuotaIsExactAnd507LeavesTheStoreAlone) {
   EXPECT_EQ(st["staged_bytes"], 0);
   EXPECT_EQ(st["quota_bytes"], 100);
   // A second entry referencing the same blobs is charged again: over.
-  before = snapshot(path);
+  before = snapshot();
   expect_error(call("PUT", "/v1/entries/e2", quota, manifest_of({{"a", a}})), 507);
   expect_error(call("PUT", "/ccache/" + std::string(33, 'c'), quota, "x"), 507);
-  EXPECT_EQ(snapshot(path), before);
+  EXPECT_EQ(snapshot(), before);
   // Replacing e1 by itself, or by something smaller, fits.
   EXPECT_EQ(call("PUT", "/v1/entries/e1", quota, manifest_of({{"a", a}, {"b", b40}})).status, 201);
   EXPECT_EQ(call("PUT", "/v1/entries/e1", quota, manifest_of({{"a", a}})).status, 201);
@@ -315,7 +419,7 @@ TEST_F(ApiTest, QuotaIsExactAnd507LeavesTheStoreAlone) {
   EXPECT_EQ(put_blob(alpha, std::string(4000, 'z')).status, 201);
 }
 
-TEST_F(ApiTest, QueryByFunctionProfileAndProgramHash) {
+TEST_P(ApiTest, QueryByFunctionProfileAndProgramHash) {
   for (int i = 0; i < 3; ++i) {
     std::string bytes = "artifact" + std::to_string(i);
     ASSERT_EQ(put_blob(alpha, bytes).status, 201);
@@ -344,7 +448,7 @@ TEST_F(ApiTest, QueryByFunctionProfileAndProgramHash) {
   expect_error(call("GET", "/v1/entries", alpha, "", {{"limit", "0"}}), 400, "limit");
 }
 
-TEST_F(ApiTest, CcacheObjects) {
+TEST_P(ApiTest, CcacheObjects) {
   std::string k = "2bc2pkgpj1abcdefghijklmnopqrstuv0";
   std::string sub = "/ccache/" + k.substr(0, 2) + "/" + k.substr(2), flat = "/ccache/" + k;
   EXPECT_EQ(call("GET", sub, alpha).status, 404);
@@ -364,19 +468,15 @@ TEST_F(ApiTest, CcacheObjects) {
   EXPECT_EQ(metrics.counter("mlk_cache_hits", {"alpha", "ccache"}), 3);
   EXPECT_EQ(metrics.counter("mlk_cache_misses", {"alpha", "ccache"}), 3);
   // Stored as ordinary verified entries: `mlk cache verify` checks them too.
-  auto store = cache::testing::open_store(path);
-  EXPECT_TRUE(store->verify()->consistent());
+  if (sqlite()) EXPECT_TRUE(cache::testing::open_store(path)->verify()->consistent());
 }
 
-TEST_F(ApiTest, DamagedDataIsAMissNeverServed) {
+TEST_P(ApiTest, DamagedDataIsAMissNeverServed) {
   std::string bytes = cache::testing::bytes_of(100, 3);
   ASSERT_EQ(put_blob(alpha, bytes).status, 201);
   ASSERT_EQ(call("PUT", "/v1/entries/k", alpha, manifest_of({{"f", bytes}})).status, 201);
   ASSERT_EQ(call("PUT", "/ccache/" + std::string(33, 'a'), alpha, bytes).status, 201);  // same blob
-  {
-    auto store = cache::testing::open_store(path);
-    ASSERT_TRUE(IsOk(store->corrupt_blob_for_testing(sha256_hex(bytes), 10)));
-  }
+  corrupt(bytes);
   auto r = call("GET", "/v1/blobs/" + sha256_hex(bytes), alpha);
   expect_error(r, 404, "quarantined");
   EXPECT_EQ(r.body.find(bytes.substr(0, 8)), std::string::npos);
@@ -388,7 +488,7 @@ TEST_F(ApiTest, DamagedDataIsAMissNeverServed) {
   EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex(bytes), alpha).body, bytes);
 }
 
-TEST_F(ApiTest, StatusShowsOwnNamespaceAndAdminSeesAll) {
+TEST_P(ApiTest, StatusShowsOwnNamespaceAndAdminSeesAll) {
   ASSERT_EQ(put_blob(alpha, "abc").status, 201);
   ASSERT_EQ(call("PUT", "/v1/entries/k", alpha, manifest_of({{"a", "abc"}})).status, 201);
   ASSERT_EQ(call("PUT", "/ccache/" + std::string(33, 'b'), beta, "12345").status, 201);
@@ -407,7 +507,7 @@ TEST_F(ApiTest, StatusShowsOwnNamespaceAndAdminSeesAll) {
   EXPECT_NE(m.body.find("mlk_requests_total{route=\"ccache\",method=\"PUT\",code=\"201\"} 1"), std::string::npos);
 }
 
-TEST_F(ApiTest, StagedUploadsExpire) {
+TEST_P(ApiTest, StagedUploadsExpire) {
   ApiOptions o;
   o.staged_ttl_s = -1;  // everything staged before now is expired at the next upload
   o.quotas.limits["quota"] = 100;
@@ -421,6 +521,12 @@ TEST_F(ApiTest, StagedUploadsExpire) {
   EXPECT_EQ(put(std::string(90, 'b')), 201);  // the first no longer counts
   EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex(std::string(90, 'a')), quota).status, 404);
 }
+
+#ifdef MLK_CLUSTER_TESTS
+INSTANTIATE_TEST_SUITE_P(Shared, ApiTest, ::testing::Values("pg"), [](const auto& i) { return i.param; });
+#else
+INSTANTIATE_TEST_SUITE_P(Sqlite, ApiTest, ::testing::Values("sqlite"), [](const auto& i) { return i.param; });
+#endif
 
 }  // namespace
 }  // namespace mlk::service

@@ -23,6 +23,7 @@
 #include "client/remote_store.h"
 #include "service/server.h"
 #include "service/service_db.h"
+#include "service/tables.h"
 
 namespace mlk::service {
 namespace {
@@ -398,6 +399,98 @@ TEST_F(ServerTest, ClientNotesGoToTheLogSink) {
   EXPECT_EQ(lines[1].first, LogLevel::kWarning);
   EXPECT_NE(lines[1].second.find("401"), std::string::npos) << lines[1].second;
   EXPECT_NE(lines[1].second.find("; using the local store " + mirror + " only"), std::string::npos) << lines[1].second;
+}
+
+TEST_F(ServerTest, ReadOrderReadsAGrantedNamespaceAndSaysWhenTheGrantIsRevoked) {
+  std::string beta, mirror_a = dir.file("mirror-a.db"), mirror_b = dir.file("mirror-b.db");
+  std::unique_ptr<ServiceTables> tables;
+  {
+    auto t = open_tables(dir.file("serve.db"), false);
+    ASSERT_TRUE(IsOk(t));
+    tables = std::move(*t);
+    beta = (*tables->create_token("beta", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries, "")).token;
+  }
+  setenv("MLK_LOCAL_CACHE", mirror_a.c_str(), 1);
+  {
+    auto a = client::CliCache::Open(url(), "default", "mlk test", true, token);  // team alpha
+    ASSERT_TRUE(IsOk(a));
+    ASSERT_TRUE(IsOk((*a)->store()->put_entry("default", "tuned", "{}", cache::testing::test_provenance("mlk tune"),
+                                              {{"k", cache::testing::bytes_of(300, 7)}})));
+    ASSERT_TRUE(IsOk((*a)->push("tuned")));
+  }
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  set_log_sink([&](LogLevel level, std::string_view line) { lines.emplace_back(level, std::string(line)); });
+  setenv("MLK_LOCAL_CACHE", mirror_b.c_str(), 1);
+  auto b = client::CliCache::Open(url(), "default", "mlk test", true, beta);
+  ASSERT_TRUE(IsOk(b));
+  EXPECT_EQ((*b)->set_read_order("alpha", beta).message(),
+            "the read order `alpha` must name `own` (where this team writes), e.g. own,shared-release");
+  EXPECT_EQ((*b)->set_read_order("own,no/slash", beta).message(),
+            "read order `own,no/slash`: namespace `no/slash` must be 1-64 characters from [A-Za-z0-9._-], not starting "
+            "with `.` or `-`");
+  ASSERT_TRUE(IsOk((*b)->set_read_order("own,alpha", beta)));
+  // No grant: a 403 that is said, not a silent miss.
+  EXPECT_FALSE((*b)->pull("tuned"));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].first, LogLevel::kWarning);
+  EXPECT_NE(lines[0].second.find("HTTP 403: token mlk_"), std::string::npos) << lines[0].second;
+  EXPECT_NE(lines[0].second.find("may not use namespace `alpha`; skipping namespace `alpha`"), std::string::npos)
+      << lines[0].second;
+  ASSERT_TRUE(IsOk(tables->grant("alpha", "beta", 100)));
+  EXPECT_TRUE((*b)->pull("tuned"));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1].second.rfind("mlk test: pulled tuned from " + url() + " namespace `alpha` (1 files, ", 0), 0u)
+      << lines[1].second;
+  auto pulled = (*b)->store()->get_entry("default", "tuned");
+  ASSERT_TRUE(IsOk(pulled));
+  EXPECT_EQ(pulled->files.at("k"), cache::testing::bytes_of(300, 7));
+  ASSERT_TRUE(IsOk((*b)->store()->rm("default", "tuned")));
+  ASSERT_TRUE(IsOk(tables->revoke_grant("alpha", "beta", 200)));
+  EXPECT_FALSE((*b)->pull("tuned"));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[2].second.find("its read grant to team `beta` was revoked; skipping namespace `alpha`"),
+            std::string::npos)
+      << lines[2].second;
+  EXPECT_EQ(server->metrics().counter("mlk_grant_reads", {"alpha", "beta"}), 2);  // the entry, then its blob
+  EXPECT_EQ(server->metrics().counter("mlk_rejects", {"beta", "grant_revoked"}), 1);
+  EXPECT_TRUE(HasCode(tables->revoke_grant("alpha", "beta", 300), Status::Code::kNotFound));
+  set_log_sink(nullptr);
+  unsetenv("MLK_LOCAL_CACHE");
+}
+
+TEST_F(ServerTest, ClientFailsOverToTheNextServerOfAList) {
+  // A port nothing listens on, then the live server: every request still succeeds.
+  int dead = 0;
+  {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    dead = ntohs(a.sin_port);
+    ::close(fd);  // bound, never listened on, closed: connections are refused
+  }
+  std::string list = "http://127.0.0.1:" + std::to_string(dead) + "," + url();
+  auto r = remote(token, 1, list);
+  EXPECT_EQ(r->url(), list);
+  ASSERT_TRUE(IsOk(r->put_blob("fail over")));
+  auto back = r->get_blob(sha256_hex("fail over"));
+  ASSERT_TRUE(IsOk(back));
+  EXPECT_EQ(*back, "fail over");
+  // Both down: the error names the list and counts a try per server.
+  auto none = remote(token, 1, "http://127.0.0.1:" + std::to_string(dead) + ",http://127.0.0.1:" + std::to_string(dead));
+  auto miss = none->get_blob(sha256_hex("fail over"));
+  EXPECT_TRUE(HasCode(miss, Status::Code::kIOError));
+  EXPECT_NE(miss.status().message().find("(after 2 attempts)"), std::string::npos) << miss.status().message();
+  RemoteOptions o;
+  o.url = url() + "/a," + url() + "/b";
+  EXPECT_EQ(RemoteStore::Open(o).status().message(),
+            "cache URLs `" + o.url + "`: the servers of a list must share one path prefix");
+  o.url = url() + ",ftp://x";
+  EXPECT_EQ(RemoteStore::Open(o).status().message(),
+            "cache URL `ftp://x`: not an http:// or https:// URL; expected http://HOST:PORT (a `mlk serve`)");
 }
 
 }  // namespace

@@ -1,0 +1,68 @@
+// The narrow interface of an artifact store that `mlk serve` is written
+// against (docs/deploy.md): blobs by sha256, entries (namespace, key) ->
+// manifest, and the accounting the quotas and /v1/status read. Two
+// implementations: cache::Store (one SQLite file, store.h) and
+// cache::PgStore (PostgreSQL for the records, an S3-compatible bucket for the
+// blobs, pg_store.h). Maintenance (verify, gc, pin, export, import) is
+// Store's own.
+//
+// Contracts every implementation keeps (docs/cache.md, "Guarantees"):
+// - Nothing read back is trusted: every blob read re-hashes the bytes, every
+//   entry read re-hashes its record; a mismatch quarantines what was damaged
+//   and returns Status::Corruption. An entry is returned only when all its
+//   blobs are present and valid.
+// - A write is all or nothing, and an entry never points at a missing blob.
+// - Errors: NotFound for a miss, InvalidArgument for a bad name or manifest,
+//   IOError when the storage cannot be reached or is full (the server answers
+//   503 or 507), Corruption as above.
+// Threading: an object is used by one thread at a time unless its own header
+// says more.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "cache/manifest.h"
+
+namespace mlk::cache {
+
+struct EntryInfo;
+struct Artifact;
+struct NamespaceUsage;
+struct StoreStats;
+
+class ArtifactStore {
+ public:
+  virtual ~ArtifactStore() = default;
+
+  // A name for messages: the SQLite path, or "postgresql://HOST/DB + s3://BUCKET".
+  virtual const std::string& path() const = 0;
+
+  // Stores bytes once per digest; returns the digest.
+  virtual Expected<std::string> put_blob(std::string_view bytes) = 0;
+  virtual Expected<std::string> get_blob(const std::string& digest) = 0;  // NotFound, Corruption
+
+  // Binds (ns, key) to a manifest whose blobs are stored (NotFound otherwise).
+  virtual Status put_entry(const std::string& ns, const std::string& key, const Manifest& manifest) = 0;
+  // Stores the files' bytes and the entry, all or nothing.
+  virtual Status put_entry(const std::string& ns, const std::string& key, const std::string& meta_json,
+                           const Provenance& provenance, const std::map<std::string, std::string>& files) = 0;
+
+  virtual Expected<Artifact> get_entry(const std::string& ns, const std::string& key) = 0;
+  virtual Expected<EntryInfo> show_entry(const std::string& ns, const std::string& key) = 0;
+  virtual Expected<std::vector<EntryInfo>> list(const std::optional<std::string>& ns) = 0;
+  virtual Expected<std::vector<std::string>> keys_with_prefix(const std::string& ns, const std::string& prefix,
+                                                              int limit) = 0;
+  virtual Status rm(const std::string& ns, const std::string& key) = 0;
+
+  virtual Expected<std::vector<NamespaceUsage>> usage() = 0;
+  virtual Expected<int64_t> namespace_bytes(const std::string& ns) = 0;
+  virtual Expected<StoreStats> stats() = 0;
+};
+
+}  // namespace mlk::cache

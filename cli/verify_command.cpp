@@ -1,0 +1,256 @@
+// `mlk verify`: an artifact of one fn checked level by level (verify/verify.h);
+// the report goes to stdout and travels with the artifact.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/files.h"
+#include "cache/paths.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "client/cli_cache.h"
+#include "lang/frontend.h"
+#include "lang/ir_printer.h"
+#include "runtime/resolve.h"
+#include "targets/artifact.h"
+#include "targets/detect.h"
+#include "verify/verify.h"
+
+namespace mlk::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "mlk verify: %s\n", s.message().c_str());
+  return s.exit_code();
+}
+
+struct VerifyArgs {
+  std::string file, fn, target, artifact_dir, schedule_path, cache_flag, ns = cache::kDefaultNamespace;
+  std::string levels = "all";
+  std::map<std::string, int64_t> dims;
+  bool json_out = false, no_cache = false, no_store = false;
+  int64_t seed = 1;
+};
+
+const char* kVerifyDescription =
+    "Checks the artifact of fn NAME for PROFILE at the shape --dims, level by level:\n"
+    "  types        the typed IR re-verified; the artifact's signature and the Halide\n"
+    "               pipeline's buffers and extents against the fn's signature\n"
+    "  identity     the artifact's recorded algorithm hash against the algorithm the\n"
+    "               typed IR lowers to; directives that may reassociate sums; strict_float\n"
+    "  envelope     results against the F64 reference interpreter on random and\n"
+    "               adversarial inputs, within an order-independent bound where one exists\n"
+    "  memory       the kernel on buffers behind guard pages and canaries, asserts kept\n"
+    "  equivalence  the typed IR and the lowered algorithm at a small shape, every\n"
+    "               output element proved equal with z3\n"
+    "The artifact is --artifact DIR, else the cache's entry tuned at exactly these dims,\n"
+    "else one built now with the default schedule (or --schedule). The report (text, or\n"
+    "JSON with --json) says per level what was checked, the guarantee, the evidence and\n"
+    "the time; a failed level gives a counterexample. It is stored with the artifact:\n"
+    "in the cache entry (metadata and manifest.json, key verify_report) or in DIR's\n"
+    "manifest.json. See docs/verification.md.\n";
+
+const char* kVerifyEpilogue =
+    "Exit status: 0 every level passed; 1 a level failed (or a bad program or input);\n"
+    "2 bad usage; 3 an internal error (a bug in mlk).\n";
+
+CommandSpec spec(VerifyArgs& v) {
+  return {
+      .name = "verify",
+      .summary = "check an artifact level by level and attach the report",
+      .positionals = "FILE.tl",
+      .description = kVerifyDescription,
+      .flags =
+          {
+              {.name = "--fn", .metavar = "NAME", .help = "the fn; may be omitted when the file has one public fn",
+               .set = store(v.fn)},
+              {.name = "--target", .metavar = "PROFILE", .help = "the profile the artifact is for (see `mlk targets`)",
+               .set = store(v.target), .required = true, .required_note = " (see `mlk targets`)"},
+              {.name = "--dims", .metavar = "N=V,...",
+               .help = "the shape the running levels use, and the cache entry's shape; keep it small",
+               .default_value = "the fn's first `tune` bucket", .set = store_dims(v.dims)},
+              {.name = "--level", .metavar = "LIST",
+               .help = "comma-separated levels: types, identity, envelope, memory, equivalence; all; cheap (types, "
+                       "identity)",
+               .default_value = "all", .set = store(v.levels)},
+              {.name = "--json", .help = "print the report as one JSON object", .set = set_bool(v.json_out)},
+              {.name = "--artifact", .metavar = "DIR", .help = "verify this artifact directory (from `mlk build`)",
+               .set = store(v.artifact_dir)},
+              {.name = "--schedule", .metavar = "S.json",
+               .help = "with no artifact in the cache: build with this schedule instead of the default",
+               .set = store(v.schedule_path)},
+              {.name = "--seed", .metavar = "N", .help = "seed of the random inputs", .default_value = "1",
+               .set = store_count(v.seed)},
+              {.name = "--cache", .metavar = "PATH", .help = "the artifact cache (a store path or a server URL)",
+               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(v.cache_flag)},
+              {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
+               .set = store(v.ns)},
+              {.name = "--no-cache", .help = "never consult the cache (build the artifact now)", .set = set_bool(v.no_cache)},
+              {.name = "--no-store", .help = "do not attach the report to the artifact", .set = set_bool(v.no_store)},
+          },
+      .epilogue = kVerifyEpilogue,
+      .positional = one_positional(v.file),
+      .no_positional = "no input file",
+  };
+}
+
+// Where the artifact came from, and its files.
+struct Source {
+  std::string what;  // for the report's first line
+  std::string cache_key;  // set when it is a cache entry
+  std::map<std::string, std::string> files;
+  cache::Provenance provenance;
+  std::string meta_json;
+};
+
+Expected<std::map<std::string, std::string>> read_dir(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file()) continue;
+    auto bytes = read_file(e.path().string());
+    if (!bytes.ok()) return bytes.status();
+    files[e.path().filename().string()] = *bytes;
+  }
+  if (ec) return Status::IOError("cannot read the artifact directory " + dir + ": " + ec.message());
+  if (!files.count("manifest.json")) return Status::InvalidArgument(dir + " has no manifest.json (not an artifact directory)");
+  return files;
+}
+
+Expected<Source> built_now(const VerifyArgs& v, const ir::Module& m, const Profile& p, const std::string& scratch) {
+  BuildRequest req;
+  req.module = &m;
+  req.fn = v.fn;
+  req.source_path = v.file;
+  req.profile = p;
+  req.dims = v.dims;
+  req.out_dir = scratch;
+  if (!v.schedule_path.empty()) {
+    auto text = read_file(v.schedule_path);
+    if (!text.ok()) return text.status();
+    auto s = Schedule::from_json(*text);
+    if (!s.ok()) return Status::InvalidArgument(v.schedule_path + ": " + s.status().message());
+    req.schedule = *s;
+  }
+  auto res = build_artifact(req);
+  if (!res.ok()) return res.status();
+  auto files = read_dir(scratch);
+  if (!files.ok()) return files.status();
+  return Source{.what = "built now with " + (v.schedule_path.empty() ? std::string("the default schedule") : v.schedule_path),
+                .files = std::move(files).value()};
+}
+
+Expected<Source> find_artifact(const VerifyArgs& v, const ir::Module& m, const Profile& p, client::CliCache* cc,
+                               const std::string& scratch) {
+  if (!v.artifact_dir.empty()) {
+    auto files = read_dir(v.artifact_dir);
+    if (!files.ok()) return files.status();
+    return Source{.what = "the artifact directory " + v.artifact_dir, .files = std::move(files).value()};
+  }
+  if (cc && v.schedule_path.empty()) {
+    auto found = rt::find_tuned({.cache = cc, .ns = v.ns, .module = &m, .fn = v.fn,
+                                 .fhash = ir::function_hash(m, *m.find(v.fn)), .profile = p, .dims = v.dims,
+                                 .require = rt::Require::kExact, .cpu = detect_cpu()});
+    if (found.ok())
+      return Source{.what = "the cache entry " + found->key.substr(0, 16), .cache_key = found->key,
+                    .files = found->entry.files, .provenance = found->entry.info.manifest.provenance,
+                    .meta_json = found->entry.info.manifest.meta_json};
+    if (found.status().code() != Status::Code::kNotFound) return found.status();
+  }
+  return built_now(v, m, p, scratch);
+}
+
+// The report attached where the artifact lives: the cache entry (its
+// metadata and manifest.json, re-stored under the same key and pushed when
+// the cache is a server) or the directory's manifest.json.
+Status attach(const VerifyArgs& v, const Source& src, const verify::Report& rep, client::CliCache* cc) {
+  auto man = verify::attach_report(src.files.at("manifest.json"), rep, 2);
+  if (!man.ok()) return man.status();
+  if (!v.artifact_dir.empty()) return write_file((fs::path(v.artifact_dir) / "manifest.json").string(), *man + "\n");
+  if (src.cache_key.empty() || !cc || !cc->store()) return Status::Ok();
+  auto meta = verify::attach_report(src.meta_json.empty() ? "{}" : src.meta_json, rep);
+  if (!meta.ok()) return meta.status();
+  std::map<std::string, std::string> files = src.files;
+  files["manifest.json"] = *man;
+  MLK_RETURN_IF_ERROR(cc->store()->put_entry(v.ns, src.cache_key, *meta, src.provenance, files));
+  if (cc->remote()) return cc->push(src.cache_key);
+  return Status::Ok();
+}
+
+// --fn from the only public fn; --dims from the fn's first `tune` bucket.
+Status complete_args(VerifyArgs& v, const ir::Module& m) {
+  if (v.fn.empty()) {
+    std::vector<std::string> pub;
+    for (const auto& f : m.functions)
+      if (f.is_public) pub.push_back(f.name);
+    if (pub.size() != 1)
+      return Status::Usage("--fn NAME is required: " + v.file + " has " + std::to_string(pub.size()) + " public fns");
+    v.fn = pub[0];
+  }
+  if (!m.find(v.fn)) return Status::Usage("no fn `" + v.fn + "` in " + v.file);
+  if (v.dims.empty())
+    for (const auto& t : m.tunes)
+      if (t.function == v.fn) {
+        v.dims = t.dims;
+        break;
+      }
+  return Status::Ok();
+}
+
+}  // namespace
+
+CommandSpec verify_spec() {
+  static VerifyArgs scratch;
+  return spec(scratch);
+}
+
+int run_verify(const std::vector<std::string>& args) {
+  VerifyArgs v;
+  if (int bad = parse_or_usage_error(spec(v), args)) return bad;
+  auto levels = verify::parse_levels(v.levels);
+  if (!levels.ok()) return usage_error("verify", "--level: " + levels.status().message());
+  auto profile = resolve_profile(v.target);
+  if (!profile.ok()) return fail(profile.status());
+  auto fe = compile_file(v.file);
+  if (!fe.ok()) return fail(fe.status());
+  if (!fe->ok()) {
+    std::fputs(fe->rendered().c_str(), stderr);
+    return 1;
+  }
+  if (Status s = complete_args(v, fe->module); !s.ok()) return usage_error("verify", s.message());
+  std::unique_ptr<client::CliCache> cc;
+  if (!v.no_cache && v.artifact_dir.empty()) {
+    auto c = client::CliCache::Open(v.cache_flag, v.ns, "mlk verify", /*create_if_missing=*/false);
+    if (!c.ok()) return fail(c.status());
+    cc = std::move(c).value();
+  }
+  const std::string scratch = (fs::temp_directory_path() / ("mlk_verify_" + std::to_string(getpid()))).string();
+  auto src = find_artifact(v, fe->module, *profile, cc.get(), scratch);
+  if (!src.ok()) return fail(src.status());
+  auto rep = verify::verify_artifact({.module = &fe->module, .fn = v.fn, .profile = *profile, .dims = v.dims,
+                                      .files = src->files, .levels = *levels, .seed = static_cast<uint64_t>(v.seed)});
+  std::error_code ec;
+  fs::remove_all(scratch, ec);
+  if (!rep.ok()) return rep.status().code() == Status::Code::kUsage ? usage_error("verify", rep.status().message()) : fail(rep.status());
+  if (v.json_out) {
+    nlohmann::json j = nlohmann::json::parse(rep->to_json());
+    j["artifact"] = src->what;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("artifact: %s\n%s", src->what.c_str(), rep->to_text().c_str());
+  }
+  if (!v.no_store)
+    if (Status s = attach(v, *src, *rep, cc.get()); !s.ok())
+      std::fprintf(stderr, "mlk verify: the report could not be stored with the artifact: %s\n", s.message().c_str());
+  return rep->pass() ? 0 : 1;
+}
+
+}  // namespace mlk::cli

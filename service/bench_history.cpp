@@ -1,0 +1,143 @@
+#include "service/bench_history.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "base/time.h"
+
+namespace mlk::service {
+
+namespace {
+
+using nlohmann::json;
+namespace sql = cache::sql;
+
+const char* kSchema = R"(
+CREATE TABLE IF NOT EXISTS bench_results (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  ns TEXT NOT NULL, kernel TEXT NOT NULL, target TEXT NOT NULL,
+  created TEXT NOT NULL, received TEXT NOT NULL,
+  machine TEXT NOT NULL, versions TEXT NOT NULL,
+  cache_key TEXT NOT NULL, variant TEXT NOT NULL,
+  median_ms TEXT NOT NULL, entry TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS bench_results_kernel ON bench_results (ns, kernel, id);
+CREATE TABLE IF NOT EXISTS bench_baselines (
+  ns TEXT NOT NULL, name TEXT NOT NULL, kernel TEXT NOT NULL, result_id INTEGER NOT NULL,
+  PRIMARY KEY (ns, name, kernel));
+)";
+
+Status bad(const std::string& what) { return Status::InvalidArgument("the body is no mlk bench report: " + what); }
+
+}  // namespace
+
+Expected<std::unique_ptr<BenchHistory>> BenchHistory::Open(const std::string& path) {
+  auto db = sql::Db::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, 10000);
+  if (!db.ok()) return db.status();
+  if (Status s = (*db)->exec(kSchema); !s.ok()) return s;
+  return std::unique_ptr<BenchHistory>(new BenchHistory(std::move(db).value()));
+}
+
+Expected<int> BenchHistory::add(const std::string& ns, const std::string& report, const std::string& baseline_set) {
+  json doc = json::parse(report, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object()) return bad("not valid JSON");
+  if (doc.value("format", "") != "mlk-bench") return bad("`format` is not \"mlk-bench\"");
+  if (!doc.contains("kernels") || !doc["kernels"].is_array()) return bad("no `kernels` list");
+  const json machine = doc.value("machine", json::object()), versions = doc.value("versions", json::object());
+  for (size_t i = 0; i < doc["kernels"].size(); ++i) {
+    const json& k = doc["kernels"][i];
+    for (const char* f : {"id", "target", "cache_key", "variant"})
+      if (!k.is_object() || !k.contains(f) || !k[f].is_string())
+        return bad("kernels[" + std::to_string(i) + "]: missing string field `" + f + "`");
+    if (!k.contains("mlk") || !k["mlk"].is_object()) return bad("kernels[" + std::to_string(i) + "]: no `mlk` result");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  int stored = 0;
+  Status s = sql::write_txn(*db_, [&]() -> Status {
+    for (const json& k : doc["kernels"]) {
+      auto ins = db_->prepare(
+          "INSERT INTO bench_results (ns, kernel, target, created, received, machine, versions, cache_key, variant, "
+          "median_ms, entry) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+      if (!ins.ok()) return ins.status();
+      ins->bind(1, ns).bind(2, k["id"].get<std::string>()).bind(3, k["target"].get<std::string>())
+          .bind(4, doc.value("created", "")).bind(5, now_iso()).bind(6, machine.dump()).bind(7, versions.dump())
+          .bind(8, k["cache_key"].get<std::string>()).bind(9, k["variant"].get<std::string>())
+          .bind(10, json(k["mlk"].value("median_ms", 0.0)).dump()).bind(11, k.dump());
+      if (Status r = ins->run(); !r.ok()) return r;
+      const int64_t id = sqlite3_last_insert_rowid(db_->raw());
+      ++stored;
+      if (baseline_set.empty()) continue;
+      auto up = db_->prepare("INSERT OR REPLACE INTO bench_baselines (ns, name, kernel, result_id) VALUES (?1, ?2, ?3, ?4)");
+      if (!up.ok()) return up.status();
+      up->bind(1, ns).bind(2, baseline_set).bind(3, k["id"].get<std::string>()).bind(4, id);
+      if (Status r = up->run(); !r.ok()) return r;
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return stored;
+}
+
+Expected<std::string> BenchHistory::history(const std::string& ns, const std::string& kernel, const std::string& target,
+                                            int limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->prepare(
+      "SELECT kernel, target, created, received, machine, versions, cache_key, variant, median_ms, entry "
+      "FROM bench_results WHERE ns = ?1 AND (?2 = '' OR kernel = ?2) AND (?3 = '' OR target = ?3) "
+      "ORDER BY id DESC LIMIT ?4");
+  if (!q.ok()) return q.status();
+  q->bind(1, ns).bind(2, kernel).bind(3, target).bind(4, static_cast<int64_t>(limit));
+  json out = {{"namespace", ns}, {"kernel", kernel}, {"results", json::array()}};
+  while (true) {
+    auto row = q->step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    json e = json::parse(q->text(9), nullptr, false);
+    out["results"].push_back({{"kernel", q->text(0)}, {"target", q->text(1)}, {"created", q->text(2)},
+                              {"received", q->text(3)}, {"machine", json::parse(q->text(4), nullptr, false)},
+                              {"versions", json::parse(q->text(5), nullptr, false)}, {"cache_key", q->text(6)},
+                              {"variant", q->text(7)}, {"median_ms", json::parse(q->text(8), nullptr, false)},
+                              {"samples_ms", e.is_object() ? e["mlk"].value("samples_ms", json::array()) : json::array()},
+                              {"round_sizes", e.is_object() ? e["mlk"].value("round_sizes", json::array()) : json::array()}});
+  }
+  return out.dump();
+}
+
+Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->prepare(
+      "SELECT r.entry, r.machine, r.versions, r.created FROM bench_baselines b JOIN bench_results r ON r.id = "
+      "b.result_id WHERE b.ns = ?1 AND b.name = ?2 ORDER BY b.kernel");
+  if (!q.ok()) return q.status();
+  q->bind(1, ns).bind(2, name);
+  json doc = {{"format", "mlk-bench"}, {"format_version", 1}, {"kernels", json::array()}, {"calibration_ms", json::array()},
+              {"settings", json::object()}};
+  while (true) {
+    auto row = q->step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    json k = json::parse(q->text(0), nullptr, false);
+    k.erase("comparison");
+    k.erase("instructions");
+    doc["kernels"].push_back(k);
+    doc["machine"] = json::parse(q->text(1), nullptr, false);  // every entry's; the report keeps one
+    doc["versions"] = json::parse(q->text(2), nullptr, false);
+    doc["created"] = q->text(3);
+  }
+  if (doc["kernels"].empty())
+    return Status::NotFound("no baseline set `" + name + "` in namespace " + ns + " (push one with `mlk bench --record "
+                            "FILE --push --baseline-set " + name + "`)");
+  return doc.dump(1) + "\n";
+}
+
+Expected<BenchHistory*> bench_history_at(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<BenchHistory>> open;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = open.find(path);
+  if (it != open.end()) return it->second.get();
+  auto h = BenchHistory::Open(path);
+  if (!h.ok()) return h.status();
+  return (open[path] = std::move(h).value()).get();
+}
+
+}  // namespace mlk::service

@@ -1,0 +1,52 @@
+// Benchmark history kept by `mlk serve` (docs/ci.md, "History on the
+// server"): the results `mlk bench --record --push` sends, one row per
+// kernel (its id, fn, target, the machine's fingerprint, the versions, the
+// cache key of what was timed, every sample), and named baselines such as
+// `main`: per kernel, the entry of the latest report pushed under that name,
+// which `mlk bench --baseline-set NAME` fetches and compares with A/B.
+//
+// Its own SQLite database file (bench_history_path of ApiOptions), apart from
+// the artifact store's tables. Thread-safe: one connection behind a mutex.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "base/status.h"
+#include "cache/sqlite.h"
+
+namespace mlk::service {
+
+class BenchHistory {
+ public:
+  // Opens (creating when missing) the database at `path`.
+  static Expected<std::unique_ptr<BenchHistory>> Open(const std::string& path);
+
+  // Stores the kernels of `report` (the JSON document of `mlk bench --json`)
+  // under namespace `ns`; with `baseline_set` non-empty, they also become
+  // that set's baseline entries. InvalidArgument naming the field when the
+  // document is no mlk bench report. Returns how many kernels were stored.
+  Expected<int> add(const std::string& ns, const std::string& report, const std::string& baseline_set);
+
+  // {"namespace", "kernel", "results": [...]}: the kernel's results, newest
+  // first, at most `limit`; `kernel` empty: every kernel; `target` non-empty
+  // narrows to that target.
+  Expected<std::string> history(const std::string& ns, const std::string& kernel, const std::string& target,
+                                int limit);
+
+  // The baseline set `name` as an mlk bench report (what --baseline reads);
+  // NotFound when nothing was pushed under that name.
+  Expected<std::string> baseline(const std::string& ns, const std::string& name);
+
+ private:
+  explicit BenchHistory(std::unique_ptr<cache::sql::Db> db) : db_(std::move(db)) {}
+  std::mutex mu_;
+  std::unique_ptr<cache::sql::Db> db_;
+};
+
+// The history of the server whose ApiOptions name `path`: opened on first
+// use and kept for the process (one per path).
+Expected<BenchHistory*> bench_history_at(const std::string& path);
+
+}  // namespace mlk::service

@@ -1,0 +1,106 @@
+// ServiceTables on the SQLite tables of the store's file (service_db.h): the
+// functions of tokens.h and staging.h, and the grants table.
+#include "service/service_db.h"
+#include "service/staging.h"
+#include "service/tables.h"
+
+namespace mlk::service {
+
+Expected<bool> ServiceTables::blob_visible(const std::string& ns, const std::string& digest) {
+  auto staged = blob_staged(ns, digest);
+  if (!staged.ok() || *staged) return staged;
+  return blob_referenced(ns, digest);
+}
+
+namespace {
+
+class SqliteTables final : public ServiceTables {
+ public:
+  explicit SqliteTables(std::unique_ptr<cache::sql::Db> db) : db_(std::move(db)) {}
+
+  Expected<NewToken> create_token(const std::string& team, Scopes scopes, const std::string& note) override {
+    return service::create_token(*db_, team, scopes, note);
+  }
+  Expected<std::vector<TokenInfo>> list_tokens() override { return service::list_tokens(*db_); }
+  Expected<TokenInfo> revoke_token(const std::string& id_or_prefix) override {
+    return service::revoke_token(*db_, id_or_prefix);
+  }
+  Expected<std::optional<TokenInfo>> find_token(std::string_view token) override {
+    return service::find_token(*db_, token);
+  }
+  Status stage_blob(const std::string& ns, const std::string& digest, int64_t size, int64_t now) override {
+    return service::stage_blob(*db_, ns, digest, size, now);
+  }
+  Status unstage(const std::string& ns, const std::set<std::string>& digests) override {
+    return service::unstage(*db_, ns, digests);
+  }
+  Status expire_staged(const std::string& ns, int64_t before) override { return service::expire_staged(*db_, ns, before); }
+  Expected<int64_t> staged_bytes(const std::string& ns, const std::set<std::string>& excluding) override {
+    return service::staged_bytes(*db_, ns, excluding);
+  }
+  Expected<std::map<std::string, int64_t>> staged_by_namespace() override { return service::staged_by_namespace(*db_); }
+  Expected<bool> blob_staged(const std::string& ns, const std::string& digest) override {
+    return service::blob_staged(*db_, ns, digest);
+  }
+  Expected<bool> blob_referenced(const std::string& ns, const std::string& digest) override {
+    return service::blob_referenced(*db_, ns, digest);
+  }
+
+  Status grant(const std::string& ns, const std::string& grantee, int64_t now) override {
+    auto st = db_->prepare(
+        "INSERT INTO service_grants(ns, grantee, created, revoked) VALUES(?1, ?2, ?3, 0) "
+        "ON CONFLICT(ns, grantee) DO UPDATE SET created=excluded.created, revoked=0");
+    if (!st.ok()) return st.status();
+    st->bind(1, ns).bind(2, grantee).bind(3, now);
+    return st->run();
+  }
+  Status revoke_grant(const std::string& ns, const std::string& grantee, int64_t now) override {
+    auto st = db_->prepare("UPDATE service_grants SET revoked=?3 WHERE ns=?1 AND grantee=?2 AND revoked=0");
+    if (!st.ok()) return st.status();
+    st->bind(1, ns).bind(2, grantee).bind(3, now);
+    MLK_RETURN_IF_ERROR(st->run());
+    if (sqlite3_changes(db_->raw()) == 0)
+      return Status::NotFound("no grant of namespace `" + ns + "` to team `" + grantee + "` in force");
+    return Status::Ok();
+  }
+  Expected<std::optional<GrantInfo>> find_grant(const std::string& ns, const std::string& grantee) override {
+    auto st = db_->prepare("SELECT ns, grantee, created, revoked FROM service_grants WHERE ns=?1 AND grantee=?2");
+    if (!st.ok()) return st.status();
+    st->bind(1, ns).bind(2, grantee);
+    auto r = st->step();
+    if (!r.ok()) return r.status();
+    if (!*r) return std::optional<GrantInfo>();
+    return std::optional<GrantInfo>(GrantInfo{st->text(0), st->text(1), st->i64(2), st->i64(3)});
+  }
+  Expected<std::vector<GrantInfo>> list_grants() override {
+    auto st = db_->prepare("SELECT ns, grantee, created, revoked FROM service_grants ORDER BY ns, grantee");
+    if (!st.ok()) return st.status();
+    std::vector<GrantInfo> out;
+    while (true) {
+      auto r = st->step();
+      if (!r.ok()) return r.status();
+      if (!*r) break;
+      out.push_back(GrantInfo{st->text(0), st->text(1), st->i64(2), st->i64(3)});
+    }
+    return out;
+  }
+  Expected<std::unique_ptr<Lock>> lock_namespace(const std::string&) override { return std::make_unique<Lock>(); }
+
+ private:
+  std::unique_ptr<cache::sql::Db> db_;
+};
+
+}  // namespace
+
+std::unique_ptr<ServiceTables> sqlite_tables(std::unique_ptr<cache::sql::Db> db) {
+  return std::make_unique<SqliteTables>(std::move(db));
+}
+
+Expected<std::unique_ptr<ServiceTables>> open_tables(const std::string& spec, bool create_if_missing) {
+  if (cache::is_postgres_url(spec)) return pg_tables(spec);
+  auto db = open_service_db(spec, create_if_missing);
+  if (!db.ok()) return db.status();
+  return sqlite_tables(std::move(*db));
+}
+
+}  // namespace mlk::service

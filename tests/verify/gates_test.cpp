@@ -1,0 +1,167 @@
+// The publishing gates on `mlk verify` reports (docs/verification.md), over
+// a real server: `mlk cache push --require-verified` refuses an entry whose
+// report does not pass and sends nothing; a release namespace of `mlk serve`
+// (ApiOptions::require_verified) stores only entries whose report passes;
+// the report is read defensively from entry metadata.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "../cache/test_util.h"
+#include "cache/entry_meta.h"
+#include "cli/cache_cli.h"
+#include "client/remote_store.h"
+#include "service/server.h"
+#include "service/service_db.h"
+
+namespace mlk {
+namespace {
+
+using cache::testing::bytes_of;
+using cache::testing::IsOk;
+using cache::testing::open_store;
+using cache::testing::TempDir;
+using cache::testing::test_provenance;
+
+// Entry metadata with a report that passed `passed` (absent: no report).
+std::string meta_with(const std::string& passed) {
+  return R"({"fn":"sgemm","verify_report":{"format":"mlk-verify-1","pass":true,"passed":[)" + passed + R"(]}})";
+}
+
+struct CliRun {
+  int code;
+  std::string out, err;
+};
+CliRun cache_cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  int code = cli::run_cache_cli(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+class Gates : public ::testing::Test {
+ protected:
+  void start(std::map<std::string, std::vector<std::string>> release = {}) {
+    service::ServeOptions o;
+    o.store_path = dir.file("serve.db");
+    o.port = 0;
+    o.threads = 2;
+    o.api.require_verified = std::move(release);
+    auto s = service::Server::Start(o);
+    ASSERT_TRUE(IsOk(s));
+    server = std::move(*s);
+    auto db = service::open_service_db(o.store_path, false);
+    token = service::create_token(**db, "alpha", service::kScopeRead | service::kScopeWriteBlobs |
+                                                     service::kScopeWriteEntries, "")->token;
+    setenv("MLK_TOKEN", token.c_str(), 1);
+    auto local = open_store(dir.file("local.db"));
+    ASSERT_TRUE(IsOk(local->put_entry("default", unverified, R"({"fn":"sgemm"})", test_provenance("mlk tune"),
+                                      {{"libsgemm.so", bytes_of(2000, 1)}})));
+    ASSERT_TRUE(IsOk(local->put_entry("default", cheap, meta_with(R"("types","identity")"), test_provenance("mlk tune"),
+                                      {{"libsgemm.so", bytes_of(2000, 2)}})));
+    ASSERT_TRUE(IsOk(local->put_entry("default", full, meta_with(R"("types","identity","envelope","memory")"),
+                                      test_provenance("mlk tune"), {{"libsgemm.so", bytes_of(2000, 3)}})));
+  }
+  void TearDown() override { unsetenv("MLK_TOKEN"); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(server->port()); }
+  CliRun push(const std::string& key, const std::string& levels) {
+    std::vector<std::string> a = {"push", key, "--cache", dir.file("local.db"), "--remote", url()};
+    if (!levels.empty()) a.insert(a.end(), {"--require-verified", levels});
+    return cache_cli(a);
+  }
+  // Entries and blobs the server holds: "blobs/entries".
+  std::string held() {
+    auto s = open_store(dir.file("serve.db"));
+    auto st = s->stats();
+    return std::to_string(st->blobs) + "/" + std::to_string(st->entries);
+  }
+
+  TempDir dir;
+  std::unique_ptr<service::Server> server;
+  std::string token;
+  const std::string unverified = std::string(64, 'a'), cheap = std::string(64, 'b'), full = std::string(64, 'c');
+};
+
+TEST_F(Gates, GatedPushOfAnUnverifiedEntryIsRefusedAndSendsNothing) {
+  start();
+  CliRun r = push(unverified, "envelope");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "mlk cache push: refused: entry default/aaaaaaaaaaaaaaaa has no verification report (run `mlk "
+                   "verify` first); nothing was pushed\n");
+  EXPECT_EQ(held(), "0/0");
+  r = push(cheap, "envelope,memory");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "mlk cache push: refused: entry default/bbbbbbbbbbbbbbbb is not verified at envelope,memory (its "
+                   "report passes: types,identity); nothing was pushed\n");
+  EXPECT_EQ(held(), "0/0");
+  r = push(full, "envelope,memory");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(held(), "1/1");
+  r = push(cheap, "cheap");  // types and identity: this one passes them
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(held(), "2/2");
+}
+
+TEST_F(Gates, BadLevelIsAUsageError) {
+  start();
+  CliRun r = push(full, "fast");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "mlk cache push: --require-verified: unknown verification level `fast` (levels: types, identity, "
+                   "envelope, memory, equivalence; or all, cheap)\n");
+}
+
+TEST_F(Gates, ReleaseNamespaceStoresOnlyVerifiedEntries) {
+  start({{"alpha", {"envelope"}}});
+  CliRun r = push(unverified, "");  // no client-side gate: the server's refuses
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("namespace `alpha` accepts only verified entries: entry aaaaaaaaaaaaaaaa has no verification "
+                       "report (run `mlk verify` first)"),
+            std::string::npos)
+      << r.err;
+  r = push(cheap, "");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("entry bbbbbbbbbbbbbbbb is not verified at envelope (its report passes: types,identity)"),
+            std::string::npos)
+      << r.err;
+  auto s = open_store(dir.file("serve.db"));
+  EXPECT_EQ(s->list()->size(), 0u);  // blobs may be staged; no entry is bound
+  r = push(full, "");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(s->list()->size(), 1u);
+}
+
+TEST(VerifiedMeta, ReadDefensively) {
+  auto m = cache::parse_entry_meta(meta_with(R"("types","envelope")"));
+  ASSERT_TRUE(IsOk(m));
+  EXPECT_TRUE(m->verification.present);
+  EXPECT_EQ(m->verification.str(), "types,envelope");
+  auto none = cache::parse_entry_meta(R"({"fn":"f"})");
+  ASSERT_TRUE(IsOk(none));
+  EXPECT_EQ(none->verification.str(), "unverified");
+  auto bad = cache::parse_entry_meta(R"({"verify_report":"yes"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "entry metadata: `verify_report` must be an object, got string");
+  bad = cache::parse_entry_meta(R"({"verify_report":{"passed":[1]}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "entry metadata: `verify_report.passed[]` must be a string, got number");
+  bad = cache::parse_entry_meta(R"({"verify_report":{}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "entry metadata: `verify_report.passed` is missing");
+  auto lv = cache::parse_required_levels("memory,types,cheap");
+  ASSERT_TRUE(IsOk(lv));
+  EXPECT_EQ(*lv, (std::vector<std::string>{"types", "identity", "memory"}));
+  EXPECT_EQ(cache::parse_required_levels("").status().message(),
+            "unknown verification level `` (levels: types, identity, envelope, memory, equivalence; or all, cheap)");
+}
+
+TEST_F(Gates, CacheLsShowsTheVerifiedLevels) {
+  start();
+  CliRun r = cache_cli({"ls", "--cache", dir.file("local.db")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("PRODUCER     VERIFIED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mlk tune     types,identity,envelope,memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mlk tune     types,identity\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mlk tune     unverified\n"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mlk

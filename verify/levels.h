@@ -1,0 +1,42 @@
+// Internal to verify/: one function per level (one file each), sharing the
+// context verify_artifact builds once.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "lang/bind.h"
+#include "lang/ir.h"
+#include "lang/tensor.h"
+#include "targets/loaded_artifact.h"
+#include "targets/profile.h"
+#include "verify/report.h"
+
+namespace mlk::verify {
+
+struct Context {
+  const ir::Module& m;
+  const ir::Function& f;
+  const std::string& fn;
+  const Profile& profile;
+  const DimEnv& dims;
+  const std::map<std::string, std::string>& files;
+  const std::string& manifest;  // manifest.json's text
+  uint64_t seed = 1;
+};
+
+LevelReport check_types(const Context& c);
+LevelReport check_identity(const Context& c);
+LevelReport check_envelope(const Context& c);
+LevelReport check_memory(const Context& c);
+LevelReport check_equivalence(const Context& c);
+
+// verify/inputs.cpp: the input sets of the running levels. `set` is one of
+// input_set_names(); values suit each parameter's dtype (integers and Bool
+// small and non-negative, so that gather indices stay in range).
+const std::vector<std::string>& input_set_names();  // random, cancellation, large, subnormal, ties
+Expected<std::vector<HostTensor>> make_inputs(const ir::Function& f, const DimEnv& dims, const std::string& set,
+                                              int64_t reduction_length, uint64_t seed);
+
+}  // namespace mlk::verify

@@ -1,0 +1,145 @@
+#include "verify/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace mlk::verify {
+
+using nlohmann::json;
+
+namespace {
+
+struct LevelName {
+  Level level;
+  const char* name;
+};
+constexpr LevelName kLevels[] = {{Level::kTypes, "types"},
+                                 {Level::kIdentity, "identity"},
+                                 {Level::kEnvelope, "envelope"},
+                                 {Level::kMemory, "memory"},
+                                 {Level::kEquivalence, "equivalence"}};
+
+std::string seconds_str(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f s", s);
+  return b;
+}
+
+}  // namespace
+
+const char* level_name(Level l) {
+  for (const auto& n : kLevels)
+    if (n.level == l) return n.name;
+  return "?";
+}
+
+const std::vector<Level>& all_levels() {
+  static const std::vector<Level> v = {Level::kTypes, Level::kIdentity, Level::kEnvelope, Level::kMemory,
+                                       Level::kEquivalence};
+  return v;
+}
+
+const char* level_list() { return "types, identity, envelope, memory, equivalence"; }
+
+Expected<std::vector<Level>> parse_levels(const std::string& text) {
+  std::vector<Level> out;
+  std::stringstream ss(text);
+  std::string w;
+  auto add = [&](Level l) {
+    for (Level o : out)
+      if (o == l) return;
+    out.push_back(l);
+  };
+  while (std::getline(ss, w, ',')) {
+    if (w == "all") {
+      for (Level l : all_levels()) add(l);
+      continue;
+    }
+    if (w == "cheap") {
+      add(Level::kTypes), add(Level::kIdentity);
+      continue;
+    }
+    bool found = false;
+    for (const auto& n : kLevels)
+      if (w == n.name) add(n.level), found = true;
+    if (!found)
+      return Status::Usage("unknown verification level `" + w + "` (levels: " + level_list() + "; or all, cheap)");
+  }
+  if (out.empty()) return Status::Usage("no verification level given (levels: " + std::string(level_list()) + ")");
+  // Cheapest first, whatever the order given.
+  std::vector<Level> sorted;
+  for (Level l : all_levels())
+    for (Level o : out)
+      if (o == l) sorted.push_back(l);
+  return sorted;
+}
+
+bool Report::pass() const {
+  if (levels.empty()) return false;
+  for (const auto& l : levels)
+    if (!l.pass) return false;
+  return true;
+}
+
+std::string Report::to_json() const {
+  json lv = json::array();
+  json passed = json::array();
+  for (const auto& l : levels) {
+    json o = {{"level", level_name(l.level)}, {"pass", l.pass},       {"checked", l.checked},
+              {"guarantee", l.guarantee},     {"evidence", l.evidence}, {"seconds", l.seconds}};
+    if (!l.pass) o["counterexample"] = l.counterexample;
+    else passed.push_back(level_name(l.level));
+    lv.push_back(o);
+  }
+  return json{{"format", "mlk-verify-1"}, {"fn", fn}, {"target", target}, {"dims", dims},
+              {"pass", pass()}, {"passed", passed}, {"levels", lv}}.dump();
+}
+
+std::string Report::to_text() const {
+  std::string s = "verify " + fn + " [" + dims + "] " + target + ": " + (pass() ? "PASS" : "FAIL") + "\n";
+  for (const auto& l : levels) {
+    s += std::string("  ") + level_name(l.level) + ": " + (l.pass ? "pass" : "FAIL") + " (" + seconds_str(l.seconds) + ")\n";
+    s += "    checked: " + l.checked + "\n";
+    s += "    guarantee: " + l.guarantee + "\n";
+    for (const auto& e : l.evidence) s += "    evidence: " + e + "\n";
+    if (!l.pass) s += "    counterexample: " + l.counterexample + "\n";
+  }
+  return s;
+}
+
+Expected<std::string> attach_report(std::string_view text, const Report& r, int indent) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (!j.is_object()) return Status::InvalidArgument("cannot attach a verification report: not a JSON object");
+  json rep = json::parse(r.to_json());
+  // Staged verification: levels of an earlier report that this one did not
+  // run are kept (the artifact's bytes are the same), this run's replace theirs.
+  if (auto old = j.find("verify_report"); old != j.end() && old->is_object() && old->contains("levels") &&
+                                           (*old)["levels"].is_array()) {
+    std::set<std::string> ran;
+    for (const auto& l : rep["levels"]) ran.insert(l.value("level", ""));
+    json merged = json::array();
+    for (const auto& l : (*old)["levels"])
+      if (l.is_object() && l.contains("level") && l["level"].is_string() && !ran.count(l["level"].get<std::string>()) &&
+          l.contains("pass") && l["pass"].is_boolean())
+        merged.push_back(l);
+    for (const auto& l : rep["levels"]) merged.push_back(l);
+    json sorted = json::array(), passed = json::array();
+    bool all = !merged.empty();
+    for (Level lv : all_levels())
+      for (const auto& l : merged)
+        if (l["level"] == level_name(lv)) {
+          sorted.push_back(l);
+          if (l["pass"].get<bool>()) passed.push_back(level_name(lv));
+          else all = false;
+        }
+    rep["levels"] = sorted;
+    rep["passed"] = passed;
+    rep["pass"] = all;
+  }
+  j["verify_report"] = rep;
+  return j.dump(indent);
+}
+
+}  // namespace mlk::verify

@@ -1,0 +1,37 @@
+// `mlk verify`: an artifact checked against the typed IR it claims to
+// implement, level by level (verify/report.h names the levels; each one's
+// guarantee is in docs/verification.md). Halide-free: the Halide side is
+// reached through scheduler/algorithm.h and scheduler/algorithm_terms.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "lang/bind.h"
+#include "lang/ir.h"
+#include "targets/profile.h"
+#include "verify/report.h"
+
+namespace mlk::verify {
+
+struct VerifyRequest {
+  const ir::Module* module = nullptr;  // checked; must outlive the call
+  std::string fn;
+  Profile profile;
+  DimEnv dims;  // every dimension variable of `fn`: the shape the running levels use
+  // The artifact's files (manifest.json, the library, ...), as a cache entry
+  // or an artifact directory holds them.
+  std::map<std::string, std::string> files;
+  std::vector<Level> levels;
+  uint64_t seed = 1;  // of the random inputs (envelope, memory)
+};
+
+// Runs the requested levels, cheapest first. A level that fails is in the
+// report with its counterexample; the Status is an error only when the
+// request itself is unusable (no such fn, a dimension missing, no manifest).
+Expected<Report> verify_artifact(const VerifyRequest& r);
+
+}  // namespace mlk::verify
