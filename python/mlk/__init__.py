@@ -157,10 +157,12 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     and profile at the nearest other shape, then to the default schedule
     compiled by Halide's JIT for this machine; `ops.fn.kernel(...).selection`
     says which and why. `require="tuned"` refuses the JIT fallback,
-    `require="exact"` anything not tuned at exactly the call's shape (both
+    `require="exact"` anything not tuned at exactly the call's shape,
+    `require="verified:envelope"` (any `mlk verify` levels) anything whose
+    stored verification report did not pass those levels (all
     raise NotFoundError)."""
-    if require not in ("any", "tuned", "exact"):
-        raise ValueError("require=%r: expected 'any', 'tuned' or 'exact'" % (require,))
+    if require not in ("any", "tuned", "exact") and not str(require).startswith("verified:"):
+        raise ValueError("require=%r: expected 'any', 'tuned', 'exact' or 'verified:LEVELS'" % (require,))
     rt = _mlk.Runtime(cache, namespace, token)
     policy = target if require == "any" else "%s;require=%s" % (target, require)
     return Ops(rt.program(str(path)), policy)

@@ -152,6 +152,15 @@ refused("require='exact' refuses another shape", lambda: mlk.load(
     os.path.join(EXAMPLES, "norms.tl"), target="host", cache=store, require="exact").rmsnorm(x[:, :3].contiguous(), w, eps),
     "tuned for host at exactly B=2,D=64,S=3", mlk.NotFoundError)
 refused("a bad require", lambda: mlk.load(os.path.join(EXAMPLES, "norms.tl"), require="fast"), "expected 'any'", ValueError)
+# `mlk tune` stored the cheap verification levels (types, identity) with each winner.
+vk = mlk.load(os.path.join(EXAMPLES, "norms.tl"), target="host", cache=store, require="verified:types").rmsnorm.kernel(
+    x, w, eps)
+check("require='verified:types' takes the artifact whose stored report passed types", "verified: " in vk.selection and
+      vk.source != "default-jit", vk.selection)
+refused("require='verified:envelope' passes over an artifact verified only at the cheap levels",
+        lambda: mlk.load(os.path.join(EXAMPLES, "norms.tl"), target="host", cache=store,
+                         require="verified:envelope").rmsnorm(x, w, eps),
+        "require=verified:envelope", mlk.NotFoundError)
 
 # A first call always works: on an empty cache the default schedule (JIT) runs, and says so.
 fresh = mlk.load(os.path.join(EXAMPLES, "norms.tl"), target="host", cache=os.path.join(WORK, "never_created.db"))
