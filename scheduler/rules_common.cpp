@@ -49,14 +49,18 @@ bool matmul_result_tiles(const StageInfo& s, const StageInfo* out) {
   return s.kind == Kind::kMatmul && s.rank >= 2 && s.rvars == 1 && !matmul_at_output(s, out);
 }
 
-std::string output_row_loop(const RuleContext& c) {
-  const StageInfo& out = *c.output;
+KnobValues knob_values(const RuleContext& c, const StageInfo& s) {
   const std::map<std::string, int64_t>* set = nullptr;
   if (c.knobs) {
-    auto it = c.knobs->find(out.name);
+    auto it = c.knobs->find(s.name);
     if (it != c.knobs->end()) set = &it->second;
   }
-  KnobValues k(set, out, c.profile);
+  return KnobValues(set, s, c.profile);
+}
+
+std::string output_row_loop(const RuleContext& c) {
+  const StageInfo& out = *c.output;
+  KnobValues k = knob_values(c, out);
   if (out.rank == 3 && k[Knob::kPar] && k[Knob::kFuseOuter]) return "pf";
   return a(out.rank - 2);
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/rules_knobs.h"
 #include "scheduler/schedule.h"
 
 namespace mlk {
@@ -39,6 +40,10 @@ bool matmul_at_output(const StageInfo& s, const StageInfo* out);
 // Can the matmul be materialised in register tiles of its own (result_tiles):
 // a product with one reduction that is not computed per output tile.
 bool matmul_result_tiles(const StageInfo& s, const StageInfo* out);
+
+// Stage `s`'s knob values as the schedule being made sets them (c.knobs),
+// the registry's defaults for the rest (and for all when c.knobs is null).
+KnobValues knob_values(const RuleContext& c, const StageInfo& s);
 
 // The output's loop over its rows (what row-fused stages compute at): a{r-2},
 // or `pf` where the elementwise rule fuses a rank-3 output's two outer axes.

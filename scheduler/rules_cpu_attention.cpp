@@ -2,7 +2,6 @@
 #include "scheduler/rules_attention.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "scheduler/rules.h"
@@ -35,24 +34,6 @@ bool attention_shape(const StageInfo& m, const StageInfo& pv) {
   if (m.rank != r) return false;
   rows.push_back(pv.rextents[0]);
   return m.extents == rows;
-}
-
-int64_t flash_of(const RuleContext& c, const StageInfo& pv) {
-  const std::map<std::string, int64_t>* set = nullptr;
-  if (c.knobs) {
-    auto it = c.knobs->find(pv.name);
-    if (it != c.knobs->end()) set = &it->second;
-  }
-  return KnobValues(set, pv, c.profile)[Knob::kFlash];
-}
-
-KnobValues values_of(const RuleContext& c, const StageInfo& s) {
-  const std::map<std::string, int64_t>* set = nullptr;
-  if (c.knobs) {
-    auto it = c.knobs->find(s.name);
-    if (it != c.knobs->end()) set = &it->second;
-  }
-  return KnobValues(set, s, c.profile);
 }
 
 // pv's register tile: tm rows (a block of queries) by tn vectors.
@@ -139,7 +120,7 @@ bool schedule_attention_member(const RuleContext& c, const StageInfo& s, Schedul
   const StageInfo* pv = nullptr;
   std::vector<std::string> chain;
   for (const StageInfo& m : c.stages) {
-    if (m.kind != Kind::kMatmul || &m == &s || !flash_of(c, m)) continue;
+    if (m.kind != Kind::kMatmul || &m == &s || !knob_values(c, m)[Knob::kFlash]) continue;
     auto ch = attention_chain(c.stages, m);
     if (ch.empty()) continue;
     const StageInfo& scores = *find(c.stages, ch.front());
@@ -173,7 +154,7 @@ bool schedule_attention_member(const RuleContext& c, const StageInfo& s, Schedul
     return true;
   }
   // The scores per register tile: tm rows (the block) by as many vectors of keys as fit.
-  const int64_t tm = pv_tile(c, *pv, values_of(c, *pv)).first;
+  const int64_t tm = pv_tile(c, *pv, knob_values(c, *pv)).first;
   register_tile(r, clip(lanes * scores_vectors(c, s, tm), ext(s, r - 1)), tm, lanes, ds);
   return true;
 }
