@@ -63,7 +63,7 @@ Status copy_files(const std::map<std::string, std::string>& files, const std::st
 Expected<json> check_artifact(const ir::Module& m, const std::string& fn, const std::map<std::string, std::string>& files,
                               const TuneResult& r, const TuneOptions& opts) {
   if (!r.measured)
-    return json{{"checked", false}, {"why", "GPU profiles are not run here: nothing calls a CUDA artifact on a GPU yet"}};
+    return json{{"checked", false}, {"why", "not run: no GPU here that can run this CUDA artifact (measured: false)"}};
   if (r.verify_cases.empty()) return Status::Internal("tuning `" + fn + "` produced no verification cases to check its artifact on");
   auto art = LoadedArtifact::LoadFiles(files);
   if (!art.ok()) return Status::Internal("the built artifact of `" + fn + "` cannot be loaded: " + art.status().message());
@@ -95,19 +95,22 @@ Expected<json> check_artifact(const ir::Module& m, const std::string& fn, const 
 
 }  // namespace
 
-Expected<Outcome> tune_cached(const TuneRequest& request) {
-  const ir::Module& m = *request.module;
+std::string tuning_key(const TuneRequest& r) { return cache::cache_key(key_inputs(*r.module, r.fn, r.dims, r.profile)); }
+
+std::string tuning_log_path(const TuneRequest& r) {
+  if (!r.opts.log_path.empty()) return r.opts.log_path;
+  return (fs::path(r.work_dir) / (tuning_key(r) + ".tuning.jsonl")).string();
+}
+
+Expected<std::optional<Outcome>> lookup_tuned(const TuneRequest& request) {
   const std::string& fn = request.fn;
-  const std::string& source = request.source;
   const Profile& p = request.profile;
   const DimEnv& dims = request.dims;
-  TuneOptions opts = request.opts;
   cache::Store* store = request.store;
   const std::string& ns = request.ns;
   const std::string& out_dir = request.out_dir;
-  const std::string& work_dir = request.work_dir;
   Outcome o;
-  o.key = cache::cache_key(key_inputs(m, fn, dims, p));
+  o.key = tuning_key(request);
   const std::string label = fn + " [" + dims_str(dims) + "] " + p.name;
   if (store) {
     auto hit = store->get_entry(ns, o.key);
@@ -127,17 +130,30 @@ Expected<Outcome> tune_cached(const TuneRequest& request) {
                        when(hit->info.manifest.provenance.time) + ", " + fmt(speedup) + "x over default schedule (" +
                        fmt(best) + " ms" + (em->measured ? "" : ", estimated") + "), key " + o.key.substr(0, 16);
       if (!out_dir.empty()) MLK_RETURN_IF_ERROR(copy_files(hit->files, out_dir));
-      return o;
+      return std::optional<Outcome>(std::move(o));
     }
     if (hit.status().code() != Status::Code::kNotFound)
       log_linef(LogLevel::kWarning, "mlk tune: cache read failed (%s); tuning anew", hit.status().message().c_str());
   }
-  // Resumable: the log of an interrupted run of the same key is picked up.
+  return std::optional<Outcome>{};
+}
+
+Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& result) {
+  const ir::Module& m = *request.module;
+  const std::string& fn = request.fn;
+  const std::string& source = request.source;
+  const Profile& p = request.profile;
+  const DimEnv& dims = request.dims;
+  const TuneOptions& opts = request.opts;
+  cache::Store* store = request.store;
+  const std::string& ns = request.ns;
+  const std::string& out_dir = request.out_dir;
+  const std::string& work_dir = request.work_dir;
+  const TuneResult* r = &result;
+  Outcome o;
+  o.key = tuning_key(request);
+  const std::string label = fn + " [" + dims_str(dims) + "] " + p.name;
   std::error_code ec;
-  fs::create_directories(work_dir, ec);
-  if (opts.log_path.empty()) opts.log_path = (fs::path(work_dir) / (o.key + ".tuning.jsonl")).string();
-  auto r = tune_function(m, fn, p, dims, opts);
-  if (!r.ok()) return r.status();
   // Build the winner as `mlk build` would.
   fs::path art = fs::path(work_dir) / (o.key + ".artifact");
   fs::remove_all(art, ec);
@@ -163,7 +179,7 @@ Expected<Outcome> tune_cached(const TuneRequest& request) {
   files["manifest.json"] = manifest.dump(2);
   files["schedule.json"] = r->best.to_json();
   o.schedule_json = files["schedule.json"];
-  auto log = read_file(opts.log_path);
+  auto log = read_file(tuning_log_path(request));
   if (log.ok()) files["tuning_log.jsonl"] = *log;
   json timings = {{"best_times_ms", r->best_times_ms}, {"best_ms", r->best_ms}, {"default_ms", r->default_ms}};
   files["timings.json"] = timings.dump(2);
@@ -203,6 +219,20 @@ Expected<Outcome> tune_cached(const TuneRequest& request) {
                    ", key " + o.key.substr(0, 16);
   fs::remove_all(art, ec);
   return o;
+}
+
+Expected<Outcome> tune_cached(const TuneRequest& request) {
+  auto hit = lookup_tuned(request);
+  if (!hit.ok()) return hit.status();
+  if (*hit) return std::move(**hit);
+  // Resumable: the log of an interrupted run of the same key is picked up.
+  std::error_code ec;
+  fs::create_directories(request.work_dir, ec);
+  TuneOptions opts = request.opts;
+  opts.log_path = tuning_log_path(request);
+  auto r = tune_function(*request.module, request.fn, request.profile, request.dims, opts);
+  if (!r.ok()) return r.status();
+  return store_tuned(request, *r);
 }
 
 }  // namespace mlk::tune

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "autotune/tuner.h"
@@ -45,6 +46,20 @@ struct TuneRequest {
   std::function<Status(std::map<std::string, std::string>& files, std::string& meta_json)> before_store = {};
 };
 
+// Lookup, else tune_function (with the log at tuning_log_path), then store.
 Expected<Outcome> tune_cached(const TuneRequest& r);
+
+// The parts of tune_cached, for callers that tune several requests at once
+// (autotune/program_tune.h). The request's cache key.
+std::string tuning_key(const TuneRequest& r);
+// opts.log_path, else <work_dir>/<key>.tuning.jsonl: a rerun resumes it.
+std::string tuning_log_path(const TuneRequest& r);
+// The stored entry of the request's key as an Outcome (cached = true; its
+// files copied to out_dir), or none. No store: none.
+Expected<std::optional<Outcome>> lookup_tuned(const TuneRequest& r);
+// Builds `result`'s winner as `mlk build` would, checks the stored artifact
+// through its C ABI against the verification cases, calls before_store, and
+// stores it under the key with its schedule, log and timings.
+Expected<Outcome> store_tuned(const TuneRequest& r, const TuneResult& result);
 
 }  // namespace mlk::tune

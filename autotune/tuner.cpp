@@ -15,6 +15,8 @@
 #include <set>
 
 #include "autotune/cost_model.h"
+#include "autotune/gpu_cost_model.h"
+#include "autotune/measure_cuda.h"
 #include "autotune/learned_cost_model.h"
 #include "base/stats.h"
 #include "base/log.h"
@@ -347,7 +349,6 @@ bool has_nan(const HostTensor& t) {
   return false;
 }
 
-std::string knobs_json(const Knobs& k) { return json(k).dump(); }
 
 // --- the tuning log ----------------------------------------------------------
 
@@ -437,6 +438,8 @@ Expected<std::map<std::string, Trial>> read_log(const std::string& path, const j
   return out;
 }
 
+}  // namespace
+
 // --- the search --------------------------------------------------------------
 
 class Search {
@@ -444,7 +447,7 @@ class Search {
   Search(const ir::Module& m, const std::string& fn, const Profile& p, const DimEnv& dims, const TuneOptions& o,
          std::vector<StageInfo> stages)
       : m_(m), fn_(fn), p_(p), dims_(dims), o_(o), stages_(std::move(stages)), rng_(o.seed),
-        space_(knob_space(stages_, p)), start_(Clock::now()) {}
+        space_(knob_space(stages_, p)) {}
 
   Status prepare_measurement() {
     const ir::Function& f = *m_.find(fn_);
@@ -582,10 +585,16 @@ class Search {
   }
   void set_log(std::ofstream* log) { log_ = log; }
 
+  // Within the trial limit, and time left in the slice; the first candidate
+  // of a slice is always evaluated, so that every slice makes progress.
   bool budget_left() const {
-    return static_cast<int>(trials_.size()) < o_.trials && elapsed_s() < o_.time_s;
+    return static_cast<int>(trials_.size()) < o_.trials &&
+           (trials_.size() == slice_first_trial_ || elapsed_s() < allowance_s_);
   }
-  double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  // Seconds of search so far: the slices advanced, the current one included.
+  double elapsed_s() const {
+    return spent_s_ + (running_ ? std::chrono::duration<double>(Clock::now() - slice_start_).count() : 0);
+  }
 
   // Evaluates a candidate once (deduplicated by schedule hash).
   const Trial* evaluate(const std::string& origin, const Knobs& knobs, const Schedule& sched) {
@@ -605,11 +614,11 @@ class Search {
       t.resumed = true;
       ++resumed_;
     } else if (p_.is_gpu()) {
-      t.m = build_only(sched);
+      t.m = gpu_measured_ ? measure_cuda(setup_, p_, sched, gpu_scratch()) : build_only(sched, knobs);
     } else {
       setup_.cutoff_ms = best_ ? 3 * score(*best_) : 0;
       setup_.compile_timeout_s = compile_limit();
-      t.m = measure(setup_, sched);
+      t.m = o_.measurer ? o_.measurer(setup_, sched) : measure(setup_, sched);
     }
     trials_.push_back(t);
     if (log_ && it == resume_.end()) {
@@ -622,12 +631,17 @@ class Search {
     return &back;
   }
 
+  std::string gpu_scratch() const {
+    return (std::filesystem::temp_directory_path() / ("mlk-tune-gpu-" + std::to_string(getpid()))).string();
+  }
+
   // Without a GPU, a GPU candidate is "measured" by building it and running
-  // ptxas: failures and spills count against it, the cost model ranks the rest.
-  Measurement build_only(const Schedule& sched) {
+  // ptxas: failures count against it, and the GPU cost model
+  // (gpu_cost_model.h) estimates the rest from the ptxas report (median_ms
+  // holds the estimate; the result says measured: false).
+  Measurement build_only(const Schedule& sched, const Knobs& knobs) {
     Measurement m;
-    BuildRequest req{&m_, fn_, "", p_, dims_, sched,
-                     (std::filesystem::temp_directory_path() / ("mlk-tune-gpu-" + std::to_string(getpid()))).string()};
+    BuildRequest req{&m_, fn_, "", p_, dims_, sched, gpu_scratch()};
     auto r = build_artifact(req);
     std::error_code ec;
     std::filesystem::remove_all(req.out_dir, ec);
@@ -642,13 +656,15 @@ class Search {
     int spills = 0;
     if (man["ptxas"].is_object() && man["ptxas"].contains("kernels"))
       for (const auto& k : man["ptxas"]["kernels"]) spills += k.value("spill_stores", 0);
-    m.median_ms = 0;  // filled from the cost model by score()
+    const ir::Function* f = m_.find(fn_);
+    const int elem_bytes = f ? dtype_bits(f->result_type.dtype) / 8 : 4;
+    m.median_ms = knobs.empty() ? 0 : predict_gpu(stages_, knobs, p_, elem_bytes, ptxas_kernels(r->manifest_json)).ms;
     if (spills > 0) m.detail += ", " + std::to_string(spills) + " bytes of spills";
     return m;
   }
 
   double score(const Trial& t) const {
-    if (!p_.is_gpu()) return t.m.median_ms;
+    if (!p_.is_gpu() || gpu_measured_ || t.m.median_ms > 0) return t.m.median_ms;
     double s = t.predicted_ms;
     if (t.m.detail.find("spills") != std::string::npos) s *= 2;
     return s;
@@ -657,7 +673,7 @@ class Search {
   void progress(const Trial& t) {
     if (!o_.progress) return;
     double per = elapsed_s() / std::max<size_t>(1, trials_.size());
-    double eta = std::min(o_.time_s - elapsed_s(), per * (o_.trials - static_cast<double>(trials_.size())));
+    double eta = std::min(allowance_s_ - elapsed_s(), per * (o_.trials - static_cast<double>(trials_.size())));
     std::string best = best_ ? fmt(score(*best_)) + " ms" : "none yet";
     std::string speed = best_ && default_ > 0 ? " (" + fmt(default_ / score(*best_)) + "x over default)" : "";
     std::string compile = t.m.compile_ms > 0 ? "  compile " + fmt(t.m.compile_ms / 1000) + " s" : "";
@@ -766,80 +782,125 @@ class Search {
     return true;
   }
 
-  void run() {
-    // The search budget (--time) starts now: computing the references (the
-    // interpreter on the verification shapes, up to a minute at large
-    // shapes) is not part of it.
-    start_ = Clock::now();
-    // Trial 0: the default schedule; then the rules' seeds, Halide's
-    // autoschedulers and evolution.
-    Knobs def = default_knobs(stages_, p_);
-    const Schedule def_sched = schedule_from_knobs(stages_, def, p_);
-    const Trial* d = evaluate("default", def, def_sched);
-    if (d && d->m.verdict == Measurement::Verdict::kWrong && !d->resumed && calibrate_on_default(def_sched)) {
-      seen_.erase(def_sched.hash());
-      trials_.pop_back();
-      d = evaluate("default", def, def_sched);
+  // Continues the search for `seconds` more of its budget: the default
+  // schedule, the rules' seeds, Halide's autoschedulers, then evolution, each
+  // phase picking up where the previous call stopped. The candidates and
+  // their order do not depend on how the budget is sliced (the picks of a
+  // batch left when a slice ends are evaluated first in the next), so a log
+  // replays whatever the slicing of the run that wrote it.
+  void advance(double seconds) {
+    // An earlier slice's overrun (its last trial) is not owed: the caller
+    // accounts the seconds each slice really took.
+    allowance_s_ = std::max(allowance_s_, spent_s_) + seconds;
+    slice_start_ = Clock::now();
+    slice_first_trial_ = trials_.size();
+    running_ = true;
+    step();
+    spent_s_ += std::chrono::duration<double>(Clock::now() - slice_start_).count();
+    running_ = false;
+  }
+  // Nothing is left to try: evolution went stale or the trial limit is reached.
+  bool converged() const { return phase_ == Phase::kDone || static_cast<int>(trials_.size()) >= o_.trials; }
+  double best_score() const { return best_ ? score(*best_) : 0; }
+  double default_score() const { return default_; }
+  int trial_count() const { return static_cast<int>(trials_.size()); }
+
+  // Final round and result, once advancing is over.
+  TuneResult finish() {
+    if (!p_.is_gpu()) final_round();
+    return result();
+  }
+
+ private:
+  enum class Phase { kDefault, kSeeds, kAutoschedulers, kEvolution, kDone };
+
+  void step() {
+    if (phase_ == Phase::kDefault) {
+      Knobs def = default_knobs(stages_, p_);
+      const Schedule def_sched = schedule_from_knobs(stages_, def, p_);
+      const Trial* d = evaluate("default", def, def_sched);
+      if (d && d->m.verdict == Measurement::Verdict::kWrong && !d->resumed && calibrate_on_default(def_sched)) {
+        seen_.erase(def_sched.hash());
+        trials_.pop_back();
+        d = evaluate("default", def, def_sched);
+      }
+      if (d && d->m.ok()) default_ = score(*d);
+      phase_ = Phase::kSeeds;
     }
-    if (d && d->m.ok()) default_ = score(*d);
     // The rules' own best guesses (register-tiled GEMM, fused attention,
     // fused vectorised row reductions), so that evolution starts from them;
     // before the autoschedulers, whose compilation alone can take a minute
     // on a large pipeline.
-    for (const Knobs& k : seed_knobs(stages_, p_)) {
-      if (!budget_left()) break;
-      evaluate("rule-seed", k, schedule_from_knobs(stages_, k, p_));
+    if (phase_ == Phase::kSeeds) {
+      const std::vector<Knobs> seeds = seed_knobs(stages_, p_);
+      for (; next_ < seeds.size(); ++next_) {
+        if (!budget_left()) return;
+        evaluate("rule-seed", seeds[next_], schedule_from_knobs(stages_, seeds[next_], p_));
+      }
+      phase_ = Phase::kAutoschedulers;
+      next_ = 0;
     }
-    // Halide's autoschedulers.
-    if (o_.autoschedulers && !p_.is_gpu()) {
-      for (const auto& name : autoschedulers_for(false)) {
-        if (!budget_left()) break;
+    if (phase_ == Phase::kAutoschedulers) {
+      const std::vector<std::string> names =
+          o_.autoschedulers && !p_.is_gpu() ? autoschedulers_for(false) : std::vector<std::string>{};
+      for (; next_ < names.size(); ++next_) {
+        if (!budget_left()) return;
         Schedule s;
-        s.autoscheduler = name;
-        evaluate(name, {}, s);
+        s.autoscheduler = names[next_];
+        evaluate(names[next_], {}, s);
       }
+      phase_ = Phase::kEvolution;
     }
-    // Evolution over the rules' knobs.
-    int stale = 0;
-    while (budget_left() && stale < 5) {
-      std::vector<const Trial*> pool;
-      for (const auto& t : trials_)
-        if (t.m.ok() && !t.knobs.empty()) pool.push_back(&t);
-      std::sort(pool.begin(), pool.end(), [&](const Trial* a, const Trial* b) { return score(*a) < score(*b); });
-      if (pool.size() > 4) pool.resize(4);
-      if (pool.empty()) pool.push_back(nullptr);
-      std::vector<std::pair<double, std::pair<std::string, Knobs>>> batch;
-      std::set<std::string> batch_seen;
-      for (int i = 0; i < 32; ++i) {
-        const Trial* pa = pool[rng_() % pool.size()];
-        Knobs base = pa ? pa->knobs : def;
-        bool cross = pool.size() > 1 && rng_() % 4 == 0;
-        Knobs k = cross ? crossover(base, pool[rng_() % pool.size()]->knobs) : mutate(base);
-        std::string h = schedule_from_knobs(stages_, k, p_).hash();
-        if (seen_.count(h) || !batch_seen.insert(h).second) continue;
-        batch.push_back({predict_ms(stages_, k, p_), {cross ? "crossover" : "mutation", k}});
-      }
-      if (batch.empty()) {
-        ++stale;
+    while (phase_ == Phase::kEvolution) {
+      if (!budget_left()) return;
+      if (pending_.empty() && !next_batch()) {
+        if (++stale_ >= 5) phase_ = Phase::kDone;
         continue;
       }
-      rank_by_learned_model(batch);
-      std::sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      // Exploit the two best-ranked, explore one at random.
-      std::vector<size_t> pick = {0};
-      if (batch.size() > 1) pick.push_back(1);
-      if (batch.size() > 2) pick.push_back(2 + rng_() % (batch.size() - 2));
-      bool any = false;
-      for (size_t i : pick) {
-        if (!budget_left()) break;
-        const auto& [origin, k] = batch[i].second;
-        any = evaluate(origin, k, schedule_from_knobs(stages_, k, p_)) != nullptr || any;
+      const auto [origin, k] = pending_.front();
+      pending_.pop_front();
+      batch_any_ = evaluate(origin, k, schedule_from_knobs(stages_, k, p_)) != nullptr || batch_any_;
+      if (pending_.empty()) {
+        stale_ = batch_any_ ? 0 : stale_ + 1;
+        if (stale_ >= 5) phase_ = Phase::kDone;
       }
-      stale = any ? 0 : stale + 1;
     }
-    if (!p_.is_gpu()) final_round();
   }
 
+  // Evolution over the rules' knobs: 32 mutations and crossovers of the best
+  // four, ranked by the cost model; the two best-ranked are exploited and
+  // one other explored at random. False when the batch holds nothing new.
+  bool next_batch() {
+    const Knobs def = default_knobs(stages_, p_);
+    std::vector<const Trial*> pool;
+    for (const auto& t : trials_)
+      if (t.m.ok() && !t.knobs.empty()) pool.push_back(&t);
+    std::sort(pool.begin(), pool.end(), [&](const Trial* a, const Trial* b) { return score(*a) < score(*b); });
+    if (pool.size() > 4) pool.resize(4);
+    if (pool.empty()) pool.push_back(nullptr);
+    std::vector<std::pair<double, std::pair<std::string, Knobs>>> batch;
+    std::set<std::string> batch_seen;
+    for (int i = 0; i < 32; ++i) {
+      const Trial* pa = pool[rng_() % pool.size()];
+      Knobs base = pa ? pa->knobs : def;
+      bool cross = pool.size() > 1 && rng_() % 4 == 0;
+      Knobs k = cross ? crossover(base, pool[rng_() % pool.size()]->knobs) : mutate(base);
+      std::string h = schedule_from_knobs(stages_, k, p_).hash();
+      if (seen_.count(h) || !batch_seen.insert(h).second) continue;
+      batch.push_back({predict_ms(stages_, k, p_), {cross ? "crossover" : "mutation", k}});
+    }
+    if (batch.empty()) return false;
+    rank_by_learned_model(batch);
+    std::sort(batch.begin(), batch.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<size_t> pick = {0};
+    if (batch.size() > 1) pick.push_back(1);
+    if (batch.size() > 2) pick.push_back(2 + rng_() % (batch.size() - 2));
+    for (size_t i : pick) pending_.push_back(batch[i].second);
+    batch_any_ = false;
+    return true;
+  }
+
+ public:
   // Timings within one search are noisy on a busy machine: the best few
   // candidates and the default are measured again, longer, side by side, and
   // the winner and the reported speedup come from this round.
@@ -869,7 +930,7 @@ class Search {
           m.verdict = Measurement::Verdict::kOk;
           m.times_ms = it->second;
         } else {
-          m = measure(longer, t->schedule);
+          m = o_.measurer ? o_.measurer(longer, t->schedule) : measure(longer, t->schedule);
           if (log_ && m.ok()) {
             *log_ << json{{"final", true}, {"schedule_hash", h}, {"times_ms", m.times_ms}}.dump() << "\n";
             log_->flush();
@@ -898,11 +959,13 @@ class Search {
     TuneResult r;
     r.fn = fn_;
     r.dims = dims_;
-    r.measured = !p_.is_gpu();
+    r.measured = !p_.is_gpu() || gpu_measured_;
     r.trials = static_cast<int>(trials_.size());
     r.log.assign(trials_.begin(), trials_.end());
     r.default_ms = default_;
-    r.reference = p_.is_gpu() ? "none: no GPU to run on (PTX assembled by ptxas, ranked by the cost model)" : reference_;
+    r.reference = p_.is_gpu() && !gpu_measured_
+                      ? "none: no GPU to run on (" + gpu_why_not_ + "; PTX assembled by ptxas, ranked by the GPU cost model)"
+                      : reference_;
     if (best_) {
       r.best = best_->schedule;
       r.best_origin = best_->origin;
@@ -910,7 +973,7 @@ class Search {
       r.best_ms = f != final_ms_.end() ? f->second : score(*best_);
       r.best_times_ms = f != final_ms_.end() ? final_times_.at(best_) : best_->m.times_ms;
     }
-    if (!p_.is_gpu()) {
+    if (!p_.is_gpu() || gpu_measured_) {
       r.verify_cases = setup_.verify;
       json v = verification_;
       if (best_)
@@ -922,6 +985,7 @@ class Search {
   }
 
   bool has_best() const { return best_ != nullptr; }
+  const std::string& fn() const { return fn_; }
   int resumed() const { return resumed_; }
 
  private:
@@ -934,8 +998,31 @@ class Search {
   std::mt19937_64 rng_;
   LearnedCostModel learned_{o_.seed};
   bool learned_note_ = false;
+  // A CUDA profile on a machine whose GPU can run it (measure_cuda.h):
+  // candidates are run and timed there; else why not.
+  bool gpu_measured_ = false;
+  std::string gpu_why_not_ = "no GPU";
+
+ public:
+  void measure_on_gpu(const Runnable& r) {
+    gpu_measured_ = r.ok;
+    gpu_why_not_ = r.reason;
+  }
+
+ private:
   KnobSpace space_;
-  Clock::time_point start_;
+  // The budget: seconds granted by advance() so far, and spent in it. The
+  // search budget starts with the first advance(): computing the references
+  // (prepare_measurement, up to a minute at large shapes) is not part of it.
+  double allowance_s_ = 0, spent_s_ = 0;
+  Clock::time_point slice_start_;
+  bool running_ = false;
+  size_t slice_first_trial_ = 0;  // trials_.size() when the slice began
+  Phase phase_ = Phase::kDefault;
+  size_t next_ = 0;  // the next seed or autoscheduler
+  std::deque<std::pair<std::string, Knobs>> pending_;  // the current batch's picks not yet evaluated
+  int stale_ = 0;    // batches in a row that evaluated nothing new
+  bool batch_any_ = false;
   MeasureSetup setup_;
   std::string reference_;
   uint64_t data_seed_ = 0;
@@ -952,10 +1039,34 @@ class Search {
   std::map<const Trial*, std::vector<double>> final_times_;
 };
 
-}  // namespace
 
-Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, const Profile& profile,
-                                   const DimEnv& dims, const TuneOptions& opts) {
+// The search and the log it appends to, which it points at.
+struct TuningTask::State {
+  std::unique_ptr<Search> search;
+  std::ofstream log;
+};
+
+TuningTask::TuningTask(std::unique_ptr<State> s) : s_(std::move(s)) {}
+TuningTask::~TuningTask() = default;
+TuningTask::TuningTask(TuningTask&&) noexcept = default;
+TuningTask& TuningTask::operator=(TuningTask&&) noexcept = default;
+
+void TuningTask::advance(double seconds) { s_->search->advance(seconds); }
+bool TuningTask::converged() const { return s_->search->converged(); }
+double TuningTask::best_ms() const { return s_->search->best_score(); }
+double TuningTask::default_ms() const { return s_->search->default_score(); }
+int TuningTask::trials() const { return s_->search->trial_count(); }
+int TuningTask::resumed() const { return s_->search->resumed(); }
+double TuningTask::spent_s() const { return s_->search->elapsed_s(); }
+
+Expected<TuneResult> TuningTask::finish() {
+  if (!s_->search->has_best())
+    return Status::InvalidArgument("no candidate schedule for `" + s_->search->fn() + "` compiled and verified");
+  return s_->search->finish();
+}
+
+Expected<TuningTask> TuningTask::Start(const ir::Module& m, const std::string& fn, const Profile& profile,
+                                       const DimEnv& dims, const TuneOptions& opts) {
   const ir::Function* f = m.find(fn);
   if (!f) return Status::NotFound("no fn `" + fn + "` in the program");
   if (!f->is_public) return Status::InvalidArgument("`" + fn + "` is not public; only public fns are tuned and built");
@@ -980,9 +1091,13 @@ Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, c
   // so no Halide threads exist when workers are forked).
   auto stages = stage_infos_for(m, fn, dims);
   if (!stages.ok()) return stages.status();
-  Search search(m, fn, profile, dims, opts, *stages);
-  if (!profile.is_gpu()) MLK_RETURN_IF_ERROR(search.prepare_measurement());
-  std::ofstream log;
+  auto state = std::make_unique<State>();
+  state->search = std::make_unique<Search>(m, fn, profile, dims, opts, *stages);
+  Search& search = *state->search;
+  const Runnable gpu = profile.is_gpu() ? cuda_measurable(profile) : Runnable{};
+  if (!profile.is_gpu() || gpu.ok) MLK_RETURN_IF_ERROR(search.prepare_measurement());
+  search.measure_on_gpu(gpu);
+  std::ofstream& log = state->log;
   if (!opts.log_path.empty()) {
     json header = {{"fn", fn}, {"ir", ir::function_hash(m, *f)}, {"dims", dims}, {"profile", profile.name},
                    {"seed", opts.seed}, {"rules", kScheduleSpaceVersion}, {"halide", halide_version()}};
@@ -1003,9 +1118,15 @@ Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, c
     if (fresh) log << json{{"header", header}}.dump() << "\n";
     search.set_log(&log);
   }
-  search.run();
-  if (!search.has_best()) return Status::InvalidArgument("no candidate schedule for `" + fn + "` compiled and verified");
-  return search.result();
+  return TuningTask(std::move(state));
+}
+
+Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, const Profile& profile,
+                                   const DimEnv& dims, const TuneOptions& opts) {
+  auto task = TuningTask::Start(m, fn, profile, dims, opts);
+  if (!task.ok()) return task.status();
+  task->advance(opts.time_s);
+  return task->finish();
 }
 
 }  // namespace mlk::tune

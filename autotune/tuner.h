@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct TuneOptions {
   // Test seams, see MeasureSetup.
   std::function<void(const Schedule&, const VerifyCase&, HostTensor&)> fault;
   std::function<void(const Schedule&)> compile_fault;
+  // Measures a candidate instead of measure() in a local worker process
+  // (`mlk tune --workers`: on a remote worker, autotune/measure_wire.h).
+  // Empty: measure().
+  std::function<Measurement(const MeasureSetup&, const Schedule&)> measurer;
   // Test seam for tune_cached: called with the stored AOT artifact's output
   // for each verification case before it is compared with the reference.
   std::function<void(const VerifyCase&, HostTensor&)> aot_fault;
@@ -76,6 +81,40 @@ struct TuneResult {
   std::string verification_json = "null";
 };
 
+// One search, advanced in slices of its budget: what `mlk tune --budget`
+// interleaves across a program's kernels. Start() checks the shape, computes
+// the verification references (not counted in any budget) and opens or
+// resumes the log; each advance(s) grants s more seconds of search, which
+// continues where the last stopped (TuneOptions::time_s is not consulted;
+// TuneOptions::trials still caps the trials). The candidates and their order
+// do not depend on the slicing. The module must outlive the task.
+class Search;
+class TuningTask {
+ public:
+  static Expected<TuningTask> Start(const ir::Module& m, const std::string& fn, const Profile& profile,
+                                    const DimEnv& dims, const TuneOptions& opts);
+  TuningTask(TuningTask&&) noexcept;
+  TuningTask& operator=(TuningTask&&) noexcept;
+  ~TuningTask();
+
+  void advance(double seconds);
+  bool converged() const;   // nothing left to try, or the trial limit reached
+  double best_ms() const;   // best so far (estimate on GPU profiles); 0 before any candidate passed
+  double default_ms() const;
+  int trials() const;
+  int resumed() const;      // trials taken from the log, not measured now
+  double spent_s() const;   // search seconds used so far
+  // The final round (the best few re-measured side by side) and the result;
+  // once, after the last advance. An error when no candidate passed.
+  Expected<TuneResult> finish();
+
+ private:
+  struct State;
+  explicit TuningTask(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
+// Start, advance(opts.time_s), finish.
 Expected<TuneResult> tune_function(const ir::Module& m, const std::string& fn, const Profile& profile,
                                    const DimEnv& dims, const TuneOptions& opts);
 

@@ -1,5 +1,7 @@
 #include "bench/svg_plot.h"
 
+#include "base/escape.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -24,20 +26,7 @@ std::string ratio_label(double v) { return v >= 10 ? fmt("%.0fx", v) : v >= 1 ? 
 
 }  // namespace
 
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+std::string xml_escape(const std::string& s) { return markup_escape(s); }
 
 std::string speedup_svg(const std::string& title, const std::string& subtitle, const std::vector<std::string>& series,
                         const std::vector<PlotRow>& rows) {

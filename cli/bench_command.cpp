@@ -22,6 +22,7 @@
 #include "bench/paired.h"
 #include "bench/report.h"
 #include "bench/stats.h"
+#include "bench/png_plot.h"
 #include "bench/svg_plot.h"
 #include "bench/tables.h"
 #include "bench/timing.h"
@@ -212,7 +213,8 @@ CommandSpec spec(Options& o) {
                .help = "write the results, every sample included, as JSON; OUT `-`: on stdout, and the tables go to "
                        "stderr",
                .set = store(o.json_out)},
-              {.name = "--plot", .metavar = "FILE.svg", .help = "write a bar chart of mlk's speedup over each peer",
+              {.name = "--plot", .metavar = "FILE", .help = "write a bar chart of mlk's speedup over each peer: "
+                       "FILE.svg, or FILE.png (the SVG rendered by librsvg)",
                .set = store(o.plot)},
               {.name = "--cache", .metavar = "PATH", .help = "the store",
                .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(o.cache)},
@@ -254,8 +256,9 @@ Status complete_options(Options& o) {
   if (!o.against.empty() && o.against != "default" &&
       (o.against.size() != 64 || o.against.find_first_not_of("0123456789abcdef") != std::string::npos))
     return Status::Usage("--against: `" + o.against + "` is neither a cache key (64 hex digits) nor `default`");
-  if (!o.plot.empty() && (o.plot.size() < 4 || o.plot.substr(o.plot.size() - 4) != ".svg"))
-    return Status::Usage("--plot: `" + o.plot + "` must end in .svg (mlk writes SVG only; convert with rsvg-convert for PNG)");
+  if (!o.plot.empty() && (o.plot.size() < 4 || (o.plot.substr(o.plot.size() - 4) != ".svg" &&
+                                                 o.plot.substr(o.plot.size() - 4) != ".png")))
+    return Status::Usage("--plot: `" + o.plot + "` must end in .svg or .png");
   if (!o.peers) {
     bool gating = !o.record.empty() || !o.baseline.empty() || !o.against.empty() || !o.baseline_set.empty();
     o.peers = gating && o.plot.empty() ? std::vector<std::string>{} : bench::all_peer_names();
@@ -834,7 +837,10 @@ Status Bench::WritePlot() const {
                                        std::to_string(report_.machine.cores) + " cores, " + report_.created +
                                        "; mlk " + report_.versions.at("mlk") + ", Halide " + report_.versions.at("halide"),
                                        *o_.peers, rows);
-  return bench::write_text_file(o_.plot, svg);
+  if (o_.plot.substr(o_.plot.size() - 4) == ".svg") return bench::write_text_file(o_.plot, svg);
+  auto png = bench::svg_to_png(svg);  // librsvg and cairo
+  if (!png.ok()) return png.status();
+  return bench::write_text_file(o_.plot, *png);
 }
 
 // One line on stderr per confirmed regression, then one per instruction-count one.

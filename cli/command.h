@@ -38,6 +38,7 @@ CommandSpec token_spec();
 CommandSpec tune_spec();
 CommandSpec verify_spec();
 CommandSpec version_spec();
+CommandSpec worker_spec();
 int run_bench(const std::vector<std::string>& args);
 int run_build(const std::vector<std::string>& args);
 int run_cache(const std::vector<std::string>& args);
@@ -49,6 +50,7 @@ int run_token(const std::vector<std::string>& args);
 int run_tune(const std::vector<std::string>& args);
 int run_verify(const std::vector<std::string>& args);
 int run_version(const std::vector<std::string>& args);
+int run_worker(const std::vector<std::string>& args);
 
 // Prints "mlk NAME: MESSAGE" and the usage hint to stderr; returns 2.
 int usage_error(const std::string& name, const std::string& message);

@@ -20,6 +20,7 @@ const std::vector<Command>& commands() {
       {"check", check_spec, run_check},     {"run", run_spec, run_run},       {"serve", serve_spec, run_serve},
       {"targets", targets_spec, run_targets}, {"token", token_spec, run_token}, {"tune", tune_spec, run_tune},
       {"verify", verify_spec, run_verify},    {"version", version_spec, run_version},
+      {"worker", worker_spec, run_worker},
   };
   return cmds;
 }

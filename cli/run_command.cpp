@@ -17,6 +17,7 @@
 #include "cli/command.h"
 #include "cli/dump_after.h"
 #include "cli/run_inputs.h"
+#include "cli/spmd_launch.h"
 #include "interop/tensor_files.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
@@ -38,6 +39,7 @@ struct RunOptions {
   bool no_cache = false;
   std::map<std::string, int64_t> dims;
   int64_t repeat = 0;
+  int64_t ranks = 0, collective_timeout = 60;
   bool reference = false;
   rt::Require require = rt::Require::kAny;
   DumpStage dump_after = DumpStage::kNone;
@@ -116,6 +118,15 @@ CommandSpec spec(RunOptions& o) {
                        "schedule up to code generation) and go on: ir (typed IR), stages (stage table), schedule "
                        "(applied schedule JSON), loops (Halide's loop nest)",
                .set = store_dump_stage(o.dump_after)},
+              {.name = "--ranks", .metavar = "N",
+               .help = "run a fn defined by `shard` on N local ranks (its mesh's size) with mpirun over loopback: "
+                       "each rank takes its blocks of the inputs, runs the per-rank kernels and the collectives of "
+                       "the fn's plan; rank 0 writes the result (phase-0/transforms.md)",
+               .set = store_count(o.ranks)},
+              {.name = "--collective-timeout", .metavar = "SECONDS",
+               .help = "with --ranks: a collective not complete after SECONDS ends the run with an error naming it "
+                       "(a rank died or hangs)",
+               .default_value = "60", .set = store_count(o.collective_timeout)},
           },
       .epilogue = kRunEpilogue,
       .positional = one_positional(o.file, " (one .tl file per run)"),
@@ -127,6 +138,8 @@ CommandSpec spec(RunOptions& o) {
 Status check_options(const RunOptions& o) {
   if (o.reference && o.dump_after != DumpStage::kNone)
     return Status::Usage("--dump-after shows a compiled kernel; --reference runs the interpreter");
+  if (o.ranks > 0 && (o.reference || o.repeat > 0 || o.dump_after != DumpStage::kNone))
+    return Status::Usage("--ranks runs the per-rank kernels; it takes none of --reference, --repeat, --dump-after");
   if (o.output.empty() && o.repeat == 0)
     return Status::Usage("--output OUT.safetensors is required (or --repeat K to time only)");
   return Status::Ok();
@@ -305,6 +318,13 @@ int run_run(const std::vector<std::string>& args) {
   auto inputs = read_run_inputs(o.inputs, *f, o.dims);
   if (!inputs.ok()) return fail(inputs.status());
   if (Status s = check_result_memory(o, *f, *inputs); !s.ok()) return fail(s);
+  if (o.ranks > 0) {
+    SpmdRun r{o.file, o.fn, o.output, o.cache, o.ns, o.no_cache, o.inputs, o.dims, o.ranks,
+              static_cast<double>(o.collective_timeout)};
+    if (Status s = check_spmd(r, m); !s.ok()) return usage_error("run", s.message());
+    if (Status s = launch_spmd(r, m); !s.ok()) return fail(s);
+    return 0;
+  }
 
   Executor ex;
   if (!o.reference) {

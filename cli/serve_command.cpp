@@ -109,7 +109,8 @@ CommandSpec spec(ServeArgs& a) {
       .description =
           "Serves the artifact store over HTTP (docs/api.md): blobs by sha256, entries by\n"
           "key, queries, status and Prometheus metrics under /v1/ and /metrics, and ccache's\n"
-          "HTTP remote-storage protocol under /ccache/. Every request needs a token from\n"
+          "HTTP remote-storage protocol under /ccache/, and a web dashboard of the entries\n"
+          "and benchmark histories under /ui (docs/ci.md). Every request needs a token from\n"
           "`mlk token create`, which binds it to a team (namespace) and scopes. Runs until\n"
           "SIGTERM or SIGINT, then finishes the requests in flight and exits 0.\n",
       .flags =

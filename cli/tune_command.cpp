@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "autotune/cached_tune.h"
+#include "autotune/program_tune.h"
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
@@ -14,6 +15,7 @@
 #include "targets/detect.h"
 #include "verify/verify.h"
 #include "cache/entry_meta.h"
+#include "cli/remote_measure.h"
 
 namespace mlk::cli {
 
@@ -29,8 +31,11 @@ struct TuneArgs {
   std::map<std::string, int64_t> dims;
   tune::TuneOptions opts;
   bool json_out = false, require_measured = false, no_cache = false;
+  double budget_s = 0;  // --budget: one search budget for every job, split by expected gain
   DumpStage dump_after = DumpStage::kNone;
   std::string verify_levels = "cheap", require_verified;  // `mlk verify` levels run on each winner; a gate
+  std::string workers, server;  // --workers KEY: measured by `mlk worker`s through --server (cli/remote_measure.h)
+  double worker_wait_s = 60;
 };
 
 const char* kTuneDescription =
@@ -44,8 +49,10 @@ const char* kTuneDescription =
     "cache hit returns at once and says so.\n";
 
 const char* kTuneEpilogue =
-    "GPU profiles on a machine without a GPU are tuned with the cost model and the\n"
-    "ptxas resource report; their results are marked measured: false.\n"
+    "GPU profiles are measured on this machine's GPU when it has one of the profile's\n"
+    "compute capability (timed with CUDA events, verified like CPU candidates); without\n"
+    "one they are ranked by the GPU cost model (occupancy from the ptxas resource report,\n"
+    "bytes by dtype, tiling), and their results are marked measured: false.\n"
     "Progress goes to stderr: trials done, best time, speedup over the default, ETA.\n"
     "\n"
     "Exit status: 0 success; 1 a bad program or input (including a shape whose\n"
@@ -64,6 +71,12 @@ CommandSpec spec(TuneArgs& t) {
        .set = store_count(t.opts.trials)},
       {.name = "--time", .metavar = "SECONDS", .help = "search budget per shape, from the first trial (computing the references is not counted)", .default_value = "150",
        .set = store_count(t.opts.time_s)},
+      {.name = "--budget", .metavar = "SECONDS",
+       .help = "tune every selected fn and shape under one search budget of SECONDS in all, split across them by "
+               "expected gain as Ansor's task scheduler does: each gets a first slice, then each slice goes to the one "
+               "whose best time is falling fastest; one progress line per slice with the program's ETA; --time is "
+               "not used (--trials still caps each); an interrupted run resumes every unfinished one from its log",
+       .set = store_count(t.budget_s)},
       {.name = "--seed", .metavar = "K", .help = "the search's random seed; the same seed replays the same search",
        .default_value = "1", .set = store_count(t.opts.seed)},
       {.name = "--timeout", .metavar = "SECONDS",
@@ -102,6 +115,15 @@ CommandSpec spec(TuneArgs& t) {
        .help = "after each winner's final build, print its compile stage STAGE (on stdout; on stderr with --json): "
                "ir, stages, schedule or loops",
        .set = store_dump_stage(t.dump_after)},
+      {.name = "--workers", .metavar = "KEY",
+       .help = "measure the candidates on `mlk worker`s of device key KEY through the server instead of here; "
+               "results are compared within one worker fingerprint, which the entry records",
+       .set = store(t.workers)},
+      {.name = "--server", .metavar = "URL", .help = "the server whose workers measure (--workers)",
+       .default_value = "--cache when a URL, else $MLK_SERVERS", .set = store(t.server)},
+      {.name = "--worker-wait", .metavar = "SECONDS",
+       .help = "with --workers, the longest a candidate may wait for a worker before the tuning fails",
+       .default_value = "60", .set = store_count(t.worker_wait_s)},
       {.name = "-q", .help = "no progress lines", .set = set_bool(t.opts.progress, false), .aliases = {"--quiet"}},
   };
   return {
@@ -120,9 +142,8 @@ CommandSpec spec(TuneArgs& t) {
 Status check_measurable(const Profile& profile, bool require_measured) {
   if (!profile.is_gpu()) return Status::Ok();
   Runnable rn = can_run(profile, detect_cpu(), detect_cuda());
-  if (require_measured)
-    return Status::Unsupported(profile.name + " cannot be measured here (" +
-                               (rn.ok ? "mlk measures GPU candidates only through ptxas and its cost model" : rn.reason) +
+  if (require_measured && !rn.ok)
+    return Status::Unsupported(profile.name + " cannot be measured here (" + rn.reason +
                                "), and --require-measured refuses estimated results");
   return Status::Ok();
 }
@@ -241,27 +262,57 @@ Status check_hit(const TuneArgs& t, const std::string& fn, const std::string& me
   return cache::require_verified("the cached entry of `" + fn + "`", *v, *required);
 }
 
-// Tunes jobs[i]: prints its summary line (on stderr with --json, whose
-// document stdout carries alone), its --dump-after stages, and appends its
-// JSON to `all_json`. False when it failed (said on stderr).
-bool tune_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
-              const std::vector<Job>& jobs, size_t i, std::string& all_json) {
+// --workers: where and how the candidates are measured (cli/remote_measure.h).
+RemoteMeasureOptions worker_options(const TuneArgs& t) {
+  const char* servers = std::getenv("MLK_SERVERS");
+  const char* token = std::getenv("MLK_TOKEN");
+  return {.servers = !t.server.empty()                  ? t.server
+                     : client::is_remote_url(t.cache_flag) ? t.cache_flag
+                                                          : (servers ? servers : ""),
+          .token = token ? token : "",
+          .ns = t.ns == cache::kDefaultNamespace ? "" : t.ns,
+          .device_key = t.workers,
+          .wait_s = t.worker_wait_s,
+          .progress = t.opts.progress,
+          .source_path = t.file};
+}
+
+// tune_jobs, with remote measurement that cannot go on (--workers) said on
+// stderr: exit status 1.
+int tune_jobs_guarded(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
+                      const std::vector<Job>& jobs, std::string& all_json);
+
+// The request of jobs[i], with its key pulled from a server --cache names.
+tune::TuneRequest job_request(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
+                              const std::vector<Job>& jobs, size_t i) {
   const auto& [name, shape] = jobs[i];
   std::string dir = t.out_dir.empty() ? "" : jobs.size() == 1 ? t.out_dir : t.out_dir + "/" + name + "-" + std::to_string(i);
   tune::TuneOptions o = t.opts;
   o.log_path = t.log.empty() || jobs.size() == 1 ? t.log : t.log + "." + name + "-" + std::to_string(i);
   if (c.cc) c.cc->pull(cache::cache_key(tune::key_inputs(m, name, shape, profile)));
-  auto res = tune::tune_cached({.module = &m,
-                                .fn = name,
-                                .source = t.file,
-                                .profile = profile,
-                                .dims = shape,
-                                .opts = o,
-                                .store = c.store,
-                                .ns = t.ns,
-                                .out_dir = dir,
-                                .work_dir = c.work,
-                                .before_store = verify_hook(t, m, profile, name, shape)});
+  tune::TuneRequest r{.module = &m,
+                      .fn = name,
+                      .source = t.file,
+                      .profile = profile,
+                      .dims = shape,
+                      .opts = o,
+                      .store = c.store,
+                      .ns = t.ns,
+                      .out_dir = dir,
+                      .work_dir = c.work,
+                      .before_store = verify_hook(t, m, profile, name, shape)};
+  if (!t.workers.empty())
+    if (Status s = use_workers(r, worker_options(t)); !s.ok()) throw RemoteMeasureError(s.message());
+  return r;
+}
+
+// Reports jobs[i]'s outcome: its summary line (on stderr with --json, whose
+// document stdout carries alone), its --dump-after stages, and its JSON
+// appended to `all_json`; pushes a new result to the server. False when it
+// failed (said on stderr).
+bool report_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
+                const std::vector<Job>& jobs, size_t i, Expected<tune::Outcome> res, std::string& all_json) {
+  const auto& [name, shape] = jobs[i];
   if (res.ok() && res->cached)
     if (Status s = check_hit(t, name, res->json); !s.ok()) res = s;
   if (res.ok() && c.cc && !res->cached) (void)c.cc->push(res->key);
@@ -292,6 +343,38 @@ bool tune_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, Tu
   return ok;
 }
 
+// Tunes every job: one after the other with --time each, or with --budget
+// under one budget split by expected gain (autotune/program_tune.h).
+int tune_jobs(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
+              const std::vector<Job>& jobs, std::string& all_json) {
+  int status = 0;
+  if (t.budget_s <= 0) {
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (!report_job(t, m, profile, c, jobs, i, tune::tune_cached(job_request(t, m, profile, c, jobs, i)), all_json))
+        status = 1;
+    return status;
+  }
+  std::vector<tune::TuneRequest> requests;
+  for (size_t i = 0; i < jobs.size(); ++i) requests.push_back(job_request(t, m, profile, c, jobs, i));
+  auto results = tune::tune_program(requests, {.budget_s = t.budget_s, .progress = t.opts.progress});
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    auto& r = results[i];
+    Expected<tune::Outcome> res = r.status.ok() ? Expected<tune::Outcome>(std::move(r.outcome)) : r.status;
+    if (!report_job(t, m, profile, c, jobs, i, std::move(res), all_json)) status = 1;
+  }
+  return status;
+}
+
+int tune_jobs_guarded(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
+                      const std::vector<Job>& jobs, std::string& all_json) {
+  try {
+    return tune_jobs(t, m, profile, c, jobs, all_json);
+  } catch (const RemoteMeasureError& e) {
+    std::fprintf(stderr, "mlk tune: --workers %s: %s\n", t.workers.c_str(), e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 CommandSpec tune_spec() {
@@ -318,9 +401,7 @@ int run_tune(const std::vector<std::string>& args) {
   auto c = open_cache(t);
   if (!c.ok()) return fail(c.status());
   std::string all_json = "[";
-  int status = 0;
-  for (size_t i = 0; i < jobs->size(); ++i)
-    if (!tune_job(t, fe->module, *profile, *c, *jobs, i, all_json)) status = 1;
+  const int status = tune_jobs_guarded(t, fe->module, *profile, *c, *jobs, all_json);
   if (t.json_out) std::printf("%s]\n", all_json.c_str());
   if (c->store) std::fprintf(stderr, "cache: %s\n", c->store_path.c_str());
   return status;

@@ -150,7 +150,7 @@ Expected<std::unique_ptr<RemoteStore>> RemoteStore::Open(RemoteOptions options) 
     auto c = std::make_unique<httplib::Client>(origin);
     if (!c->is_valid())
       return Status::InvalidArgument("cache URL `" + origin + "`: cannot make a client for it; expected http://HOST:PORT (a `mlk serve`)");
-    c->set_keep_alive(true);
+    c->set_keep_alive(impl->opt.keep_alive);
     c->set_tcp_nodelay(true);
     c->set_connection_timeout(0, impl->opt.connect_timeout_ms * 1000);
     c->set_read_timeout(impl->opt.timeout_s, 0);
@@ -252,6 +252,25 @@ Expected<std::string> RemoteStore::whoami() {
   if (!j.is_object() || !j.contains("team") || !j["team"].is_string())
     return Status::Corruption("cache server " + s.opt.url + ": /v1/whoami did not answer a team");
   return j["team"].get<std::string>();
+}
+
+Expected<RemoteStore::Response> RemoteStore::request(const std::string& method, const std::string& path,
+                                                     std::string_view body, const std::string& content_type) {
+  Impl& s = *impl_;
+  if (method != "GET" && method != "POST") return Status::InvalidArgument("RemoteStore::request: method " + method);
+  auto r = s.call(method + " " + path, [&] {
+    return method == "GET" ? s.client->Get(s.path(path).c_str())
+                           : s.client->Post(s.path(path).c_str(), body.data(), body.size(), content_type.c_str());
+  });
+  if (!r.ok()) return r.status();
+  return Response{r->status, std::move(r->body)};
+}
+
+Status RemoteStore::failure(const std::string& what, const Response& r) const {
+  httplib::Response h;
+  h.status = r.status;
+  h.body = r.body;
+  return impl_->failure(what, h);
 }
 
 Expected<TransferReport> RemoteStore::push(cache::Store& local, const std::string& local_ns, const std::string& key) {

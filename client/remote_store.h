@@ -36,6 +36,10 @@ struct RemoteOptions {
   int backoff_ms = 100;        // first wait between tries; doubles, +-50% jitter
   int connect_timeout_ms = 2000;
   int timeout_s = 60;          // per socket read or write
+  // Keep the connection open between requests. A server thread serves one
+  // connection at a time (`mlk serve --threads`), so clients that poll
+  // (workers, a tuner waiting for jobs) close theirs after each request.
+  bool keep_alive = true;
 };
 
 // Whether `spec` names a server rather than a store file: http:// or https://.
@@ -70,6 +74,18 @@ class RemoteStore {
   Status put_entry(const std::string& key, const cache::Manifest& m);
   // The team of the token (GET /v1/whoami): a cheap check of URL and token.
   Expected<std::string> whoami();
+
+  // Any other route: METHOD (GET or POST) PATH (below the URL's prefix; the
+  // namespace is added to the query) with the retries and failover above.
+  // The response whatever its status; IOError when none came. A non-2xx
+  // response as a Status like the other calls: failure().
+  struct Response {
+    int status = 0;
+    std::string body;
+  };
+  Expected<Response> request(const std::string& method, const std::string& path, std::string_view body = {},
+                             const std::string& content_type = "application/json");
+  Status failure(const std::string& what, const Response& r) const;
 
   // Uploads the entry (local_ns, key) of `local` and the blobs the server
   // lacks, then binds the key on the server.

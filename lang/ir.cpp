@@ -40,4 +40,21 @@ const Function* Module::find(const std::string& name) const {
   return nullptr;
 }
 
+const ShardPlan* Module::find_shard(const std::string& name) const {
+  for (const auto& p : shards)
+    if (p.fn == name) return &p;
+  return nullptr;
+}
+
+const char* collective_name(Collective::Kind k) {
+  switch (k) {
+    case Collective::Kind::kNone: return "none";
+    case Collective::Kind::kAllReduceSum: return "all_reduce(sum)";
+    case Collective::Kind::kAllReduceMax: return "all_reduce(max)";
+    case Collective::Kind::kAllReduceMin: return "all_reduce(min)";
+    case Collective::Kind::kAllGather: return "all_gather";
+  }
+  return "?";
+}
+
 }  // namespace mlk::ir

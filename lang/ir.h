@@ -17,6 +17,7 @@
 #include "lang/dtype.h"
 #include "lang/frame.h"
 #include "lang/prover.h"
+#include "lang/shard_plan.h"
 
 namespace mlk::ir {
 
@@ -93,7 +94,9 @@ struct TuneBucket {
 struct Module {
   std::vector<Function> functions;  // in source order
   std::vector<TuneBucket> tunes;
+  std::vector<ShardPlan> shards;  // one per fn `shard` defines (lang/spmd.h)
   const Function* find(const std::string& name) const;
+  const ShardPlan* find_shard(const std::string& name) const;
 };
 
 }  // namespace mlk::ir

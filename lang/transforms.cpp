@@ -6,6 +6,7 @@
 #include <set>
 
 #include "lang/grad.h"
+#include "lang/spmd.h"
 #include "lang/vmap.h"
 
 namespace mlk::transform {
@@ -172,6 +173,7 @@ std::vector<check::Signature> derived(const Checked& c, const check::Signature& 
   std::vector<check::Signature> out;
   check::Signature base = src;
   base.valid = true;
+  if (c.t->kind == "shard") return {base};
   if (c.t->kind == "vmap") {
     Dim b = Dim::var(c.batch);
     base.dims.push_back(c.batch);
@@ -220,13 +222,15 @@ void Transforms::declare(const ast::Program& program, std::map<std::string, chec
       stubs.push_back(&d.stub);
     }
     auto src = sigs.find(t.source);
-    if (t.kind != "grad" && t.kind != "value_and_grad" && t.kind != "vmap") {
+    if (t.kind != "grad" && t.kind != "value_and_grad" && t.kind != "vmap" && t.kind != "shard") {
       sink.error(DiagKind::TransformDecl, t.kind_span,
-                 "unknown transform " + q(t.kind) + "; the transforms are `grad`, `value_and_grad` and `vmap`");
+                 "unknown transform " + q(t.kind) + "; the transforms are `grad`, `value_and_grad`, `vmap` and `shard`");
     } else if (src == sigs.end() || !src->second.ast) {
       sink.error(DiagKind::TransformDecl, t.source_span, q(t.kind) + " of unknown function " + q(t.source));
     } else if (src->second.valid) {
-      c.valid = t.kind == "vmap" ? check_vmap(t, src->second, c, sink) : check_grad(t, src->second, c, sink);
+      c.valid = t.kind == "vmap"    ? check_vmap(t, src->second, c, sink)
+                : t.kind == "shard" ? check_shard(t, src->second, c.shard, sink)
+                                    : check_grad(t, src->second, c, sink);
     }
     if (c.valid) c.sigs = derived(c, src->second);
     for (size_t i = 0; i < stubs.size(); ++i) {
@@ -260,6 +264,7 @@ ir::Function function_of(const check::Signature& s, ir::NodeRef body) {
 std::vector<ir::NodeRef> bodies(const Checked& c, const ir::Function& src, const ir::NodeRef& body,
                                 const SourceFile& file, const Provenance& prov, DiagnosticSink& sink) {
   const ast::Transform& t = *c.t;
+  if (t.kind == "shard") return {body};
   if (t.kind == "vmap") return {vmap_body(body, c.sigs[0].params, c.in_axes, c.out_axis, Dim::var(c.batch))};
   Facts facts;
   for (const Pred& p : src.refinements) facts.add(p);
@@ -277,6 +282,34 @@ std::vector<ir::NodeRef> bodies(const Checked& c, const ir::Function& src, const
   if (t.kind == "value_and_grad") out.push_back(src.body);
   out.insert(out.end(), g.cotangents.begin(), g.cotangents.end());
   return out;
+}
+
+// The per-rank kernels and the plan of the shard `c` defines (`f`, global).
+void add_spmd(const Checked& c, const ir::Function& f, const SourceFile& file, const Provenance& prov, ir::Module& m,
+              DiagnosticSink& sink) {
+  const ast::Transform& t = *c.t;
+  SpmdResult r = spmd_lower(f, c.shard, f.name, f.is_public);
+  if (r.error) {
+    Span where = t.span;
+    for (size_t i = 0; i < t.keywords.size(); ++i)
+      if (t.keywords[i] == "out") where = t.values[i]->span;
+    if (r.error->at) {
+      auto p = prov.find(r.error->at);
+      where = p != prov.end() ? p->second : t.source_span;
+    }
+    sink.error(r.error->kind, where,
+               r.error->message + " (in " + q("shard(" + t.source + ", ..)") + " at " + at(file, t.span) + ")");
+    return;
+  }
+  for (auto& k : r.kernels) {
+    if (m.find(k.name)) {
+      sink.error(DiagKind::Duplicate, t.names.front().second,
+                 q(f.name) + "'s per-rank kernel " + q(k.name) + " is already a fn; rename one of them");
+      return;
+    }
+  }
+  for (auto& k : r.kernels) m.functions.push_back(std::move(k));
+  m.shards.push_back(std::move(r.plan));
 }
 
 }  // namespace
@@ -297,6 +330,7 @@ void Transforms::build(const SourceFile& file, ir::Module& m, Provenance& prov, 
     ir::Function source = *src;
     auto bs = bodies(c, source, *body, file, prov, sink);
     for (size_t i = 0; i < bs.size(); ++i) m.functions.push_back(function_of(c.sigs[i], bs[i]));
+    if (c.t->kind == "shard" && !bs.empty()) add_spmd(c, ir::Function(m.functions.back()), file, prov, m, sink);
   }
 }
 

@@ -1,12 +1,13 @@
 // Program transformations as definitions: `fn g = grad(f, wrt=[w])`,
-// `fn v, g = value_and_grad(f, wrt=[w])`, `fn fb = vmap(f, axes=[0, none])`
-// (phase-0/transforms.md). Each defines named fns that are ordinary fns for
+// `fn v, g = value_and_grad(f, wrt=[w])`, `fn fb = vmap(f, axes=[0, none])`,
+// `fn p = shard(f, mesh=mesh(x=2), spec=[..], out=[..])` (phase-0/transforms.md). Each defines named fns that are ordinary fns for
 // calls, check/run/tune/build, the cache and the runtime.
 //
 // Two stages, run by the checker: declare() derives and checks the new fns'
 // signatures from the source's (so that other fns may call them), and
 // build() makes their bodies from the source's checked IR (autodiff through
-// lang/grad.h, batching through lang/vmap.h), reporting what only the body
+// lang/grad.h, batching through lang/vmap.h, the per-rank kernels and plan of
+// a shard through lang/spmd.h), reporting what only the body
 // shows (an op that is not differentiable, named with its position).
 #pragma once
 
@@ -21,6 +22,7 @@
 #include "lang/diagnostics.h"
 #include "lang/inline.h"
 #include "lang/ir.h"
+#include "lang/shard_check.h"
 
 namespace mlk::transform {
 
@@ -39,6 +41,7 @@ struct Checked {
   std::vector<std::optional<int64_t>> in_axes;  // vmap
   int64_t out_axis = 0;
   std::string batch;
+  ShardSpec shard;                     // shard
   std::vector<check::Signature> sigs;  // one per defined fn
 };
 

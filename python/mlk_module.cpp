@@ -412,42 +412,54 @@ PYBIND11_MODULE(_mlk, m) {
   // arguments checked once for their dims and the result's shape, the kernel
   // looked up, the output made by `alloc(shape)` -> (result, its capsule),
   // the kernel run with the GIL released. Returns the result.
+  // `stream`: for a CUDA kernel, the CUstream (an int, e.g. torch's
+  // current_stream().cuda_stream; 0: the legacy default stream) the kernel
+  // runs on; the capsules were made for it (__dlpack__(stream=...)).
   m.def("call", [](const PyProgram& p, const std::string& fn, const std::string& targets, const py::list& caps,
-                   const std::map<std::string, int64_t>& given, const py::object& alloc) {
+                   const std::map<std::string, int64_t>& given, const py::object& alloc, uintptr_t stream) {
     const auto* f = p.prog->module.find(fn);
     if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
     Consumed args = consume_all(caps, f);
-    auto checked = unwrap(mlk::rt::check_call(*f, args.tensors, nullptr, given));
+    mlk::rt::Placement any;
+    any.any_device = true;  // the kernel chosen below checks the devices
+    auto checked = unwrap(mlk::rt::check_call(*f, args.tensors, nullptr, given, any));
     auto k = unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), checked.dims));
     py::tuple made = alloc(py::cast(checked.out_shape));
     auto out = consume_output(made[1], "the output of `" + fn + "`");
     Status s;
     {
       py::gil_scoped_release release;  // the consumed tensors live until the call returns
-      s = k->Run(args.tensors, const_cast<DLTensor*>(out.tensor()));
+      mlk::rt::RunOptions ro;
+      ro.cuda_stream = reinterpret_cast<void*>(stream);
+      s = k->Run(args.tensors, const_cast<DLTensor*>(out.tensor()), ro);
     }
     if (!s.ok()) raise(s);
     return py::object(made[0]);
-  });
+  }, py::arg("program"), py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("alloc"),
+     py::arg("stream") = 0);
 
   py::class_<PyKernel>(m, "Kernel")
       .def_property_readonly("selection", [](const PyKernel& k) { return k.k->selection().explain(); })
       .def_property_readonly("profile", [](const PyKernel& k) { return k.k->selection().profile; })
       // "exact", "other-shape", "default-jit" or "directory".
       .def_property_readonly("source", [](const PyKernel& k) { return mlk::rt::source_name(k.k->selection().source); })
+      // Whether it is a CUDA kernel (it takes torch CUDA tensors in place).
+      .def_property_readonly("on_cuda", [](const PyKernel& k) { return k.k->on_cuda(); })
       .def("output_shape",
            [](const PyKernel& k, const py::list& caps) {
              Consumed args = consume_all(caps, &k.k->signature());
              return unwrap(k.k->OutputShape(args.tensors));
            })
-      .def("run", [](const PyKernel& k, const py::list& caps, const py::object& out) {
+      .def("run", [](const PyKernel& k, const py::list& caps, const py::object& out, uintptr_t stream) {
         Consumed args = consume_all(caps, &k.k->signature());
         auto o = consume_output(out, "the output of `" + k.k->signature().name + "`");
         Status s;
         {
           py::gil_scoped_release release;  // the kernel may take a while; the consumed tensors live until it returns
-          s = k.k->Run(args.tensors, const_cast<DLTensor*>(o.tensor()));
+          mlk::rt::RunOptions ro;
+          ro.cuda_stream = reinterpret_cast<void*>(stream);
+          s = k.k->Run(args.tensors, const_cast<DLTensor*>(o.tensor()), ro);
         }
         if (!s.ok()) raise(s);
-      });
+      }, py::arg("caps"), py::arg("out"), py::arg("stream") = 0);
 }

@@ -60,10 +60,35 @@ struct Span {
 };
 
 // Checks one tensor against a declared dtype and rank; `what` names it.
+// The device rule (boundary.h); sets *on_device for a tensor used in place on the GPU.
+Status check_device(const DLTensor& t, const std::string& what, const Placement& where, bool* on_device) {
+  *on_device = false;
+  const int type = t.device.device_type;
+  if (where.any_device) return Status::Ok();
+  if (!where.cuda) {
+    if (type == kDLCPU) return Status::Ok();
+    if (type == kDLCUDA)
+      return Status::InvalidArgument(what + ": on " + device_name(t.device) + ", but the kernel runs on the CPU (" +
+                                     (where.profile.empty() ? std::string("a CPU profile") : where.profile) +
+                                     "); pass a CPU tensor (x.cpu()) or select a CUDA profile (e.g. cuda_sm90)");
+    return Status::InvalidArgument(what + ": on " + device_name(t.device) + "; CPU kernels take CPU tensors");
+  }
+  if (type == kDLCPU || type == kDLCUDAHost) return Status::Ok();  // copied to the device and back
+  if (type == kDLCUDA) {
+    if (t.device.device_id != where.device)
+      return Status::InvalidArgument(what + ": on " + device_name(t.device) + ", but the kernel (" + where.profile +
+                                     ") runs in this process's CUDA context on cuda:" + std::to_string(where.device) +
+                                     " (MLK_CUDA_DEVICE chooses it; one context per process)");
+    *on_device = true;
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(what + ": on " + device_name(t.device) + "; CUDA kernels take tensors on cuda:" +
+                                 std::to_string(where.device) + " or in host memory");
+}
+
 Status check_tensor(const DLTensor& t, const std::string& what, DType dtype, size_t rank, void** data,
-                    std::vector<int64_t>* shape, Span* span) {
-  if (t.device.device_type != kDLCPU)
-    return Status::InvalidArgument(what + ": on " + device_name(t.device) + "; mlk kernels take CPU tensors");
+                    std::vector<int64_t>* shape, Span* span, const Placement& where, bool* on_device) {
+  MLK_RETURN_IF_ERROR(check_device(t, what, where, on_device));
   DLDataType want = to_dl(dtype);
   const bool dl_bool = dtype == DType::Bool && t.dtype.code == 6 && t.dtype.bits == 8 && t.dtype.lanes == 1;  // kDLBool (DLPack >= 0.8)
   if (!dl_bool && (t.dtype.code != want.code || t.dtype.bits != want.bits || t.dtype.lanes != want.lanes))
@@ -111,7 +136,7 @@ Status check_tensor(const DLTensor& t, const std::string& what, DType dtype, siz
 }  // namespace
 
 Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const DLTensor*>& args, const DLTensor* out,
-                                 const DimEnv& given) {
+                                 const DimEnv& given, const Placement& where) {
   if (args.size() != f.params.size())
     return Status::InvalidArgument("`" + f.name + "` takes " + std::to_string(f.params.size()) + " arguments, got " +
                                    std::to_string(args.size()));
@@ -124,7 +149,10 @@ Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const 
     void* data = nullptr;
     std::vector<int64_t> shape;
     Span span{};
-    MLK_RETURN_IF_ERROR(check_tensor(*args[i], what, p.type.dtype, p.type.shape.size(), &data, &shape, &span));
+    bool dev = false;
+    MLK_RETURN_IF_ERROR(
+        check_tensor(*args[i], what, p.type.dtype, p.type.shape.size(), &data, &shape, &span, where, &dev));
+    c.on_device.push_back(dev);
     c.args.push_back(data);
     c.shapes.push_back(std::move(shape));
     spans.push_back(span);
@@ -139,7 +167,8 @@ Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const 
   std::string what = "the output of `" + f.name + "`";
   std::vector<int64_t> oshape;
   Span ospan{};
-  MLK_RETURN_IF_ERROR(check_tensor(*out, what, f.result_type.dtype, f.result_type.shape.size(), &c.out, &oshape, &ospan));
+  MLK_RETURN_IF_ERROR(check_tensor(*out, what, f.result_type.dtype, f.result_type.shape.size(), &c.out, &oshape, &ospan,
+                                   where, &c.out_on_device));
   if (oshape != c.out_shape)
     return Status::InvalidArgument(what + ": shape " + list(oshape) + " but the result is " + list(c.out_shape));
   for (size_t i = 0; i < spans.size(); ++i)

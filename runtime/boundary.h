@@ -7,7 +7,10 @@
 // records, never the data, and writes nothing.
 //
 // Rules, in the order they are checked, per argument and then the output:
-//   device  kDLCPU (CUDA artifacts, too, take host memory; mlk_abi.h)
+//   device  a CPU kernel: kDLCPU. A CUDA kernel: kDLCUDA on the device of the
+//           process's CUDA context (targets/cuda_driver.h), used in place, or
+//           host memory (kDLCPU, kDLCUDAHost), copied to the device and back
+//           within the call. Anything else is refused, naming the argument.
 //   dtype   exactly the declared dtype, lanes 1 (no promotion)
 //   rank    ndim equals the declared rank; shape non-NULL when ndim > 0
 //   extent  every extent >= 0 and <= 2^31 - 1 (Halide buffers index in int32)
@@ -40,8 +43,18 @@ DLDataType to_dl(DType t);
 // "float32", "bfloat16", "uint8", ... for messages; "code 7 bits 8 lanes 1" otherwise.
 std::string dl_dtype_name(DLDataType t);
 
+// Where a kernel runs, for the device rule.
+struct Placement {
+  bool cuda = false;       // a CUDA artifact
+  int device = 0;          // its context's device (cuda only)
+  std::string profile;     // for messages ("host", "cuda_sm90")
+  bool any_device = false; // skip the device rule (dims and shapes only; the run checks it)
+};
+
 struct CheckedCall {
   DimEnv dims;                      // every dimension variable of the fn
+  std::vector<bool> on_device;      // per argument: its data is CUDA device memory
+  bool out_on_device = false;
   std::vector<void*> args;          // data + byte_offset per argument
   std::vector<std::vector<int64_t>> shapes;
   void* out = nullptr;
@@ -51,7 +64,8 @@ struct CheckedCall {
 // `given`: dims the caller fixes (the fn's unbound dims must be here).
 // `out` may be null to check only the arguments (then out_shape is still
 // computed: the shape the caller must allocate).
+// `where`: the kernel's placement (default: a CPU kernel).
 Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const DLTensor*>& args, const DLTensor* out,
-                                 const DimEnv& given);
+                                 const DimEnv& given, const Placement& where = {});
 
 }  // namespace mlk::rt

@@ -129,4 +129,16 @@ int mlk_kernel_run(const mlk_kernel_t* k, const DLTensor* const* args, int32_t n
   });
 }
 
+int mlk_kernel_run_on_stream(const mlk_kernel_t* k, const DLTensor* const* args, int32_t nargs, DLTensor* out,
+                             void* cuda_stream) {
+  return guarded([&]() -> int {
+    if (!k || (!args && nargs) || nargs < 0) return invalid("mlk_kernel_run_on_stream: NULL kernel or arguments");
+    mlk::rt::RunOptions o;
+    o.cuda_stream = cuda_stream;
+    return code_of(k->k->Run(arg_list(args, nargs), out, o));
+  });
+}
+
+int mlk_kernel_on_cuda(const mlk_kernel_t* k) { return k && k->k->on_cuda() ? 1 : 0; }
+
 }  // extern "C"

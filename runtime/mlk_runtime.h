@@ -3,7 +3,8 @@
  * Pretuned kernels from an artifact cache (a store file or a `mlk serve`
  * URL), chosen per machine by a target policy, run on DLPack tensors
  * (dlpack.h, DLPACK_VERSION 60 and later) after loud boundary checks:
- * device (CPU), dtype, rank, every extent against the signature's symbols,
+ * device (CPU kernels: kDLCPU; CUDA kernels: kDLCUDA on the process's CUDA
+ * device, used in place, or host memory, copied each way), dtype, rank, every extent against the signature's symbols,
  * refinements, compact row-major strides, alignment, and an output disjoint
  * from every argument. On any violation nothing is written and the call
  * returns a negative MLK_RT_ERR_* code; mlk_runtime_last_error() names the
@@ -74,6 +75,20 @@ int mlk_kernel_output_shape(const mlk_kernel_t* k, const DLTensor* const* args, 
                             int32_t max_rank, int32_t* rank);
 
 int mlk_kernel_run(const mlk_kernel_t* k, const DLTensor* const* args, int32_t nargs, DLTensor* out);
+
+/* mlk_kernel_run on a CUDA stream (a CUstream; NULL: the legacy default
+ * stream) for a CUDA kernel; a CPU kernel ignores it. Device tensors
+ * (kDLCUDA) must be on the device of the process's one CUDA context: the
+ * primary context of $MLK_CUDA_DEVICE (default 0), which PyTorch and the
+ * CUDA runtime share. With every tensor on the device the call only queues
+ * the work: synchronise the stream before reading the result. The CUDA
+ * driver is loaded on first use; without it the call returns
+ * MLK_RT_ERR_UNSUPPORTED and says so. */
+int mlk_kernel_run_on_stream(const mlk_kernel_t* k, const DLTensor* const* args, int32_t nargs, DLTensor* out,
+                             void* cuda_stream);
+
+/* 1 when the kernel is a CUDA artifact (it takes kDLCUDA tensors), else 0. */
+int mlk_kernel_on_cuda(const mlk_kernel_t* k);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #include "runtime/boundary.h"
 #include "runtime/jit.h"
 #include "client/cli_cache.h"
+#include "targets/cuda_driver.h"
 #include "targets/detect.h"
 #include "targets/artifact_manifest.h"
 #include "targets/loaded_artifact.h"
@@ -61,6 +62,17 @@ Expected<std::shared_ptr<LoadedArtifact>> load_files(const std::map<std::string,
     return Status::Unsupported("the artifact speaks C ABI version " + std::to_string(m->abi_version) +
                                ", this runtime version " + std::to_string(MLK_ABI_VERSION));
   return std::shared_ptr<LoadedArtifact>(std::move(a).value());
+}
+
+// What a CUDA kernel does with each kind of tensor, for the selection text.
+std::string cuda_copies_text(const LoadedArtifact& a) {
+  if (!a.is_cuda()) return "";
+  auto dev = cuda::process_device();
+  const std::string where = dev.ok() ? "cuda:" + std::to_string(*dev) : "the MLK_CUDA_DEVICE device";
+  if (!a.has_cuda_entry())
+    return "; CUDA, host tensors only (an older artifact): each call copies the inputs to the device and the result back";
+  return "; CUDA: tensors on " + where + " are used in place (no copy); host tensors cost a copy of each input to the "
+         "device and of the result back, every call";
 }
 
 }  // namespace
@@ -117,20 +129,39 @@ std::string Selection::explain() const {
 }
 
 Expected<DimEnv> dims_of(const ir::Function& f, const std::vector<const DLTensor*>& args, const DimEnv& given) {
-  auto c = check_call(f, args, nullptr, given);
+  Placement any;
+  any.any_device = true;  // the kernel, chosen from these dims, checks the device
+  auto c = check_call(f, args, nullptr, given, any);
   if (!c.ok()) return c.status();
   return c->dims;
 }
 
+bool Kernel::on_cuda() const { return artifact_ && artifact_->is_cuda(); }
+
+Expected<Placement> Kernel::placement() const {
+  Placement p;
+  p.profile = sel_.profile;
+  if (!on_cuda()) return p;
+  auto dev = cuda::process_device();
+  if (!dev.ok()) return dev.status();
+  p.cuda = true;
+  p.device = *dev;
+  return p;
+}
+
 Expected<std::vector<int64_t>> Kernel::OutputShape(const std::vector<const DLTensor*>& args) const {
-  auto c = check_call(*fn_, args, nullptr, unbound_);
+  auto where = placement();
+  if (!where.ok()) return where.status();
+  auto c = check_call(*fn_, args, nullptr, unbound_, *where);
   if (!c.ok()) return c.status();
   return c->out_shape;
 }
 
-Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out) const {
+Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, const RunOptions& options) const {
   if (!out) return Status::InvalidArgument("the output of `" + fn_->name + "` is NULL");
-  auto c = check_call(*fn_, args, out, unbound_);
+  auto where = placement();
+  if (!where.ok()) return where.status();
+  auto c = check_call(*fn_, args, out, unbound_, *where);
   if (!c.ok()) return c.status();
   std::vector<mlk_tensor_t> a;
   for (size_t i = 0; i < args.size(); ++i)
@@ -142,7 +173,19 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out) cons
     std::lock_guard<std::mutex> lock(jit_->mu);
     return jit_->kernel->Call(a, o, c->dims);
   }
-  return artifact_->Call(a, o, c->dims, fn_->name);
+  if (!where->cuda) return artifact_->Call(a, o, c->dims, fn_->name);
+  // CUDA: the driver and the process's context first, so that a machine
+  // without them gets a Status, before the artifact is entered.
+  auto ctx = cuda::process_context(where->device);
+  if (!ctx.ok()) {
+    const std::string m = "`" + fn_->name + "` is a CUDA kernel (" + sel_.profile + ") and cannot run here: " +
+                          ctx.status().message();
+    return ctx.status().code() == Status::Code::kInvalidArgument ? Status::InvalidArgument(m) : Status::Unsupported(m);
+  }
+  std::vector<uint8_t> on_device(c->on_device.begin(), c->on_device.end());
+  on_device.push_back(c->out_on_device ? 1 : 0);
+  mlk_cuda_call_t call{where->device, 0, *ctx, options.cuda_stream, on_device.data()};
+  return artifact_->CallCuda(a, o, c->dims, fn_->name, call);
 }
 
 Expected<std::unique_ptr<Runtime>> Runtime::Open(Options options) {
@@ -283,7 +326,8 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     sel.profile = d.profile;
     sel.tuned_dims = dims_str(d.dims);
     sel.exact = d.dims == dims;
-    sel.reason = d.profile + ": the artifact in " + d.dir + " (built for " + sel.tuned_dims + "), not from the cache";
+    sel.reason = d.profile + ": the artifact in " + d.dir + " (built for " + sel.tuned_dims + "), not from the cache" +
+                 cuda_copies_text(*d.artifact);
     k->artifact_ = d.artifact;
     return done(std::move(sel));
   }
@@ -337,7 +381,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
                  (found->exact ? ", tuned at exactly " + sel.tuned_dims
                                : ", tuned at " + sel.tuned_dims + " (the nearest tuned shape), run at " + dims_str(dims)) +
                  " on " + found->entry.info.manifest.provenance.host + (!meta->measured ? ", NOT measured (estimated)" : "") +
-                 ", verified: " + meta->verification.str();
+                 ", verified: " + meta->verification.str() + cuda_copies_text(*art);
     k->artifact_ = art;
     return done(std::move(sel));
   }

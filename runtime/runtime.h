@@ -25,6 +25,7 @@
 #include "lang/bind.h"
 #include "lang/ir.h"
 #include "base/status.h"
+#include "runtime/boundary.h"
 #include "runtime/resolve.h"
 
 namespace mlk {
@@ -91,6 +92,15 @@ struct Program {
   std::optional<Directory> directory;
 };
 
+// Per-call options of Kernel::Run.
+struct RunOptions {
+  // CUDA kernels: the CUstream to run on (nullptr: the legacy default
+  // stream). With every tensor on the device the call returns once the work
+  // is queued; the caller synchronises the stream before reading the result
+  // (as with any CUDA library). Ignored by CPU kernels.
+  void* cuda_stream = nullptr;
+};
+
 class Kernel {
  public:
   const ir::Function& signature() const { return *fn_; }
@@ -99,10 +109,17 @@ class Kernel {
   Expected<std::vector<int64_t>> OutputShape(const std::vector<const DLTensor*>& args) const;
   // Runs on `args` into `out` (allocated by the caller: OutputShape, the
   // fn's result dtype, compact row-major, disjoint from every argument).
-  Status Run(const std::vector<const DLTensor*>& args, DLTensor* out) const;
+  // A CUDA kernel takes kDLCUDA tensors on the process's CUDA device in
+  // place (no allocation, no copy) and host tensors with a copy each way;
+  // a CPU kernel takes CPU tensors (runtime/boundary.h, the device rule).
+  // Without a CUDA driver a CUDA kernel's run fails with Unsupported.
+  Status Run(const std::vector<const DLTensor*>& args, DLTensor* out, const RunOptions& options = {}) const;
+  // Whether it runs on a GPU (a CUDA artifact).
+  bool on_cuda() const;
 
  private:
   friend class Runtime;
+  Expected<Placement> placement() const;
   std::shared_ptr<const Program> program_;
   const ir::Function* fn_ = nullptr;
   std::shared_ptr<LoadedArtifact> artifact_;  // a tuned artifact, or

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The shared backend of `mlk serve` on one machine, on loopback only
 # (docs/deploy.md): PostgreSQL 15 (initdb into a fresh folder), an S3
-# endpoint (moto_server from .venv-moto, made by scripts/install.sh) and two
-# `mlk serve` replicas on the same database and bucket.
+# endpoint (moto_server from .venv-moto, made by scripts/install.sh), two
+# `mlk serve` replicas on the same database and bucket, and two measurement
+# workers (`mlk worker --device-key cpu-loopback`, named worker1 and worker2;
+# their lease is $MLK_CLUSTER_LEASE seconds, else 30).
 #
 #   scripts/cluster.sh start    prints `export` lines: MLK_SERVERS (the
 #                               replicas' URLs, comma-separated), MLK_TOKEN
@@ -61,6 +63,22 @@ start_replica() {  # N: starts replica N, writes its pid and url to DIR
   die "replica $n did not start (log above)"
 }
 
+start_worker() {  # N TOKEN: starts worker N on both replicas, writes its pid to DIR
+  local n=$1
+  MLK_TOKEN=$2 setsid "$mlk" worker --server "$(cat "$dir/replica1.url"),$(cat "$dir/replica2.url")" \
+    --device-key cpu-loopback --name "worker$n" --lease "${MLK_CLUSTER_LEASE:-30}" >"$dir/worker$n.out" \
+    2>"$dir/worker$n.log" &
+  echo $! >"$dir/worker$n.pid"
+  local i
+  for ((i = 0; i < 100; i++)); do
+    grep -q "registered as worker" "$dir/worker$n.log" 2>/dev/null && return 0
+    kill -0 "$(cat "$dir/worker$n.pid")" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$dir/worker$n.log" >&2
+  die "worker $n did not start (log above)"
+}
+
 start_moto() {  # on the port in DIR/s3port; moto keeps its objects in memory only
   local s3port
   s3port=$(cat "$dir/s3port")
@@ -100,6 +118,8 @@ start() {
           --note cluster.sh 2>/dev/null) || die "mlk token create failed"
   admin=$("$mlk" token create --store "$store" --team ops --scopes admin --note cluster.sh 2>/dev/null) ||
     die "mlk token create failed"
+  start_worker 1 "$token"
+  start_worker 2 "$token"
   {
     echo "export MLK_SERVERS=$(cat "$dir/replica1.url"),$(cat "$dir/replica2.url")"
     echo "export MLK_TOKEN=$token"
@@ -110,6 +130,7 @@ start() {
     echo "export MLK_CLUSTER_S3=http://127.0.0.1:$s3port"
     echo "export MLK_CLUSTER_PIDS=$(cat "$dir/replica1.pid"),$(cat "$dir/replica2.pid")"
     echo "export MLK_CLUSTER_MOTO_PID=$(cat "$dir/moto.pid")"
+    echo "export MLK_CLUSTER_WORKER_PIDS=$(cat "$dir/worker1.pid"),$(cat "$dir/worker2.pid")"
   } >"$dir/env"
   cat "$dir/env"
 }
@@ -127,11 +148,25 @@ status() {
     url=$(cat "$dir/replica$n.url" 2>/dev/null || true)
     if curl -sf -o /dev/null "$url/healthz"; then echo "replica$n    up    $url"; else echo "replica$n    down  $url"; bad=1; fi
   done
+  for n in 1 2; do
+    if kill -0 "$(cat "$dir/worker$n.pid" 2>/dev/null)" 2>/dev/null; then echo "worker$n     up    cpu-loopback"; else echo "worker$n     down"; bad=1; fi
+  done
   return $bad
 }
 
 stop() {
   [ -d "$dir" ] || return 0
+  # The workers first (they finish the job in hand), while the replicas still answer.
+  for f in "$dir"/worker*.pid; do
+    [ -e "$f" ] || continue
+    kill -TERM "$(cat "$f")" 2>/dev/null || true
+  done
+  for f in "$dir"/worker*.pid; do
+    [ -e "$f" ] || continue
+    pid=$(cat "$f")
+    for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
   for f in "$dir"/replica*.pid "$dir/moto.pid"; do
     [ -e "$f" ] || continue
     pid=$(cat "$f")

@@ -12,6 +12,7 @@
 
 #include "base/sha256.h"
 #include "service/api_internal.h"
+#include "service/dashboard.h"
 
 namespace mlk::service {
 
@@ -271,6 +272,9 @@ const std::vector<Route>& routes() {
       {"/v1/entries/", "entries", {"GET", "HEAD", "PUT", "DELETE"}},
       {"/ccache/", "ccache", {"GET", "HEAD", "PUT", "DELETE"}},
       {"/v1/bench/", "bench", {"GET", "HEAD", "POST"}},  // service/api_bench.cpp
+      {"/ui", "dashboard", {"GET", "HEAD"}},            // service/dashboard.cpp
+      {"/ui/", "dashboard", {"GET", "HEAD", "POST"}},
+      {"/v1/jobs/", "jobs", {"GET", "HEAD", "POST"}},    // service/api_jobs.cpp
   };
   return r;
 }
@@ -290,7 +294,8 @@ ApiResponse dispatch(Ctx& c) {
   if (!route)
     return reject(c, 404, "no_route",
                   "no route " + c.req.method + " " + path.substr(0, 200) +
-                      "; the API is under /v1/ (blobs, entries, status, whoami), /ccache/ and /metrics (docs/api.md)");
+                      "; the API is under /v1/ (blobs, entries, status, whoami), /ccache/ and /metrics, the dashboard under /ui "
+                      "(docs/api.md)");
   c.route = route->name;
   bool allowed = false;
   std::string allow;
@@ -311,6 +316,8 @@ ApiResponse dispatch(Ctx& c) {
   if (c.route == "status") return status_route(c);
   if (c.route == "query") return query_entries(c);
   if (c.route == "bench") return bench_route(c, arg);
+  if (c.route == "dashboard") return dashboard_route(c, arg);
+  if (c.route == "jobs") return jobs_route(c, arg);
   if (c.route == "blobs") return read ? get_blob(c, arg) : put_blob(c, arg);
   if (c.route == "entries") return read ? get_entry(c, arg) : m == "PUT" ? put_entry(c, arg) : delete_entry(c, arg);
   return read ? ccache_get(c, arg) : m == "PUT" ? ccache_put(c, arg) : ccache_delete(c, arg);

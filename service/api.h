@@ -9,7 +9,8 @@
 // body (413 too large, 400 broken or malformed, 422 not matching its
 // digest), the blobs an entry references (409), the quota (507), then the
 // store. A rejected request changes nothing in the store. Every error body is
-// {"error": "..."}.
+// {"error": "..."}, but for the dashboard's HTML pages under /ui
+// (service/dashboard.h).
 //
 // Thread-safe: one Api serves all worker threads; each request borrows its
 // own Store from the SessionPool.
@@ -47,6 +48,7 @@ struct ApiRequest {
   std::string path;    // URL-decoded, without the query
   std::map<std::string, std::string> query;
   std::string authorization;  // the Authorization header, or empty
+  std::string cookie;         // the Cookie header, or empty (the dashboard's token, service/dashboard.cpp)
 };
 
 // The body of a request, read only once the request is authorised, and

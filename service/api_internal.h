@@ -24,6 +24,7 @@ struct Ctx {
   bool granted = false;           // reading another team's namespace through a grant
   cache::ArtifactStore& store() { return lease->store(); }
   ServiceTables& tables() { return lease->tables(); }
+  JobTables& jobs() { return lease->jobs(); }
 };
 
 // The write lock of c.ns: this process's mutex (Api::namespace_lock), then
@@ -51,6 +52,8 @@ ApiResponse body_rejection(Ctx& c, const Body& b);
 ApiResponse json_text(int status, std::string text);
 // /v1/bench/...: the benchmark history (service/api_bench.cpp).
 ApiResponse bench_route(Ctx& c, const std::string& arg);
+// /v1/jobs/...: measurement jobs and workers (service/api_jobs.cpp).
+ApiResponse jobs_route(Ctx& c, const std::string& arg);
 
 // The charged bytes of c.ns if `delta_charge` bytes were added and the
 // entry `replacing_key` (when not empty) removed, with the staged rows for

@@ -102,6 +102,38 @@ Expected<std::string> BenchHistory::history(const std::string& ns, const std::st
   return out.dump();
 }
 
+Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const std::string& ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->prepare(
+      "SELECT r.kernel, r.target, g.n, r.created, r.median_ms, r.cache_key FROM bench_results r JOIN "
+      "(SELECT COUNT(*) AS n, MAX(id) AS last FROM bench_results WHERE ns = ?1 GROUP BY kernel, target) g "
+      "ON r.id = g.last ORDER BY r.kernel, r.target");
+  if (!q.ok()) return q.status();
+  q->bind(1, ns);
+  std::vector<KernelSummary> out;
+  while (true) {
+    auto row = q->step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    json median = json::parse(q->text(4), nullptr, false);
+    out.push_back({q->text(0), q->text(1), q->text(3), q->text(5), {}, q->i64(2),
+                   median.is_number() ? median.get<double>() : 0.0});
+  }
+  auto keys = db_->prepare("SELECT DISTINCT kernel, target, cache_key FROM bench_results WHERE ns = ?1 "
+                           "ORDER BY kernel, target, cache_key");
+  if (!keys.ok()) return keys.status();
+  keys->bind(1, ns);
+  size_t at = 0;  // both lists are in (kernel, target) order
+  while (true) {
+    auto row = keys->step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    while (at < out.size() && (out[at].kernel != keys->text(0) || out[at].target != keys->text(1))) ++at;
+    if (at < out.size()) out[at].cache_keys.push_back(keys->text(2));
+  }
+  return out;
+}
+
 Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->prepare(

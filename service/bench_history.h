@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "cache/sqlite.h"
@@ -34,6 +35,17 @@ class BenchHistory {
   // narrows to that target.
   Expected<std::string> history(const std::string& ns, const std::string& kernel, const std::string& target,
                                 int limit);
+
+  // One row per kernel and target of namespace `ns` that has results, by
+  // kernel: how many, and the newest's time, median and cache key (the
+  // dashboard's list, service/dashboard.cpp).
+  struct KernelSummary {
+    std::string kernel, target, last_created, last_cache_key;
+    std::vector<std::string> cache_keys;  // every artifact timed, sorted
+    int64_t results = 0;
+    double last_median_ms = 0;
+  };
+  Expected<std::vector<KernelSummary>> kernels(const std::string& ns);
 
   // The baseline set `name` as an mlk bench report (what --baseline reads);
   // NotFound when nothing was pushed under that name.

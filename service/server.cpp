@@ -106,6 +106,7 @@ struct Server::Impl {
     ar.path = req.path;
     for (const auto& [k, v] : req.params) ar.query.emplace(k, v);  // the first of repeated parameters
     ar.authorization = req.get_header_value("Authorization");
+    ar.cookie = req.get_header_value("Cookie");
     HttplibBody body(reader, res);
     ApiResponse r = api->handle(ar, body);
     body.drain(opt.api.max_body_bytes);

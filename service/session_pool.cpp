@@ -32,6 +32,9 @@ Expected<std::unique_ptr<SessionPool>> SessionPool::Open(const BackendOptions& b
       auto tables = pg_tables(backend.store);
       if (!tables.ok()) return tables.status();
       s->tables = std::move(*tables);
+      auto jobs = pg_jobs(backend.store);
+      if (!jobs.ok()) return jobs.status();
+      s->jobs = std::move(*jobs);
     } else {
       auto db = open_service_db(backend.store, /*create_if_missing=*/true);
       if (!db.ok()) return db.status();
@@ -39,6 +42,9 @@ Expected<std::unique_ptr<SessionPool>> SessionPool::Open(const BackendOptions& b
       if (!store.ok()) return store.status();
       s->store = std::move(*store);
       s->tables = sqlite_tables(std::move(*db));
+      auto jobs = sqlite_jobs(backend.store);
+      if (!jobs.ok()) return jobs.status();
+      s->jobs = std::move(*jobs);
     }
     pool->free_.push_back(s.get());
     pool->all_.push_back(std::move(s));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/artifact_store.h"
+#include "service/jobs.h"
 #include "service/tables.h"
 
 namespace mlk::service {
@@ -28,6 +29,7 @@ struct BackendOptions {
 struct Session {
   std::unique_ptr<cache::ArtifactStore> store;
   std::unique_ptr<ServiceTables> tables;
+  std::unique_ptr<JobTables> jobs;  // measurement jobs and workers (jobs.h)
 };
 
 class SessionPool {
@@ -49,6 +51,7 @@ class SessionPool {
     }
     cache::ArtifactStore& store() { return *s_->store; }
     ServiceTables& tables() { return *s_->tables; }
+    JobTables& jobs() { return *s_->jobs; }
 
    private:
     SessionPool* pool_;

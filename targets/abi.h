@@ -13,9 +13,24 @@
  * touches any data.
  * Returns MLK_OK (0), a negative MLK_ERR_* code, or a non-zero Halide error
  * code (for example when the output buffer is smaller than the result);
- * mlk_last_error() describes the last failure of this thread. CUDA artifacts
- * take and return host memory: inputs are uploaded, the result copied back
- * and device copies released within the call.
+ * mlk_last_error() describes the last failure of this thread. Through
+ * mlk_NAME, CUDA artifacts take and return host memory: inputs are uploaded,
+ * the result copied back and device copies released within the call.
+ *
+ * CUDA artifacts also export
+ *   int mlk_NAME_cuda(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out,
+ *                     const int64_t* dims, int32_t ndims, const mlk_cuda_call_t* call);
+ * the same entry, where call->on_device[i] (args, then the output at index
+ * nargs) says that tensor i's data is a CUDA device pointer (CUdeviceptr) on
+ * call->device_id: it is wrapped as the kernel's device buffer, never copied,
+ * and the output is left on the device. Host tensors in the same call are
+ * copied as through mlk_NAME. The kernels run on call->stream (NULL: the
+ * legacy default stream), asynchronously when every tensor is on the device:
+ * the caller synchronises the stream before reading the result. They run in
+ * call->context (NULL: the primary context of call->device_id, the one the
+ * CUDA runtime and PyTorch use; mlk_NAME uses the primary context of
+ * $MLK_CUDA_DEVICE, default 0). The CUDA driver is loaded on the first call
+ * (libcuda.so.1); without it the call returns MLK_ERR_CUDA and says why.
  */
 #ifndef MLK_ABI_H
 #define MLK_ABI_H
@@ -49,8 +64,17 @@ enum {
   MLK_ERR_EXTENT = -4,
   MLK_ERR_NULL = -5,
   MLK_ERR_SHAPE = -6,      /* an extent disagrees with the signature */
-  MLK_ERR_REFINEMENT = -7  /* the dimensions break a refinement */
+  MLK_ERR_REFINEMENT = -7, /* the dimensions break a refinement */
+  MLK_ERR_CUDA = -8        /* no CUDA driver, device or context for a CUDA artifact */
 };
+
+typedef struct mlk_cuda_call {
+  int32_t device_id;        /* the CUDA device of the tensors on the device */
+  int32_t reserved;         /* 0 */
+  void* context;            /* CUcontext, or NULL: the primary context of device_id */
+  void* stream;             /* CUstream, or NULL: the legacy default stream */
+  const uint8_t* on_device; /* nargs + 1 flags (args, then out); NULL: all on the host */
+} mlk_cuda_call_t;
 
 int mlk_abi_version(void);
 const char* mlk_last_error(void);

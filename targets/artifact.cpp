@@ -21,6 +21,7 @@
 #include "base/sha256.h"
 #include "scheduler/compile.h"
 #include "scheduler/rules.h"  // kScheduleSpaceVersion
+#include "targets/cuda_entry.h"
 #include "targets/toolchain.h"
 
 namespace mlk {
@@ -117,7 +118,10 @@ std::string c_dim_expr(const Dim& d) {
 }
 
 // The C wrapper: mlk ABI -> Halide's AOT entry point.
-std::string wrapper_source(const ir::Function& f, const std::vector<std::string>& unbound, const std::string& hname) {
+// For a CUDA profile (`gpu`) it also exports mlk_NAME_cuda (targets/abi.h),
+// with the CUDA half from targets/cuda_entry.h.
+std::string wrapper_source(const ir::Function& f, const std::vector<std::string>& unbound, const std::string& hname,
+                           bool gpu) {
   std::ostringstream c;
   const size_t n = f.params.size();
   size_t max_rank = std::max<size_t>(1, f.result_type.shape.size());
@@ -131,6 +135,7 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
     << "  size_t n = strlen(mlkabi_err);\n  while (n && mlkabi_err[n - 1] == '\\n') mlkabi_err[--n] = 0;\n}\n"
     << "__attribute__((weak, visibility(\"default\"))) int mlk_abi_version(void) { return MLK_ABI_VERSION; }\n"
     << "__attribute__((weak, visibility(\"default\"))) const char* mlk_last_error(void) { return mlkabi_err; }\n\n"
+    << (gpu ? cuda_wrapper_support() : std::string())
     << "static int64_t mlkabi_div(int64_t a, int64_t b) { return b == 0 || (b == -1 && a == INT64_MIN) ? 0 : a / b; }\n\n"
     << "static int mlkabi_fill(const mlk_tensor_t* t, int dtype, int rank, int code, int bits, halide_buffer_t* b,\n"
     << "                       halide_dimension_t* d, const char* what) {\n"
@@ -151,9 +156,9 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
     << "    d[rank - 1 - i].min = 0; d[rank - 1 - i].extent = (int32_t)e; d[rank - 1 - i].stride = (int32_t)s;\n"
     << "    d[rank - 1 - i].flags = 0;\n"
     << "    stride *= e;\n  }\n  return MLK_OK;\n}\n\n"
-    << "__attribute__((visibility(\"default\")))\n"
-    << "int mlk_" << f.name << "(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out, const int64_t* dims, int32_t ndims) {\n"
-    << "  mlkabi_err[0] = 0;\n"
+    << "static int mlkabi_run(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out, const int64_t* dims, int32_t ndims,\n"
+    << "                      const mlk_cuda_call_t* call) {\n"
+    << "  mlkabi_err[0] = 0;\n  (void)call;\n"
     << "  if (nargs != " << n << " || ndims != " << unbound.size() << ") {\n"
     << "    snprintf(mlkabi_err, sizeof mlkabi_err, \"" << c_fmt_text(f.name) << " takes " << n << " tensors and "
     << unbound.size() << " dims, got %d and %d\", (int)nargs, (int)ndims);\n    return MLK_ERR_NARGS;\n  }\n"
@@ -208,15 +213,27 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
   };
   for (size_t i = 0; i < n; ++i) check_extents("args[" + std::to_string(i) + "]", f.params[i].name, f.params[i].type.shape);
   check_extents("(*out)", "output", f.result_type.shape);
+  if (gpu) c << cuda_wrapper_before(n);
   c << "  rc = " << hname << "(";
   for (size_t i = 0; i < n; ++i) c << "&b[" << i << "], ";
   for (size_t i = 0; i < unbound.size(); ++i) c << "(int32_t)dims[" << i << "], ";
-  c << "&b[" << n << "]);\n"
-    << "  /* GPU artifacts: bring the result to the host, release device copies. */\n"
-    << "  if (rc == 0) rc = halide_copy_to_host(NULL, &b[" << n << "]);\n"
-    << "  for (int i = 0; i <= " << n << "; ++i) halide_device_free(NULL, &b[i]);\n"
-    << "  if (rc != 0 && !mlkabi_err[0]) snprintf(mlkabi_err, sizeof mlkabi_err, \"Halide error %d\", rc);\n"
-    << "  return rc;\n}\n";
+  c << "&b[" << n << "]);\n";
+  if (gpu) c << cuda_wrapper_after(n);
+  else
+    c << "  if (rc == 0) rc = halide_copy_to_host(NULL, &b[" << n << "]);\n"
+      << "  for (int i = 0; i <= " << n << "; ++i) halide_device_free(NULL, &b[i]);\n";
+  c << "  if (rc != 0 && !mlkabi_err[0]) snprintf(mlkabi_err, sizeof mlkabi_err, \"Halide error %d\", rc);\n"
+    << "  return rc;\n}\n\n"
+    << "__attribute__((visibility(\"default\")))\n"
+    << "int mlk_" << f.name << "(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out, const int64_t* dims, int32_t ndims) {\n"
+    << "  return mlkabi_run(args, nargs, out, dims, ndims, NULL);\n}\n";
+  if (gpu)
+    c << "\n__attribute__((visibility(\"default\")))\n"
+      << "int mlk_" << f.name << "_cuda(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out, const int64_t* dims,\n"
+      << "    int32_t ndims, const mlk_cuda_call_t* call) {\n"
+      << "  if (!call) { snprintf(mlkabi_err, sizeof mlkabi_err, \"mlk_" << c_fmt_text(f.name)
+      << "_cuda: call is NULL\"); return MLK_ERR_NULL; }\n"
+      << "  return mlkabi_run(args, nargs, out, dims, ndims, call);\n}\n";
   return c.str();
 }
 
@@ -303,9 +320,10 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   // 2. The C ABI wrapper, linked with the object into a shared library that
   // exports only mlk_* symbols.
   MLK_RETURN_IF_ERROR(write_file((dir / "mlk_abi.h").string(), abi_header_text()));
-  MLK_RETURN_IF_ERROR(write_file((dir / (req.fn + "_abi.c")).string(), wrapper_source(*f, unbound, hname)));
+  MLK_RETURN_IF_ERROR(write_file((dir / (req.fn + "_abi.c")).string(), wrapper_source(*f, unbound, hname, gpu)));
   MLK_RETURN_IF_ERROR(write_file((dir / "exports.map").string(),
-                                 "{ global: mlk_abi_version; mlk_last_error; mlk_" + req.fn + "; local: *; };\n"));
+                                 "{ global: mlk_abi_version; mlk_last_error; mlk_" + req.fn + ";" +
+                                     (gpu ? " mlk_" + req.fn + "_cuda;" : "") + " local: *; };\n"));
   const std::string lib = "lib" + req.fn + ".so";
   const char* cc = std::getenv("CC");
   std::string cmd = std::string(cc && *cc ? cc : "cc") + " -O2 -fPIC -shared -o " + q((dir / lib).string()) + " " +
@@ -381,6 +399,22 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
       {"built_at", now_iso()},
       {"built_on", host},
   };
+  if (gpu) {
+    // What the GPU code is, said plainly (docs/targets.md, "CUDA"): the PTX's
+    // own .target, what sm_90 does with it, and the cubin beside it.
+    std::string ptx_target;
+    if (auto ptx = read_file((dir / (req.fn + ".ptx")).string()); ptx.ok()) {
+      std::smatch tm;
+      if (std::regex_search(*ptx, tm, std::regex(R"(\.target\s+(sm_[0-9a-z]+))"))) ptx_target = tm[1].str();
+    }
+    m["cuda"] = {{"entry_symbol", "mlk_" + req.fn + "_cuda"},
+                 {"ptx_target", ptx_target},
+                 {"loaded", "the PTX, JIT-compiled by the driver for the device it runs on (" + prof.ptx_arch +
+                                " for this profile) when the artifact is first called"},
+                 {"cubin", ptxas.contains("kernels") ? req.fn + ".cubin (ptxas, " + prof.ptx_arch +
+                                                          "): stored as a check and for tools, not loaded"
+                                                    : std::string("none: ") + res.ptxas_status}};
+  }
   if (!req.verification_json.empty()) {
     json v = json::parse(req.verification_json, nullptr, false);
     if (v.is_discarded()) return Status::Internal("the verification record of `" + req.fn + "` is not JSON");

@@ -51,6 +51,16 @@ Expected<ArtifactManifest> parse_artifact_manifest(std::string_view text, const 
       }
     }
   }
+  if (auto prof = j.find("profile"); prof != j.end() && prof->is_object()) {
+    if (auto k = prof->find("kind"); k != prof->end() && k->is_string()) m.profile_kind = k->get<std::string>();
+    if (auto n = prof->find("name"); n != prof->end() && n->is_string()) m.profile_name = n->get<std::string>();
+  }
+  if (auto cu = j.find("cuda"); cu != j.end()) {
+    auto e = cu->is_object() ? cu->find("entry_symbol") : cu->end();
+    if (!cu->is_object() || e == cu->end() || !e->is_string() || e->get<std::string>().empty())
+      return bad("`cuda.entry_symbol` must be a non-empty string");
+    m.cuda_entry_symbol = e->get<std::string>();
+  }
   return m;
 }
 

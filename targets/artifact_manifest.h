@@ -21,6 +21,9 @@ struct ArtifactManifest {
   std::string entry_symbol;
   int64_t abi_version = 0;
   std::vector<std::string> unbound_dims;     // signature.unbound_dims (absent: none)
+  std::string profile_kind;                  // profile.kind: "cpu", "cuda" ("" when absent)
+  std::string profile_name;                  // profile.name ("" when absent)
+  std::string cuda_entry_symbol;             // cuda.entry_symbol: the device-memory entry ("" when absent)
 };
 
 // Total: never throws. Corruption, starting with `where` (e.g.

@@ -56,6 +56,12 @@ Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::Load(const std::string
   a->entry_ = dlsym(a->handle_, m->entry_symbol.c_str());
   a->last_error_ = reinterpret_cast<const char* (*)()>(dlsym(a->handle_, "mlk_last_error"));
   if (!a->entry_ || !a->last_error_) return Status::Corruption(lib + " lacks its C ABI entry");
+  a->cuda_ = m->profile_kind == "cuda";
+  a->profile_ = m->profile_name;
+  if (!m->cuda_entry_symbol.empty()) {
+    a->cuda_entry_ = dlsym(a->handle_, m->cuda_entry_symbol.c_str());
+    if (!a->cuda_entry_) return Status::Corruption(lib + " lacks its CUDA entry " + m->cuda_entry_symbol);
+  }
   return a;
 }
 
@@ -102,17 +108,40 @@ Status LoadedArtifact::RunInto(const ir::Function& f, const std::vector<HostTens
   return Call(args, o, env, f.name);
 }
 
-Status LoadedArtifact::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& env,
-                            const std::string& fn) {
+Expected<std::vector<int64_t>> LoadedArtifact::unbound_values(const DimEnv& env) const {
   std::vector<int64_t> dims;
   for (const auto& d : unbound_) {
     auto it = env.find(d);
     if (it == env.end()) return Status::InvalidArgument("dimension `" + d + "` has no value");
     dims.push_back(it->second);
   }
+  return dims;
+}
+
+Status LoadedArtifact::CallCuda(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& env,
+                                const std::string& fn, const mlk_cuda_call_t& call) {
+  if (!cuda_entry_)
+    return Status::Unsupported("`" + fn + "`: this CUDA artifact has no device-memory entry (built by an older mlk); "
+                               "rebuild it, or pass host tensors");
+  auto dims = unbound_values(env);
+  if (!dims.ok()) return dims.status();
+  using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t, const mlk_cuda_call_t*);
+  int rc = reinterpret_cast<Entry>(cuda_entry_)(args.data(), static_cast<int32_t>(args.size()), &out, dims->data(),
+                                                static_cast<int32_t>(dims->size()), &call);
+  if (rc == MLK_ERR_CUDA) return Status::Unsupported("`" + fn + "` (CUDA): " + last_error_());
+  if (rc != 0) return Status::InvalidArgument("`" + fn + "` failed (code " + std::to_string(rc) + "): " + last_error_());
+  return Status::Ok();
+}
+
+Status LoadedArtifact::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& env,
+                            const std::string& fn) {
+  auto dimsv = unbound_values(env);
+  if (!dimsv.ok()) return dimsv.status();
+  const std::vector<int64_t>& dims = *dimsv;
   using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
   int rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), &out, dims.data(),
                                            static_cast<int32_t>(dims.size()));
+  if (rc == MLK_ERR_CUDA) return Status::Unsupported("`" + fn + "` (CUDA): " + last_error_());
   if (rc != 0) return Status::InvalidArgument("`" + fn + "` failed (code " + std::to_string(rc) + "): " + last_error_());
   return Status::Ok();
 }

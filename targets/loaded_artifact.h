@@ -40,9 +40,23 @@ class LoadedArtifact {
   // Thread-safe: the entry is reentrant. `fn` names the fn in messages.
   Status Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& env, const std::string& fn);
 
+  // CUDA artifacts (profile kind "cuda"): whether it is one, and the entry
+  // that takes device memory (mlk_NAME_cuda, targets/abi.h; absent from CUDA
+  // artifacts built before it existed). `call.on_device` has args.size() + 1
+  // flags. The caller has checked that the tensors' device is call.device_id.
+  bool is_cuda() const { return cuda_; }
+  bool has_cuda_entry() const { return cuda_entry_ != nullptr; }
+  const std::string& profile_name() const { return profile_; }
+  Status CallCuda(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& env, const std::string& fn,
+                  const mlk_cuda_call_t& call);
+
   const std::string& manifest_json() const { return manifest_; }
 
  private:
+  Expected<std::vector<int64_t>> unbound_values(const DimEnv& env) const;
+  bool cuda_ = false;
+  void* cuda_entry_ = nullptr;
+  std::string profile_;
   LoadedArtifact() = default;
   void* handle_ = nullptr;
   void* entry_ = nullptr;

@@ -35,6 +35,10 @@ mlk_cli_test(tune_help 0 "usage: mlk tune FILE.tl --target PROFILE" tune --help)
 mlk_cli_test(tune_c_names 0 "c_names \\[.*\\] host: [0-9.]+ ms \\(.*, measured, key [0-9a-f]{16}"
   tune ${CMAKE_CURRENT_SOURCE_DIR}/targets/c_names.tl --target host --trials 2 --no-autoschedulers --no-cache -q
   -o ${CMAKE_CURRENT_BINARY_DIR}/cli_tune_c_names)
+# --budget: one budget for both kernels of a file, one line per slice, both stored.
+mlk_cli_test(tune_budget_program 0
+  "\\[tune program\\] 2 of 2 jobs to tune, 6 s of search in all, slices of 5 s.*\\[tune program 2/2\\] rowsum \\[D=72,N=64\\] \\(first slice\\).*ETA.*sgemm \\[K=48,M=40,N=32\\] host: [0-9.]+ ms.*rowsum \\[D=72,N=64\\] host: [0-9.]+ ms"
+  tune ${CMAKE_CURRENT_SOURCE_DIR}/cli/two_kernels.tl --target host --budget 6 --trials 4 --no-autoschedulers --no-cache)
 
 # Exit status 3: an exception escaping a command (cli/main.cpp; the test seam
 # MLK_TEST_THROW=1 throws one) is one line naming the command, not an abort.
@@ -60,6 +64,7 @@ mlk_cli_test(tune_trials_above_int_max 2 "mlk tune: --trials: `3000000000` is to
   tune ${_mlp} --target host --trials 3000000000)
 mlk_cli_test(tune_trials_beyond_64_bits 2 "mlk tune: --trials: `99999999999999999999999` is too large \\(at most 2147483647\\)"
   tune ${_mlp} --target host --trials 99999999999999999999999)
+mlk_cli_test(tune_bad_budget 2 "mlk tune: --budget: `0` is not a positive integer" tune ${_mlp} --target host --budget 0)
 mlk_cli_test(tune_negative_time 2 "mlk tune: --time: `-5` is not a positive integer" tune ${_mlp} --target host --time -5)
 mlk_cli_test(tune_bad_seed 2 "mlk tune: --seed: `abc` is not a positive integer" tune ${_mlp} --target host --seed abc)
 mlk_cli_test(tune_fractional_timeout 2 "mlk tune: --timeout: `1.5` is not a positive integer" tune ${_mlp} --target host --timeout 1.5)

@@ -68,7 +68,7 @@ class _Fn:
         p = self._sig["params"][i]
         return "argument %d `%s` of `%s`" % (i, p["name"], self.__name__)
 
-    def _capsules(self, args, use_torch):
+    def _capsules(self, args, use_torch, stream=None):
         params = self._sig["params"]
         if len(args) != len(params):
             raise BoundaryError("`%s` takes %d arguments, got %d" % (self.__name__, len(params), len(args)))
@@ -85,9 +85,9 @@ class _Fn:
                                         % self._where(i))
                 if a.dtype is _TORCH[0].bool:
                     a = a.view(_TORCH[0].uint8)
-                caps.append(_dlpack.capsule(a, self._where, i))
+                caps.append(_dlpack.capsule(a, self._where, i, stream if a.is_cuda else None))
             elif hasattr(a, "__dlpack__"):
-                caps.append(_dlpack.capsule(a, self._where, i))
+                caps.append(_dlpack.capsule(a, self._where, i, stream if _dlpack.cuda_device([a]) else None))
             else:
                 raise BoundaryError("%s: a %s, not a tensor (torch.Tensor or an object with __dlpack__)"
                                     % (self._where(i), type(a).__name__))
@@ -118,22 +118,30 @@ class _Fn:
             alloc = self._allocs[kind] = _dlpack.allocator(kind, self._sig["result_dtype"], _torch())
         return alloc
 
-    def __call__(self, *args, dims=None, out=None):
+    def __call__(self, *args, dims=None, out=None, stream=None):
         """Runs the kernel on `args` (dims: values of dims no argument binds). The result is
-        allocated like the arguments (torch, numpy, else an mlk.Tensor), or is `out`: a
-        writable tensor of the result's dtype and shape, disjoint from every argument.
-        A Dataframe parameter takes a table (mlk/arrow.py)."""
+        allocated like the arguments (torch, numpy, else an mlk.Tensor; on the CUDA device of
+        torch CUDA arguments), or is `out`: a writable tensor of the result's dtype and shape,
+        disjoint from every argument. CUDA tensors go to a CUDA kernel in place, on `stream`
+        (a CUstream as an int; default: torch's current stream); the result is ready on that
+        stream. A Dataframe parameter takes a table (mlk/arrow.py)."""
         if self._sig.get("frames"):
             args = arrow.expand(self, args, dims)
         use_torch = any(_is_torch(a) for a in args)
-        keep, caps = self._capsules(args, use_torch)
+        device = _dlpack.cuda_device(list(args) + ([out] if out is not None else []))
+        if device is not None and stream is None:
+            stream = _dlpack.current_stream(_torch() if use_torch else None, device)
+        keep, caps = self._capsules(args, use_torch, stream)
         if out is not None:
-            alloc = _dlpack.given_output(out, _torch() if _is_torch(out) else None)
+            alloc = _dlpack.given_output(out, _torch() if _is_torch(out) else None, stream)
+        elif use_torch and device is not None:
+            alloc = _dlpack.allocator("torch", self._sig["result_dtype"], _torch(), device, stream)
         else:
             alloc = self._alloc("torch" if use_torch else _dlpack.output_kind(args))
         # One crossing into C++: check, select, allocate (through the callback), run.
         # The capsules are consumed there; each deleter runs once, when the call returns.
-        return _mlk.call(self._ops._program, self.__name__, self._ops.target, caps, dims or {}, alloc)
+        return _mlk.call(self._ops._program, self.__name__, self._ops.target, caps, dims or {}, alloc,
+                         stream or 0)
 
 
 class Ops:

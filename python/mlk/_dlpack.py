@@ -17,22 +17,26 @@ MAX_VERSION = (1, 0)
 _VERSIONED = {}  # type -> whether its __dlpack__ takes max_version
 
 
-def capsule(x, where, i=None):
-    """A DLPack capsule of `x`; `where(i)` names it in an error."""
+def capsule(x, where, i=None, stream=None):
+    """A DLPack capsule of `x`; `where(i)` names it in an error. `stream`: for a
+    CUDA tensor, the CUstream (an int) the kernel will run on, passed to the
+    producer (`__dlpack__(stream=...)`) so that the tensor is ready on it; 0,
+    the legacy default stream, is passed as the protocol spells it (1)."""
     t = type(x)
     v = _VERSIONED.get(t)
+    kw = {} if stream is None else {"stream": 1 if stream == 0 else stream}
     try:
         if v:
-            return x.__dlpack__(max_version=MAX_VERSION)
+            return x.__dlpack__(max_version=MAX_VERSION, **kw)
         if v is None:
             try:
-                c = x.__dlpack__(max_version=MAX_VERSION)
+                c = x.__dlpack__(max_version=MAX_VERSION, **kw)
             except TypeError:
                 _VERSIONED[t] = False  # the legacy protocol: no max_version
             else:
                 _VERSIONED[t] = True
                 return c
-        return x.__dlpack__()
+        return x.__dlpack__(**kw)
     except Exception as e:  # the producer refused (read-only, autograd, a device, ...)
         raise _mlk.BoundaryError("%s: its __dlpack__() failed: %s: %s" % (where(i), type(e).__name__, e)) from e
 
@@ -64,14 +68,41 @@ def _output_name(_):
     return "the output"
 
 
-def allocator(kind, dtype, torch=None):
-    """alloc(shape) -> (result, its capsule), for results of mlk dtype `dtype`."""
+def cuda_device(args):
+    """The device of the first CUDA tensor among `args` (a torch.device or an
+    object's `__dlpack_device__()` of type kDLCUDA, 2), else None."""
+    for a in args:
+        dev = getattr(a, "device", None)
+        if getattr(dev, "type", None) == "cuda":
+            return dev
+        f = getattr(a, "__dlpack_device__", None)
+        if f is not None and type(a).__module__ != "numpy":
+            try:
+                t, n = f()
+            except Exception:  # not a DLPack producer after all: the boundary says so
+                continue
+            if t == 2:
+                return ("cuda", n)
+    return None
+
+
+def current_stream(torch, device):
+    """torch's current CUDA stream on `device` as an int (0: the default stream)."""
+    if torch is None or not isinstance(device, torch.device):
+        return 0
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def allocator(kind, dtype, torch=None, device=None, stream=None):
+    """alloc(shape) -> (result, its capsule), for results of mlk dtype `dtype`;
+    a torch result on `device` (a CUDA one for a CUDA call, made for `stream`)."""
     if kind == "torch":
         tdtype = getattr(torch, TORCH_DTYPES[dtype])
 
         def alloc_torch(shape):
-            out = torch.empty(shape, dtype=tdtype)
-            return out, capsule(out.view(torch.uint8) if tdtype is torch.bool else out, _output_name)
+            out = torch.empty(shape, dtype=tdtype) if device is None else torch.empty(shape, dtype=tdtype, device=device)
+            return out, capsule(out.view(torch.uint8) if tdtype is torch.bool else out, _output_name, None,
+                                stream if device is not None else None)
         return alloc_torch
     if kind == "numpy":
         import numpy as np
@@ -91,7 +122,7 @@ def allocator(kind, dtype, torch=None):
     return alloc_mlk
 
 
-def given_output(out, torch=None):
+def given_output(out, torch=None, stream=None):
     """alloc(shape) for a caller's output tensor `out` (checked by the runtime)."""
     if not hasattr(out, "__dlpack__"):
         raise _mlk.BoundaryError("the output: a %s, not a tensor (torch.Tensor or an object with __dlpack__)"
@@ -100,4 +131,5 @@ def given_output(out, torch=None):
         raise _mlk.BoundaryError("the output: requires grad; mlk kernels have no autograd (pass x.detach())")
     view = out.view(torch.uint8) if torch is not None and isinstance(out, torch.Tensor) and out.dtype is torch.bool \
         else out
-    return lambda shape: (out, capsule(view, _output_name))
+    cuda = cuda_device([out]) is not None
+    return lambda shape: (out, capsule(view, _output_name, None, stream if cuda else None))

@@ -212,7 +212,7 @@ check("an unknown fn", p.returncode == 1 and "has no fn `nope`" in p.stderr, p)
 for args, msg in [(["--suite", suite, "--max-regression", "10"], "--max-regression needs --baseline FILE or --against KEY"),
                   (["--suite", suite, "--against", "default"], "--against KEY goes with FILE.tl (one kernel)"),
                   (["--suite", suite, "--baseline", base, "--max-regression", "ten"], "is not a percentage"),
-                  (["--suite", suite, "--plot", path("x.png")], "must end in .svg"),
+                  (["--suite", suite, "--plot", path("x.gif")], "must end in .svg or .png"),
                   (["--suite", suite, "--peers", "numpy"], "unknown peer `numpy`"),
                   ([MLP, "--fn", "sgemm"], "--target PROFILE is required")]:
     p = mlk("bench", *args)

@@ -6,7 +6,8 @@
 - GET /v1/bench/baselines/main is the set as a baseline, and
   `mlk bench --baseline-set main` compares with it, A/B against the artifact
   it names; a second push under the set replaces the kernel's entry there,
-  while the history keeps both;
+  while the history keeps both, and the dashboard's kernel page plots both
+  (not without a token);
 - what is refused says why: no token (401), a read-only token pushing (403),
   a body that is no report (400), a set never pushed (404, and exit 1 with
   the message), bad usage (exit 2).
@@ -99,6 +100,16 @@ try:
           and json.loads(body)["results"][0]["created"] >= json.loads(body)["results"][1]["created"], note=body[:200])
     st, body, _ = request(srv.port, "GET", "/v1/bench/baselines/main", ro)
     check("... the set holds the kernel once", st == 200 and len(json.loads(body)["kernels"]) == 1, note=body[:200])
+    # The dashboard plots what was pushed (service/dashboard.cpp; in a browser: python.dashboard_chromium).
+    q = "/ui/kernel?id=" + "".join(ch if ch.isalnum() else "%%%02X" % ord(ch) for ch in ID)
+    st, body, _ = request(srv.port, "GET", q, ro)
+    page = body.decode()
+    check("the dashboard's kernel page plots both pushed results",
+          st == 200 and page.count('<circle class="result"') == 2 and ID in page and 'class="history"' in page,
+          note=f"{st} {page[-400:]}")
+    st, body, _ = request(srv.port, "GET", q)
+    check("... and without a token is the sign-in form, without them",
+          st == 401 and b'<form class="login"' in body and b'<circle' not in body, note=f"{st}")
 
     # Refusals.
     st, body, _ = request(srv.port, "GET", "/v1/bench/history")

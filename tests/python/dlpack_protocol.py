@@ -107,6 +107,7 @@ class Producer:
         self.version, self.read_only, self.device = version, read_only, device
         self.deleted = {}  # record address -> deleter calls
         self.capsules = []
+        self.streams = []  # the `stream` of every __dlpack__ call
         self._keep = {}
 
     def __dlpack_device__(self):
@@ -154,11 +155,13 @@ class Producer:
 
 class VersionedProducer(Producer):
     def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
+        self.streams.append(stream)
         return self._export(max_version is not None and max_version[0] >= 1)
 
 
 class LegacyProducer(Producer):
     def __dlpack__(self, stream=None):
+        self.streams.append(stream)
         return self._export(False)
 
 
@@ -224,10 +227,22 @@ settle(px, pw)
 check("wrong dtype: both deleters once", px.calls() == [1] and pw.calls() == [1], "%s %s" % (px.calls(), pw.calls()))
 
 px, pw = producer(x, True, device=2), producer(w, True)
-raises("a CUDA tensor is refused", lambda: ops.rmsnorm(px, pw, 1e-6), mlk.BoundaryError,
-       "argument 0 `x` of `rmsnorm`: on cuda:0; mlk kernels take CPU tensors")
+raises("a CUDA tensor for a CPU kernel is refused", lambda: ops.rmsnorm(px, pw, 1e-6), mlk.BoundaryError,
+       "argument 0 `x` of `rmsnorm`: on cuda:0, but the kernel runs on the CPU (host); pass a CPU tensor (x.cpu()) "
+       "or select a CUDA profile (e.g. cuda_sm90)")
 settle(px, pw)
 check("CUDA: both deleters once", px.calls() == [1] and pw.calls() == [1])
+# The CUDA producer is asked for its tensor on the call's stream (no torch here:
+# the legacy default stream, which the protocol spells 1); a CPU one is asked for none.
+check("CUDA: the producer was given the call's stream", px.streams == [1] and pw.streams == [None],
+      "%s %s" % (px.streams, pw.streams))
+px, pw = producer(x, False, device=2), producer(w, False)
+raises("a given stream reaches the CUDA producer", lambda: ops.rmsnorm(px, pw, 1e-6, stream=0x5000),
+       mlk.BoundaryError, "argument 0 `x` of `rmsnorm`: on cuda:0, but the kernel runs on the CPU (host); pass a CPU "
+       "tensor (x.cpu()) or select a CUDA profile (e.g. cuda_sm90)")
+settle(px, pw)
+check("CUDA: stream= passed to __dlpack__", px.streams == [0x5000] and pw.streams == [None],
+      "%s %s" % (px.streams, pw.streams))
 
 # Read-only: fine as an input, refused as the output (and nothing written).
 px, pw = producer(x, True, read_only=True), producer(w, True, read_only=True)

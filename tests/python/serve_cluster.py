@@ -106,8 +106,8 @@ def cluster_status():
     return p.returncode, p.stdout
 
 
-rc, out = cluster_status()
-R.check("cluster.sh status: everything up", rc == 0 and out.count(" up ") == 4, out)
+rc, out = cluster_status()  # postgresql, s3, two replicas, two workers
+R.check("cluster.sh status: everything up", rc == 0 and out.count(" up ") == 6, out)
 
 # --- Concurrent identical uploads through both replicas ----------------------
 same = bytes(rng.randrange(256) for _ in range(3000))

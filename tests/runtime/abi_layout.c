@@ -47,6 +47,12 @@ int main(void) {
   CONST(MLK_I64);
   CONST(MLK_U8);
   CONST(MLK_BOOL);
+  SIZE(mlk_cuda_call_t);
+  FIELD(mlk_cuda_call_t, device_id);
+  FIELD(mlk_cuda_call_t, context);
+  FIELD(mlk_cuda_call_t, stream);
+  FIELD(mlk_cuda_call_t, on_device);
+  CONST(MLK_ERR_CUDA);
   CONST(MLK_ERR_NARGS);
   CONST(MLK_ERR_DTYPE);
   CONST(MLK_ERR_RANK);

@@ -159,7 +159,7 @@ TEST_F(RuntimeTest, EveryBoundaryViolationIsRefusedByNameAndNothingIsWritten) {
   refuse({&x.d, &w.d, &eps.d}, &out.d, "argument 0 `x` of `rmsnorm`: data is not aligned to its 4-byte elements");
   x.d.byte_offset = 0;
   x.d.device = {kDLCUDA, 0};
-  refuse({&x.d, &w.d, &eps.d}, &out.d, "argument 0 `x` of `rmsnorm`: on cuda:0; mlk kernels take CPU tensors");
+  refuse({&x.d, &w.d, &eps.d}, &out.d, "argument 0 `x` of `rmsnorm`: on cuda:0, but the kernel runs on the CPU (host)");
   x.d.device = {kDLCPU, 0};
   x.d.data = nullptr;
   refuse({&x.d, &w.d, &eps.d}, &out.d, "argument 0 `x` of `rmsnorm`: data is NULL");

@@ -1,0 +1,161 @@
+#include "cli/remote_measure.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "autotune/measure_wire.h"
+#include "base/files.h"
+#include "base/log.h"
+#include "base/sha256.h"
+#include "targets/detect.h"
+
+namespace mlk::cli {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string hardware_fingerprint() {
+  std::string model = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      model = line.substr(line.find(':') + 1);
+      model.erase(0, model.find_first_not_of(' '));
+      break;
+    }
+  CpuInfo cpu = detect_cpu();
+  std::vector<std::string> features = cpu.features;
+  std::sort(features.begin(), features.end());
+  std::string flags;
+  for (const auto& f : features) flags += (flags.empty() ? "" : ",") + f;
+  std::string gpus;
+  CudaInfo cuda = detect_cuda();
+  for (const auto& d : cuda.devices)
+    gpus += (gpus.empty() ? "" : ",") + d.name + " sm_" + std::to_string(d.compute_capability);
+  return "cpu=" + model + "; cores=" + std::to_string(cpu.cores) + "; flags=" + flags +
+         "; gpu=" + (gpus.empty() ? "none" : gpus);
+}
+
+std::string fingerprint_id(const std::string& fingerprint) { return sha256_hex(fingerprint).substr(0, 12); }
+
+Expected<std::shared_ptr<RemoteMeasurer>> RemoteMeasurer::Open(RemoteMeasureOptions o) {
+  if (o.servers.empty())
+    return Status::Usage("--workers needs a server: give --server URL (or --cache URL, or set $MLK_SERVERS)");
+  client::RemoteOptions ro;
+  ro.url = o.servers;
+  ro.token = o.token;
+  ro.ns = o.ns;
+  auto c = client::JobsClient::Open(ro);
+  if (!c.ok()) return c.status();
+  return std::shared_ptr<RemoteMeasurer>(new RemoteMeasurer(std::move(o), std::move(*c)));
+}
+
+// The setup is the same for every candidate of one tuning (the limits that
+// differ go into each job's payload): stored once.
+std::string RemoteMeasurer::setup_digest(const tune::MeasureSetup& setup) {
+  if (!setup_.empty()) return setup_;
+  auto source = read_file(o_.source_path);
+  if (!source.ok()) throw RemoteMeasureError(source.status().message());
+  auto bytes = tune::encode_setup(setup, *source, std::filesystem::path(o_.source_path).filename().string());
+  if (!bytes.ok()) throw RemoteMeasureError(bytes.status().message());
+  auto d = c_->put_setup(*bytes);
+  if (!d.ok()) throw RemoteMeasureError("storing the measurement setup: " + d.status().message());
+  setup_ = *d;
+  return setup_;
+}
+
+// Polls job `id` until it finished; cancels it and throws when no worker
+// leased it within wait_s.
+client::JobView RemoteMeasurer::wait_for(int64_t id) {
+  const auto start = Clock::now();
+  auto poll = std::chrono::milliseconds(20);
+  while (true) {
+    auto j = c_->get(id);
+    if (!j.ok()) throw RemoteMeasureError("job " + std::to_string(id) + ": " + j.status().message());
+    if (j->state == "done" || j->state == "failed") return *j;
+    double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (j->state == "queued" && j->attempts == 0 && waited > o_.wait_s) {
+      (void)c_->cancel(id, "no worker leased it within " + tune::seconds_str(o_.wait_s) + " s");
+      auto ws = c_->workers(o_.device_key, 60);
+      std::string seen = "none";
+      if (ws.ok() && !ws->empty()) {
+        seen.clear();
+        for (const auto& w : *ws) seen += (seen.empty() ? "" : ", ") + w.name + " (fingerprint " + fingerprint_id(w.fingerprint) + ")";
+      }
+      throw RemoteMeasureError(
+          "no worker with device key `" + o_.device_key + "`" +
+          (fingerprint_.empty() ? "" : " and fingerprint " + fingerprint_id(fingerprint_)) + " took job " +
+          std::to_string(id) + " within " + tune::seconds_str(o_.wait_s) + " s (workers of that key seen in the last 60 s: " +
+          seen + "); start `mlk worker --device-key " + o_.device_key + "`, raise --worker-wait, or tune without --workers");
+    }
+    std::this_thread::sleep_for(poll);
+    poll = std::min(poll * 2, std::chrono::milliseconds(200));
+  }
+}
+
+tune::Measurement RemoteMeasurer::measure(const tune::MeasureSetup& setup, const Schedule& schedule) {
+  json payload = {{"schedule", json::parse(schedule.to_json())},
+                  {"compile_timeout_s", setup.compile_timeout_s},
+                  {"run_timeout_s", setup.run_timeout_s},
+                  {"min_time_s", setup.min_time_s},
+                  {"min_reps", setup.min_reps},
+                  {"max_reps", setup.max_reps},
+                  {"cutoff_ms", setup.cutoff_ms}};
+  auto id = c_->submit(o_.device_key, setup_digest(setup), payload.dump(), fingerprint_);
+  if (!id.ok()) throw RemoteMeasureError("submitting a job: " + id.status().message());
+  client::JobView j = wait_for(*id);
+  ++jobs_;
+  json r = json::parse(j.result, nullptr, false);
+  if (j.state == "failed") {
+    tune::Measurement m;
+    m.verdict = tune::Measurement::Verdict::kError;
+    m.detail = "job " + std::to_string(j.id) + " failed" + (j.worker_name.empty() ? "" : " on worker " + j.worker_name) +
+               ": " + (r.is_object() && r.contains("error") ? r["error"].dump() : j.result);
+    if (o_.progress) log_linef(LogLevel::kWarning, "[workers %s] %s", o_.device_key.c_str(), m.detail.c_str());
+    return m;
+  }
+  auto m = tune::parse_measurement(j.result);
+  if (!m.ok()) throw RemoteMeasureError("job " + std::to_string(j.id) + " from worker " + j.worker_name + ": " + m.status().message());
+  if (fingerprint_.empty()) fingerprint_ = j.worker_fingerprint;
+  workers_.insert(j.worker_name);
+  if (o_.progress) {
+    char ms[32] = "";
+    if (m->ok()) std::snprintf(ms, sizeof ms, " %.3f ms", m->median_ms);
+    log_linef(LogLevel::kProgress, "[workers %s] job %lld measured by worker %s (fingerprint %s, attempt %d): %s%s",
+              o_.device_key.c_str(), static_cast<long long>(j.id), j.worker_name.c_str(),
+              fingerprint_id(j.worker_fingerprint).c_str(), j.attempts, tune::verdict_name(m->verdict), ms);
+  }
+  return *m;
+}
+
+Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
+  if (r.profile.is_gpu())
+    return Status::Unsupported("`" + r.profile.name + "` is a GPU profile, and workers measure CPU candidates only so far");
+  if (!(o.wait_s > 0)) return Status::Usage("--worker-wait must be more than 0 seconds");
+  auto m = RemoteMeasurer::Open(std::move(o));
+  if (!m.ok()) return m.status();
+  std::shared_ptr<RemoteMeasurer> rm = *m;
+  r.opts.measurer = [rm](const tune::MeasureSetup& s, const Schedule& sched) { return rm->measure(s, sched); };
+  auto inner = r.before_store;
+  std::string key = rm->device_key();
+  r.before_store = [inner, rm, key](std::map<std::string, std::string>& files, std::string& meta) -> Status {
+    if (inner) MLK_RETURN_IF_ERROR(inner(files, meta));
+    json j = json::parse(meta, nullptr, false);
+    if (!j.is_object()) return Status::Internal("the entry's metadata is not a JSON object");
+    j["measured_by"] = {{"device_key", key},
+                        {"fingerprint", rm->fingerprint()},
+                        {"fingerprint_id", fingerprint_id(rm->fingerprint())},
+                        {"workers", rm->workers()},
+                        {"jobs", rm->jobs()}};
+    meta = j.dump();
+    return Status::Ok();
+  };
+  return Status::Ok();
+}
+
+}  // namespace mlk::cli

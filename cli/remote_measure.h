@@ -1,0 +1,73 @@
+// `mlk tune --workers KEY`: the tuner's candidates measured by `mlk worker`s
+// of device key KEY through a server's jobs (client/jobs_client.h,
+// docs/deploy.md, "Measurement workers"). The measurement setup (program
+// source, inputs, references) is stored once; each candidate is one job.
+//
+// Results are compared within one fingerprint only: the first result fixes
+// the fingerprint of the run, and every later job may only be leased by a
+// worker with that fingerprint. A job no worker leases within `wait_s` ends
+// the tuning with RemoteMeasureError (caught by `mlk tune`): never a hang.
+// Each result is a progress line naming the worker.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "autotune/cached_tune.h"
+#include "autotune/measure.h"
+#include "client/jobs_client.h"
+
+namespace mlk::cli {
+
+// Why remote measurement cannot go on (no worker, the server gone, a bad
+// answer): thrown out of the tuner by the measurer, caught by `mlk tune`.
+struct RemoteMeasureError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct RemoteMeasureOptions {
+  std::string servers;     // one URL or several, comma-separated
+  std::string token;       // bearer token ($MLK_TOKEN)
+  std::string ns;          // the server namespace; "" the token's team
+  std::string device_key;  // --workers
+  double wait_s = 60;      // --worker-wait: the longest a job may stay unleased
+  bool progress = true;
+  std::string source_path;  // the .tl file the setup's module came from
+};
+
+class RemoteMeasurer {
+ public:
+  static Expected<std::shared_ptr<RemoteMeasurer>> Open(RemoteMeasureOptions o);
+  // Measures one candidate on a worker; throws RemoteMeasureError.
+  tune::Measurement measure(const tune::MeasureSetup& setup, const Schedule& schedule);
+  // The fingerprint every result came from ("" before the first), the
+  // workers that measured, and how many jobs.
+  const std::string& fingerprint() const { return fingerprint_; }
+  const std::set<std::string>& workers() const { return workers_; }
+  int jobs() const { return jobs_; }
+  const std::string& device_key() const { return o_.device_key; }
+
+ private:
+  RemoteMeasurer(RemoteMeasureOptions o, std::unique_ptr<client::JobsClient> c) : o_(std::move(o)), c_(std::move(c)) {}
+  std::string setup_digest(const tune::MeasureSetup& setup);
+  client::JobView wait_for(int64_t id);
+  RemoteMeasureOptions o_;
+  std::unique_ptr<client::JobsClient> c_;
+  std::string setup_, fingerprint_;
+  std::set<std::string> workers_;
+  int jobs_ = 0;
+};
+
+// Makes `r` measure its candidates through a RemoteMeasurer on `o` and
+// record in the stored entry's metadata who measured it ("measured_by":
+// device key, fingerprint, workers, jobs), after r's own before_store.
+Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o);
+
+// The machine's hardware fingerprint: CPU model, its cpuid features, GPUs.
+std::string hardware_fingerprint();
+// A short name for a fingerprint in progress lines: its sha256's first 12 digits.
+std::string fingerprint_id(const std::string& fingerprint);
+
+}  // namespace mlk::cli

@@ -1,0 +1,237 @@
+// `mlk worker`: a measurement worker (docs/deploy.md, "Measurement
+// workers"). Registers with the server under a device key and this
+// machine's hardware fingerprint, then leases jobs one at a time: fetches
+// the job's measurement setup (cached by sha256), compiles the program's
+// source, runs the candidate in the isolated measurer (autotune/measure.h),
+// which verifies it against the tuner's references before timing it, and
+// reports the measurement. A second thread extends the lease while the
+// candidate runs. SIGTERM or SIGINT: no new lease; the job in hand is
+// finished and reported; exit 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "autotune/measure_wire.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "cli/remote_measure.h"
+#include "lang/frontend.h"
+
+namespace mlk::cli {
+
+namespace {
+
+using nlohmann::json;
+
+struct WorkerArgs {
+  std::string server, device_key, name, ns;
+  double lease_s = 30, poll_s = 0.2;
+  int64_t max_jobs = 0;
+  bool quiet = false;
+};
+
+CommandSpec spec(WorkerArgs& a) {
+  return {
+      .name = "worker",
+      .summary = "measure tuning candidates for `mlk tune --workers` (a measurement worker)",
+      .description =
+          "Registers with a `mlk serve` under a device key and this machine's hardware\n"
+          "fingerprint (CPU model, cpuid flags, GPUs), then leases measurement jobs of that\n"
+          "key one at a time: each candidate is compiled here, verified against the\n"
+          "tuner's reference results and timed in an isolated process, and its times are\n"
+          "reported. The lease is extended while the candidate runs; a worker that dies\n"
+          "loses its lease and the job goes to another worker. The token ($MLK_TOKEN)\n"
+          "needs the scopes read and write-blobs. Runs until SIGTERM or SIGINT, then\n"
+          "finishes the job in hand and exits 0.\n",
+      .flags =
+          {
+              {.name = "--server", .metavar = "URL", .help = "the server, or several comma-separated (replicas)",
+               .default_value = "$MLK_SERVERS", .set = store(a.server)},
+              {.name = "--device-key", .metavar = "KEY", .help = "the device key this worker measures for",
+               .set = store(a.device_key), .required = true},
+              {.name = "--name", .metavar = "NAME", .help = "this worker's name in progress lines and the jobs",
+               .default_value = "HOSTNAME-PID", .set = store(a.name)},
+              {.name = "--namespace", .metavar = "NAME", .help = "the namespace whose jobs it takes",
+               .default_value = "the token's team", .set = store(a.ns)},
+              {.name = "--lease", .metavar = "SECONDS",
+               .help = "how long a lease lasts without a heartbeat (heartbeats come every third of it)",
+               .default_value = "30", .set = store_count(a.lease_s)},
+              {.name = "--poll", .metavar = "SECONDS", .help = "the wait between lease requests while idle",
+               .default_value = "0.2", .set = store_count(a.poll_s)},
+              {.name = "--max-jobs", .metavar = "N", .help = "exit 0 after N jobs; 0: no limit", .default_value = "0",
+               .set = store_count(a.max_jobs)},
+              {.name = "-q", .help = "no line per job", .set = set_bool(a.quiet), .aliases = {"--quiet"}},
+          },
+  };
+}
+
+std::atomic<bool> g_stop{false};
+
+// SIGTERM and SIGINT are blocked in every thread (the measurer's children
+// inherit that) and taken by one thread that sets g_stop.
+void watch_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    g_stop = true;
+  }).detach();
+}
+
+// A decoded setup and the module compiled from its source.
+struct Prepared {
+  tune::DecodedSetup d;
+  std::unique_ptr<FrontendResult> fe;
+};
+
+Expected<Prepared*> prepare(client::JobsClient& c, const client::JobView& job, std::map<std::string, Prepared>& cache) {
+  if (auto it = cache.find(job.setup); it != cache.end()) return &it->second;
+  auto bytes = c.setup_of(job);
+  if (!bytes.ok()) return bytes.status();
+  auto d = tune::decode_setup(*bytes);
+  if (!d.ok()) return d.status();
+  Prepared p{std::move(*d), std::make_unique<FrontendResult>()};
+  *p.fe = compile_source(p.d.source_name, p.d.source);
+  if (!p.fe->ok()) return Status::InvalidArgument("the setup's program does not compile here:\n" + p.fe->rendered());
+  if (!p.fe->module.find(p.d.setup.fn))
+    return Status::InvalidArgument("the setup's program has no fn `" + p.d.setup.fn + "`");
+  p.d.setup.module = &p.fe->module;
+  if (cache.size() > 8) cache.clear();
+  return &cache.emplace(job.setup, std::move(p)).first->second;
+}
+
+// The measurement of `job`, or why it cannot be measured (a bad job).
+Expected<tune::Measurement> run_job(client::JobsClient& c, const client::JobView& job,
+                                    std::map<std::string, Prepared>& cache) {
+  auto p = prepare(c, job, cache);
+  if (!p.ok()) return p.status();
+  json pl = json::parse(job.payload, nullptr, false);
+  if (!pl.is_object() || !pl.contains("schedule"))
+    return Status::InvalidArgument("the job's payload has no `schedule`");
+  auto sched = Schedule::from_json(pl["schedule"].dump());
+  if (!sched.ok()) return Status::InvalidArgument("the job's schedule: " + sched.status().message());
+  tune::MeasureSetup setup = (*p)->d.setup;
+  try {
+    setup.compile_timeout_s = pl.value("compile_timeout_s", setup.compile_timeout_s);
+    setup.run_timeout_s = pl.value("run_timeout_s", setup.run_timeout_s);
+    setup.min_time_s = pl.value("min_time_s", setup.min_time_s);
+    setup.min_reps = pl.value("min_reps", setup.min_reps);
+    setup.max_reps = pl.value("max_reps", setup.max_reps);
+    setup.cutoff_ms = pl.value("cutoff_ms", setup.cutoff_ms);
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(std::string("the job's payload has a limit of the wrong type: ") + e.what());
+  }
+  if (!(setup.compile_timeout_s > 0) || !(setup.run_timeout_s > 0) || setup.min_reps < 1 || setup.max_reps < setup.min_reps)
+    return Status::InvalidArgument("the job's limits are out of range (timeouts > 0, 1 <= min_reps <= max_reps)");
+  return tune::measure(setup, *sched);
+}
+
+// Extends the lease of `job` every third of the lease until `done`.
+void heartbeats(const client::RemoteOptions& ro, int64_t job, int64_t worker, double lease_s, std::atomic<bool>& done,
+                std::atomic<bool>& lost) {
+  auto c = client::JobsClient::Open(ro);
+  if (!c.ok()) {
+    std::fprintf(stderr, "mlk worker: no heartbeats for job %lld: %s\n", static_cast<long long>(job), c.status().message().c_str());
+    return;
+  }
+  auto every = std::chrono::milliseconds(static_cast<int64_t>(lease_s * 1000 / 3));
+  auto next = std::chrono::steady_clock::now() + every;
+  while (!done) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (std::chrono::steady_clock::now() < next) continue;
+    next += every;
+    auto held = (*c)->heartbeat(job, worker, lease_s);
+    if (held.ok() && !*held) lost = true;
+    if (!held.ok()) std::fprintf(stderr, "mlk worker: heartbeat of job %lld: %s\n", static_cast<long long>(job), held.status().message().c_str());
+  }
+}
+
+// Leases, measures and reports one job; false when there was none.
+Expected<bool> one_job(const WorkerArgs& a, const client::RemoteOptions& ro, client::JobsClient& c,
+                       const client::WorkerView& me, std::map<std::string, Prepared>& cache) {
+  auto job = c.lease(me.id, a.lease_s);
+  if (!job.ok()) return job.status();
+  if (!*job) return false;
+  const client::JobView& j = **job;
+  if (!a.quiet)
+    std::fprintf(stderr, "mlk worker %s: job %lld leased (attempt %d)\n", me.name.c_str(), static_cast<long long>(j.id),
+                 j.attempts);
+  std::atomic<bool> done{false}, lost{false};
+  std::thread hb(heartbeats, ro, j.id, me.id, a.lease_s, std::ref(done), std::ref(lost));
+  auto m = run_job(c, j, cache);
+  done = true;
+  hb.join();
+  std::string result = m.ok() ? tune::measurement_json(*m) : json{{"error", m.status().message()}}.dump();
+  auto held = c.report(j.id, me.id, m.ok(), result);
+  if (!held.ok()) return held.status();
+  if (!a.quiet) {
+    std::string what = m.ok() ? std::string(tune::verdict_name(m->verdict)) +
+                                    (m->ok() ? " " + std::to_string(m->median_ms) + " ms" : ": " + m->detail.substr(0, 200))
+                              : "bad job: " + m.status().message();
+    std::fprintf(stderr, "mlk worker %s: job %lld (attempt %d): %s%s\n", me.name.c_str(), static_cast<long long>(j.id),
+                 j.attempts, what.c_str(), *held ? "" : " (not recorded: the lease was lost meanwhile)");
+  }
+  return true;
+}
+
+}  // namespace
+
+CommandSpec worker_spec() {
+  static WorkerArgs scratch;
+  return spec(scratch);
+}
+
+int run_worker(const std::vector<std::string>& args) {
+  WorkerArgs a;
+  if (int bad = parse_or_usage_error(spec(a), args)) return bad;
+  if (a.server.empty() && std::getenv("MLK_SERVERS")) a.server = std::getenv("MLK_SERVERS");
+  if (a.server.empty()) return usage_error("worker", "no server: give --server URL or set $MLK_SERVERS");
+  if (!(a.lease_s >= 0.5 && a.lease_s <= 3600)) return usage_error("worker", "--lease must be 0.5-3600 seconds");
+  if (!(a.poll_s > 0 && a.poll_s <= 60)) return usage_error("worker", "--poll must be more than 0 and at most 60 seconds");
+  if (a.name.empty()) {
+    char host[256] = "worker";
+    gethostname(host, sizeof host - 1);
+    a.name = std::string(host) + "-" + std::to_string(getpid());
+  }
+  client::RemoteOptions ro{.url = a.server, .token = std::getenv("MLK_TOKEN") ? std::getenv("MLK_TOKEN") : "", .ns = a.ns};
+  auto c = client::JobsClient::Open(ro);
+  if (!c.ok()) return usage_error("worker", c.status().message());
+  watch_signals();
+  std::string fp = hardware_fingerprint();
+  auto me = (*c)->register_worker(a.device_key, a.name, fp);
+  if (!me.ok()) {
+    std::fprintf(stderr, "mlk worker: %s\n", me.status().message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "mlk worker %s: registered as worker %lld for device key `%s` on %s; fingerprint %s (%s)\n",
+               me->name.c_str(), static_cast<long long>(me->id), a.device_key.c_str(), (*c)->url().c_str(),
+               fingerprint_id(fp).c_str(), fp.c_str());
+  std::map<std::string, Prepared> cache;
+  int64_t done = 0;
+  while (!g_stop && (a.max_jobs == 0 || done < a.max_jobs)) {
+    auto got = one_job(a, ro, **c, *me, cache);
+    if (!got.ok())
+      std::fprintf(stderr, "mlk worker %s: %s; trying again\n", me->name.c_str(), got.status().message().c_str());
+    if (got.ok() && *got) {
+      ++done;
+      continue;
+    }
+    for (double slept = 0; slept < a.poll_s && !g_stop; slept += 0.02)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::fprintf(stderr, "mlk worker %s: %s after %lld jobs\n", me->name.c_str(), g_stop ? "stopped by a signal" : "done",
+               static_cast<long long>(done));
+  return 0;
+}
+
+}  // namespace mlk::cli

@@ -1,0 +1,276 @@
+// The routes of measurement jobs and workers (service/jobs.h, docs/api.md,
+// "Jobs"), with the same tokens and namespaces (?namespace=NS) as the rest:
+//   POST /v1/jobs/setups          a measurement setup (body: its bytes) -> {"setup": sha256}   write-entries
+//   POST /v1/jobs/submit          {"device_key", "setup", "payload": {...}, "fingerprint"?} -> {"id"}   write-entries
+//   GET  /v1/jobs/ID              the job, its state and result                            read
+//   POST /v1/jobs/ID/cancel       {"why"}: a job not finished is failed                    write-entries
+//   GET  /v1/jobs/workers?device_key=K&seen_s=N   workers seen in the last N s (default 60)   read
+//   POST /v1/jobs/workers         {"device_key", "name", "fingerprint"} -> {"worker": {...}}   write-blobs
+//   POST /v1/jobs/lease           {"worker", "lease_s"} -> {"job": {...} or null}          write-blobs
+//   POST /v1/jobs/ID/heartbeat    {"worker", "lease_s"}: 409 when the lease is not held    write-blobs
+//   POST /v1/jobs/ID/result       {"worker", "ok", "result": {...}}: 409 likewise          write-blobs
+//   GET  /v1/jobs/ID/setup        the setup blob of the job                                read
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "service/api_internal.h"
+
+namespace mlk::service::detail {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxPayload = size_t{1} << 20;
+constexpr std::string_view kSetupMagic = "mlk-measure-setup ";
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool name_chars(const std::string& s, size_t max, const char* extra) {
+  if (s.empty() || s.size() > max) return false;
+  for (char ch : s)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || std::strchr(extra, ch))) return false;
+  return true;
+}
+
+bool is_digest(const std::string& s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+json job_json(const JobInfo& j) {
+  json payload = json::parse(j.spec.payload, nullptr, false);
+  json result = j.result.empty() ? json(nullptr) : json::parse(j.result, nullptr, false);
+  return {{"id", j.id},
+          {"device_key", j.spec.device_key},
+          {"fingerprint", j.spec.fingerprint},
+          {"setup", j.spec.setup},
+          {"payload", payload},
+          {"state", j.state},
+          {"worker", j.worker},
+          {"worker_name", j.worker_name},
+          {"worker_fingerprint", j.worker_fingerprint},
+          {"lease_until_ms", j.lease_until_ms},
+          {"attempts", j.attempts},
+          {"result", result},
+          {"created_ms", j.created_ms},
+          {"finished_ms", j.finished_ms}};
+}
+
+json worker_json(const WorkerInfo& w) {
+  return {{"id", w.id},           {"device_key", w.device_key},       {"name", w.name},
+          {"fingerprint", w.fingerprint}, {"registered_ms", w.registered_ms}, {"heartbeat_ms", w.heartbeat_ms}};
+}
+
+ApiResponse store_error(Ctx& c, const Status& s) { return reject(c, http_status(s), "store_error", s.message()); }
+
+// The request body as a JSON object, or the rejection.
+std::optional<ApiResponse> json_body(Ctx& c, json& out) {
+  Body b = c.body.read(static_cast<int64_t>(kMaxPayload) * 2);
+  if (b.outcome != Body::kOk) return body_rejection(c, b);
+  out = json::parse(b.bytes, nullptr, false);
+  if (!out.is_object())
+    return reject(c, 400, "bad_job", "the body of " + c.req.method + " " + c.req.path + " must be a JSON object");
+  return std::nullopt;
+}
+
+// A field of a JSON body: the rejection when it is missing or of another type.
+template <typename T>
+std::optional<ApiResponse> field(Ctx& c, const json& body, const char* name, T& out, bool required = true) {
+  if (!body.contains(name)) {
+    if (!required) return std::nullopt;
+    return reject(c, 400, "bad_job", std::string("the body lacks the field `") + name + "`");
+  }
+  try {
+    out = body[name].get<T>();
+  } catch (const json::exception&) {
+    return reject(c, 400, "bad_job", std::string("the field `") + name + "` has the wrong type");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiResponse> check_key(Ctx& c, const std::string& key) {
+  if (name_chars(key, 64, "._-")) return std::nullopt;
+  return reject(c, 400, "bad_job", "device key `" + key.substr(0, 80) + "` is not 1-64 of [A-Za-z0-9._-]");
+}
+
+std::optional<ApiResponse> lease_ms_of(Ctx& c, const json& body, int64_t& ms) {
+  double s = 30;
+  if (auto r = field(c, body, "lease_s", s, false)) return r;
+  if (!(s >= 0.2 && s <= 3600)) return reject(c, 400, "bad_job", "lease_s " + std::to_string(s) + " is not 0.2-3600");
+  ms = static_cast<int64_t>(s * 1000);
+  return std::nullopt;
+}
+
+// The worker of body["worker"], which must be one of this namespace.
+std::optional<ApiResponse> worker_of(Ctx& c, const json& body, WorkerInfo& w) {
+  int64_t id = 0;
+  if (auto r = field(c, body, "worker", id)) return r;
+  auto found = c.jobs().find_worker(c.ns, id);
+  if (!found.ok()) return reject(c, http_status(found.status()), "bad_job", found.status().message());
+  w = *found;
+  return std::nullopt;
+}
+
+ApiResponse put_setup(Ctx& c) {
+  if (auto r = authorize(c, kScopeWriteEntries)) return *r;
+  Body b = c.body.read(c.api.options().max_body_bytes);
+  if (b.outcome != Body::kOk) return body_rejection(c, b);
+  if (b.bytes.compare(0, kSetupMagic.size(), kSetupMagic) != 0)
+    return reject(c, 400, "bad_job", "the body is not a measurement setup (it does not start with `mlk-measure-setup`)");
+  auto d = c.store().put_blob(b.bytes);
+  if (!d.ok()) return store_error(c, d.status());
+  return json_text(201, json{{"setup", *d}}.dump());
+}
+
+ApiResponse submit(Ctx& c) {
+  if (auto r = authorize(c, kScopeWriteEntries)) return *r;
+  json body;
+  if (auto r = json_body(c, body)) return *r;
+  JobSpec j;
+  j.ns = c.ns;
+  if (auto r = field(c, body, "device_key", j.device_key)) return *r;
+  if (auto r = check_key(c, j.device_key)) return *r;
+  if (auto r = field(c, body, "setup", j.setup)) return *r;
+  if (!is_digest(j.setup)) return reject(c, 400, "bad_job", "setup `" + j.setup.substr(0, 80) + "` is not a sha256 (64 hex digits)");
+  if (auto r = field(c, body, "fingerprint", j.fingerprint, false)) return *r;
+  if (j.fingerprint.size() > 4096) return reject(c, 400, "bad_job", "the fingerprint is longer than 4096 characters");
+  if (!body.contains("payload") || !body["payload"].is_object())
+    return reject(c, 400, "bad_job", "the body lacks the object `payload` (the candidate to measure)");
+  j.payload = body["payload"].dump();
+  if (j.payload.size() > kMaxPayload) return reject(c, 413, "too_large", "the payload is larger than 1 MiB");
+  auto blob = c.store().get_blob(j.setup);
+  if (!blob.ok())
+    return reject(c, blob.status().code() == Status::Code::kIOError ? 503 : 400, "bad_job",
+                  "setup " + j.setup.substr(0, 16) + " is not stored here (POST it to /v1/jobs/setups first): " +
+                      blob.status().message());
+  auto id = c.jobs().submit(j, now_ms());
+  if (!id.ok()) return store_error(c, id.status());
+  return json_text(201, json{{"id", *id}}.dump());
+}
+
+ApiResponse workers_route(Ctx& c) {
+  if (c.req.method != "POST") {
+    if (auto r = authorize(c, kScopeRead)) return *r;
+    auto it = c.req.query.find("device_key");
+    std::string key = it == c.req.query.end() ? "" : it->second;
+    if (!key.empty())
+      if (auto r = check_key(c, key)) return *r;
+    int64_t seen_s = 60;
+    if (auto s = c.req.query.find("seen_s"); s != c.req.query.end()) {
+      char* end = nullptr;
+      seen_s = std::strtoll(s->second.c_str(), &end, 10);
+      if (*end || seen_s < 1 || seen_s > 86400 * 365) return reject(c, 400, "bad_query", "seen_s `" + s->second + "` is not 1-31536000");
+    }
+    auto ws = c.jobs().workers(c.ns, key, now_ms() - seen_s * 1000);
+    if (!ws.ok()) return store_error(c, ws.status());
+    json out = json::array();
+    for (const auto& w : *ws) out.push_back(worker_json(w));
+    return json_text(200, json{{"workers", out}}.dump());
+  }
+  if (auto r = authorize(c, kScopeWriteBlobs)) return *r;
+  json body;
+  if (auto r = json_body(c, body)) return *r;
+  std::string key, name, fp;
+  if (auto r = field(c, body, "device_key", key)) return *r;
+  if (auto r = check_key(c, key)) return *r;
+  if (auto r = field(c, body, "name", name)) return *r;
+  if (!name_chars(name, 128, "._:@-")) return reject(c, 400, "bad_job", "worker name `" + name.substr(0, 80) + "` is not 1-128 of [A-Za-z0-9._:@-]");
+  if (auto r = field(c, body, "fingerprint", fp)) return *r;
+  if (fp.empty() || fp.size() > 4096) return reject(c, 400, "bad_job", "the fingerprint must be 1-4096 characters");
+  auto w = c.jobs().register_worker(c.ns, key, name, fp, now_ms());
+  if (!w.ok()) return store_error(c, w.status());
+  return json_text(201, json{{"worker", worker_json(*w)}}.dump());
+}
+
+ApiResponse lease(Ctx& c) {
+  if (auto r = authorize(c, kScopeWriteBlobs)) return *r;
+  json body;
+  if (auto r = json_body(c, body)) return *r;
+  WorkerInfo w;
+  if (auto r = worker_of(c, body, w)) return *r;
+  int64_t ms = 0;
+  if (auto r = lease_ms_of(c, body, ms)) return *r;
+  auto j = c.jobs().lease(c.ns, w, ms, now_ms());
+  if (!j.ok()) return store_error(c, j.status());
+  return json_text(200, json{{"job", *j ? job_json(**j) : json(nullptr)}}.dump());
+}
+
+// /v1/jobs/ID[/heartbeat|/result|/setup|/cancel].
+ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
+  const bool read = c.req.method != "POST";
+  if ((what.empty() || what == "setup") != read)
+    return reject(c, 405, "method", c.req.method + " is not allowed on " + c.req.path +
+                                        (read ? " (allowed: POST)" : " (allowed: GET, HEAD)"));
+  if (what != "" && what != "setup" && what != "heartbeat" && what != "result" && what != "cancel")
+    return reject(c, 404, "no_route", "no route " + c.req.path.substr(0, 100) + " (ID, ID/heartbeat, ID/result, ID/setup, ID/cancel)");
+  Scopes need = read ? kScopeRead : what == "cancel" ? kScopeWriteEntries : kScopeWriteBlobs;
+  if (auto r = authorize(c, need)) return *r;
+  if (read) {
+    auto j = c.jobs().get(c.ns, id, now_ms());
+    if (!j.ok()) return store_error(c, j.status());
+    if (what.empty()) return json_text(200, job_json(*j).dump());
+    auto bytes = c.store().get_blob(j->spec.setup);
+    if (!bytes.ok()) return store_error(c, bytes.status());
+    ApiResponse r;
+    r.body = std::move(*bytes);
+    r.content_type = "application/octet-stream";
+    return r;
+  }
+  json body;
+  if (auto r = json_body(c, body)) return *r;
+  if (what == "cancel") {
+    std::string why = "cancelled";
+    if (auto r = field(c, body, "why", why, false)) return *r;
+    auto done = c.jobs().cancel(c.ns, id, json{{"error", why.substr(0, 1000)}}.dump(), now_ms());
+    if (!done.ok()) return store_error(c, done.status());
+    return json_text(200, json{{"cancelled", *done}}.dump());
+  }
+  WorkerInfo w;
+  if (auto r = worker_of(c, body, w)) return *r;
+  Expected<bool> held = false;
+  if (what == "heartbeat") {
+    int64_t ms = 0;
+    if (auto r = lease_ms_of(c, body, ms)) return *r;
+    held = c.jobs().extend(c.ns, id, w.id, ms, now_ms());
+  } else {
+    bool ok = false;
+    if (auto r = field(c, body, "ok", ok)) return *r;
+    if (!body.contains("result") || !body["result"].is_object())
+      return reject(c, 400, "bad_job", "the body lacks the object `result` (the measurement)");
+    std::string result = body["result"].dump();
+    if (result.size() > kMaxPayload) return reject(c, 413, "too_large", "the result is larger than 1 MiB");
+    held = c.jobs().finish(c.ns, id, w.id, ok, result, now_ms());
+  }
+  if (!held.ok()) return store_error(c, held.status());
+  if (!*held)
+    return reject(c, 409, "lease_lost",
+                  "worker " + std::to_string(w.id) + " does not hold the lease of job " + std::to_string(id) +
+                      " (it expired and the job went back to the queue, or the job finished)");
+  return json_text(200, R"({"ok":true})");
+}
+
+}  // namespace
+
+ApiResponse jobs_route(Ctx& c, const std::string& arg) {
+  const bool post = c.req.method == "POST";
+  if (arg == "setups" || arg == "submit" || arg == "lease") {
+    if (!post) return reject(c, 405, "method", c.req.method + " is not allowed on " + c.req.path + " (allowed: POST)");
+    return arg == "setups" ? put_setup(c) : arg == "submit" ? submit(c) : lease(c);
+  }
+  if (arg == "workers") return workers_route(c);
+  size_t slash = arg.find('/');
+  std::string id_text = arg.substr(0, slash);
+  std::string what = slash == std::string::npos ? "" : arg.substr(slash + 1);
+  if (id_text.empty() || id_text.size() > 18 || id_text.find_first_not_of("0123456789") != std::string::npos)
+    return reject(c, 404, "no_route",
+                  "no route " + c.req.method + " " + c.req.path.substr(0, 100) +
+                      " (setups, submit, lease, workers, ID, ID/heartbeat, ID/result, ID/setup, ID/cancel; docs/api.md)");
+  return one_job(c, std::stoll(id_text), what);
+}
+
+}  // namespace mlk::service::detail

@@ -1,0 +1,190 @@
+// The dashboard of `mlk serve` (docs/ci.md, "The dashboard"): HTML pages for
+// people, under /ui, beside the API and with the same tokens.
+//   GET  /ui                   the namespaces the token may read, the entries
+//                              of one (?namespace=NS, else the token's team)
+//                              and the kernels with a benchmark history
+//   GET  /ui/kernel?id=ID      one kernel's benchmark history, plotted
+//                              (&target=T narrows it, &namespace=NS)
+//   GET  /ui/login             the sign-in form
+//   POST /ui/login             token=TOKEN[&next=/ui...]: the token checked,
+//                              kept in the cookie mlk_token, 303 to next
+//   POST /ui/logout            the cookie cleared, 303 to /ui/login
+// The token comes from the cookie or an Authorization header and passes the
+// API's authorize (read scope, namespaces, grants). Without a valid one every
+// page is 401 with the sign-in form and no data; a forbidden namespace is 403.
+// The pages are in dashboard_pages.cpp, the HTML pieces in dashboard_html.h.
+#include "service/dashboard.h"
+
+#include <cctype>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "service/dashboard_html.h"
+
+namespace mlk::service::detail {
+
+namespace {
+
+using namespace dashboard;
+
+constexpr const char* kCookie = "mlk_token";
+constexpr int kCookieMaxAge = 30 * 24 * 3600;  // a token entered once is kept for 30 days
+
+// `%XX` and `+` of a form or query value decoded; a broken escape kept as it is.
+std::string form_decode(std::string_view s) {
+  std::string o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    auto hex = [](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; };
+    if (s[i] == '+') {
+      o += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) && hex(s[i + 2])) {
+      o += static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      o += s[i];
+    }
+  }
+  return o;
+}
+
+// The value of `name` in an application/x-www-form-urlencoded body; "" when absent.
+std::string form_value(const std::string& body, const std::string& name) {
+  size_t start = 0;
+  while (start <= body.size()) {
+    size_t amp = body.find('&', start);
+    std::string_view pair(body.data() + start, (amp == std::string::npos ? body.size() : amp) - start);
+    size_t eq = pair.find('=');
+    if (eq != std::string_view::npos && form_decode(pair.substr(0, eq)) == name) return form_decode(pair.substr(eq + 1));
+    if (amp == std::string::npos) break;
+    start = amp + 1;
+  }
+  return "";
+}
+
+// The token in a Cookie header; "" when there is none or it holds characters
+// no token has (tokens are "mlk_" and base64url).
+std::string cookie_token(const std::string& header) {
+  size_t start = 0;
+  while (start < header.size()) {
+    size_t semi = header.find(';', start);
+    std::string part = header.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+    start = semi == std::string::npos ? header.size() : semi + 1;
+    size_t b = part.find_first_not_of(' ');
+    if (b == std::string::npos || part.compare(b, std::strlen(kCookie) + 1, std::string(kCookie) + "=") != 0) continue;
+    std::string v = part.substr(b + std::strlen(kCookie) + 1);
+    bool ok = !v.empty() && v.size() <= 128;
+    for (char ch : v) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-');
+    return ok ? v : "";
+  }
+  return "";
+}
+
+// Where to go after signing in: a dashboard path, else /ui (no open redirect).
+std::string safe_next(const std::string& next) {
+  bool dashboard = next == "/ui" || next.rfind("/ui/", 0) == 0 || next.rfind("/ui?", 0) == 0;
+  bool plain = next.find_first_of("\r\n\\") == std::string::npos && next.find("//") == std::string::npos;
+  return dashboard && plain && next.size() <= 2000 ? next : "/ui";
+}
+
+// The path and query of this request, for `next`.
+std::string here(const ApiRequest& req) {
+  std::string s = req.path;
+  char sep = '?';
+  for (const auto& [k, v] : req.query) {
+    s += sep + url_component(k) + "=" + url_component(v);
+    sep = '&';
+  }
+  return s;
+}
+
+// The message of an API error body, or the body itself.
+std::string message_of(const ApiResponse& r) {
+  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  return j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>() : r.body;
+}
+
+ApiResponse redirect(const std::string& to, const std::string& cookie) {
+  ApiResponse r = html_response(303, page("redirect", "", "<p><a href=\"" + html_escape(to) + "\">continue</a></p>\n"));
+  r.headers.push_back({"Location", to});
+  r.headers.push_back({"Set-Cookie", cookie});
+  return r;
+}
+
+ApiResponse login_page(int status, const std::string& message, const std::string& next) {
+  ApiResponse r = html_response(status, page("sign in", "", login_body(message, safe_next(next))));
+  if (status == 401) r.headers.push_back({"WWW-Authenticate", "Bearer realm=\"mlk\""});
+  return r;
+}
+
+ApiResponse sign_in(Ctx& c) {
+  Body b = c.body.read(std::min<int64_t>(c.api.options().max_body_bytes, 8192));
+  if (b.outcome != Body::kOk) return login_page(400, "the sign-in form did not arrive whole; try again", "/ui");
+  std::string token = form_value(b.bytes, "token"), next = form_value(b.bytes, "next");
+  if (token.empty()) return login_page(401, "give a token (from `mlk token create`)", next);
+  ApiRequest authed = c.req;
+  authed.authorization = "Bearer " + token;
+  authed.query.clear();
+  Ctx a{c.api, authed, c.body, c.route, "", {}, std::nullopt};
+  if (auto r = authorize(a, kScopeRead)) return login_page(r->status == 403 ? 403 : 401, message_of(*r), next);
+  if (cookie_token(std::string(kCookie) + "=" + token).empty())
+    return login_page(401, "that token has characters no token of `mlk token create` has", next);
+  return redirect(safe_next(next), std::string(kCookie) + "=" + token + "; Path=/ui; Max-Age=" +
+                                        std::to_string(kCookieMaxAge) + "; HttpOnly; SameSite=Strict");
+}
+
+}  // namespace
+
+ApiResponse html_response(int status, std::string body) {
+  ApiResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  r.content_type = "text/html; charset=utf-8";
+  // No script, no external asset, no framing: what a stored name could smuggle in cannot run.
+  r.headers.push_back({"Content-Security-Policy",
+                       "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; "
+                       "frame-ancestors 'none'; base-uri 'none'"});
+  r.headers.push_back({"X-Content-Type-Options", "nosniff"});
+  r.headers.push_back({"Cache-Control", "no-store"});
+  r.headers.push_back({"Referrer-Policy", "no-referrer"});
+  return r;
+}
+
+ApiResponse dashboard_route(Ctx& c, const std::string& arg) {
+  const std::string& m = c.req.method;
+  const bool known = arg.empty() || arg == "kernel" || arg == "login" || arg == "logout";
+  if (!known)
+    return reject_html(c, 404, "no_route", "no dashboard page /ui/" + arg.substr(0, 100) + " (pages: /ui, /ui/kernel?id=ID)");
+  const char* allow = arg == "login" ? "GET, HEAD, POST" : arg == "logout" ? "POST" : "GET, HEAD";
+  const bool read = m == "GET" || m == "HEAD";
+  if (read ? arg == "logout" : !(m == "POST" && (arg == "login" || arg == "logout"))) {
+    ApiResponse r = reject_html(c, 405, "method", m + " is not allowed on " + c.req.path + " (allowed: " + allow + ")");
+    r.headers.push_back({"Allow", allow});
+    return r;
+  }
+  if (arg == "login") {
+    if (m == "POST") return sign_in(c);
+    auto next = c.req.query.find("next");
+    return login_page(200, "", next == c.req.query.end() ? "/ui" : next->second);
+  }
+  if (arg == "logout")
+    return redirect("/ui/login", std::string(kCookie) + "=; Path=/ui; Max-Age=0; HttpOnly; SameSite=Strict");
+  ApiRequest authed = c.req;
+  if (authed.authorization.empty()) {
+    std::string t = cookie_token(c.req.cookie);
+    if (!t.empty()) authed.authorization = "Bearer " + t;
+  }
+  if (authed.authorization.empty()) return login_page(401, "", here(c.req));
+  Ctx a{c.api, authed, c.body, c.route, "", {}, std::nullopt};
+  if (auto r = authorize(a, kScopeRead)) {
+    if (r->status == 401) return login_page(401, message_of(*r), here(c.req));
+    return html_response(r->status, page("error", "", "<p class=\"error\">" + html_escape(message_of(*r)) + "</p>\n"));
+  }
+  return arg.empty() ? index_page(a) : kernel_page(a);
+}
+
+ApiResponse reject_html(Ctx& c, int status, const std::string& reason, const std::string& message) {
+  c.api.metrics().reject(c.ns, reason);
+  return html_response(status, page("error", "", "<p class=\"error\">" + html_escape(message) + "</p>\n"));
+}
+
+}  // namespace mlk::service::detail

@@ -1,0 +1,146 @@
+// Tuning a whole program under one budget (autotune/program_tune.h): the
+// scheduler's gain, a search that does not depend on how its budget is
+// sliced, and a program run that was interrupted resuming every unfinished
+// job from its log, storing each, then answering from the cache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "autotune/program_tune.h"
+#include "cache/store.h"
+#include "lang/frontend.h"
+#include "targets/detect.h"
+#include "tests/test_support.h"
+
+namespace mlk::tune {
+namespace {
+
+using testing_support::scratch_dir;
+
+const char* kProgram =
+    "public fn sgemm [M, K, N](a: Tensor[F32, [M, K]], b: Tensor[F32, [K, N]]) -> Tensor[F32, [M, N]] =\n"
+    "  matmul(a, b)\n"
+    "public fn rowsum [N, D](x: Tensor[F32, [N, D]]) -> Tensor[F32, [N]] =\n"
+    "  sum(x, axes=[1])\n";
+
+ir::Module program() {
+  auto fe = compile_source("two.tl", kProgram);
+  EXPECT_TRUE(fe.ok());
+  return fe.module;
+}
+
+TuneOptions small_opts(int trials) {
+  TuneOptions o;
+  o.trials = trials;
+  o.seed = 5;
+  o.progress = false;
+  o.autoschedulers = false;
+  return o;
+}
+
+TEST(ProgramTune, GainFavoursFallingAndLargeTimesAndUntriedJobs) {
+  EXPECT_TRUE(std::isinf(expected_gain(0, 0, 0, 0, 0.2))) << "a job with no passing candidate goes first";
+  // Same best time and seconds: the one whose best fell in its last slice.
+  EXPECT_GT(expected_gain(2.0, 1.0, 5, 10, 0.2), expected_gain(1.0, 1.0, 5, 10, 0.2));
+  // No recent drop: the larger best time for the seconds spent (more to gain).
+  EXPECT_GT(expected_gain(10, 10, 5, 10, 0.2), expected_gain(1, 1, 5, 10, 0.2));
+  EXPECT_GT(expected_gain(1, 1, 5, 5, 0.2), expected_gain(1, 1, 5, 50, 0.2));
+  // A best time that rose (re-measured noise) is not a negative rate.
+  EXPECT_DOUBLE_EQ(expected_gain(1.0, 2.0, 5, 10, 0.2), expected_gain(2.0, 2.0, 5, 10, 0.2));
+  EXPECT_DOUBLE_EQ(program_slice_s({.budget_s = 600}, 3), 50);
+  EXPECT_DOUBLE_EQ(program_slice_s({.budget_s = 10}, 3), 5);
+  EXPECT_DOUBLE_EQ(program_slice_s({.budget_s = 6000}, 3), 60);
+  EXPECT_DOUBLE_EQ(program_slice_s({.budget_s = 600, .slice_s = 7}, 3), 7);
+}
+
+// Given the same measurements (the first run's log, replayed), a search
+// advanced in slices of about one trial evaluates the same candidates in the
+// same order as one advanced all at once: a batch's picks left at the end of
+// a slice are evaluated first in the next, not dropped. (Two runs that both
+// measure would differ: the mutations start from the best measured so far.)
+TEST(ProgramTune, TheSearchDoesNotDependOnHowItsBudgetIsSliced) {
+  ir::Module m = program();
+  const DimEnv dims = {{"M", 24}, {"K", 32}, {"N", 24}};
+  TuneOptions o = small_opts(7);
+  o.log_path = scratch_dir("mlk_program_tune_test", "sliced.jsonl");
+  std::filesystem::create_directories(std::filesystem::path(o.log_path).parent_path());
+  auto whole = tune_function(m, "sgemm", host_profile(), dims, o);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  ASSERT_EQ(whole->log.size(), 7u);
+  auto task = TuningTask::Start(m, "sgemm", host_profile(), dims, o);
+  ASSERT_TRUE(task.ok()) << task.status().message();
+  int slices = 0;
+  while (!task->converged() && slices < 100) {
+    task->advance(1e-6);  // one trial per slice: a slice always evaluates one
+    ++slices;
+  }
+  EXPECT_EQ(slices, 7);
+  EXPECT_EQ(task->resumed(), 7);
+  auto sliced = task->finish();
+  ASSERT_TRUE(sliced.ok()) << sliced.status().message();
+  ASSERT_EQ(sliced->log.size(), whole->log.size());
+  for (size_t i = 0; i < whole->log.size(); ++i)
+    EXPECT_EQ(sliced->log[i].schedule.hash(), whole->log[i].schedule.hash()) << "trial " << i;
+}
+
+TEST(ProgramTune, AnInterruptedProgramResumesEachJobFromItsLogAndStoresIt) {
+  ir::Module m = program();
+  const std::string dir = scratch_dir("mlk_program_tune_test", "resume");
+  std::filesystem::create_directories(dir);
+  const std::string src = dir + "/two.tl";
+  std::ofstream(src) << kProgram;
+  auto store = cache::Store::Open(dir + "/cache.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  std::vector<TuneRequest> jobs;
+  for (const auto& [fn, dims] : std::vector<std::pair<std::string, DimEnv>>{
+           {"sgemm", {{"M", 24}, {"K", 32}, {"N", 24}}}, {"rowsum", {{"N", 40}, {"D", 48}}}})
+    jobs.push_back({.module = &m, .fn = fn, .source = src, .profile = host_profile(), .dims = dims,
+                    .opts = small_opts(5), .store = store->get(), .work_dir = dir + "/work"});
+  // The interrupted run: three trials of sgemm logged, then the process gone
+  // (the task dropped without finishing: nothing stored).
+  std::filesystem::create_directories(dir + "/work");
+  {
+    TuneOptions o = small_opts(5);
+    o.log_path = tuning_log_path(jobs[0]);
+    auto task = TuningTask::Start(m, "sgemm", host_profile(), jobs[0].dims, o);
+    ASSERT_TRUE(task.ok()) << task.status().message();
+    while (task->trials() < 3) task->advance(1e-6);
+  }
+  auto first = tune_program(jobs, {.budget_s = 12, .slice_s = 2, .progress = false});
+  ASSERT_EQ(first.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(first[i].status.ok()) << jobs[i].fn << ": " << first[i].status.message();
+    EXPECT_FALSE(first[i].outcome.cached);
+    EXPECT_EQ(first[i].outcome.key, tuning_key(jobs[i]));
+    EXPECT_GE(first[i].trials, 1);
+    EXPECT_GT(first[i].search_s, 0);
+  }
+  EXPECT_EQ(first[0].resumed, 3) << "the three logged trials are replayed, not measured again";
+  EXPECT_EQ(first[1].resumed, 0);
+  // Both were stored: a second program run answers from the cache alone.
+  auto again = tune_program(jobs, {.budget_s = 20, .progress = false});
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(again[i].status.ok()) << again[i].status.message();
+    EXPECT_TRUE(again[i].outcome.cached) << jobs[i].fn;
+    EXPECT_EQ(again[i].search_s, 0);
+  }
+}
+
+TEST(ProgramTune, AJobThatFailsToStartIsReportedAndTheOthersStillTune) {
+  ir::Module m = program();
+  const std::string dir = scratch_dir("mlk_program_tune_test", "bad");
+  std::vector<TuneRequest> jobs = {
+      {.module = &m, .fn = "rowsum", .profile = host_profile(), .dims = {{"N", 8}}, .opts = small_opts(2),
+       .work_dir = dir},
+      {.module = &m, .fn = "rowsum", .profile = host_profile(), .dims = {{"N", 16}, {"D", 8}}, .opts = small_opts(2),
+       .work_dir = dir}};
+  auto r = tune_program(jobs, {.budget_s = 5, .progress = false});
+  ASSERT_FALSE(r[0].status.ok());
+  EXPECT_NE(r[0].status.message().find("needs a value for dimension `D`"), std::string::npos) << r[0].status.message();
+  EXPECT_TRUE(r[1].status.ok()) << r[1].status.message();
+}
+
+}  // namespace
+}  // namespace mlk::tune

@@ -1,0 +1,218 @@
+"""Measurement workers (`mlk worker`, `mlk tune --workers`, /v1/jobs/...) end
+to end, on the shared backend that scripts/cluster.sh started (PostgreSQL 15,
+moto_server, two replicas, two workers of key cpu-loopback) or on one SQLite
+`mlk serve` with two workers this script starts:
+
+- a tune whose candidates are all measured by the workers (progress lines
+  name them, one fingerprint), stored through the server and served by every
+  replica with the workers' fingerprint recorded in the entry;
+- a worker killed with SIGKILL mid-job: its short lease expires and another
+  worker finishes the job (attempt 2), and the tune completes;
+- a key with no workers: a clear timeout error within --worker-wait, no hang;
+- bad job requests get clear errors (text and status), a bad setup fails
+  its job with the decoder's message, and SIGTERM stops a worker cleanly.
+
+usage: serve_workers.py MLK EXAMPLES WORK cluster CLUSTER_DIR
+       serve_workers.py MLK EXAMPLES WORK sqlite
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from serve_common import Results, Server, error_of, request, token
+
+MLK, EXAMPLES, WORK, MODE = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+R = Results()
+TL = os.path.join(EXAMPLES, "mlp.tl")
+PROGRESS = re.compile(r"\[workers (\S+)\] job (\d+) measured by worker (\S+) \(fingerprint (\w+), attempt (\d+)\)")
+
+own = []  # processes this script started, ended at the end
+if MODE == "cluster":
+    env = {}
+    for line in open(os.path.join(sys.argv[5], "env")):
+        k, v = line.strip().removeprefix("export ").split("=", 1)
+        env[k] = v.strip("'")
+    SERVERS, TOKEN = env["MLK_SERVERS"], env["MLK_TOKEN"]
+    RO = subprocess.run([MLK, "token", "create", "--store", env["MLK_CLUSTER_STORE"], "--team", "default", "--scopes",
+                         "read"], capture_output=True, text=True, check=True).stdout.strip()
+    WORKERS = {"worker1", "worker2"}
+    TAG = "pg"
+else:
+    store = os.path.join(WORK, "server.db")
+    TOKEN = token(MLK, store, "default", "read,write-blobs,write-entries")
+    RO = token(MLK, store, "default", "read")
+    server = Server(MLK, store)
+    SERVERS = server.url
+    WORKERS = {"lite1", "lite2"}
+    TAG = "lite"
+PORTS = [int(u.rsplit(":", 1)[1]) for u in SERVERS.split(",")]
+
+
+def start_worker(key, name, lease="30"):
+    log = open(os.path.join(WORK, name + ".log"), "w")
+    p = subprocess.Popen([MLK, "worker", "--server", SERVERS, "--device-key", key, "--name", name, "--lease", lease],
+                         stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ, MLK_TOKEN=TOKEN))
+    own.append(p)
+    return p
+
+
+def log_of(name):
+    with open(os.path.join(WORK, name + ".log")) as f:
+        return f.read()
+
+
+def wait_for(cond, timeout):
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def tune(*args, timeout=240):
+    e = dict(os.environ, MLK_TOKEN=TOKEN, MLK_LOCAL_CACHE=os.path.join(WORK, "mirror.db"))
+    for k in ("MLK_CACHE", "MLK_SERVERS", "MLK_NAMESPACES"):
+        e.pop(k, None)
+    t0 = time.time()
+    p = subprocess.run([MLK, "tune", TL, "--fn", "sgemm", "--target", "host", "--no-autoschedulers", *args],
+                       capture_output=True, text=True, env=e, timeout=timeout)
+    return p, time.time() - t0
+
+
+def post(path, body, tok=TOKEN, port=None):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return request(port or PORTS[0], "POST", path, tok, data)
+
+
+if MODE == "sqlite":
+    for n in sorted(WORKERS):
+        start_worker("cpu-loopback", n)
+    R.check("the workers register", wait_for(lambda: all("registered as worker" in log_of(n) for n in WORKERS), 20),
+            " / ".join(log_of(n)[-200:] for n in WORKERS))
+
+# --- A tune measured by the workers, served by every replica ----------------------
+p, _ = tune("--dims", "M=40,K=48,N=24", "--trials", "3", "--time", "60", "--cache", SERVERS, "--workers",
+            "cpu-loopback", "--json")
+R.check("tune --workers succeeds", p.returncode == 0, p.stderr[-800:])
+lines = PROGRESS.findall(p.stderr)
+R.check("every candidate is measured by a worker (progress lines name it)",
+        len(lines) >= 3 and {w for _, _, w, _, _ in lines} <= WORKERS, p.stderr[-800:])
+R.check("the results come from one fingerprint", len({f for _, _, _, f, _ in lines}) == 1, str(lines))
+key = json.loads(p.stdout)[0]["key"] if p.returncode == 0 else "0" * 64
+for port in PORTS:
+    st, body, _ = request(port, "GET", "/v1/entries/" + key, TOKEN)
+    text = body.decode(errors="replace")
+    R.check(f"the entry is served by the replica on port {port} with the workers' fingerprint",
+            st == 200 and "measured_by" in text and lines and lines[0][3] in text, f"{st} {text[:300]}")
+
+# --- A worker killed with SIGKILL mid-job: its lease expires, another finishes ---
+kill_key = "cpu-kill-" + TAG
+victim = start_worker(kill_key, "victim-" + TAG, lease="1")
+bg = subprocess.Popen([MLK, "tune", TL, "--fn", "sgemm", "--target", "host", "--no-autoschedulers", "--dims",
+                       "M=24,K=16,N=8", "--trials", "2", "--time", "60", "--no-cache", "--server", SERVERS,
+                       "--log", os.path.join(WORK, "kill.log"),
+                       "--workers", kill_key, "--worker-wait", "60"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, MLK_TOKEN=TOKEN))
+own.append(bg)
+leased = wait_for(lambda: "leased" in log_of("victim-" + TAG), 60)
+m = re.search(r"job (\d+) leased", log_of("victim-" + TAG))
+victim.send_signal(signal.SIGKILL)
+victim.wait()
+R.check("the victim leased a job before it was killed", leased and m, log_of("victim-" + TAG)[-300:])
+killed_job = m.group(1) if m else "0"
+start_worker(kill_key, "rescuer-" + TAG, lease="1")
+try:
+    out, err = bg.communicate(timeout=180)
+except subprocess.TimeoutExpired:
+    bg.kill()
+    out, err = bg.communicate()
+R.check("the tune completes after the kill", bg.returncode == 0, err[-800:])
+done = [x for x in PROGRESS.findall(err) if x[1] == killed_job]
+R.check("the killed worker's job is finished by the other worker on attempt 2",
+        done and done[0][2] == "rescuer-" + TAG and done[0][4] == "2", str(done) + err[-400:])
+st, body, _ = request(PORTS[-1], "GET", "/v1/jobs/" + killed_job, TOKEN)
+j = json.loads(body) if st == 200 else {}
+R.check("the job records the rescuer, two attempts and a result",
+        j.get("state") == "done" and j.get("worker_name") == "rescuer-" + TAG and j.get("attempts") == 2
+        and j.get("result", {}).get("verdict") == "ok", body[:400])
+
+# --- No worker for the key: a clear timeout, not a hang --------------------------
+p, took = tune("--dims", "M=8,K=8,N=8", "--trials", "1", "--no-cache", "--log", os.path.join(WORK, "none.log"),
+               "--server", SERVERS, "--workers",
+               "gpu-none-" + TAG, "--worker-wait", "2", timeout=90)
+R.check("a key without workers fails with a clear timeout error",
+        p.returncode == 1 and f"no worker with device key `gpu-none-{TAG}`" in p.stderr and "within 2 s" in p.stderr
+        and "seen in the last 60 s: none" in p.stderr and "start `mlk worker --device-key" in p.stderr, p.stderr[-600:])
+R.check("... within a few seconds of --worker-wait", took < 60, f"{took:.1f} s")
+
+# --- Bad requests get clear errors -----------------------------------------------
+cases = [
+    ("/v1/jobs/submit", b"not json", 400, "must be a JSON object"),
+    ("/v1/jobs/submit", {"setup": "0" * 64, "payload": {}}, 400, "the body lacks the field `device_key`"),
+    ("/v1/jobs/submit", {"device_key": "a/b", "setup": "0" * 64, "payload": {}}, 400, "device key `a/b` is not 1-64"),
+    ("/v1/jobs/submit", {"device_key": "k", "setup": "xyz", "payload": {}}, 400, "setup `xyz` is not a sha256"),
+    ("/v1/jobs/submit", {"device_key": "k", "setup": "0" * 64}, 400, "the body lacks the object `payload`"),
+    ("/v1/jobs/submit", {"device_key": "k", "setup": "0" * 64, "payload": {}}, 400, "is not stored here"),
+    ("/v1/jobs/submit", {"device_key": 5, "setup": "0" * 64, "payload": {}}, 400, "the field `device_key` has the wrong type"),
+    ("/v1/jobs/setups", b"garbage", 400, "the body is not a measurement setup"),
+    ("/v1/jobs/lease", {"worker": 999999}, 404, "no worker 999999"),
+    ("/v1/jobs/workers", {"device_key": "k", "name": "a b", "fingerprint": "x"}, 400, "worker name `a b` is not 1-128"),
+    ("/v1/jobs/1/result", {"worker": 999999, "ok": True, "result": {}}, 404, "no worker 999999"),
+]
+for path, body, want, text in cases:
+    st, data, _ = post(path, body)
+    R.check(f"POST {path} {str(body)[:50]}: {want} `{text}`", st == want and text in (error_of(data) or ""),
+            f"{st} {data[:200]}")
+st, data, _ = post("/v1/jobs/submit", {"device_key": "k", "setup": "0" * 64, "payload": {}}, tok=RO)
+R.check("a read-only token may not submit (403 naming the scope)",
+        st == 403 and "lacks the scope `write-entries`" in (error_of(data) or ""), data[:200])
+st, data, _ = request(PORTS[0], "GET", "/v1/jobs/abc", TOKEN)
+R.check("GET /v1/jobs/abc: 404 naming the routes", st == 404 and "setups, submit, lease" in (error_of(data) or ""), data[:200])
+# A worker that does not hold a job's lease cannot report it.
+st, data, _ = post("/v1/jobs/workers", {"device_key": "nobody-" + TAG, "name": "idle", "fingerprint": "fp"})
+idle = json.loads(data)["worker"]["id"] if st == 201 else 0
+st, data, _ = post(f"/v1/jobs/{killed_job}/result", {"worker": idle, "ok": True, "result": {}})
+R.check("a result from a worker without the lease: 409", st == 409 and "does not hold the lease" in (error_of(data) or ""),
+        f"{st} {data[:200]}")
+# A setup that starts right but does not decode fails its job on the worker.
+st, data, _ = post("/v1/jobs/setups", b"mlk-measure-setup 1\nxx\n")
+digest = json.loads(data)["setup"] if st == 201 else "0" * 64
+st, data, _ = post("/v1/jobs/submit", {"device_key": "cpu-loopback", "setup": digest, "payload": {"schedule": {}}})
+bad_job = json.loads(data)["id"] if st == 201 else 0
+
+
+def bad_state():
+    s, b, _ = request(PORTS[0], "GET", f"/v1/jobs/{bad_job}", TOKEN)
+    return json.loads(b) if s == 200 else {}
+
+
+wait_for(lambda: bad_state().get("state") == "failed", 30)
+j = bad_state()
+R.check("a job with an undecodable setup fails with the decoder's message",
+        j.get("state") == "failed" and "measurement setup: the header length is not a number" in
+        json.dumps(j.get("result")), json.dumps(j)[:400])
+
+# --- SIGTERM stops a worker cleanly ----------------------------------------------
+rescuer = own[-1] if own[-1].args[1] == "worker" else None
+for p in own:
+    if p.poll() is None and p.args[1] == "worker":
+        p.send_signal(signal.SIGTERM)
+for p in own:
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+stopped = "rescuer-" + TAG
+R.check("a worker stopped by SIGTERM exits 0 and says so",
+        rescuer is not None and rescuer.returncode == 0 and "stopped by a signal" in log_of(stopped), log_of(stopped)[-200:])
+if MODE == "sqlite":
+    server.stop()
+sys.exit(R.finish())
