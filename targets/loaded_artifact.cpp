@@ -98,7 +98,9 @@ Status LoadedArtifact::RunInto(const ir::Function& f, const std::vector<HostTens
                                HostTensor& out) {
   auto shape = concrete_shape(f.result_type.shape, env);
   if (!shape.ok()) return shape.status();
-  if (out.dtype != f.result_type.dtype || out.shape != *shape) out = HostTensor(f.result_type.dtype, *shape);
+  // A default HostTensor reads as an F32 scalar but holds no bytes: allocate.
+  if (out.dtype != f.result_type.dtype || out.shape != *shape || out.bytes.empty())
+    out = HostTensor(f.result_type.dtype, *shape);
   std::vector<mlk_tensor_t> args;
   for (const auto& t : inputs)
     args.push_back({const_cast<uint8_t*>(t.bytes.data()), abi_dtype(t.dtype), static_cast<int32_t>(t.shape.size()),

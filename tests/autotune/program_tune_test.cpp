@@ -128,6 +128,23 @@ TEST(ProgramTune, AnInterruptedProgramResumesEachJobFromItsLogAndStoresIt) {
   }
 }
 
+// A fn whose result is a scalar (a loss) is tuned, its stored artifact
+// checked through the C ABI and stored like any other.
+TEST(ProgramTune, AScalarResultIsBuiltCheckedAndStored) {
+  auto fe = compile_source("total.tl", "public fn total [N](x: Tensor[F32, [N]]) -> Scalar[F32] = sum(x, axes=[0])\n");
+  ASSERT_TRUE(fe.ok());
+  const std::string dir = scratch_dir("mlk_program_tune_test", "scalar");
+  std::filesystem::create_directories(dir);
+  auto store = cache::Store::Open(dir + "/cache.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  std::vector<TuneRequest> jobs = {{.module = &fe.module, .fn = "total", .profile = host_profile(), .dims = {{"N", 1000}},
+                                    .opts = small_opts(2), .store = store->get(), .work_dir = dir + "/work"}};
+  auto r = tune_program(jobs, {.budget_s = 5, .progress = false});
+  ASSERT_TRUE(r[0].status.ok()) << r[0].status.message();
+  auto hit = lookup_tuned(jobs[0]);
+  ASSERT_TRUE(hit.ok() && hit->has_value()) << "stored";
+}
+
 TEST(ProgramTune, AJobThatFailsToStartIsReportedAndTheOthersStillTune) {
   ir::Module m = program();
   const std::string dir = scratch_dir("mlk_program_tune_test", "bad");
