@@ -79,13 +79,7 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
               active.size(), jobs.size(), o.budget_s, slice);
   double spent = 0;
   // Finishes a converged (or the last) job: final round, build, check, store.
-  auto finish = [&](Active& a) {
-    const auto f0 = Clock::now();
-    struct Add {
-      double& to;
-      Clock::time_point from;
-      ~Add() { to += std::chrono::duration<double>(Clock::now() - from).count(); }
-    } add{finish_s, f0};
+  auto finish_job = [&](Active& a) {
     ProgramJobResult& r = out[a.job];
     r.search_s = a.task.spent_s();
     r.trials = a.task.trials();
@@ -98,6 +92,11 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
     auto stored = store_tuned(jobs[a.job], *res);
     if (stored.ok()) r.outcome = std::move(stored).value();
     else r.status = stored.status();
+  };
+  auto finish = [&](Active& a) {
+    const auto f0 = Clock::now();
+    finish_job(a);
+    finish_s += since(f0);
   };
   auto run_slice = [&](Active& a, bool first) {
     const double before = a.task.spent_s();
