@@ -921,7 +921,20 @@ class Search {
     longer.compile_timeout_s = compile_limit();
     const Trial* winner = nullptr;
     double winner_ms = 0;
-    for (int round = 0; round < 2; ++round)  // interleaved, so drift hits all alike
+    // Two rounds, interleaved, so drift hits all alike; the second only for
+    // the candidates within kCloseCall of the first round's best (a lead
+    // larger than that is not drift), so a clear winner costs one compile.
+    constexpr double kCloseCall = 1.05;
+    for (int round = 0; round < 2; ++round) {
+      if (round == 1) {
+        double lead = 0;
+        for (const auto& [t, ms] : final_ms_) lead = lead == 0 ? ms : std::min(lead, ms);
+        std::vector<const Trial*> close;
+        for (const Trial* t : top)
+          if (final_ms_.count(t) && final_ms_[t] <= lead * kCloseCall) close.push_back(t);
+        if (close.size() < 2) break;
+        top = close;
+      }
       for (const Trial* t : top) {
         std::string h = t->schedule.hash() + "#" + std::to_string(round);
         Measurement m;
@@ -942,6 +955,7 @@ class Search {
         best = best == 0 ? med : std::min(best, med);
         final_times_[t] = m.times_ms;
       }
+    }
     for (const auto& [t, ms] : final_ms_)
       if (!winner || ms < winner_ms) {
         winner = t;

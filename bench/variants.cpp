@@ -152,7 +152,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
   // --cache may name a `mlk serve`: its entries are pulled into the mirror.
   std::unique_ptr<client::CliCache> cc;
   if (!o.store_path.empty() && (!o.default_schedule || !o.baseline_key.empty())) {
-    auto c = client::CliCache::Open(o.store_path, o.ns, "mlk bench", /*create_if_missing=*/false);
+    auto c = client::CliCache::Open(o.store_path, o.ns, "mlk bench", /*create_if_missing=*/false, "", o.namespaces);
     if (!c.ok()) return with_where(spec_, c.status());
     cc = std::move(c).value();
   }

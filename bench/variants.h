@@ -23,6 +23,7 @@ const std::vector<std::string>& all_peer_names();
 struct PrepareOptions {
   std::string store_path;          // --cache: a store path or a `mlk serve` URL; empty: do not use the cache
   std::string ns = "default";      // its namespace
+  std::string namespaces;          // a server's read order (--namespaces); "" = $MLK_NAMESPACES
   std::vector<std::string> peers;  // names from all_peer_names()
   uint64_t seed = 1;               // of the random inputs
   // Non-empty: `mlk` is the artifact stored under this key (a baseline's

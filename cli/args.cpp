@@ -1,5 +1,6 @@
 #include "cli/args.h"
 
+#include "client/cli_cache.h"
 #include "lang/bind.h"
 
 namespace mlk::cli {
@@ -17,6 +18,22 @@ FlagSetter store_dims(std::map<std::string, int64_t>& out) {
     out = *d;
     return Status::Ok();
   };
+}
+
+Flag namespaces_flag(std::string& out) {
+  return {.name = "--namespaces",
+          .metavar = "LIST",
+          .help = "with a cache server: the namespaces a missing artifact is read from, in order, e.g. "
+                  "own,shared-release. `own` (required) is the team's own namespace (--namespace), where pushes "
+                  "always go; the others are namespaces another team granted this one read access to (`mlk token "
+                  "grant`). One that refuses the token (no grant, or a revoked one) is a warning naming it, and "
+                  "the next is read. An error with a local store, which has no grants",
+          .default_value = "$MLK_NAMESPACES, else own",
+          .set = [&out](const std::string& flag, const std::string& value) -> Status {
+            if (Status v = client::check_read_order(value); !v.ok()) return Status::Usage(flag + ": " + v.message());
+            out = value;
+            return Status::Ok();
+          }};
 }
 
 }  // namespace mlk::cli

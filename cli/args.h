@@ -17,4 +17,10 @@ Expected<std::map<std::string, int64_t>> parse_dims(const std::string& text);
 // parse_dims into `out`; given twice, the last one wins.
 FlagSetter store_dims(std::map<std::string, int64_t>& out);
 
+// `--namespaces LIST`, the same in every command that reads the artifact
+// cache: the read order of a cache server (client/cli_cache.h), stored in
+// `out` after its syntax is checked ("--namespaces: the read order `a` must
+// name `own` ..."). CliCache::Open applies it, in place of $MLK_NAMESPACES.
+Flag namespaces_flag(std::string& out);
+
 }  // namespace mlk::cli

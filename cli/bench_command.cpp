@@ -41,7 +41,7 @@ namespace mlk::cli {
 namespace {
 
 struct Options {
-  std::string file, fn, target, suite, cache, ns = "default";
+  std::string file, fn, target, suite, cache, ns = "default", namespaces;
   std::map<std::string, int64_t> dims;
   std::string record, baseline, json_out, plot, against, baseline_set, server;
   std::optional<double> max_regression, max_insn_increase;
@@ -220,6 +220,7 @@ CommandSpec spec(Options& o) {
                .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(o.cache)},
               {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
                .set = store(o.ns)},
+              namespaces_flag(o.namespaces),
               {.name = "--no-cache", .help = "never consult the cache (time the default schedule)",
                .set = set_bool(o.no_cache)},
               {.name = "-q", .help = "no progress lines", .set = set_bool(o.quiet), .aliases = {"--quiet"}},
@@ -442,6 +443,7 @@ void Bench::TimeKernels() {
   report_.calibration_ms = bench::settle(recorded_only ? base_->calibration_ms : std::vector<double>{}, o_.settle_s, progress_);
   popts_.store_path = o_.no_cache ? "" : cache::default_store_path(o_.cache);
   popts_.ns = o_.ns;
+  popts_.namespaces = o_.namespaces;
   popts_.peers = *o_.peers;
   popts_.seed = o_.seed;
   topts_.rounds = o_.rounds;

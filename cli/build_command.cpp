@@ -30,7 +30,7 @@ int fail(const Status& s) {
 }
 
 struct BuildArgs {
-  std::string file, fn, target, schedule_path, out_dir, cache_flag, ns = cache::kDefaultNamespace;
+  std::string file, fn, target, schedule_path, out_dir, cache_flag, ns = cache::kDefaultNamespace, namespaces;
   bool no_cache = false;
   DumpStage dump_after = DumpStage::kNone;
   std::map<std::string, int64_t> dims;
@@ -72,6 +72,7 @@ CommandSpec spec(BuildArgs& b) {
                .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(b.cache_flag)},
               {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
                .set = store(b.ns)},
+              namespaces_flag(b.namespaces),
               {.name = "--no-cache", .help = "never consult the cache", .set = set_bool(b.no_cache)},
               {.name = "--dump-after", .metavar = "STAGE",
                .help = "print, on stdout, compile stage STAGE and go on building: ir (typed IR), stages (stage "
@@ -114,7 +115,7 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
     for (const auto& d : target_fn->dim_vars) all_dims = all_dims && b.dims.count(d);
   if (b.no_cache || !b.schedule_path.empty() || !all_dims) return std::nullopt;
   // (--cache may name a `mlk serve`: then a hit there is pulled into the local mirror.)
-  auto c = client::CliCache::Open(b.cache_flag, b.ns, "mlk build", /*create_if_missing=*/false);
+  auto c = client::CliCache::Open(b.cache_flag, b.ns, "mlk build", /*create_if_missing=*/false, "", b.namespaces);
   if (!c.ok()) return fail(c.status());
   std::unique_ptr<client::CliCache> cc = std::move(c).value();
   if (!cc) return std::nullopt;

@@ -34,7 +34,7 @@ namespace mlk::cli {
 namespace {
 
 struct RunOptions {
-  std::string file, fn, output, target = "host", cache, ns = "default";
+  std::string file, fn, output, target = "host", cache, ns = "default", namespaces;
   std::vector<std::string> inputs;  // --inputs, in order
   bool no_cache = false;
   std::map<std::string, int64_t> dims;
@@ -108,6 +108,7 @@ CommandSpec spec(RunOptions& o) {
                .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(o.cache)},
               {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace to look in",
                .default_value = "default", .set = store(o.ns)},
+              namespaces_flag(o.namespaces),
               {.name = "--no-cache", .help = "never consult the cache", .set = set_bool(o.no_cache)},
               {.name = "--repeat", .metavar = "K", .help = "run K more times and print the median and minimum time",
                .set = store_count(o.repeat)},
@@ -207,7 +208,7 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
   ex.env = *bound;
   std::unique_ptr<client::CliCache> cc;
   if (!o.no_cache) {
-    auto c = client::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false);
+    auto c = client::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false, "", o.namespaces);
     if (!c.ok()) return c.status();
     cc = std::move(c).value();
   }
@@ -320,8 +321,12 @@ int run_run(const std::vector<std::string>& args) {
   if (Status s = check_result_memory(o, *f, *inputs); !s.ok()) return fail(s);
   if (o.ranks > 0) {
     SpmdRun r{o.file, o.fn, o.output, o.cache, o.ns, o.no_cache, o.inputs, o.dims, o.ranks,
-              static_cast<double>(o.collective_timeout)};
+              static_cast<double>(o.collective_timeout), o.namespaces};
     if (Status s = check_spmd(r, m); !s.ok()) return usage_error("run", s.message());
+    if (!o.namespaces.empty() && !o.no_cache) {  // the ranks read it from $MLK_NAMESPACES: checked here, once
+      auto c = client::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false, "", o.namespaces);
+      if (!c.ok()) return fail(c.status());
+    }
     if (Status s = launch_spmd(r, m); !s.ok()) return fail(s);
     return 0;
   }

@@ -52,6 +52,7 @@ Status launch_spmd(const SpmdRun& r, const ir::Module& m) {
                                                                               ? std::getenv("HL_NUM_THREADS")
                                                                               : threads.c_str())};
   if (geteuid() == 0) args.push_back("--allow-run-as-root");
+  if (!r.namespaces.empty()) args.insert(args.end(), {"-x", "MLK_NAMESPACES=" + r.namespaces});
   std::string cache = r.no_cache ? "-" : r.cache.empty() ? "@default" : r.cache;
   for (std::string a :
        {runner.string(), r.file, r.fn, r.output, std::to_string(r.timeout_s), dims_arg(r.dims), cache, r.ns})

@@ -22,6 +22,7 @@ struct SpmdRun {
   std::map<std::string, int64_t> dims;
   int64_t ranks = 0;
   double timeout_s = 60;
+  std::string namespaces;  // --namespaces: given to the ranks as $MLK_NAMESPACES; "" = the caller's
 };
 
 // Usage when `fn` has no plan or the rank count is not its mesh's.

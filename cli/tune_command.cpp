@@ -27,7 +27,7 @@ int fail(const Status& s) {
 }
 
 struct TuneArgs {
-  std::string file, fn, target, out_dir, cache_flag, ns = cache::kDefaultNamespace, log;
+  std::string file, fn, target, out_dir, cache_flag, ns = cache::kDefaultNamespace, namespaces, log;
   std::map<std::string, int64_t> dims;
   tune::TuneOptions opts;
   bool json_out = false, require_measured = false, no_cache = false;
@@ -97,6 +97,7 @@ CommandSpec spec(TuneArgs& t) {
        .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(t.cache_flag)},
       {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
        .set = store(t.ns)},
+      namespaces_flag(t.namespaces),
       {.name = "--log", .metavar = "FILE",
        .help = "the tuning log (JSON lines, appended after every trial); an interrupted run resumes from it",
        .default_value = "next to the store", .set = store(t.log)},
@@ -200,7 +201,7 @@ struct TuneCache {
 Expected<TuneCache> open_cache(const TuneArgs& t) {
   TuneCache c;
   if (!t.no_cache) {
-    auto opened = client::CliCache::Open(t.cache_flag, t.ns, "mlk tune", /*create_if_missing=*/true);
+    auto opened = client::CliCache::Open(t.cache_flag, t.ns, "mlk tune", /*create_if_missing=*/true, "", t.namespaces);
     if (!opened.ok()) return opened.status();
     c.cc = std::move(opened).value();
     c.store = c.cc->store();

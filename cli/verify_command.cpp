@@ -33,7 +33,7 @@ int fail(const Status& s) {
 }
 
 struct VerifyArgs {
-  std::string file, fn, target, artifact_dir, schedule_path, cache_flag, ns = cache::kDefaultNamespace;
+  std::string file, fn, target, artifact_dir, schedule_path, cache_flag, ns = cache::kDefaultNamespace, namespaces;
   std::string levels = "all";
   std::map<std::string, int64_t> dims;
   bool json_out = false, no_cache = false, no_store = false;
@@ -93,6 +93,7 @@ CommandSpec spec(VerifyArgs& v) {
                .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(v.cache_flag)},
               {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
                .set = store(v.ns)},
+              namespaces_flag(v.namespaces),
               {.name = "--no-cache", .help = "never consult the cache (build the artifact now)", .set = set_bool(v.no_cache)},
               {.name = "--no-store", .help = "do not attach the report to the artifact", .set = set_bool(v.no_store)},
           },
@@ -228,7 +229,7 @@ int run_verify(const std::vector<std::string>& args) {
   if (Status s = complete_args(v, fe->module); !s.ok()) return usage_error("verify", s.message());
   std::unique_ptr<client::CliCache> cc;
   if (!v.no_cache && v.artifact_dir.empty()) {
-    auto c = client::CliCache::Open(v.cache_flag, v.ns, "mlk verify", /*create_if_missing=*/false);
+    auto c = client::CliCache::Open(v.cache_flag, v.ns, "mlk verify", /*create_if_missing=*/false, "", v.namespaces);
     if (!c.ok()) return fail(c.status());
     cc = std::move(c).value();
   }

@@ -31,9 +31,32 @@ std::string local_mirror_path() {
   return home.empty() ? ".mlk-cache.db" : home + "/.cache/mlk/cache.db";
 }
 
+Status check_read_order(const std::string& csv) {
+  bool own = false;
+  size_t start = 0;
+  while (true) {
+    size_t comma = csv.find(',', start);
+    std::string n = csv.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (n == "own") {
+      if (own) return Status::Usage("`own` appears twice in the read order `" + csv + "`");
+      own = true;
+    } else if (Status v = cache::validate_namespace(n); !v.ok()) {
+      return Status::Usage("read order `" + csv + "`: " + v.message());
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (!own)
+    return Status::Usage("the read order `" + csv + "` must name `own` (where this team writes), e.g. own,shared-release");
+  return Status::Ok();
+}
+
 Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value, const std::string& ns,
                                                    const std::string& who, bool create_if_missing,
-                                                   const std::string& token) {
+                                                   const std::string& token, const std::string& read_order,
+                                                   const std::string& read_order_name) {
+  if (!read_order.empty())
+    if (Status v = check_read_order(read_order); !v.ok()) return Status::Usage(read_order_name + ": " + v.message());
   auto c = std::unique_ptr<CliCache>(new CliCache());
   c->who_ = who;
   c->ns_ = ns;
@@ -53,6 +76,10 @@ Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value
     create_if_missing = true;
   } else {
     c->store_path_ = spec;
+    if (!read_order.empty())
+      return Status::Usage(read_order_name + ": `" + read_order +
+                           "` is a read order of a cache server's namespaces, but the cache is the local store " + spec +
+                           " (give --cache http://HOST:PORT, or set $MLK_SERVERS)");
   }
   if (!create_if_missing && !std::filesystem::exists(c->store_path_)) return c;
   cache::StoreOptions so;
@@ -60,9 +87,12 @@ Expected<std::unique_ptr<CliCache>> CliCache::Open(const std::string& flag_value
   auto s = cache::Store::Open(c->store_path_, so);
   if (!s.ok()) return s.status();
   c->store_ = std::move(*s);
-  if (c->remote_ && !env("MLK_NAMESPACES").empty()) {
-    Status order = c->set_read_order(env("MLK_NAMESPACES"), token.empty() ? env("MLK_TOKEN") : token);
-    if (!order.ok()) return Status::Usage("$MLK_NAMESPACES: " + order.message());
+  // The flag's read order, else $MLK_NAMESPACES (which a local store ignores).
+  const std::string order_csv = read_order.empty() ? env("MLK_NAMESPACES") : read_order;
+  if (c->remote_ && !order_csv.empty()) {
+    Status order = c->set_read_order(order_csv, token.empty() ? env("MLK_TOKEN") : token);
+    if (!order.ok())
+      return Status::Usage((read_order.empty() ? "$MLK_NAMESPACES" : read_order_name) + ": " + order.message());
   }
   if (c->remote_ && token.empty() && env("MLK_TOKEN").empty())
     log_linef(LogLevel::kNote, "%s: note: $MLK_TOKEN is not set; the cache server %s will refuse requests", who.c_str(),
@@ -78,6 +108,7 @@ void CliCache::server_down(const Status& why) {
 
 Status CliCache::set_read_order(const std::string& csv, const std::string& token) {
   if (!remote_) return Status::Ok();
+  MLK_RETURN_IF_ERROR(check_read_order(csv));
   std::vector<std::string> names;
   size_t start = 0;
   while (true) {
@@ -88,16 +119,12 @@ Status CliCache::set_read_order(const std::string& csv, const std::string& token
   }
   std::vector<std::unique_ptr<RemoteStore>> order;
   std::vector<std::string> labels;
-  bool own = false;
   for (const auto& n : names) {
     if (n == "own") {
-      if (own) return Status::Usage("`own` appears twice in the read order `" + csv + "`");
-      own = true;
       order.push_back(nullptr);  // remote_ itself
       labels.push_back(n);
       continue;
     }
-    if (Status v = cache::validate_namespace(n); !v.ok()) return Status::Usage("read order `" + csv + "`: " + v.message());
     RemoteOptions ro;
     ro.url = remote_->url();
     ro.token = token;
@@ -107,7 +134,6 @@ Status CliCache::set_read_order(const std::string& csv, const std::string& token
     order.push_back(std::move(*r));
     labels.push_back(n);
   }
-  if (!own) return Status::Usage("the read order `" + csv + "` must name `own` (where this team writes), e.g. own,shared-release");
   read_order_ = std::move(order);
   read_labels_ = std::move(labels);
   return Status::Ok();

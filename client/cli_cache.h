@@ -28,10 +28,16 @@ class CliCache {
   // server, "default" means the token's team. `who`: the command, for
   // messages ("mlk tune"). Without a URL and with create_if_missing false, a
   // store that does not exist is not created: store() is null (a miss).
-  // `token`: the server's bearer token; "" = $MLK_TOKEN.
+  // `token`: the server's bearer token; "" = $MLK_TOKEN. `read_order`: the
+  // namespaces pull() reads (set_read_order; `--namespaces LIST`); "" =
+  // $MLK_NAMESPACES when set. A malformed one, or one given with a local
+  // store (which has no grants to read through), is a usage error that
+  // starts with `read_order_name` ("--namespaces: ..."); $MLK_NAMESPACES
+  // is ignored by a local store.
   static Expected<std::unique_ptr<CliCache>> Open(const std::string& flag_value, const std::string& ns,
                                                   const std::string& who, bool create_if_missing,
-                                                  const std::string& token = "");
+                                                  const std::string& token = "", const std::string& read_order = "",
+                                                  const std::string& read_order_name = "--namespaces");
 
   cache::Store* store() { return store_.get(); }
   const std::string& store_path() const { return store_path_; }
@@ -48,7 +54,8 @@ class CliCache {
   // (docs/api.md, "Grants"). Writes (push) always go to `own`. A shared
   // namespace that refuses the token (403: no grant, or a revoked one) is
   // reported as a warning and skipped, never a silent miss. Open() applies
-  // $MLK_NAMESPACES when set. Usage error for a malformed list.
+  // its `read_order`, else $MLK_NAMESPACES when set. Usage error for a
+  // malformed list (check_read_order).
   Status set_read_order(const std::string& csv, const std::string& token);
   // Remote mode: uploads (ns, key) from the local store; a failure is
   // reported (and returned), the local copy stays.
@@ -67,6 +74,13 @@ class CliCache {
   std::vector<std::string> read_labels_;
   bool down_ = false;
 };
+
+// The syntax of a read order: comma-separated namespace names, `own` among
+// them exactly once. Usage errors: "the read order `alpha` must name `own`
+// (where this team writes), e.g. own,shared-release", "`own` appears twice
+// in the read order `own,own`", "read order `own,a/b`: namespace `a/b` must
+// be ...".
+Status check_read_order(const std::string& csv);
 
 // Where the mirror of a remote cache lives: $MLK_LOCAL_CACHE, else $MLK_CACHE
 // when it is a path, else $XDG_CACHE_HOME/mlk/cache.db, else

@@ -298,11 +298,12 @@ PYBIND11_MODULE(_mlk, m) {
   }, py::arg("dtype"), py::arg("k") = 1, py::arg("through_erf") = false);
 
   py::class_<mlk::rt::Runtime, std::shared_ptr<mlk::rt::Runtime>>(m, "Runtime")
-      .def(py::init([](const std::string& cache, const std::string& ns, const std::string& token) {
-             mlk::rt::Options o{cache, ns, token};
+      .def(py::init([](const std::string& cache, const std::string& ns, const std::string& token,
+                       const std::string& namespaces) {
+             mlk::rt::Options o{cache, ns, token, namespaces};
              return std::shared_ptr<mlk::rt::Runtime>(unwrap(mlk::rt::Runtime::Open(o)));
            }),
-           py::arg("cache") = "", py::arg("namespace") = "default", py::arg("token") = "")
+           py::arg("cache") = "", py::arg("namespace") = "default", py::arg("token") = "", py::arg("namespaces") = "")
       .def_property_readonly("store_path", &mlk::rt::Runtime::store_path)
       // A .tl file, or an `mlk build -o DIR` directory.
       .def("program", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& path) {

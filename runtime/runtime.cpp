@@ -189,7 +189,8 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, cons
 }
 
 Expected<std::unique_ptr<Runtime>> Runtime::Open(Options options) {
-  auto c = client::CliCache::Open(options.cache, options.ns, "mlk runtime", /*create_if_missing=*/false, options.token);
+  auto c = client::CliCache::Open(options.cache, options.ns, "mlk runtime", /*create_if_missing=*/false, options.token,
+                                  options.namespaces, "namespaces");
   if (!c.ok()) return c.status();
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->opts_ = std::move(options);

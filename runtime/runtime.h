@@ -41,6 +41,9 @@ struct Options {
   std::string cache;           // a store path or a server URL (http://HOST:PORT); "" = $MLK_CACHE, else the default store
   std::string ns = "default";  // namespace (team) in the store; on a server "default" means the token's team
   std::string token;           // bearer token for a server; "" = $MLK_TOKEN
+  // A server's read order, "own,NS,..." (client/cli_cache.h); "" = $MLK_NAMESPACES.
+  // Malformed, or given with a local store: Open() fails ("namespaces: ...").
+  std::string namespaces;
 };
 
 // The profiles to try, best first: "cuda_sm90,host" is

@@ -14,6 +14,7 @@
 #include "scheduler/jit_pipeline.h"
 #include "scheduler/lower.h"
 #include "scheduler/rules.h"
+#include "targets/scratch_cache.h"
 
 namespace mlk {
 
@@ -211,6 +212,10 @@ Expected<JitPipelinePtr> compile_jit(const CompileRequest& req) {
   } catch (const Halide::Error& e) {
     return halide_error(req, e);
   }
+  // Scratch as a built artifact allocates it (targets/scratch_cache.h), so a
+  // candidate is measured the way it will run.
+  a->pipeline.jit_handlers().custom_malloc = [](Halide::JITUserContext*, size_t n) { return mlk_scratch_get(n); };
+  a->pipeline.jit_handlers().custom_free = [](Halide::JITUserContext*, void* p) { mlk_scratch_put(p); };
   JitPipelinePtr out(new JitPipeline{std::move(a->lowered), std::move(a->pipeline), a->target, std::move(a->schedule)});
   return out;
 }

@@ -2,9 +2,10 @@
 # The shared backend of `mlk serve` on one machine, on loopback only
 # (docs/deploy.md): PostgreSQL 15 (initdb into a fresh folder), an S3
 # endpoint (moto_server from .venv-moto, made by scripts/install.sh), two
-# `mlk serve` replicas on the same database and bucket, and two measurement
-# workers (`mlk worker --device-key cpu-loopback`, named worker1 and worker2;
-# their lease is $MLK_CLUSTER_LEASE seconds, else 30).
+# `mlk serve` replicas on the same database and bucket, and measurement
+# workers (`mlk worker --device-key cpu-loopback`, named worker1, worker2, ...:
+# $MLK_CLUSTER_WORKERS of them, else two; their lease is $MLK_CLUSTER_LEASE
+# seconds, else 30).
 #
 #   scripts/cluster.sh start    prints `export` lines: MLK_SERVERS (the
 #                               replicas' URLs, comma-separated), MLK_TOKEN
@@ -89,6 +90,8 @@ start_moto() {  # on the port in DIR/s3port; moto keeps its objects in memory on
 
 start() {
   [ -e "$dir/env" ] && die "a cluster is already running in $dir (scripts/cluster.sh stop first)"
+  local nworkers="${MLK_CLUSTER_WORKERS:-2}" n pids=""
+  [[ "$nworkers" =~ ^[0-9]+$ ]] || die "MLK_CLUSTER_WORKERS=$nworkers is not a whole number of workers"
   [ -x "$mlk" ] || die "no mlk binary at $mlk (build first, or set MLK_BIN)"
   [ -x "$pgbin/initdb" ] || die "PostgreSQL 15 is not installed ($pgbin/initdb); run scripts/install.sh"
   [ -x "$moto" ] || die "moto_server is not installed ($moto); run scripts/install.sh"
@@ -118,8 +121,11 @@ start() {
           --note cluster.sh 2>/dev/null) || die "mlk token create failed"
   admin=$("$mlk" token create --store "$store" --team ops --scopes admin --note cluster.sh 2>/dev/null) ||
     die "mlk token create failed"
-  start_worker 1 "$token"
-  start_worker 2 "$token"
+  echo "$nworkers" >"$dir/workers"
+  for ((n = 1; n <= nworkers; n++)); do
+    start_worker "$n" "$token"
+    pids="$pids${pids:+,}$(cat "$dir/worker$n.pid")"
+  done
   {
     echo "export MLK_SERVERS=$(cat "$dir/replica1.url"),$(cat "$dir/replica2.url")"
     echo "export MLK_TOKEN=$token"
@@ -130,7 +136,7 @@ start() {
     echo "export MLK_CLUSTER_S3=http://127.0.0.1:$s3port"
     echo "export MLK_CLUSTER_PIDS=$(cat "$dir/replica1.pid"),$(cat "$dir/replica2.pid")"
     echo "export MLK_CLUSTER_MOTO_PID=$(cat "$dir/moto.pid")"
-    echo "export MLK_CLUSTER_WORKER_PIDS=$(cat "$dir/worker1.pid"),$(cat "$dir/worker2.pid")"
+    echo "export MLK_CLUSTER_WORKER_PIDS=$pids"
   } >"$dir/env"
   cat "$dir/env"
 }
@@ -148,7 +154,7 @@ status() {
     url=$(cat "$dir/replica$n.url" 2>/dev/null || true)
     if curl -sf -o /dev/null "$url/healthz"; then echo "replica$n    up    $url"; else echo "replica$n    down  $url"; bad=1; fi
   done
-  for n in 1 2; do
+  for ((n = 1; n <= $(cat "$dir/workers" 2>/dev/null || echo 2); n++)); do
     if kill -0 "$(cat "$dir/worker$n.pid" 2>/dev/null)" 2>/dev/null; then echo "worker$n     up    cpu-loopback"; else echo "worker$n     down"; bad=1; fi
   done
   return $bad

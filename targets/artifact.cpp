@@ -135,6 +135,11 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
     << "  size_t n = strlen(mlkabi_err);\n  while (n && mlkabi_err[n - 1] == '\\n') mlkabi_err[--n] = 0;\n}\n"
     << "__attribute__((weak, visibility(\"default\"))) int mlk_abi_version(void) { return MLK_ABI_VERSION; }\n"
     << "__attribute__((weak, visibility(\"default\"))) const char* mlk_last_error(void) { return mlkabi_err; }\n\n"
+    << "/* halide_malloc/halide_free keep large scratch blocks between calls. */\n"
+    << scratch_cache_text() << "\n"
+    << "void* halide_malloc(void* user_context, size_t n) { (void)user_context; return mlk_scratch_get(n); }\n"
+    << "void halide_free(void* user_context, void* p) { (void)user_context; mlk_scratch_put(p); }\n"
+    << "__attribute__((destructor)) static void mlkabi_scratch_fini(void) { mlk_scratch_release(); }\n\n"
     << (gpu ? cuda_wrapper_support() : std::string())
     << "static int64_t mlkabi_div(int64_t a, int64_t b) { return b == 0 || (b == -1 && a == INT64_MIN) ? 0 : a / b; }\n\n"
     << "static int mlkabi_fill(const mlk_tensor_t* t, int dtype, int rank, int code, int bits, halide_buffer_t* b,\n"

@@ -48,5 +48,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req);
 
 // The C ABI header every artifact ships (also written as mlk_abi.h).
 const char* abi_header_text();
+// targets/scratch_cache.h, which every artifact's C wrapper embeds.
+const char* scratch_cache_text();
 
 }  // namespace mlk

@@ -71,6 +71,22 @@ mlk_cli_test(tune_fractional_timeout 2 "mlk tune: --timeout: `1.5` is not a posi
 mlk_cli_test(run_repeat_too_large 2 "mlk run: --repeat: `99999999999999999999` is too large \\(at most 2147483647\\)"
   run ${_mlp} --inputs x.safetensors --repeat 99999999999999999999)
 mlk_cli_test(run_negative_repeat 2 "mlk run: --repeat: `-1` is not a positive integer" run ${_mlp} --inputs x.safetensors --repeat=-1)
+# --namespaces LIST (a cache server's read order): its syntax is checked as
+# the flag is read, in every command that reads the cache; with a local store
+# it is a usage error before anything is opened or created.
+mlk_cli_test(run_namespaces_without_own 2
+  "mlk run: --namespaces: the read order `alpha` must name `own` \\(where this team writes\\), e.g. own,shared-release"
+  run ${_mlp} --inputs x.safetensors --namespaces alpha)
+mlk_cli_test(tune_namespaces_own_twice 2 "mlk tune: --namespaces: `own` appears twice in the read order `own,own`"
+  tune ${_mlp} --target host --namespaces own,own)
+mlk_cli_test(build_namespaces_bad_name 2
+  "mlk build: --namespaces: read order `own,a/b`: namespace `a/b` must be 1-64 characters from \\[A-Za-z0-9._-\\]"
+  build ${CMAKE_SOURCE_DIR}/examples/norms.tl --fn rmsnorm --target host -o x --namespaces own,a/b)
+mlk_cli_test(bench_namespaces_empty_name 2 "mlk bench: --namespaces: read order `,own`: namespace `` must be"
+  bench ${_mlp} --namespaces ,own)
+mlk_cli_test(verify_namespaces_local_store 2
+  "mlk verify: --namespaces: `own,team-a` is a read order of a cache server's namespaces, but the cache is the local store [^ ]*/cli_ns_local.db \\(give --cache http://HOST:PORT, or set .MLK_SERVERS\\)"
+  verify ${_mlp} --fn sgemm --target host --dims M=4,K=8,N=4 --cache ${CMAKE_CURRENT_BINARY_DIR}/cli_ns_local.db --namespaces own,team-a)
 mlk_cli_test(serve_threads_too_large 2 "mlk serve: --threads: `3000000000` is not a number from 1 to 1024" serve --threads 3000000000)
 mlk_cli_test(serve_negative_timeout 2 "mlk serve: --timeout: `-1` is not a positive integer" serve --timeout -1)
 mlk_cli_test(serve_store_not_postgres 2 "mlk serve: --store `/x.db` is not a postgresql:// URL \\(a store file is --cache PATH\\)"

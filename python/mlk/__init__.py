@@ -154,7 +154,7 @@ class Ops:
             setattr(self, name, _Fn(self, name))
 
 
-def load(path, target="host", cache="", namespace="default", token="", require="any"):
+def load(path, target="host", cache="", namespace="default", token="", require="any", namespaces=""):
     """Opens the artifact cache (a store path or http://HOST:PORT; "" uses
     $MLK_CACHE or the default store) and the program at `path`: a .tl file,
     or a directory written by `mlk build -o DIR` (its artifact is used, the
@@ -168,10 +168,16 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     `require="exact"` anything not tuned at exactly the call's shape,
     `require="verified:envelope"` (any `mlk verify` levels) anything whose
     stored verification report did not pass those levels (all
-    raise NotFoundError)."""
+    raise NotFoundError).
+
+    With a cache server, `namespaces` is the read order of `mlk run
+    --namespaces` ("own,shared-release": the team's own namespace, then ones
+    other teams granted it; "" uses $MLK_NAMESPACES); a refused one is a
+    warning on stderr, never a silent miss. Malformed, or given with a local
+    store: BoundaryError ("namespaces: ...")."""
     if require not in ("any", "tuned", "exact") and not str(require).startswith("verified:"):
         raise ValueError("require=%r: expected 'any', 'tuned', 'exact' or 'verified:LEVELS'" % (require,))
-    rt = _mlk.Runtime(cache, namespace, token)
+    rt = _mlk.Runtime(cache, namespace, token, namespaces)
     policy = target if require == "any" else "%s;require=%s" % (target, require)
     return Ops(rt.program(str(path)), policy)
 

@@ -95,14 +95,15 @@ class Model:
         return self._native.selections(self._capsules(values, _torch_module(values)))
 
 
-def load_model(program, weights, binding=None, target="host", cache="", namespace="default", token="", require="any"):
+def load_model(program, weights, binding=None, target="host", cache="", namespace="default", token="", require="any",
+               namespaces=""):
     """The model of the .tl file `program` with the weights in the safetensors
     file `weights`, bound by `binding` (default: the program's path with .tl
-    replaced by .binding.json). `target`, `cache`, `namespace`, `token` and
-    `require` choose the kernels as in mlk.load: the tuned artifact of each
+    replaced by .binding.json). `target`, `cache`, `namespace`, `token`,
+    `namespaces` and `require` choose the kernels as in mlk.load: the tuned artifact of each
     step for the call's shape from the cache, else the default schedule (JIT)."""
     if require not in ("any", "tuned", "exact"):
         raise ValueError("require=%r: expected 'any', 'tuned' or 'exact'" % (require,))
-    rt = _mlk.Runtime(cache, namespace, token)
+    rt = _mlk.Runtime(cache, namespace, token, namespaces)
     policy = target if require == "any" else "%s;require=%s" % (target, require)
     return Model(rt.model(str(program), "" if binding is None else str(binding), str(weights), policy))

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "autotune/cached_tune.h"
@@ -50,6 +51,40 @@ TEST(Tuner, BeatsTheDefaultScheduleOnAMatmul) {
   int verified = 0;
   for (const auto& t : r->log) verified += t.m.ok();
   EXPECT_GE(verified, 8);
+}
+
+// The final round re-measures the best three and the default; a second,
+// interleaved round only when the first leaves it a close call. Measured by
+// a fake measurer, so the verdicts are the test's, not the machine's.
+int final_round_measurements(bool close_call) {
+  ir::Module m = sgemm_module();
+  TuneOptions o;
+  o.trials = 6;
+  o.seed = 3;
+  o.progress = false;
+  o.autoschedulers = false;
+  std::map<std::string, double> search_ms;
+  int search_calls = 0, final_calls = 0;
+  o.measurer = [&](const MeasureSetup& setup, const Schedule& s) {
+    Measurement r;
+    r.verdict = Measurement::Verdict::kOk;
+    const bool final = setup.min_time_s >= 1.0 && setup.cutoff_ms == 0;
+    if (!final) search_ms[s.hash()] = 10.0 / (1 + search_calls++);  // each candidate faster than the last
+    else ++final_calls;
+    const double ms = final && close_call ? 1.0 : search_ms[s.hash()];
+    r.times_ms = {ms, ms, ms};
+    r.median_ms = ms;
+    return r;
+  };
+  auto r = tune_function(m, "sgemm", host_profile(), kShape, o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GE(search_calls, 4);
+  return final_calls;
+}
+
+TEST(Tuner, TheFinalRoundMeasuresAClearWinnerOnceAndACloseCallTwice) {
+  EXPECT_EQ(final_round_measurements(false), 4) << "the three best and the default, one round";
+  EXPECT_EQ(final_round_measurements(true), 8) << "all four within 5%: a second round";
 }
 
 // A LayerNorm of values shifted by 10^4: F32 rounding of the shift, which

@@ -1,0 +1,114 @@
+/* A cache of large scratch blocks for Halide's halide_malloc/halide_free.
+ *
+ * Why: a pipeline allocates its intermediate buffers on every call and frees
+ * them at its end; the next call asks for the same sizes again. glibc hands
+ * blocks of more than a few hundred KiB back to the kernel when they are freed
+ * (munmap, or trimming the top of a thread's heap), so every call faulted its
+ * scratch pages in again: an encoder layer at batch 8 zero-filled about
+ * 15 MiB per call that way, 15% of its time. This cache keeps freed blocks of
+ * at least MLK_SCRATCH_MIN bytes and gives one back to a request that fits it.
+ *
+ * Contract (what Halide asks of halide_malloc, HalideRuntime.h): the pointer
+ * is aligned to 128 bytes, the usable size is a multiple of 128, and reading
+ * up to 128 bytes past the end (and 8 before the start) stays in memory that
+ * belongs to the process. A block is reused for a request of n bytes only if
+ * its capacity is in [n, n + n/4]. At most MLK_SCRATCH_SLOTS blocks and
+ * MLK_SCRATCH_BYTES bytes are kept idle; past that, the oldest idle block is
+ * freed first. mlk_scratch_release() frees every idle block (at dlclose of
+ * an artifact, through the destructor below). Thread-safe.
+ *
+ * This file is plain C: the C ABI wrapper of every built artifact embeds it
+ * (targets/artifact.cpp), and the JIT includes it (scheduler/compile.cpp), so
+ * the tuner measures a candidate the way an artifact runs it. */
+#ifndef MLK_TARGETS_SCRATCH_CACHE_H_
+#define MLK_TARGETS_SCRATCH_CACHE_H_
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#define MLK_SCRATCH_MIN ((size_t)64 << 10)
+#define MLK_SCRATCH_SLOTS 64
+#define MLK_SCRATCH_BYTES ((size_t)256 << 20)
+#define MLK_SCRATCH_ALIGN ((size_t)128)
+#define MLK_SCRATCH_FN static __attribute__((unused))
+
+/* Each block starts with a header of MLK_SCRATCH_ALIGN bytes holding its
+ * capacity; the caller's pointer is just past it. */
+static pthread_mutex_t mlk_scratch_mu = PTHREAD_MUTEX_INITIALIZER;
+static void* mlk_scratch_idle[MLK_SCRATCH_SLOTS]; /* base pointers, oldest first */
+static int mlk_scratch_nidle = 0;
+static size_t mlk_scratch_idle_bytes = 0;
+
+MLK_SCRATCH_FN size_t mlk_scratch_capacity(void* base) { return *(size_t*)base; }
+
+MLK_SCRATCH_FN void* mlk_scratch_get(size_t n) {
+  const size_t cap = (n + MLK_SCRATCH_ALIGN - 1) / MLK_SCRATCH_ALIGN * MLK_SCRATCH_ALIGN;
+  if (cap < n) return NULL; /* n overflowed */
+  if (cap >= MLK_SCRATCH_MIN) {
+    void* hit = NULL;
+    pthread_mutex_lock(&mlk_scratch_mu);
+    int best = -1;
+    for (int i = 0; i < mlk_scratch_nidle; ++i) {
+      size_t c = mlk_scratch_capacity(mlk_scratch_idle[i]);
+      if (c >= cap && c - cap <= cap / 4 && (best < 0 || c < mlk_scratch_capacity(mlk_scratch_idle[best]))) best = i;
+    }
+    if (best >= 0) {
+      hit = mlk_scratch_idle[best];
+      mlk_scratch_idle_bytes -= mlk_scratch_capacity(hit);
+      for (int i = best; i + 1 < mlk_scratch_nidle; ++i) mlk_scratch_idle[i] = mlk_scratch_idle[i + 1];
+      --mlk_scratch_nidle;
+    }
+    pthread_mutex_unlock(&mlk_scratch_mu);
+    if (hit) return (char*)hit + MLK_SCRATCH_ALIGN;
+  }
+  if (cap > (size_t)-1 - 2 * MLK_SCRATCH_ALIGN) return NULL;
+  void* base = NULL;
+  /* header + capacity + one more alignment unit that may be read past the end */
+  if (posix_memalign(&base, MLK_SCRATCH_ALIGN, cap + 2 * MLK_SCRATCH_ALIGN) != 0) return NULL;
+  *(size_t*)base = cap;
+  return (char*)base + MLK_SCRATCH_ALIGN;
+}
+
+MLK_SCRATCH_FN void mlk_scratch_put(void* p) {
+  if (!p) return;
+  void* base = (char*)p - MLK_SCRATCH_ALIGN;
+  const size_t cap = mlk_scratch_capacity(base);
+  if (cap < MLK_SCRATCH_MIN || cap > MLK_SCRATCH_BYTES) {
+    free(base);
+    return;
+  }
+  void* evict[MLK_SCRATCH_SLOTS];
+  int nevict = 0;
+  pthread_mutex_lock(&mlk_scratch_mu);
+  while (mlk_scratch_nidle > 0 &&
+         (mlk_scratch_nidle == MLK_SCRATCH_SLOTS || mlk_scratch_idle_bytes + cap > MLK_SCRATCH_BYTES)) {
+    void* old = mlk_scratch_idle[0];
+    mlk_scratch_idle_bytes -= mlk_scratch_capacity(old);
+    for (int i = 0; i + 1 < mlk_scratch_nidle; ++i) mlk_scratch_idle[i] = mlk_scratch_idle[i + 1];
+    --mlk_scratch_nidle;
+    evict[nevict++] = old;
+  }
+  mlk_scratch_idle[mlk_scratch_nidle++] = base;
+  mlk_scratch_idle_bytes += cap;
+  pthread_mutex_unlock(&mlk_scratch_mu);
+  for (int i = 0; i < nevict; ++i) free(evict[i]);
+}
+
+MLK_SCRATCH_FN void mlk_scratch_release(void) {
+  pthread_mutex_lock(&mlk_scratch_mu);
+  for (int i = 0; i < mlk_scratch_nidle; ++i) free(mlk_scratch_idle[i]);
+  mlk_scratch_nidle = 0;
+  mlk_scratch_idle_bytes = 0;
+  pthread_mutex_unlock(&mlk_scratch_mu);
+}
+
+/* The number of idle blocks and their bytes (for tests). */
+MLK_SCRATCH_FN void mlk_scratch_stats(int* blocks, size_t* bytes) {
+  pthread_mutex_lock(&mlk_scratch_mu);
+  *blocks = mlk_scratch_nidle;
+  *bytes = mlk_scratch_idle_bytes;
+  pthread_mutex_unlock(&mlk_scratch_mu);
+}
+
+#endif /* MLK_TARGETS_SCRATCH_CACHE_H_ */
