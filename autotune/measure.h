@@ -34,6 +34,9 @@ struct Measurement {
   // |actual - expected| and |actual - expected| / |expected| (expected != 0);
   // elements where both are NaN or the same infinity count as 0.
   double max_abs_error = 0, max_rel_error = 0;
+  // MeasureSetup::errors_only: the largest |actual - expected| of each
+  // verification case, in order (nothing compared, nothing timed).
+  std::vector<double> case_max_abs_errors;
   bool ok() const { return verdict == Verdict::kOk; }
 };
 
@@ -77,6 +80,13 @@ struct MeasureSetup {
   // once, not min_reps times: it cannot win, and slow candidates would eat
   // the budget (the tuner passes a multiple of the best time so far).
   double cutoff_ms = 0;
+  // Only run the candidate on every verification case and report each
+  // case's largest error (Measurement::case_max_abs_errors), verdict ok even
+  // when a case misses its tolerance; no timing. What the tuner calibrates
+  // tolerances with: in a worker, because the tuner's own process must never
+  // run a JIT pipeline (Halide's thread pool, once started, does not survive
+  // fork(): every later worker would compute on one thread).
+  bool errors_only = false;
   // Test seam, called in the worker with the candidate's output for each
   // verification case before it is compared: it may crash, hang or corrupt
   // the output.

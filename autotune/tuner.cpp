@@ -7,6 +7,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -596,36 +597,104 @@ class Search {
     return spent_s_ + (running_ ? std::chrono::duration<double>(Clock::now() - slice_start_).count() : 0);
   }
 
+  // A candidate of a group known ahead (evaluate_window).
+  struct Candidate {
+    std::string origin;
+    Knobs knobs;
+    Schedule sched;
+  };
+
   // Evaluates a candidate once (deduplicated by schedule hash).
   const Trial* evaluate(const std::string& origin, const Knobs& knobs, const Schedule& sched) {
-    std::string h = sched.hash();
-    if (seen_.count(h)) return nullptr;
-    seen_.insert(h);
+    if (!claim(sched)) return nullptr;
+    Trial t = new_trial(origin, knobs, sched);
+    if (t.resumed) {
+    } else if (p_.is_gpu()) {
+      t.m = gpu_measured_ ? measure_cuda(setup_, p_, sched, gpu_scratch()) : build_only(sched, knobs);
+    } else {
+      set_limits();
+      t.m = o_.measurer ? o_.measurer(setup_, sched) : measure(setup_, sched);
+    }
+    return record(std::move(t));
+  }
+
+  // How many candidates are measured at once (TuneOptions::parallel_measurements):
+  // only a measurer that measures elsewhere measures several.
+  int parallelism() const { return o_.measurer && !p_.is_gpu() ? std::max(1, o_.parallel_measurements) : 1; }
+
+  // Evaluates the next candidates of `group` from `from` on, as evaluate()
+  // would one after the other: one with parallelism() 1; else a window of up
+  // to parallelism() candidates to measure (never more than the trials
+  // left), dispatched at once with the cutoff and compile limit of now, and
+  // recorded in the group's order. Returns how many candidates it took
+  // (evaluated, or skipped as already seen); `any` set when one was evaluated.
+  size_t evaluate_window(const std::vector<Candidate>& group, size_t from, bool* any) {
+    const int n = parallelism();
+    if (n == 1) {
+      const Candidate& c = group[from];
+      if (evaluate(c.origin, c.knobs, c.sched)) *any = true;
+      return 1;
+    }
+    const size_t left = static_cast<size_t>(std::max(0, o_.trials - static_cast<int>(trials_.size())));
+    std::vector<Trial> window;
+    int to_measure = 0;
+    size_t i = from;
+    for (; i < group.size() && window.size() < left && to_measure < n; ++i) {
+      if (!claim(group[i].sched)) continue;
+      window.push_back(new_trial(group[i].origin, group[i].knobs, group[i].sched));
+      if (!window.back().resumed) ++to_measure;
+    }
+    if (window.empty()) return std::max<size_t>(i - from, 1);
+    set_limits();
+    // Each call reads setup_ (unchanged until every call returned) and its own schedule.
+    std::vector<std::future<Measurement>> running;
+    for (const Trial& t : window)
+      if (!t.resumed)
+        running.push_back(std::async(std::launch::async, [this, s = t.schedule] { return o_.measurer(setup_, s); }));
+    size_t next = 0;
+    for (Trial& t : window) {
+      if (!t.resumed) t.m = running[next++].get();
+      record(std::move(t));
+    }
+    *any = true;
+    return i - from;
+  }
+
+  // Marks a schedule seen; false when it was already.
+  bool claim(const Schedule& sched) { return seen_.insert(sched.hash()).second; }
+
+  // A trial of a candidate not seen before, taken from the resumed log when it is there.
+  Trial new_trial(const std::string& origin, const Knobs& knobs, const Schedule& sched) {
     Trial t;
-    t.index = static_cast<int>(trials_.size());
     t.origin = origin;
     t.knobs = knobs;
     t.schedule = sched;
     t.predicted_ms = knobs.empty() ? 0 : predict_ms(stages_, knobs, p_);
-    auto it = resume_.find(h);
+    auto it = resume_.find(sched.hash());
     if (it != resume_.end()) {
       t.m = it->second.m;
       t.origin = it->second.origin;
       t.resumed = true;
       ++resumed_;
-    } else if (p_.is_gpu()) {
-      t.m = gpu_measured_ ? measure_cuda(setup_, p_, sched, gpu_scratch()) : build_only(sched, knobs);
-    } else {
-      setup_.cutoff_ms = best_ ? 3 * score(*best_) : 0;
-      setup_.compile_timeout_s = compile_limit();
-      t.m = o_.measurer ? o_.measurer(setup_, sched) : measure(setup_, sched);
     }
-    trials_.push_back(t);
-    if (log_ && it == resume_.end()) {
-      *log_ << trial_json(t).dump() << "\n";
+    return t;
+  }
+
+  // The limits of the next CPU measurement: the cutoff from the best so far, the compile limit.
+  void set_limits() {
+    setup_.cutoff_ms = best_ ? 3 * score(*best_) : 0;
+    setup_.compile_timeout_s = compile_limit();
+  }
+
+  // Appends a trial (the next index), logs it unless resumed, and updates the best.
+  const Trial* record(Trial t) {
+    t.index = static_cast<int>(trials_.size());
+    trials_.push_back(std::move(t));
+    const Trial& back = trials_.back();
+    if (log_ && !back.resumed) {
+      *log_ << trial_json(back).dump() << "\n";
       log_->flush();
     }
-    const Trial& back = trials_.back();
     if (back.m.ok() && (!best_ || score(back) < score(*best_))) best_ = &back;
     progress(back);
     return &back;
@@ -753,19 +822,24 @@ class Search {
   // under 1% of the reference's RMS (else nothing changes and the default
   // stays wrong), and the calibration is recorded with the verification.
   // Returns whether it calibrated.
+  // The default's errors come from a worker process (MeasureSetup::errors_only):
+  // this process never runs a JIT pipeline, or every later worker would
+  // inherit a dead thread pool and compute on one thread.
   bool calibrate_on_default(const Schedule& sched) {
-    auto k = Kernel::CompileJit(m_, fn_, setup_.target, &sched, dims_);
-    if (!k.ok()) return false;
+    MeasureSetup s = setup_;
+    s.errors_only = true;
+    s.compile_timeout_s = compile_limit();
+    const Measurement em = measure(s, sched);
+    if (!em.ok() || em.case_max_abs_errors.size() != setup_.verify.size()) return false;
     std::vector<double> errs;
-    for (const VerifyCase& c : setup_.verify) {
-      auto out = (*k)->Run(c.inputs, c.dims);
-      if (!out.ok()) return false;
+    for (size_t ci = 0; ci < setup_.verify.size(); ++ci) {
+      const VerifyCase& c = setup_.verify[ci];
       double sq = 0;
       int64_t n = 0;
       for (int64_t i = 0; i < c.reference.numel(); ++i)
         if (std::isfinite(c.reference.get(i))) sq += c.reference.get(i) * c.reference.get(i), ++n;
       const double scale = std::max(1.0, n ? std::sqrt(sq / static_cast<double>(n)) : 0.0);
-      const double e = error_stats(c.reference, *out).max_abs;
+      const double e = em.case_max_abs_errors[ci];
       if (!std::isfinite(e) || e > 0.01 * scale) return false;
       errs.push_back(e);
     }
@@ -832,22 +906,28 @@ class Search {
     // before the autoschedulers, whose compilation alone can take a minute
     // on a large pipeline.
     if (phase_ == Phase::kSeeds) {
-      const std::vector<Knobs> seeds = seed_knobs(stages_, p_);
-      for (; next_ < seeds.size(); ++next_) {
+      std::vector<Candidate> seeds;
+      for (const Knobs& k : seed_knobs(stages_, p_)) seeds.push_back({"rule-seed", k, schedule_from_knobs(stages_, k, p_)});
+      bool any = false;
+      while (next_ < seeds.size()) {
         if (!budget_left()) return;
-        evaluate("rule-seed", seeds[next_], schedule_from_knobs(stages_, seeds[next_], p_));
+        next_ += evaluate_window(seeds, next_, &any);
       }
       phase_ = Phase::kAutoschedulers;
       next_ = 0;
     }
     if (phase_ == Phase::kAutoschedulers) {
-      const std::vector<std::string> names =
-          o_.autoschedulers && !p_.is_gpu() ? autoschedulers_for(false) : std::vector<std::string>{};
-      for (; next_ < names.size(); ++next_) {
+      std::vector<Candidate> autos;
+      if (o_.autoschedulers && !p_.is_gpu())
+        for (const std::string& name : autoschedulers_for(false)) {
+          Schedule s;
+          s.autoscheduler = name;
+          autos.push_back({name, {}, s});
+        }
+      bool any = false;
+      while (next_ < autos.size()) {
         if (!budget_left()) return;
-        Schedule s;
-        s.autoscheduler = names[next_];
-        evaluate(names[next_], {}, s);
+        next_ += evaluate_window(autos, next_, &any);
       }
       phase_ = Phase::kEvolution;
     }
@@ -857,9 +937,12 @@ class Search {
         if (++stale_ >= 5) phase_ = Phase::kDone;
         continue;
       }
-      const auto [origin, k] = pending_.front();
-      pending_.pop_front();
-      batch_any_ = evaluate(origin, k, schedule_from_knobs(stages_, k, p_)) != nullptr || batch_any_;
+      std::vector<Candidate> picks;
+      for (const auto& [origin, k] : pending_) picks.push_back({origin, k, schedule_from_knobs(stages_, k, p_)});
+      bool any = false;
+      const size_t took = evaluate_window(picks, 0, &any);
+      pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(took));
+      batch_any_ = any || batch_any_;
       if (pending_.empty()) {
         stale_ = batch_any_ ? 0 : stale_ + 1;
         if (stale_ >= 5) phase_ = Phase::kDone;

@@ -39,6 +39,19 @@ struct TuneOptions {
   // (`mlk tune --workers`: on a remote worker, autotune/measure_wire.h).
   // Empty: measure().
   std::function<Measurement(const MeasureSetup&, const Schedule&)> measurer;
+  // How many candidates may be measured at once, with a `measurer` that
+  // measures elsewhere (remote workers: `mlk tune --workers` sets it to the
+  // number of live workers of the key). Where a group of candidates is known
+  // ahead (the rules' seeds, the autoschedulers, each evolution batch), up
+  // to this many measurer calls run concurrently, each on its own thread;
+  // their trials are recorded in the order the serial search would record
+  // them, so the log and the winner for a seed do not depend on it, except
+  // that each candidate's cutoff comes from the best before its group was
+  // dispatched. The default schedule (trial 0) is always measured alone
+  // first, and the final round one at a time. Ignored (1) without a
+  // measurer and on GPU profiles: local candidates are timed one at a time,
+  // since two timed on the same cores at once would corrupt both.
+  int parallel_measurements = 1;
   // Test seam for tune_cached: called with the stored AOT artifact's output
   // for each verification case before it is compared with the reference.
   std::function<void(const VerifyCase&, HostTensor&)> aot_fault;

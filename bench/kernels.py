@@ -56,6 +56,11 @@ def np_rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(axis=2, keepdims=True) + eps) * w
 
 
+def np_layernorm(x, g, b):
+    c = x - x.mean(axis=1, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=1, keepdims=True) + np.float32(1e-5)) * g + b
+
+
 def np_attention(q, k, v, scale, H):
     B, S, D = q.shape
     sh = lambda t: t.reshape(B, S, H, D // H).transpose(0, 2, 1, 3)  # noqa: E731
@@ -106,6 +111,9 @@ def kernels(rng):
         dict(name="rmsnorm [8192, 4096]", tl="norms.tl", fn="rmsnorm", dims="B=8192,S=1,D=4096",
              inputs={"x": x, "w": w, "eps": np.array(1e-5, f32)},
              peer=("numpy", lambda: np_rmsnorm(x, w, f32(1e-5))), bytes=2 * x.nbytes),
+        dict(name="layernorm [8192, 4096]", tl="norms.tl", fn="layernorm", dims="N=8192,D=4096",
+             inputs={"x": x.reshape(8192, 4096), "gamma": w, "beta": w[::-1].copy()},
+             peer=("numpy", lambda: np_layernorm(x.reshape(8192, 4096), w, w[::-1])), bytes=2 * x.nbytes),
         dict(name="batched QK^T [32, 512, 64]", tl="attention.tl", fn="qk_scores", dims="B=32,S=512,E=64",
              inputs={"q": q, "k": k}, peer=("numpy/OpenBLAS", lambda: q @ k.transpose(0, 2, 1)),
              flops=2 * 32 * 512 * 512 * 64),

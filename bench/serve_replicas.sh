@@ -51,15 +51,17 @@ read -r name digest size < <(sqlite3 -separator ' ' "$src" \
 sqlite3 "$src" "SELECT writefile('$work/blob', data) FROM blobs WHERE digest='$digest'" >/dev/null
 
 # The cluster without workers (they would only poll for jobs), the artifact pushed through replica 1.
-exports=$(MLK_CLUSTER_WORKERS=0 bash "$root/scripts/cluster.sh" start) || die "scripts/cluster.sh start failed"
+exports=$(MLK_CLUSTER_WORKERS=0 MLK_CLUSTER_THREADS="$conns" bash "$root/scripts/cluster.sh" start) || die "scripts/cluster.sh start failed"
 eval "$exports"
 url1=${MLK_SERVERS%,*} url2=${MLK_SERVERS#*,} rtok=$MLK_TOKEN
 MLK_TOKEN=$rtok "$mlk" cache push "$key" --remote "$url1" --cache "$src" >/dev/null
 
-# The SQLite server, as many threads as a replica (scripts/cluster.sh: --threads 4).
+# The SQLite server, as many threads as a replica: one per connection
+# (cpp-httplib holds a thread per keep-alive connection; fewer threads than
+# connections would measure the queue, not the server).
 store=$work/serve.db
 stok=$("$mlk" token create --cache "$store" --team bench --scopes read,write-blobs,write-entries 2>/dev/null)
-"$mlk" serve --cache "$store" --listen 127.0.0.1:0 --threads 4 >"$work/serve.out" 2>"$work/serve.err" &
+"$mlk" serve --cache "$store" --listen 127.0.0.1:0 --threads "$conns" >"$work/serve.out" 2>"$work/serve.err" &
 serve_pid=$!
 for _ in $(seq 100); do grep -q listening "$work/serve.out" && break; sleep 0.1; done
 surl=$(sed -E 's/.*listening on (http:[^ ]+).*/\1/' "$work/serve.out")
@@ -99,6 +101,6 @@ both_p99=$(for f in "$work/both1.txt" "$work/both2.txt"; do p99 "$f"; done | awk
 echo "GET /v1/blobs/{sha256}: $name of sgemm [M=40,K=48,N=24] host, $size bytes, sha256 ${digest:0:16}"
 echo "wrk ${secs}s on loopback, $conns connections in all per run; servers and wrk share this machine's $(nproc) cores"
 row "setup" "requests/s" "p99" "errors"
-row "one replica (PostgreSQL + S3, 4 threads)" "$(rps "$work/one.txt")" "$(p99 "$work/one.txt")" "$(errs "$work/one.txt")"
+row "one replica (PostgreSQL + S3, $conns threads)" "$(rps "$work/one.txt")" "$(p99 "$work/one.txt")" "$(errs "$work/one.txt")"
 row "two replicas (one wrk each, summed)" "$both_rps" "$both_p99" "$(errs "$work/both1.txt" "$work/both2.txt")"
-row "SQLite mlk serve (4 threads)" "$(rps "$work/sqlite.txt")" "$(p99 "$work/sqlite.txt")" "$(errs "$work/sqlite.txt")"
+row "SQLite mlk serve ($conns threads)" "$(rps "$work/sqlite.txt")" "$(p99 "$work/sqlite.txt")" "$(errs "$work/sqlite.txt")"

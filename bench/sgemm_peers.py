@@ -3,8 +3,11 @@ cache, exactly at the shape) against MKL (through PyTorch 2.x) and OpenBLAS
 (through numpy), on the same matrices, both cores each, in one process,
 interleaved in rounds; the best median per contender.
 
-usage: .venv-bench/bin/python bench/sgemm_peers.py BUILD_DIR CACHE [--rounds R] [--shapes M,K,N ...]
-       (tune first: build/mlk tune examples/mlp.tl --fn sgemm --target host --dims M=1024,K=1024,N=1024 --cache CACHE)
+usage: .venv-bench/bin/python bench/sgemm_peers.py BUILD_DIR CACHE [--rounds R] [--target PROFILE] [--shapes M,K,N ...]
+       (tune first: build/mlk tune examples/mlp.tl --fn sgemm --target PROFILE --dims M=1024,K=1024,N=1024 --cache CACHE)
+--target: the profile of mlk's artifact (default host). For AVX2 code on an
+AVX-512 machine, give cpu_avx2 and restrict the peers the same way:
+MKL_ENABLE_INSTRUCTIONS=AVX2 OPENBLAS_CORETYPE=Haswell.
 Prints per shape the milliseconds and GFLOP/s of each contender and mlk's
 ratio to the best peer, with the CPU model and flags; docs/benchmarks.md
 records the result.
@@ -14,6 +17,7 @@ import sys
 
 BUILD, CACHE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 ROUNDS = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
+TARGET = sys.argv[sys.argv.index("--target") + 1] if "--target" in sys.argv else "host"
 SHAPES = [(1024, 1024, 1024), (512, 4096, 4096)]
 if "--shapes" in sys.argv:
     SHAPES = [tuple(int(x) for x in s.split(",")) for s in sys.argv[sys.argv.index("--shapes") + 1:]]
@@ -30,10 +34,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main():
-    ops = mlk.load(os.path.join(ROOT, "examples/mlp.tl"), target="host", cache=CACHE, require="exact")
+    ops = mlk.load(os.path.join(ROOT, "examples/mlp.tl"), target=TARGET, cache=CACHE, require="exact")
     name, flags = cpu()
-    print("CPU: %s (%s); torch %s (MKL %s); numpy %s; 2 threads each" % (
-        name, ", ".join(flags), torch.__version__, torch.backends.mkl.is_available(), np.__version__))
+    print("CPU: %s (%s); mlk target %s; torch %s (MKL %s); numpy %s; 2 threads each; MKL_ENABLE_INSTRUCTIONS=%s "
+          "OPENBLAS_CORETYPE=%s" % (name, ", ".join(flags), TARGET, torch.__version__, torch.backends.mkl.is_available(),
+                                    np.__version__, os.environ.get("MKL_ENABLE_INSTRUCTIONS", "-"),
+                                    os.environ.get("OPENBLAS_CORETYPE", "-")))
     for (m, k, n) in SHAPES:
         a, b = torch.randn(m, k), torch.randn(k, n)
         an, bn = a.numpy(), b.numpy()

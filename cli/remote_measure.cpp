@@ -57,6 +57,7 @@ Expected<std::shared_ptr<RemoteMeasurer>> RemoteMeasurer::Open(RemoteMeasureOpti
 
 // The setup is the same for every candidate of one tuning (the limits that
 // differ go into each job's payload): stored once.
+// Called with mu_ held.
 std::string RemoteMeasurer::setup_digest(const tune::MeasureSetup& setup) {
   if (!setup_.empty()) return setup_;
   auto source = read_file(o_.source_path);
@@ -75,6 +76,7 @@ client::JobView RemoteMeasurer::wait_for(int64_t id) {
   const auto start = Clock::now();
   auto poll = std::chrono::milliseconds(20);
   while (true) {
+    std::unique_lock lock(mu_);
     auto j = c_->get(id);
     if (!j.ok()) throw RemoteMeasureError("job " + std::to_string(id) + ": " + j.status().message());
     if (j->state == "done" || j->state == "failed") return *j;
@@ -93,6 +95,7 @@ client::JobView RemoteMeasurer::wait_for(int64_t id) {
           std::to_string(id) + " within " + tune::seconds_str(o_.wait_s) + " s (workers of that key seen in the last 60 s: " +
           seen + "); start `mlk worker --device-key " + o_.device_key + "`, raise --worker-wait, or tune without --workers");
     }
+    lock.unlock();
     std::this_thread::sleep_for(poll);
     poll = std::min(poll * 2, std::chrono::milliseconds(200));
   }
@@ -106,10 +109,23 @@ tune::Measurement RemoteMeasurer::measure(const tune::MeasureSetup& setup, const
                   {"min_reps", setup.min_reps},
                   {"max_reps", setup.max_reps},
                   {"cutoff_ms", setup.cutoff_ms}};
-  auto id = c_->submit(o_.device_key, setup_digest(setup), payload.dump(), fingerprint_);
-  if (!id.ok()) throw RemoteMeasureError("submitting a job: " + id.status().message());
-  client::JobView j = wait_for(*id);
-  ++jobs_;
+  // Jobs submitted at once before the run's fingerprint was fixed (a resumed
+  // run whose default schedule was not measured now) may go to workers of
+  // different fingerprints: a result of another fingerprint than the one
+  // fixed meanwhile is measured again, on that one.
+  client::JobView j;
+  std::unique_lock lock(mu_, std::defer_lock);
+  for (bool again = true; again;) {
+    lock.lock();
+    auto id = c_->submit(o_.device_key, setup_digest(setup), payload.dump(), fingerprint_);
+    lock.unlock();
+    if (!id.ok()) throw RemoteMeasureError("submitting a job: " + id.status().message());
+    j = wait_for(*id);
+    lock.lock();
+    ++jobs_;
+    again = j.state == "done" && !fingerprint_.empty() && j.worker_fingerprint != fingerprint_;
+    if (again) lock.unlock();
+  }
   json r = json::parse(j.result, nullptr, false);
   if (j.state == "failed") {
     tune::Measurement m;
@@ -123,6 +139,7 @@ tune::Measurement RemoteMeasurer::measure(const tune::MeasureSetup& setup, const
   if (!m.ok()) throw RemoteMeasureError("job " + std::to_string(j.id) + " from worker " + j.worker_name + ": " + m.status().message());
   if (fingerprint_.empty()) fingerprint_ = j.worker_fingerprint;
   workers_.insert(j.worker_name);
+  lock.unlock();
   if (o_.progress) {
     char ms[32] = "";
     if (m->ok()) std::snprintf(ms, sizeof ms, " %.3f ms", m->median_ms);
@@ -133,6 +150,12 @@ tune::Measurement RemoteMeasurer::measure(const tune::MeasureSetup& setup, const
   return *m;
 }
 
+int RemoteMeasurer::live_workers(int seen_s) {
+  std::lock_guard lock(mu_);
+  auto ws = c_->workers(o_.device_key, seen_s);
+  return ws.ok() ? static_cast<int>(ws->size()) : 0;
+}
+
 Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
   if (r.profile.is_gpu())
     return Status::Unsupported("`" + r.profile.name + "` is a GPU profile, and workers measure CPU candidates only so far");
@@ -140,6 +163,15 @@ Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
   auto m = RemoteMeasurer::Open(std::move(o));
   if (!m.ok()) return m.status();
   std::shared_ptr<RemoteMeasurer> rm = *m;
+  // One candidate per live worker at a time; a worker that joins later
+  // helps with the queue but does not widen it, and one that has left makes
+  // a job wait for the others (within --worker-wait of no lease at all).
+  const int live = rm->live_workers();
+  r.opts.parallel_measurements = std::max(1, live);
+  if (r.opts.progress)
+    log_linef(LogLevel::kProgress, "[workers %s] %d live worker%s of this key: measuring up to %d candidate%s at once",
+              rm->device_key().c_str(), live, live == 1 ? "" : "s", r.opts.parallel_measurements,
+              r.opts.parallel_measurements == 1 ? "" : "s");
   r.opts.measurer = [rm](const tune::MeasureSetup& s, const Schedule& sched) { return rm->measure(s, sched); };
   auto inner = r.before_store;
   std::string key = rm->device_key();

@@ -8,9 +8,14 @@
 // worker with that fingerprint. A job no worker leases within `wait_s` ends
 // the tuning with RemoteMeasureError (caught by `mlk tune`): never a hang.
 // Each result is a progress line naming the worker.
+//
+// Thread-safe: the tuner measures up to TuneOptions::parallel_measurements
+// candidates at once (one job each), and use_workers sets that to the number
+// of live workers of the key.
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -40,10 +45,15 @@ struct RemoteMeasureOptions {
 class RemoteMeasurer {
  public:
   static Expected<std::shared_ptr<RemoteMeasurer>> Open(RemoteMeasureOptions o);
-  // Measures one candidate on a worker; throws RemoteMeasureError.
+  // Measures one candidate on a worker; throws RemoteMeasureError. Several
+  // threads may call it at once.
   tune::Measurement measure(const tune::MeasureSetup& setup, const Schedule& schedule);
+  // The workers of the device key that sent a heartbeat or registered within
+  // the last `seen_s` seconds (whatever their fingerprint); 0 when the server
+  // cannot say.
+  int live_workers(int seen_s = 60);
   // The fingerprint every result came from ("" before the first), the
-  // workers that measured, and how many jobs.
+  // workers that measured, and how many jobs: read once measuring is over.
   const std::string& fingerprint() const { return fingerprint_; }
   const std::set<std::string>& workers() const { return workers_; }
   int jobs() const { return jobs_; }
@@ -58,10 +68,12 @@ class RemoteMeasurer {
   std::string setup_, fingerprint_;
   std::set<std::string> workers_;
   int jobs_ = 0;
+  std::mutex mu_;  // c_ (one connection at a time) and the members above
 };
 
-// Makes `r` measure its candidates through a RemoteMeasurer on `o` and
-// record in the stored entry's metadata who measured it ("measured_by":
+// Makes `r` measure its candidates through a RemoteMeasurer on `o`, up to
+// as many at once as the key has live workers now (at least one), said in a
+// progress line, and record in the stored entry's metadata who measured it ("measured_by":
 // device key, fingerprint, workers, jobs), after r's own before_store.
 Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o);
 

@@ -117,7 +117,8 @@ CommandSpec spec(TuneArgs& t) {
                "ir, stages, schedule or loops",
        .set = store_dump_stage(t.dump_after)},
       {.name = "--workers", .metavar = "KEY",
-       .help = "measure the candidates on `mlk worker`s of device key KEY through the server instead of here; "
+       .help = "measure the candidates on `mlk worker`s of device key KEY through the server instead of here, "
+               "as many at once as the key has live workers when the tune starts (here: one at a time); "
                "results are compared within one worker fingerprint, which the entry records",
        .set = store(t.workers)},
       {.name = "--server", .metavar = "URL", .help = "the server whose workers measure (--workers)",

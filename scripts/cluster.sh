@@ -5,7 +5,8 @@
 # `mlk serve` replicas on the same database and bucket, and measurement
 # workers (`mlk worker --device-key cpu-loopback`, named worker1, worker2, ...:
 # $MLK_CLUSTER_WORKERS of them, else two; their lease is $MLK_CLUSTER_LEASE
-# seconds, else 30).
+# seconds, else 30). Each replica serves with $MLK_CLUSTER_THREADS threads,
+# else 4 (cpp-httplib gives a keep-alive connection one thread).
 #
 #   scripts/cluster.sh start    prints `export` lines: MLK_SERVERS (the
 #                               replicas' URLs, comma-separated), MLK_TOKEN
@@ -49,7 +50,7 @@ start_replica() {  # N: starts replica N, writes its pid and url to DIR
   local n=$1 out="$dir/replica$1.out"
   AWS_ACCESS_KEY_ID=mlk AWS_SECRET_ACCESS_KEY=mlk-secret \
     setsid "$mlk" serve --store "$(cat "$dir/store")" --blobs "$(cat "$dir/blobs")" \
-    --blob-cache "$dir/replica$n-blobs" --listen 127.0.0.1:0 --threads 4 >"$out" 2>"$dir/replica$n.log" &
+    --blob-cache "$dir/replica$n-blobs" --listen 127.0.0.1:0 --threads "${MLK_CLUSTER_THREADS:-4}" >"$out" 2>"$dir/replica$n.log" &
   echo $! >"$dir/replica$n.pid"
   local i
   for ((i = 0; i < 100; i++)); do

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
+#include <thread>
 #include <filesystem>
 #include <cmath>
 #include <fstream>
@@ -51,6 +54,39 @@ TEST(Tuner, BeatsTheDefaultScheduleOnAMatmul) {
   int verified = 0;
   for (const auto& t : r->log) verified += t.m.ok();
   EXPECT_GE(verified, 8);
+}
+
+// Halide's thread pool does not survive fork(): once the tuner's own process
+// has run a JIT pipeline, every worker it forks computes on one thread. The
+// calibration of an ill-conditioned program (above) is such a run, so it
+// happens in a worker too; afterwards the workers still start Halide's
+// threads. The fault seam runs in the worker, after the candidate ran on a
+// case: it spoils the output of a worker that computed on one thread.
+int threads_of_this_process() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST(Tuner, WorkersComputeOnEveryCoreAfterTheDefaultWasCalibrated) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: Halide starts no second thread";
+  auto fe = compile_source("ln.tl",
+                           "public fn f [N, D](x: Tensor[F32, [N, D]]) -> Tensor[F32, [N, D]] =\n"
+                           "  let y = x + 10000.0\n"
+                           "  let c = y - broadcast(mean(y, axes=[1]), [N, D], axes=[0])\n"
+                           "  c * broadcast(rsqrt(mean(c * c, axes=[1])), [N, D], axes=[0])\n");
+  ASSERT_TRUE(fe.ok());
+  TuneOptions o;
+  o.trials = 3;
+  o.progress = false;
+  o.autoschedulers = false;
+  o.fault = [](const Schedule&, const VerifyCase&, HostTensor& out) {
+    if (threads_of_this_process() < 2) out.set(0, out.get(0) + 1e6);
+  };
+  auto r = tune_function(fe.module, "f", host_profile(), {{"N", 256}, {"D", 256}}, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(nlohmann::json::parse(r->verification_json).contains("calibrated_on_default"));
+  for (const auto& t : r->log) EXPECT_TRUE(t.m.ok()) << t.origin << ": " << t.m.detail;
 }
 
 // The final round re-measures the best three and the default; a second,
@@ -298,6 +334,74 @@ TEST(Tuner, SameSeedAndLogReplayTheSameSearch) {
   for (const auto& t : first->log) a.insert(t.schedule.hash());
   for (const auto& t : other->log) b.insert(t.schedule.hash());
   EXPECT_NE(a, b);
+}
+
+// TuneOptions::parallel_measurements with a fake remote measurer: each call
+// takes ~20 ms and its time depends on the schedule alone (it ignores the
+// cutoff), so the search must not depend on how many run at once.
+struct ParallelRun {
+  std::vector<std::pair<std::string, std::string>> log;  // origin, schedule hash, in trial order
+  std::vector<double> ms;
+  std::string best;
+  int max_in_flight = 0;
+  int calls = 0;
+};
+
+ParallelRun tune_in_parallel(int parallel, const std::string& log_file = "") {
+  TuneOptions o;
+  o.trials = 12;
+  o.seed = 5;
+  o.progress = false;
+  o.log_path = log_file;
+  o.parallel_measurements = parallel;
+  std::atomic<int> in_flight{0}, max_in_flight{0}, calls{0};
+  o.measurer = [&](const MeasureSetup&, const Schedule& s) {
+    const int now = ++in_flight;
+    for (int seen = max_in_flight.load(); now > seen && !max_in_flight.compare_exchange_weak(seen, now);) {
+    }
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Measurement r;
+    r.verdict = Measurement::Verdict::kOk;
+    r.median_ms = 1.0 + static_cast<double>(std::hash<std::string>{}(s.hash()) % 1000) / 100;
+    r.times_ms = {r.median_ms, r.median_ms, r.median_ms};
+    --in_flight;
+    return r;
+  };
+  auto r = tune_function(sgemm_module(), "sgemm", host_profile(), {{"M", 64}, {"K", 64}, {"N", 64}}, o);
+  ParallelRun out;
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (!r.ok()) return out;
+  for (const auto& t : r->log) {
+    out.log.push_back({t.origin, t.schedule.hash()});
+    out.ms.push_back(t.m.median_ms);
+  }
+  out.best = r->best.hash();
+  out.max_in_flight = max_in_flight;
+  out.calls = calls;
+  return out;
+}
+
+TEST(Tuner, ParallelMeasurementsMeasureSeveralAtOnceAndReplayTheSerialSearch) {
+  const ParallelRun serial = tune_in_parallel(1);
+  const ParallelRun two = tune_in_parallel(2);
+  EXPECT_EQ(serial.max_in_flight, 1) << "parallel_measurements 1 measures one candidate at a time";
+  EXPECT_EQ(two.max_in_flight, 2) << "parallel_measurements 2: two at once, never more";
+  ASSERT_EQ(serial.log.size(), 12u);
+  EXPECT_EQ(serial.log, two.log) << "the same trials in the same order";
+  EXPECT_EQ(serial.ms, two.ms);
+  EXPECT_EQ(serial.best, two.best);
+  EXPECT_EQ(serial.calls, two.calls) << "no candidate measured more than the serial search measures it";
+  EXPECT_EQ(two.log[0].first, "default");
+  // A log written measuring two at once resumes completely: nothing is measured again.
+  const std::string path = log_path("parallel.jsonl");
+  const ParallelRun logged = tune_in_parallel(2, path);
+  EXPECT_EQ(logged.log, serial.log);
+  const ParallelRun resumed = tune_in_parallel(2, path);
+  EXPECT_EQ(resumed.log, serial.log);
+  EXPECT_EQ(resumed.best, serial.best);
+  EXPECT_GT(logged.calls, 0);
+  EXPECT_EQ(resumed.calls, 0) << "the trials and the final round come from the log";
 }
 
 TEST(Tuner, AnInterruptedRunResumesWhereItStopped) {

@@ -3,8 +3,8 @@ to end, on the shared backend that scripts/cluster.sh started (PostgreSQL 15,
 moto_server, two replicas, two workers of key cpu-loopback) or on one SQLite
 `mlk serve` with two workers this script starts:
 
-- a tune whose candidates are all measured by the workers (progress lines
-  name them, one fingerprint), stored through the server and served by every
+- a tune whose candidates are all measured by the workers, two at once, by
+  both of them (progress lines name them, one fingerprint), stored through the server and served by every
   replica with the workers' fingerprint recorded in the entry;
 - a worker killed with SIGKILL mid-job: its short lease expires and another
   worker finishes the job (attempt 2), and the tune completes;
@@ -106,6 +106,13 @@ lines = PROGRESS.findall(p.stderr)
 R.check("every candidate is measured by a worker (progress lines name it)",
         len(lines) >= 3 and {w for _, _, w, _, _ in lines} <= WORKERS, p.stderr[-800:])
 R.check("the results come from one fingerprint", len({f for _, _, _, f, _ in lines}) == 1, str(lines))
+# Two live workers: the tune measures two candidates at once (its rule seeds
+# go out together), and this one tune's candidates are measured by both.
+wide = re.search(r"\[workers cpu-loopback\] (\d+) live workers of this key: measuring up to (\d+) candidates at once",
+                 p.stderr)
+R.check("the tune measures as many candidates at once as there are live workers (two)",
+        wide is not None and wide.group(1) == wide.group(2) and int(wide.group(1)) >= 2, p.stderr[-800:])
+R.check("one tune's candidates are measured by both workers", {w for _, _, w, _, _ in lines} == WORKERS, str(lines))
 key = json.loads(p.stdout)[0]["key"] if p.returncode == 0 else "0" * 64
 for port in PORTS:
     st, body, _ = request(port, "GET", "/v1/entries/" + key, TOKEN)
