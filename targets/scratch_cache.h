@@ -10,8 +10,8 @@
  *
  * Contract (what Halide asks of halide_malloc, HalideRuntime.h): the pointer
  * is aligned to 128 bytes, the usable size is a multiple of 128, and reading
- * up to 128 bytes past the end (and 8 before the start) stays in memory that
- * belongs to the process. A block is reused for a request of n bytes only if
+ * up to 128 bytes past the end (and 16 before the start) stays in memory
+ * that belongs to the process. A block is reused for a request of n bytes only if
  * its capacity is in [n, n + n/4]. At most MLK_SCRATCH_SLOTS blocks and
  * MLK_SCRATCH_BYTES bytes are kept idle; past that, the oldest idle block is
  * freed first. mlk_scratch_release() frees every idle block (at dlclose of
@@ -25,6 +25,7 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define MLK_SCRATCH_MIN ((size_t)64 << 10)
@@ -33,14 +34,15 @@
 #define MLK_SCRATCH_ALIGN ((size_t)128)
 #define MLK_SCRATCH_FN static __attribute__((unused))
 
-/* Each block starts with a header of MLK_SCRATCH_ALIGN bytes holding its
- * capacity; the caller's pointer is just past it. */
+/* Each block is the caller's pointer p, 128-aligned inside a malloc()ed
+ * chunk; the 16 bytes before p hold the chunk's address and p's capacity. */
 static pthread_mutex_t mlk_scratch_mu = PTHREAD_MUTEX_INITIALIZER;
-static void* mlk_scratch_idle[MLK_SCRATCH_SLOTS]; /* base pointers, oldest first */
+static void* mlk_scratch_idle[MLK_SCRATCH_SLOTS]; /* idle blocks, oldest first */
 static int mlk_scratch_nidle = 0;
 static size_t mlk_scratch_idle_bytes = 0;
 
-MLK_SCRATCH_FN size_t mlk_scratch_capacity(void* base) { return *(size_t*)base; }
+MLK_SCRATCH_FN size_t mlk_scratch_capacity(void* p) { return ((size_t*)p)[-1]; }
+MLK_SCRATCH_FN void mlk_scratch_free(void* p) { free(((void**)p)[-2]); }
 
 MLK_SCRATCH_FN void* mlk_scratch_get(size_t n) {
   const size_t cap = (n + MLK_SCRATCH_ALIGN - 1) / MLK_SCRATCH_ALIGN * MLK_SCRATCH_ALIGN;
@@ -60,22 +62,26 @@ MLK_SCRATCH_FN void* mlk_scratch_get(size_t n) {
       --mlk_scratch_nidle;
     }
     pthread_mutex_unlock(&mlk_scratch_mu);
-    if (hit) return (char*)hit + MLK_SCRATCH_ALIGN;
+    if (hit) return hit;
   }
-  if (cap > (size_t)-1 - 2 * MLK_SCRATCH_ALIGN) return NULL;
-  void* base = NULL;
-  /* header + capacity + one more alignment unit that may be read past the end */
-  if (posix_memalign(&base, MLK_SCRATCH_ALIGN, cap + 2 * MLK_SCRATCH_ALIGN) != 0) return NULL;
-  *(size_t*)base = cap;
-  return (char*)base + MLK_SCRATCH_ALIGN;
+  if (cap > (size_t)-1 - 3 * MLK_SCRATCH_ALIGN) return NULL;
+  /* Plain malloc, aligned by hand as Halide's default allocator does
+   * (posix_memalign splits chunks: for a kernel that allocates a small
+   * buffer per row that cost more than the kernel). Room for the header,
+   * the alignment and one alignment unit read past the end. */
+  char* raw = (char*)malloc(cap + 3 * MLK_SCRATCH_ALIGN);
+  if (!raw) return NULL;
+  char* p = (char*)(((uintptr_t)raw + 16 + MLK_SCRATCH_ALIGN - 1) & ~(uintptr_t)(MLK_SCRATCH_ALIGN - 1));
+  ((void**)p)[-2] = raw;
+  ((size_t*)p)[-1] = cap;
+  return p;
 }
 
 MLK_SCRATCH_FN void mlk_scratch_put(void* p) {
   if (!p) return;
-  void* base = (char*)p - MLK_SCRATCH_ALIGN;
-  const size_t cap = mlk_scratch_capacity(base);
+  const size_t cap = mlk_scratch_capacity(p);
   if (cap < MLK_SCRATCH_MIN || cap > MLK_SCRATCH_BYTES) {
-    free(base);
+    mlk_scratch_free(p);
     return;
   }
   void* evict[MLK_SCRATCH_SLOTS];
@@ -89,15 +95,15 @@ MLK_SCRATCH_FN void mlk_scratch_put(void* p) {
     --mlk_scratch_nidle;
     evict[nevict++] = old;
   }
-  mlk_scratch_idle[mlk_scratch_nidle++] = base;
+  mlk_scratch_idle[mlk_scratch_nidle++] = p;
   mlk_scratch_idle_bytes += cap;
   pthread_mutex_unlock(&mlk_scratch_mu);
-  for (int i = 0; i < nevict; ++i) free(evict[i]);
+  for (int i = 0; i < nevict; ++i) mlk_scratch_free(evict[i]);
 }
 
 MLK_SCRATCH_FN void mlk_scratch_release(void) {
   pthread_mutex_lock(&mlk_scratch_mu);
-  for (int i = 0; i < mlk_scratch_nidle; ++i) free(mlk_scratch_idle[i]);
+  for (int i = 0; i < mlk_scratch_nidle; ++i) mlk_scratch_free(mlk_scratch_idle[i]);
   mlk_scratch_nidle = 0;
   mlk_scratch_idle_bytes = 0;
   pthread_mutex_unlock(&mlk_scratch_mu);
