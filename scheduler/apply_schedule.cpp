@@ -38,7 +38,8 @@ std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env) {
   for (const Stage& s : p.stages) stage_of_func[s.func.name()] = s.name;
   std::map<std::string, std::set<std::string>> readers;
   for (const Stage& s : p.stages)
-    for (const std::string& r : stages_read(s, stage_of_func)) readers[r].insert(s.name);
+    for (const std::string& r : stages_read(s, stage_of_func))
+      if (r != s.name) readers[r].insert(s.name);  // an update reading its own stage is no reader of it
   std::vector<StageInfo> out;
   for (const Stage& s : p.stages) {
     StageInfo i;

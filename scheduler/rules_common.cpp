@@ -65,13 +65,47 @@ std::string output_row_loop(const RuleContext& c) {
   return a(out.rank - 2);
 }
 
-bool row_fusable(const StageInfo& s, const StageInfo* out) {
+bool row_shaped(const StageInfo& s, const StageInfo* out) {
   if (!out || out->rank < 2) return false;
-  // Only the output may read it: computed per output row, it exists nowhere else.
-  if (!s.readers.empty() && s.readers != std::vector<std::string>{out->name}) return false;
   if (is_reduction_like(s.kind)) return s.reduces_innermost && s.rank == out->rank - 1;
   if (s.kind == Kind::kSoftmaxExp) return s.rank == out->rank;
   return false;
+}
+
+namespace {
+
+const StageInfo* find_stage(const std::vector<StageInfo>& stages, const std::string& name) {
+  for (const auto& s : stages)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+// Every reader of `s` is the output or, when `fused` says so, a row-shaped
+// stage whose readers are such in turn (the table is a DAG; depth bounds it).
+template <typename Fused>
+bool readers_in_row(const StageInfo& s, const StageInfo* out, const std::vector<StageInfo>& stages, Fused fused,
+                    int depth = 0) {
+  if (depth > 16) return false;
+  for (const auto& r : s.readers) {
+    if (out && r == out->name) continue;
+    const StageInfo* rs = find_stage(stages, r);
+    if (!rs || !row_shaped(*rs, out) || !fused(*rs) || !readers_in_row(*rs, out, stages, fused, depth + 1))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool row_fusable_in(const StageInfo& s, const std::vector<StageInfo>& stages) {
+  const StageInfo* out = output_of(stages);
+  return row_shaped(s, out) && readers_in_row(s, out, stages, [](const StageInfo&) { return true; });
+}
+
+bool row_fused(const RuleContext& c, const StageInfo& s) {
+  const StageInfo* out = c.output;
+  return row_shaped(s, out) &&
+         readers_in_row(s, out, c.stages, [&](const StageInfo& r) { return knob_values(c, r)[Knob::kFuse] != 0; });
 }
 
 // The product per register tile (tn columns, tm rows): initialisation and

@@ -49,9 +49,20 @@ KnobValues knob_values(const RuleContext& c, const StageInfo& s);
 // or `pf` where the elementwise rule fuses a rank-3 output's two outer axes.
 std::string output_row_loop(const RuleContext& c);
 
-// Can stage `s` be computed per row of the output (row-wise fusion)? Only
-// when the output alone reads it (readers unknown, as in hand-made tables: yes).
-bool row_fusable(const StageInfo& s, const StageInfo* out);
+// Row-wise fusion: computing stage `s` per row of the output.
+// row_shaped: `s` has a row's shape (a reduction along the output's
+// innermost axis, or a softmax's exponentials of the output's rank).
+bool row_shaped(const StageInfo& s, const StageInfo* out);
+// row_fusable_in: row-shaped, and every reader is the output or row-fusable
+// itself (a softmax: the max read by the exponentials, the exponentials by
+// the sum and the output); readers unknown, as in hand-made tables: yes.
+// Where the knob `fuse` is searched.
+bool row_fusable_in(const StageInfo& s, const std::vector<StageInfo>& stages);
+// row_fused: row-shaped, and every reader other than the output has `fuse`
+// on in this schedule (c.knobs) and is row-fused itself: the schedule is
+// legal only then (a stage computed inside the output's row loop cannot
+// feed one computed at root).
+bool row_fused(const RuleContext& c, const StageInfo& s);
 
 // The product per register tile of a matmul of rank r computed per tile
 // (tn columns, tm rows): initialisation and update vectorised and

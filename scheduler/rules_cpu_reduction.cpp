@@ -18,7 +18,8 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   const StageInfo* out = c.output;
   const int r = s.rank, lanes = c.lanes;
   if (s.kind == Kind::kSoftmaxExp) {
-    int64_t mode = row_fusable(s, out) ? k[Knob::kFuse] : 0;
+    // Inlined, the exponentials are computed where their readers are: always legal.
+    int64_t mode = k[Knob::kFuse] == 2 ? 2 : row_fused(c, s) ? k[Knob::kFuse] : 0;
     if (mode == 2) {
       ds.push_back(D("compute_inline"));
       return;
@@ -32,7 +33,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   // A reduction along the innermost axis, vectorised by reducing `lanes`
   // partial results side by side.
   bool vred = s.reduces_innermost && s.rvars == 1 && k[Knob::kVred];
-  if (row_fusable(s, out) && k[Knob::kFuse]) {
+  if (k[Knob::kFuse] && row_fused(c, s)) {
     ds.push_back(At("compute_at", "output", output_row_loop(c)));
     if (vred) ds.push_back(D("rfactor_vector", {"r0", "u"}, {lanes}));
     return;

@@ -61,8 +61,8 @@ const std::vector<KnobDecl>& knob_decls() {
        rules::ends_attention},
       // CPU: reductions and softmax parts.
       {Knob::kFuse, "fuse", false, {{kRowReductions, {0, 1}}, {{Kind::kSoftmaxExp}, {0, 1, 2}}},
-       [](const StageInfo& s, const StageInfo* out) { return rules::row_fusable(s, out); }, constant<0>,
-       L::kEveryStage},
+       [](const StageInfo& s, const StageInfo* out) { return rules::row_shaped(s, out); }, constant<0>,
+       L::kEveryStage, rules::row_fusable_in},
       {Knob::kVred, "vred", false, {{kRowReductions, {0, 1}}},
        [](const StageInfo& s, const StageInfo*) { return s.reduces_innermost && s.rvars == 1; }, constant<0>, L::kNone},
       {Knob::kRfactor, "rfactor", false, {{kRowReductions, {0, 256, 4096}}},

@@ -5,6 +5,6 @@
 
 namespace mlk {
 
-constexpr const char* kScheduleSpaceVersion = "rules-7";
+constexpr const char* kScheduleSpaceVersion = "rules-8";
 
 }  // namespace mlk
