@@ -56,6 +56,13 @@ TEST(Tuner, BeatsTheDefaultScheduleOnAMatmul) {
   EXPECT_GE(verified, 8);
 }
 
+// A LayerNorm of values shifted by 10^4: ill-conditioned in F32 (below).
+constexpr const char* kShiftedLayerNorm =
+    "public fn f [N, D](x: Tensor[F32, [N, D]]) -> Tensor[F32, [N, D]] =\n"
+    "  let y = x + 10000.0\n"
+    "  let c = y - broadcast(mean(y, axes=[1]), [N, D], axes=[0])\n"
+    "  c * broadcast(rsqrt(mean(c * c, axes=[1])), [N, D], axes=[0])\n";
+
 // Halide's thread pool does not survive fork(): once the tuner's own process
 // has run a JIT pipeline, every worker it forks computes on one thread. The
 // calibration of an ill-conditioned program (above) is such a run, so it
@@ -70,11 +77,7 @@ int threads_of_this_process() {
 
 TEST(Tuner, WorkersComputeOnEveryCoreAfterTheDefaultWasCalibrated) {
   if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: Halide starts no second thread";
-  auto fe = compile_source("ln.tl",
-                           "public fn f [N, D](x: Tensor[F32, [N, D]]) -> Tensor[F32, [N, D]] =\n"
-                           "  let y = x + 10000.0\n"
-                           "  let c = y - broadcast(mean(y, axes=[1]), [N, D], axes=[0])\n"
-                           "  c * broadcast(rsqrt(mean(c * c, axes=[1])), [N, D], axes=[0])\n");
+  auto fe = compile_source("ln.tl", kShiftedLayerNorm);
   ASSERT_TRUE(fe.ok());
   TuneOptions o;
   o.trials = 3;
@@ -128,11 +131,7 @@ TEST(Tuner, TheFinalRoundMeasuresAClearWinnerOnceAndACloseCallTwice) {
 // static tolerance. The tuner calibrates the tolerance on the default's own
 // error (recorded with the verification); a real error stays wrong.
 TEST(Tuner, IllConditionedProgramsCalibrateOnTheDefaultButRealErrorsStayWrong) {
-  auto fe = compile_source("ln.tl",
-                           "public fn f [N, D](x: Tensor[F32, [N, D]]) -> Tensor[F32, [N, D]] =\n"
-                           "  let y = x + 10000.0\n"
-                           "  let c = y - broadcast(mean(y, axes=[1]), [N, D], axes=[0])\n"
-                           "  c * broadcast(rsqrt(mean(c * c, axes=[1])), [N, D], axes=[0])\n");
+  auto fe = compile_source("ln.tl", kShiftedLayerNorm);
   ASSERT_TRUE(fe.ok());
   TuneOptions o;
   o.trials = 2;
