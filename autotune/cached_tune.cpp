@@ -16,6 +16,7 @@
 #include "targets/artifact.h"
 #include "targets/loaded_artifact.h"
 #include "targets/toolchain.h"
+#include "base/json.h"
 
 namespace mlk::tune {
 
@@ -171,7 +172,7 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
   // stored; the manifest then records that it did.
   auto aot = check_artifact(m, fn, files, *r, opts);
   if (!aot.ok()) return aot.status();
-  json verification = json::parse(r->verification_json, nullptr, false);
+  json verification = parse_json(r->verification_json);
   if (!verification.is_object()) verification = json::object();
   verification["aot_artifact"] = *aot;
   json manifest = json::parse(built->manifest_json);

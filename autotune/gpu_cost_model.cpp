@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace mlk::tune {
 
@@ -36,7 +37,7 @@ double dram_bytes_per_ms(const Profile& p) { return p.compute_capability >= 90 ?
 
 std::vector<PtxasKernel> ptxas_kernels(const std::string& manifest_json) {
   std::vector<PtxasKernel> out;
-  auto m = nlohmann::json::parse(manifest_json, nullptr, false);
+  auto m = parse_json(manifest_json);
   if (!m.is_object() || !m.contains("ptxas") || !m["ptxas"].is_object() || !m["ptxas"].contains("kernels")) return out;
   for (const auto& k : m["ptxas"]["kernels"]) {
     if (!k.is_object()) continue;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scheduler/kernel.h"
+#include "base/json.h"
 
 namespace mlk::tune {
 
@@ -184,7 +185,7 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
   // The first line, when there is one, says that (and how fast) it compiled.
   size_t nl = buf.find('\n');
   if (nl != std::string::npos) {
-    json first = json::parse(buf.substr(0, nl), nullptr, false);
+    json first = parse_json(buf.substr(0, nl));
     if (!first.is_discarded() && first.is_object()) m.compile_ms = first.value("compile_ms", 0.0);
     buf.erase(0, nl + 1);
   }
@@ -201,7 +202,7 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
     if (!compiled) m.detail += " while compiling";
     return m;
   }
-  json j = json::parse(buf, nullptr, false);
+  json j = parse_json(buf);
   if (j.is_discarded()) {
     m.verdict = Measurement::Verdict::kCrash;
     m.detail = "worker sent a malformed result";

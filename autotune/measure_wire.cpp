@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace mlk::tune {
 
@@ -35,8 +36,9 @@ Expected<HostTensor> tensor_of(const json& j, std::string_view data, const std::
     if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (int64_t{1} << 40))
       return bad("a dimension is not a non-negative integer");
     t.shape.push_back(d.get<int64_t>());
-    n *= static_cast<uint64_t>(d.get<int64_t>());
-    if (n > (uint64_t{1} << 40)) return bad("the shape is too large");
+    const uint64_t dim = static_cast<uint64_t>(d.get<int64_t>()), limit = uint64_t{1} << 40;
+    if (dim != 0 && n > limit / dim) return bad("the shape is too large");  // checked before multiplying: no wrap
+    n *= dim;
   }
   uint64_t off = j["offset"].get<uint64_t>(), size = j["bytes"].get<uint64_t>();
   if (size != n * t.elem_size())
@@ -74,7 +76,7 @@ Status read_header(std::string_view bytes, json& header, std::string_view& data)
   if (len > kMaxHeader || len > bytes.size() - nl - 1)
     return bad("the header length " + std::to_string(len) + " is past the end of the setup (" +
                std::to_string(bytes.size()) + " bytes)");
-  header = json::parse(bytes.substr(nl + 1, len), nullptr, false);
+  header = parse_json(bytes.substr(nl + 1, len));
   if (!header.is_object()) return bad("the header is not a JSON object");
   data = bytes.substr(nl + 1 + len);
   return Status::Ok();
@@ -156,7 +158,7 @@ std::string measurement_json(const Measurement& m) {
 }
 
 Expected<Measurement> parse_measurement(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
+  json j = parse_json(text);
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument("measurement result: " + why + " in `" + text.substr(0, 120) + "`");
   };

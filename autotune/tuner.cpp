@@ -28,6 +28,7 @@
 #include "lang/memory_budget.h"
 #include "targets/detect.h"
 #include "targets/toolchain.h"
+#include "base/json.h"
 
 namespace mlk::tune {
 
@@ -392,7 +393,7 @@ Expected<std::map<std::string, Trial>> read_log(const std::string& path, const j
   while (std::getline(in, line)) {
     ++lineno;
     bool complete = !in.eof();
-    json j = line.empty() ? json() : json::parse(line, nullptr, false);
+    json j = line.empty() ? json() : parse_json(line);
     if (line.empty() || j.is_discarded() || !complete) {
       // A run killed mid-write leaves a torn last line: cut it off so the
       // appended trials start on a line of their own. Anything else is damage.
@@ -995,7 +996,7 @@ class Search {
     if (top.size() > 3) top.resize(3);
     const Trial* def = trials_.empty() || !trials_.front().m.ok() ? nullptr : &trials_.front();
     if (def && std::find(top.begin(), top.end(), def) == top.end()) top.push_back(def);
-    if (top.size() < 2) return;
+    if (top.empty() || (top.size() < 2 && !o_.final_round_here)) return;
     MeasureSetup longer = setup_;
     longer.min_time_s = 1.0;
     longer.min_reps = 10;
@@ -1026,7 +1027,7 @@ class Search {
           m.verdict = Measurement::Verdict::kOk;
           m.times_ms = it->second;
         } else {
-          m = o_.measurer ? o_.measurer(longer, t->schedule) : measure(longer, t->schedule);
+          m = o_.measurer && !o_.final_round_here ? o_.measurer(longer, t->schedule) : measure(longer, t->schedule);
           if (log_ && m.ok()) {
             *log_ << json{{"final", true}, {"schedule_hash", h}, {"times_ms", m.times_ms}}.dump() << "\n";
             log_->flush();

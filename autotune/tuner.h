@@ -52,6 +52,12 @@ struct TuneOptions {
   // measurer and on GPU profiles: local candidates are timed one at a time,
   // since two timed on the same cores at once would corrupt both.
   int parallel_measurements = 1;
+  // The final round (which picks the winner, the default's time and what is
+  // stored) measures here with measure(), not through `measurer`, and runs
+  // even for a single candidate: `mlk tune --workers` sets it where the
+  // profile runs on this machine, so that a time a worker reported never
+  // alone decides what is stored.
+  bool final_round_here = false;
   // Test seam for tune_cached: called with the stored AOT artifact's output
   // for each verification case before it is compared with the reference.
   std::function<void(const VerifyCase&, HostTensor&)> aot_fault;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace mlk::cache {
 
@@ -70,7 +71,7 @@ Expected<std::vector<std::string>> parse_required_levels(const std::string& text
 }
 
 Expected<EntryMeta::Verified> parse_verified(std::string_view text) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  json j = parse_json(text);
   if (!j.is_object()) return Status::Corruption("the verification report's container is not a JSON object");
   EntryMeta::Verified v;
   MLK_RETURN_IF_ERROR(parse_verified_into(j, v));
@@ -87,7 +88,7 @@ Status require_verified(const std::string& what, const EntryMeta::Verified& v, c
 }
 
 Expected<EntryMeta> parse_entry_meta(std::string_view text) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  json j = parse_json(text);
   if (j.is_discarded()) return Status::Corruption("entry metadata is not valid JSON");
   if (!j.is_object()) return Status::Corruption(std::string("entry metadata must be a JSON object, got ") + j.type_name());
   EntryMeta m;

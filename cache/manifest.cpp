@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace mlk::cache {
 
@@ -29,15 +30,17 @@ json provenance_json(const Provenance& p) {
 std::string manifest_to_json(const Manifest& m) {
   json files = json::object();
   for (const auto& [name, ref] : m.files) files[name] = {{"digest", ref.digest}, {"size", ref.size}};
-  json meta = json::parse(m.meta_json.empty() ? std::string("{}") : m.meta_json, nullptr, false);
+  json meta = parse_json(m.meta_json.empty() ? std::string("{}") : m.meta_json);
   MLK_CHECK(meta.is_object(), "manifest meta_json must be validated before serialisation");
   json j = {{"files", files}, {"meta", meta}, {"provenance", provenance_json(m.provenance)}};
   return j.dump();  // nlohmann's default object type is a std::map: keys come out sorted
 }
 
 Expected<Manifest> manifest_from_json(std::string_view text) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("manifest is not a JSON object");
+  std::string why;
+  json j = parse_json(text, &why);
+  if (j.is_discarded()) return Status::InvalidArgument("manifest is not valid JSON (" + why + ")");
+  if (!j.is_object()) return Status::InvalidArgument("manifest is not a JSON object");
   auto bad = [](const std::string& field, const std::string& want, const json& v) {
     return Status::InvalidArgument("manifest: `" + field + "` must be " + want + ", got " + v.type_name());
   };
@@ -97,7 +100,7 @@ Expected<Manifest> manifest_from_json(std::string_view text) {
 
 Expected<std::string> canonical_json_object(std::string_view text) {
   if (text.empty()) return std::string("{}");
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  json j = parse_json(text);
   if (j.is_discarded()) return Status::InvalidArgument("manifest meta is not valid JSON");
   if (!j.is_object()) return Status::InvalidArgument("manifest meta must be a JSON object, got " + std::string(j.type_name()));
   return j.dump();

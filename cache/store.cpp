@@ -1,7 +1,9 @@
 // Store: opening, the schema, and the public blob and entry operations. The
 // row-level operations they are built from are in store_rows.cpp; maintenance
 // (verify, gc, export, import) is in store_maintenance.cpp.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -147,6 +149,12 @@ Expected<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptio
     if (!opt.create_if_missing || opt.read_only)
       return Status::NotFound(path + ": no cache store here (nothing has been cached yet, or a wrong --cache PATH)");
     MLK_RETURN_IF_ERROR(make_parent_dirs(path));
+    // A new store is private to its owner (0600; SQLite gives its -wal and
+    // -shm files the same mode): it holds other teams' artifacts and, for
+    // `mlk serve`, the token table.
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) return Status::IOError(path + ": cannot create the cache store: " + std::strerror(errno));
+    if (fd >= 0) ::close(fd);
   } else if (S_ISDIR(st.st_mode)) {
     return Status::InvalidArgument(path + " is a directory; the cache store is a file, e.g. " + path + "/cache.db");
   }

@@ -83,8 +83,13 @@ struct Removed {
   int64_t bytes_freed = 0;
 };
 // In a write txn: deletes an entry and its references; with drop_orphans, the
-// blobs no longer referenced by anything.
+// blobs no longer referenced by anything (nor staged, see below).
 Expected<Removed> delete_entry(Store::Impl& s, int64_t id, bool drop_orphans);
+// The condition, on a row of `blobs`, that nothing holds it: no reference,
+// and, in a store that `mlk serve` uses, no namespace's staged upload (its
+// `service_staged` table, service/staging.h): a team that uploaded a blob
+// another team's entry also referenced keeps it when that entry goes.
+Expected<std::string> unheld_blob_condition(Store::Impl& s);
 // In a write txn: moves a blob whose bytes fail their digest (checked again
 // here) to the quarantine table, and quarantines every entry referencing it.
 Expected<int64_t> quarantine_blob(Store::Impl& s, int64_t blob_id, const std::string& reason);

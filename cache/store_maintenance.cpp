@@ -208,8 +208,9 @@ namespace {
 
 // Deletes blobs no entry references; adds what it freed to `rep`.
 Status drop_unreferenced(Store::Impl& s, GcReport& rep, int64_t& total) {
-  return each_row(*s.db,
-                  "DELETE FROM blobs WHERE NOT EXISTS (SELECT 1 FROM refs r WHERE r.digest=blobs.digest) RETURNING size",
+  auto unheld = detail::unheld_blob_condition(s);
+  if (!unheld.ok()) return unheld.status();
+  return each_row(*s.db, "DELETE FROM blobs WHERE " + *unheld + " RETURNING size",
                   [&](sql::Stmt& st) {
                     rep.blobs_deleted += 1;
                     total -= st.i64(0);

@@ -218,6 +218,14 @@ Status insert_entry(Store::Impl& s, const std::string& ns, const std::string& ke
   return Status::Ok();
 }
 
+Expected<std::string> unheld_blob_condition(Store::Impl& s) {
+  auto served = s.db->query_text("SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='service_staged'");
+  if (!served.ok()) return served.status();
+  std::string cond = "NOT EXISTS (SELECT 1 FROM refs r WHERE r.digest=blobs.digest)";
+  if (*served != "0") cond += " AND NOT EXISTS (SELECT 1 FROM service_staged g WHERE g.digest=blobs.digest)";
+  return cond;
+}
+
 Expected<Removed> delete_entry(Store::Impl& s, int64_t id, bool drop_orphans) {
   Removed out;
   std::set<std::string> digests;
@@ -236,9 +244,10 @@ Expected<Removed> delete_entry(Store::Impl& s, int64_t id, bool drop_orphans) {
   del->bind(1, id);
   MLK_RETURN_IF_ERROR(del->run());
   if (!drop_orphans) return out;
+  auto unheld = unheld_blob_condition(s);
+  if (!unheld.ok()) return unheld.status();
   for (const auto& d : digests) {
-    auto b = s.db->prepare(
-        "DELETE FROM blobs WHERE digest=?1 AND NOT EXISTS (SELECT 1 FROM refs WHERE digest=?1) RETURNING size");
+    auto b = s.db->prepare("DELETE FROM blobs WHERE digest=?1 AND " + *unheld + " RETURNING size");
     if (!b.ok()) return b.status();
     b->bind(1, d);
     while (true) {

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace mlk::cli {
 
@@ -35,7 +36,7 @@ Expected<Reply> call(const std::string& server, const std::string& method, const
 }
 
 Status refused(const std::string& server, const Reply& r) {
-  auto j = nlohmann::json::parse(r.body, nullptr, false);
+  auto j = parse_json(r.body);
   std::string why = j.is_object() && j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>()
                                                                                    : r.body.substr(0, 200);
   std::string msg = server + " answered " + std::to_string(r.status) + ": " + why;
@@ -50,7 +51,7 @@ Expected<int> push_bench_report(const std::string& server, const std::string& ns
                 report);
   if (!r.ok()) return r.status();
   if (r->status != 201) return refused(server, *r);
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  auto j = parse_json(r->body);
   return j.is_object() && j.contains("stored") && j["stored"].is_number_integer() ? j["stored"].get<int>() : 0;
 }
 

@@ -8,6 +8,10 @@
 #include <filesystem>
 
 #include "autotune/cached_tune.h"
+#include "base/files.h"
+#include "base/signing.h"
+#include "cache/signatures.h"
+#include "targets/artifact_manifest.h"
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/flags.h"
@@ -34,6 +38,8 @@ struct BuildArgs {
   bool no_cache = false;
   DumpStage dump_after = DumpStage::kNone;
   std::map<std::string, int64_t> dims;
+  std::string sign_path;               // --sign KEYFILE
+  std::optional<SigningKey> sign_key;  // loaded from it before anything is built
 };
 
 const char* kBuildDescription =
@@ -74,6 +80,9 @@ CommandSpec spec(BuildArgs& b) {
                .set = store(b.ns)},
               namespaces_flag(b.namespaces),
               {.name = "--no-cache", .help = "never consult the cache", .set = set_bool(b.no_cache)},
+              {.name = "--sign", .metavar = "KEYFILE",
+               .help = "sign DIR's manifest.json with this Ed25519 key (`mlk key create`; docs/signing.md)",
+               .set = store(b.sign_path)},
               {.name = "--dump-after", .metavar = "STAGE",
                .help = "print, on stdout, compile stage STAGE and go on building: ir (typed IR), stages (stage "
                        "table), schedule (applied schedule JSON), loops (Halide's loop nest)",
@@ -151,6 +160,29 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
   return 0;
 }
 
+// --sign: DIR's manifest.json gets a signature of the directory's statement
+// (cache/signatures.h: key "", every file the manifest lists, metadata {}).
+Status sign_directory(const std::string& dir, const SigningKey& key) {
+  const std::string path = (std::filesystem::path(dir) / "manifest.json").string();
+  auto text = read_file(path);
+  if (!text.ok()) return text.status();
+  auto m = parse_artifact_manifest(*text, path);
+  if (!m.ok()) return m.status();
+  std::map<std::string, std::string> files = {{"manifest.json", *text}};
+  for (const auto& [name, digest] : m->files) {
+    auto bytes = read_file((std::filesystem::path(dir) / name).string());
+    if (!bytes.ok()) return bytes.status();
+    files[name] = *bytes;
+  }
+  auto st = cache::directory_statement(files);
+  if (!st.ok()) return st.status();
+  auto signed_text = cache::add_signature(*text, *st, key, 2);
+  if (!signed_text.ok()) return signed_text.status();
+  MLK_RETURN_IF_ERROR(write_file(path, *signed_text + "\n"));
+  std::printf("signed %s with key %s\n", path.c_str(), key.key_id.c_str());
+  return Status::Ok();
+}
+
 // The schedule of --schedule FILE.
 Expected<Schedule> read_schedule(const std::string& path) {
   std::ifstream in(path);
@@ -181,7 +213,16 @@ int run_build(const std::vector<std::string>& args) {
     return 1;
   }
   if (Status s = complete_args(b, fe->module); !s.ok()) return usage_error("build", s.message());
-  if (std::optional<int> done = write_cached(b, fe->module, *profile)) return *done;
+  if (!b.sign_path.empty()) {
+    auto k = load_signing_key(b.sign_path);
+    if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
+    b.sign_key = *k;
+  }
+  if (std::optional<int> done = write_cached(b, fe->module, *profile)) {
+    if (*done == 0 && b.sign_key)
+      if (Status s = sign_directory(b.out_dir, *b.sign_key); !s.ok()) return fail(s);
+    return *done;
+  }
   BuildRequest req;
   req.module = &fe->module;
   req.fn = b.fn;
@@ -201,6 +242,8 @@ int run_build(const std::vector<std::string>& args) {
   std::printf("built %s for %s: %s", res->dir.c_str(), profile->name.c_str(), res->library.c_str());
   if (!res->ptxas_status.empty()) std::printf(" (ptxas: %s)", res->ptxas_status.c_str());
   std::printf("\n");
+  if (b.sign_key)
+    if (Status s = sign_directory(b.out_dir, *b.sign_key); !s.ok()) return fail(s);
   return 0;
 }
 

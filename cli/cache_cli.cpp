@@ -16,6 +16,7 @@
 #include "cli/transfer_cli.h"
 #include "cli/usage.h"
 #include "client/remote_store.h"
+#include "base/json.h"
 
 namespace mlk::cli {
 
@@ -71,7 +72,7 @@ std::vector<Form> subcommands() {
       {"rm KEY", {}, "remove an entry (and the blobs only it used)"},
       {"pin KEY", {}, "keep an entry through gc"},
       {"unpin KEY", {}, "let gc evict it again"},
-      {"push KEY", {"!--remote", "--require-verified"},
+      {"push KEY", {"!--remote", "--require-verified", "--sign"},
        "copy an entry and its blobs to a `mlk serve` (token from $MLK_TOKEN; on the server, namespace \"default\" is "
        "the token's team)"},
       {"pull KEY", {"!--remote"}, "copy an entry from a `mlk serve` into the store, verified"},
@@ -108,6 +109,10 @@ CommandSpec spec(CacheArgs& o) {
                .help = "push: refuse (and push nothing) unless the entry's `mlk verify` report passed these levels "
                        "(types, identity, envelope, memory, equivalence; all; cheap)",
                .set = store(o.require_verified)},
+              {.name = "--sign", .metavar = "KEYFILE",
+               .help = "push: sign the entry with this Ed25519 key (`mlk key create`) and store it signed before "
+                       "pushing (docs/signing.md)",
+               .set = store(o.sign)},
           },
       .epilogue = kCacheEpilogue,
       .positional =
@@ -152,7 +157,7 @@ json entry_json(const EntryInfo& e) {
               {"created", iso_time(e.created)},
               {"last_used", iso_time(e.last_used)},
               {"files", files},
-              {"meta", json::parse(e.manifest.meta_json, nullptr, false)},
+              {"meta", parse_json(e.manifest.meta_json)},
               {"provenance",
                {{"producer", p.producer},
                 {"host", p.host},

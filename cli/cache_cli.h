@@ -25,6 +25,7 @@ struct CacheArgs {
   bool repair = false;
   std::string remote;  // an http:// URL when given
   std::string require_verified;  // push: the levels the entry's report must pass ("" = none)
+  std::string sign;              // push: sign the entry with this key file first (docs/signing.md; "" = no)
 };
 
 // The flags and subcommands of `mlk cache`, for its help and the docs.

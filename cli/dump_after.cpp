@@ -2,6 +2,7 @@
 #include "cli/dump_after.h"
 
 #include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace mlk::cli {
 
@@ -25,7 +26,7 @@ Status dump_stored(const DumpRequest& r, const std::map<std::string, std::string
   if (r.stage == DumpStage::kNone) return Status::Ok();
   auto it = files.find("manifest.json");
   if (it == files.end()) return Status::Corruption("the stored artifact of `" + r.fn + "` has no manifest.json");
-  nlohmann::json manifest = nlohmann::json::parse(it->second, nullptr, false);
+  nlohmann::json manifest = parse_json(it->second);
   if (!manifest.is_object() || !manifest.contains("schedule"))
     return Status::Corruption("the manifest of the stored artifact of `" + r.fn + "` has no schedule");
   auto schedule = Schedule::from_json(manifest["schedule"].dump());

@@ -17,7 +17,7 @@ namespace mlk::cli {
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
       {"bench", bench_spec, run_bench},     {"build", build_spec, run_build}, {"cache", cache_spec, run_cache},
-      {"check", check_spec, run_check},     {"run", run_spec, run_run},       {"serve", serve_spec, run_serve},
+      {"check", check_spec, run_check},     {"key", key_spec, run_key},     {"run", run_spec, run_run},       {"serve", serve_spec, run_serve},
       {"targets", targets_spec, run_targets}, {"token", token_spec, run_token}, {"tune", tune_spec, run_tune},
       {"verify", verify_spec, run_verify},    {"version", version_spec, run_version},
       {"worker", worker_spec, run_worker},

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/sha256.h"
 #include "targets/detect.h"
+#include "base/json.h"
 
 namespace mlk::cli {
 
@@ -126,7 +127,7 @@ tune::Measurement RemoteMeasurer::measure(const tune::MeasureSetup& setup, const
     again = j.state == "done" && !fingerprint_.empty() && j.worker_fingerprint != fingerprint_;
     if (again) lock.unlock();
   }
-  json r = json::parse(j.result, nullptr, false);
+  json r = parse_json(j.result);
   if (j.state == "failed") {
     tune::Measurement m;
     m.verdict = tune::Measurement::Verdict::kError;
@@ -173,11 +174,19 @@ Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
               rm->device_key().c_str(), live, live == 1 ? "" : "s", r.opts.parallel_measurements,
               r.opts.parallel_measurements == 1 ? "" : "s");
   r.opts.measurer = [rm](const tune::MeasureSetup& s, const Schedule& sched) { return rm->measure(s, sched); };
+  // Workers' times rank the search; where the profile runs here, the final
+  // round re-measures the leaders locally, so a forged or wrong report
+  // cannot alone pick what is stored.
+  Runnable here = can_run(r.profile, detect_cpu(), CudaInfo{});
+  r.opts.final_round_here = here.ok;
+  if (r.opts.progress && !here.ok)
+    log_linef(LogLevel::kProgress, "[workers %s] `%s` does not run here (%s): the winner is picked by the workers' times",
+              rm->device_key().c_str(), r.profile.name.c_str(), here.reason.c_str());
   auto inner = r.before_store;
   std::string key = rm->device_key();
   r.before_store = [inner, rm, key](std::map<std::string, std::string>& files, std::string& meta) -> Status {
     if (inner) MLK_RETURN_IF_ERROR(inner(files, meta));
-    json j = json::parse(meta, nullptr, false);
+    json j = parse_json(meta);
     if (!j.is_object()) return Status::Internal("the entry's metadata is not a JSON object");
     j["measured_by"] = {{"device_key", key},
                         {"fingerprint", rm->fingerprint()},

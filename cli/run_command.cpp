@@ -28,6 +28,7 @@
 #include "client/cli_cache.h"
 #include "targets/detect.h"
 #include "targets/loaded_artifact.h"
+#include "base/signing.h"
 
 namespace mlk::cli {
 
@@ -42,6 +43,7 @@ struct RunOptions {
   int64_t ranks = 0, collective_timeout = 60;
   bool reference = false;
   rt::Require require = rt::Require::kAny;
+  std::vector<std::string> trusted;  // --require signed:KEYS
   DumpStage dump_after = DumpStage::kNone;
 };
 
@@ -52,8 +54,16 @@ const char* kRunEpilogue =
     "this machine's memory, refused before anything is allocated), 2 on bad usage,\n"
     "3 on an internal error (a bug in mlk).\n";
 
-FlagSetter store_require(rt::Require& out) {
-  return [&out](const std::string& flag, const std::string& value) -> Status {
+// --require any|tuned|exact|signed:KEYS; signed implies tuned.
+FlagSetter store_require(rt::Require& out, std::vector<std::string>& trusted) {
+  return [&out, &trusted](const std::string& flag, const std::string& value) -> Status {
+    if (value.rfind("signed:", 0) == 0) {
+      auto keys = parse_trusted_keys(value.substr(7));
+      if (!keys.ok()) return Status::Usage(flag + ": " + keys.status().message());
+      trusted = *keys;
+      out = rt::Require::kTuned;
+      return Status::Ok();
+    }
     auto r = rt::parse_require(value);
     if (!r.ok()) return Status::Usage(flag + ": " + r.status().message());
     out = *r;
@@ -99,10 +109,12 @@ CommandSpec spec(RunOptions& o) {
                        "(whose required CPU features this machine has); else, for a CPU profile, the default "
                        "schedule with Halide's JIT. stderr says which was run and why",
                .default_value = "host", .set = store(o.target)},
-              {.name = "--require", .metavar = "any|tuned|exact",
+              {.name = "--require", .metavar = "any|tuned|exact|signed:KEYS",
                .help = "any: a tuned artifact, else the JIT fallback; tuned: refuse the JIT fallback; exact: refuse all "
-                       "but an artifact tuned at exactly this shape (exit 1, naming what is missing)",
-               .default_value = "any", .set = store_require(o.require)},
+                       "but an artifact tuned at exactly this shape (exit 1, naming what is missing); signed:KEYS: "
+                       "only a tuned artifact signed by one of KEYS (Ed25519 public keys or KEY.pub files, "
+                       "comma-separated; docs/signing.md), any other refused before it is loaded",
+               .default_value = "any", .set = store_require(o.require, o.trusted)},
               {.name = "--cache", .metavar = "PATH",
                .help = "the store or a `mlk serve` URL; a server's entries are found too",
                .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(o.cache)},
@@ -220,6 +232,7 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
                                .profile = *profile,
                                .dims = ex.env,
                                .require = o.require,
+                               .trusted = o.trusted,
                                .cpu = detect_cpu()});
   if (found.ok()) {
     auto a = LoadedArtifact::LoadFiles(found->entry.files);
@@ -229,10 +242,14 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
     if (Status d = dump_stored(dump, found->entry.files); !d.ok()) return d;
     ex.how = "tuned artifact " + found->key.substr(0, 16) +
              (found->exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + rt::dims_str(found->tuned_dims) +
-             " on " + found->entry.info.manifest.provenance.host;
+             " on " + found->entry.info.manifest.provenance.host +
+             (found->signer.empty() ? "" : ", signed by key " + found->signer);
   } else if (found.status().code() != Status::Code::kNotFound) {
     return found.status();
   } else if (o.require != rt::Require::kAny) {
+    if (!o.trusted.empty())
+      return Status::NotFound(found.status().message() + " (--require signed: only an artifact signed by a trusted key "
+                              "is loaded)");
     return Status::NotFound(found.status().message() + " (--require " + rt::require_name(o.require) + "; run `mlk tune " +
                             o.file + " --fn " + o.fn + " --target " + profile->name + " --dims " +
                             rt::dims_str(ex.env) + "` first)");

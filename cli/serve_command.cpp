@@ -1,8 +1,10 @@
 // `mlk serve`: the cache daemon (service/server.h) on a store file.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "base/signing.h"
 #include "cache/entry_meta.h"
 #include "cache/paths.h"
 #include "cache/pg_store.h"
@@ -91,6 +93,24 @@ FlagSetter store_release(std::map<std::string, std::vector<std::string>>& gates)
   };
 }
 
+// --trusted-signers / --trusted-verifiers NS=KEY[,KEY...], once per
+// namespace: Ed25519 public keys (64 hex) or KEY.pub files (base/signing.h).
+FlagSetter store_trust(std::map<std::string, std::vector<std::string>>& lists) {
+  return [&lists](const std::string& flag, const std::string& value) -> Status {
+    size_t eq = value.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::Usage(flag + ": `" + value.substr(0, 80) + "` is not NAMESPACE=KEY[,KEY...] (public keys or .pub files)");
+    Status ns = cache::validate_namespace(value.substr(0, eq));
+    if (!ns.ok()) return Status::Usage(flag + ": " + ns.message());
+    auto keys = parse_trusted_keys(value.substr(eq + 1));
+    if (!keys.ok()) return Status::Usage(flag + ": " + keys.status().message());
+    auto& list = lists[value.substr(0, eq)];
+    for (const auto& k : *keys)
+      if (std::find(list.begin(), list.end(), k) == list.end()) list.push_back(k);
+    return Status::Ok();
+  };
+}
+
 // --timeout: the read and the write limit.
 FlagSetter store_timeout(service::ServeOptions& o) {
   return [&o](const std::string& flag, const std::string& value) -> Status {
@@ -132,7 +152,8 @@ CommandSpec spec(ServeArgs& a) {
               {.name = "--listen", .metavar = "HOST:PORT",
                .help = "the address; port 0: any free port, printed on the first line of output",
                .default_value = "127.0.0.1:8080", .set = store_listen(o)},
-              {.name = "--threads", .metavar = "N", .help = "worker threads, each serving one connection at a time",
+              {.name = "--threads", .metavar = "N",
+               .help = "worker threads: requests handled at once (idle or slow connections hold none)",
                .default_value = "8", .set = store_threads(o.threads)},
               {.name = "--max-body", .metavar = "SIZE", .help = "largest request body; larger ones get 413",
                .default_value = "64M", .set = store_size(o.api.max_body_bytes)},
@@ -142,12 +163,46 @@ CommandSpec spec(ServeArgs& a) {
                .help = "a release namespace: it accepts only entries whose `mlk verify` report passed LEVELS "
                        "(e.g. release=envelope,memory); others get 403",
                .set = store_release(o.api.require_verified), .repeatable = true},
+              {.name = "--trusted-signers", .metavar = "NS=KEYS",
+               .help = "a signed namespace: it accepts only entries signed by one of KEYS (Ed25519 public keys or "
+                       ".pub files, comma-separated; `mlk key create`); unsigned or foreign-signed ones get 403 "
+                       "(docs/signing.md)",
+               .set = store_trust(o.api.trusted_signers), .repeatable = true},
+              {.name = "--trusted-verifiers", .metavar = "NS=KEYS",
+               .help = "the keys whose signed `mlk verify` reports release namespace NS (--require-verified) "
+                       "accepts; unsigned reports are refused",
+               .default_value = "NS's --trusted-signers", .set = store_trust(o.api.trusted_verifiers), .repeatable = true},
               {.name = "--default-quota", .metavar = "SIZE", .help = "the limit of every namespace without --quota",
                .default_value = "none", .set = store_size(o.api.quotas.default_limit)},
-              {.name = "--timeout", .metavar = "SECONDS", .help = "per socket read or write; a stalled client is dropped",
+              {.name = "--timeout", .metavar = "SECONDS", .help = "a connection with no bytes moving this long is dropped",
                .default_value = "30", .set = store_timeout(o)},
               {.name = "--keep-alive", .metavar = "SECONDS", .help = "idle time before a keep-alive connection is closed",
                .default_value = "5", .set = store_count(o.keep_alive_timeout_s)},
+              {.name = "--max-connections", .metavar = "N", .help = "open connections; more are refused",
+               .default_value = "1000", .set = store_count(o.max_connections)},
+              {.name = "--max-connections-per-address", .metavar = "N",
+               .help = "open connections of one client address; more are refused", .default_value = "64",
+               .set = store_count(o.max_connections_per_address)},
+              {.name = "--max-header-bytes", .metavar = "SIZE", .help = "a request's line and headers together; more get 431",
+               .default_value = "32K", .set = store_size(o.max_header_bytes)},
+              {.name = "--max-headers", .metavar = "N", .help = "header fields of a request; more get 431",
+               .default_value = "100", .set = store_count(o.max_headers)},
+              {.name = "--header-timeout", .metavar = "SECONDS",
+               .help = "a request's head must arrive whole within this (of connecting, or of its first line on a "
+                       "kept-alive connection); else the connection is closed",
+               .default_value = "10", .set = store_count(o.header_timeout_s)},
+              {.name = "--body-timeout", .metavar = "SECONDS",
+               .help = "a request's body must arrive whole within this of its head; else the connection is closed",
+               .default_value = "120", .set = store_count(o.body_timeout_s)},
+              {.name = "--upload-memory", .metavar = "SIZE",
+               .help = "request bodies buffered at once, all connections together; beyond it writes get 503",
+               .default_value = "256M", .set = store_size(o.upload_memory_bytes)},
+              {.name = "--tls-cert", .metavar = "FILE",
+               .help = "serve HTTPS: the PEM certificate (chain) of the server; with --tls-key. Clients verify it "
+                       "($MLK_CACERT: the CA's PEM file)",
+               .set = store(o.tls_cert_path)},
+              {.name = "--tls-key", .metavar = "FILE", .help = "the PEM private key of --tls-cert",
+               .set = store(o.tls_key_path)},
               {.name = "--staged-ttl", .metavar = "SECONDS",
                .help = "how long an uploaded blob no entry uses stays charged to its namespace and readable by it",
                .default_value = "3600", .set = store_count(o.api.staged_ttl_s)},
@@ -174,6 +229,13 @@ int run_serve(const std::vector<std::string>& args) {
     return usage_error("serve", "--blobs and --blob-cache go with --store postgresql://...; an SQLite store keeps its blobs itself");
   if (!a.store_flag.empty() && a.o.blobs.empty())
     return usage_error("serve", "--store needs --blobs s3://BUCKET?endpoint=... (where the blob bytes live)");
+  for (const auto& [ns, levels] : a.o.api.require_verified)
+    if (!a.o.api.trusted_verifiers.count(ns) && !a.o.api.trusted_signers.count(ns))
+      return usage_error("serve", "--require-verified " + ns + "=...: a release accepts only reports signed by a trusted "
+                                  "verifier; give --trusted-verifiers " + ns + "=KEYS (or --trusted-signers " + ns +
+                                  "=KEYS)");
+  if (a.o.tls_cert_path.empty() != a.o.tls_key_path.empty())
+    return usage_error("serve", "--tls-cert and --tls-key go together: give both, or neither for plain HTTP");
   a.o.store_path = a.store_flag.empty() ? cache::default_store_path(a.cache_flag) : a.store_flag;
   // The benchmark history beside an SQLite store (docs/ci.md); none with PostgreSQL yet.
   if (a.store_flag.empty()) a.o.api.bench_history_path = a.o.store_path + ".bench-history";

@@ -49,8 +49,8 @@ CommandSpec spec(TokenArgs& a) {
               {.name = "--team", .metavar = "NAME", .help = "the namespace the token may use (grant: the team given read access)", .set = store(a.team),
                .required_note = " (the namespace the token may use)"},
               {.name = "--scopes", .metavar = "LIST",
-               .help = "comma-separated: read, write-blobs, write-entries, admin (admin: everything, in every "
-                       "namespace, and /metrics)",
+               .help = "comma-separated: read, write-blobs, write-entries, admin, worker (admin: everything, in every "
+                       "namespace, and /metrics; worker: `mlk worker`'s registration, leases and results)",
                .set = store(a.scopes_text), .required_note = " (e.g. read,write-blobs,write-entries)"},
               {.name = "--note", .metavar = "TEXT", .help = "a reminder of who or what the token is for",
                .set = store(a.note)},

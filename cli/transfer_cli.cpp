@@ -2,7 +2,9 @@
 
 #include <cstdlib>
 
+#include "base/signing.h"
 #include "cache/entry_meta.h"
+#include "cache/signatures.h"
 #include "cache/paths.h"
 #include "cache/sizes.h"
 #include "cache/store.h"
@@ -61,6 +63,17 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
       if (!v.ok()) return fail(v.status());
       Status gate = cache::require_verified("entry " + ns + "/" + key->substr(0, 16), *v, *levels);
       if (!gate.ok()) return fail(Status::InvalidArgument("refused: " + gate.message() + "; nothing was pushed"));
+    }
+    if (!a.sign.empty()) {  // signed here, stored signed, then pushed (cache/signatures.h)
+      auto k = load_signing_key(a.sign);
+      if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
+      auto e = (*store)->get_entry(ns, *key);  // every blob re-hashed
+      if (!e.ok()) return fail(e.status());
+      auto meta = cache::sign_entry(*key, e->files, e->info.manifest.meta_json, *k);
+      if (!meta.ok()) return fail(meta.status());
+      Status put = (*store)->put_entry(ns, *key, *meta, e->info.manifest.provenance, e->files);
+      if (!put.ok()) return fail(put);
+      out << "signed " << ns << "/" << *key << " with key " << k->key_id << "\n";
     }
     auto rep = (*remote)->push(**store, ns, *key);
     if (!rep.ok()) return fail(rep.status());

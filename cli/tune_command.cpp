@@ -2,6 +2,7 @@
 // artifact cache.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "autotune/cached_tune.h"
 #include "autotune/program_tune.h"
@@ -14,7 +15,9 @@
 #include "client/cli_cache.h"
 #include "targets/detect.h"
 #include "verify/verify.h"
+#include "base/signing.h"
 #include "cache/entry_meta.h"
+#include "cache/signatures.h"
 #include "cli/remote_measure.h"
 
 namespace mlk::cli {
@@ -36,6 +39,8 @@ struct TuneArgs {
   std::string verify_levels = "cheap", require_verified;  // `mlk verify` levels run on each winner; a gate
   std::string workers, server;  // --workers KEY: measured by `mlk worker`s through --server (cli/remote_measure.h)
   double worker_wait_s = 60;
+  std::string sign_path;                 // --sign KEYFILE
+  std::optional<SigningKey> sign_key;    // loaded from it before anything is tuned
 };
 
 const char* kTuneDescription =
@@ -126,6 +131,10 @@ CommandSpec spec(TuneArgs& t) {
       {.name = "--worker-wait", .metavar = "SECONDS",
        .help = "with --workers, the longest a candidate may wait for a worker before the tuning fails",
        .default_value = "60", .set = store_count(t.worker_wait_s)},
+      {.name = "--sign", .metavar = "KEYFILE",
+       .help = "sign each stored winner (and its verification report) with this Ed25519 key (`mlk key create`; "
+               "docs/signing.md)",
+       .set = store(t.sign_path)},
       {.name = "-q", .help = "no progress lines", .set = set_bool(t.opts.progress, false), .aliases = {"--quiet"}},
   };
   return {
@@ -254,6 +263,29 @@ std::function<Status(std::map<std::string, std::string>&, std::string&)> verify_
   };
 }
 
+// --sign: after `inner` (the verify hook), the winner's report and the entry
+// `key` are signed with the --sign key (cache/signatures.h).
+std::function<Status(std::map<std::string, std::string>&, std::string&)> sign_hook(
+    const TuneArgs& t, std::function<Status(std::map<std::string, std::string>&, std::string&)> inner,
+    const std::string& key) {
+  return [&t, inner, key](std::map<std::string, std::string>& files, std::string& meta) -> Status {
+    MLK_RETURN_IF_ERROR(inner(files, meta));
+    if (!t.sign_key) return Status::Ok();
+    auto st = cache::statement_of_files(key, files, meta);
+    if (!st.ok()) return st.status();
+    std::string m = meta;
+    if (auto v = cache::parse_verified(m); v.ok() && v->present) {
+      auto r = cache::sign_report(m, *st, *t.sign_key);
+      if (!r.ok()) return r.status();
+      m = *r;
+    }
+    auto s = cache::add_signature(m, *st, *t.sign_key);
+    if (!s.ok()) return s.status();
+    meta = *s;
+    return Status::Ok();
+  };
+}
+
 // A cache hit under --require-verified must carry a report that passes.
 Status check_hit(const TuneArgs& t, const std::string& fn, const std::string& meta_json) {
   if (t.require_verified.empty()) return Status::Ok();
@@ -302,7 +334,8 @@ tune::TuneRequest job_request(const TuneArgs& t, const ir::Module& m, const Prof
                       .ns = t.ns,
                       .out_dir = dir,
                       .work_dir = c.work,
-                      .before_store = verify_hook(t, m, profile, name, shape)};
+                      .before_store = sign_hook(t, verify_hook(t, m, profile, name, shape),
+                                                cache::cache_key(tune::key_inputs(m, name, shape, profile)))};
   if (!t.workers.empty())
     if (Status s = use_workers(r, worker_options(t)); !s.ok()) throw RemoteMeasureError(s.message());
   return r;
@@ -400,6 +433,11 @@ int run_tune(const std::vector<std::string>& args) {
   if (!jobs.ok()) return fail(jobs.status());
   if (Status s = check_jobs_memory(t, fe->module, *profile, *jobs); !s.ok()) return fail(s);
   if (auto lv = winner_levels(t); !lv.ok()) return usage_error("tune", "--verify/--require-verified: " + lv.status().message());
+  if (!t.sign_path.empty()) {
+    auto k = load_signing_key(t.sign_path);
+    if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
+    t.sign_key = *k;
+  }
   auto c = open_cache(t);
   if (!c.ok()) return fail(c.status());
   std::string all_json = "[";

@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
+#include "base/signing.h"
+#include "cache/signatures.h"
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/command.h"
@@ -38,6 +41,8 @@ struct VerifyArgs {
   std::map<std::string, int64_t> dims;
   bool json_out = false, no_cache = false, no_store = false;
   int64_t seed = 1;
+  std::string sign_path;               // --sign KEYFILE: the verifier's key
+  std::optional<SigningKey> sign_key;  // loaded from it before anything is verified
 };
 
 const char* kVerifyDescription =
@@ -96,6 +101,10 @@ CommandSpec spec(VerifyArgs& v) {
               namespaces_flag(v.namespaces),
               {.name = "--no-cache", .help = "never consult the cache (build the artifact now)", .set = set_bool(v.no_cache)},
               {.name = "--no-store", .help = "do not attach the report to the artifact", .set = set_bool(v.no_store)},
+              {.name = "--sign", .metavar = "KEYFILE",
+               .help = "sign the attached report with this verifier key (`mlk key create`), bound to the entry it is "
+                       "about; a release namespace accepts only reports a trusted verifier signed (docs/signing.md)",
+               .set = store(v.sign_path)},
           },
       .epilogue = kVerifyEpilogue,
       .positional = one_positional(v.file),
@@ -173,14 +182,47 @@ Expected<Source> find_artifact(const VerifyArgs& v, const ir::Module& m, const P
 // metadata and manifest.json, re-stored under the same key and pushed when
 // the cache is a server) or the directory's manifest.json.
 Status attach(const VerifyArgs& v, const Source& src, const verify::Report& rep, client::CliCache* cc) {
-  auto man = verify::attach_report(src.files.at("manifest.json"), rep, 2);
+  const bool dir = !v.artifact_dir.empty();
+  std::string old_man = src.files.at("manifest.json"), old_meta = src.meta_json.empty() ? "{}" : src.meta_json;
+  const std::string key = dir ? "" : src.cache_key;
+  if (v.sign_key) {
+    // attach_report keeps the levels of an earlier report that this run did
+    // not repeat; signed, they would become this verifier's word. So an
+    // earlier report counts only when this key signed it for this entry.
+    auto st = dir ? cache::directory_statement(src.files) : cache::statement_of_files(key, src.files, old_meta);
+    if (!st.ok()) return st.status();
+    if (!cache::check_report_signed("it", *st, dir ? old_man : old_meta, {v.sign_key->public_key}).ok()) {
+      auto m = cache::drop_report(old_man, 2);
+      auto mm = cache::drop_report(old_meta);
+      if (!m.ok()) return m.status();
+      if (!mm.ok()) return mm.status();
+      old_man = *m, old_meta = *mm;
+    }
+  }
+  auto man = verify::attach_report(old_man, rep, 2);
   if (!man.ok()) return man.status();
-  if (!v.artifact_dir.empty()) return write_file((fs::path(v.artifact_dir) / "manifest.json").string(), *man + "\n");
-  if (src.cache_key.empty() || !cc || !cc->store()) return Status::Ok();
-  auto meta = verify::attach_report(src.meta_json.empty() ? "{}" : src.meta_json, rep);
-  if (!meta.ok()) return meta.status();
   std::map<std::string, std::string> files = src.files;
   files["manifest.json"] = *man;
+  // --sign: the report, bound to the entry's statement (cache/signatures.h).
+  auto sign = [&](const std::string& text, int indent) -> Expected<std::string> {
+    if (!v.sign_key) return text;
+    auto st = dir ? cache::directory_statement(files) : cache::statement_of_files(key, files, old_meta);
+    if (!st.ok()) return st.status();
+    return cache::sign_report(text, *st, *v.sign_key, indent);
+  };
+  if (dir) {
+    auto signed_man = sign(*man, 2);
+    if (!signed_man.ok()) return signed_man.status();
+    return write_file((fs::path(v.artifact_dir) / "manifest.json").string(), *signed_man + "\n");
+  }
+  if (src.cache_key.empty() || !cc || !cc->store()) return Status::Ok();
+  auto meta = verify::attach_report(old_meta, rep);
+  if (!meta.ok()) return meta.status();
+  meta = sign(*meta, -1);
+  if (!meta.ok()) return meta.status();
+  auto signed_man = sign(*man, 2);
+  if (!signed_man.ok()) return signed_man.status();
+  files["manifest.json"] = *signed_man;
   MLK_RETURN_IF_ERROR(cc->store()->put_entry(v.ns, src.cache_key, *meta, src.provenance, files));
   if (cc->remote()) return cc->push(src.cache_key);
   return Status::Ok();
@@ -218,6 +260,12 @@ int run_verify(const std::vector<std::string>& args) {
   if (int bad = parse_or_usage_error(spec(v), args)) return bad;
   auto levels = verify::parse_levels(v.levels);
   if (!levels.ok()) return usage_error("verify", "--level: " + levels.status().message());
+  if (!v.sign_path.empty()) {
+    if (v.no_store) return usage_error("verify", "--sign signs the attached report; it cannot go with --no-store");
+    auto k = load_signing_key(v.sign_path);
+    if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
+    v.sign_key = *k;
+  }
   auto profile = resolve_profile(v.target);
   if (!profile.ok()) return fail(profile.status());
   auto fe = compile_file(v.file);

@@ -22,6 +22,7 @@
 #include "cli/command.h"
 #include "cli/remote_measure.h"
 #include "lang/frontend.h"
+#include "base/json.h"
 
 namespace mlk::cli {
 
@@ -47,7 +48,7 @@ CommandSpec spec(WorkerArgs& a) {
           "tuner's reference results and timed in an isolated process, and its times are\n"
           "reported. The lease is extended while the candidate runs; a worker that dies\n"
           "loses its lease and the job goes to another worker. The token ($MLK_TOKEN)\n"
-          "needs the scopes read and write-blobs. Runs until SIGTERM or SIGINT, then\n"
+          "needs the scopes read and worker. Runs until SIGTERM or SIGINT, then\n"
           "finishes the job in hand and exits 0.\n",
       .flags =
           {
@@ -115,7 +116,7 @@ Expected<tune::Measurement> run_job(client::JobsClient& c, const client::JobView
                                     std::map<std::string, Prepared>& cache) {
   auto p = prepare(c, job, cache);
   if (!p.ok()) return p.status();
-  json pl = json::parse(job.payload, nullptr, false);
+  json pl = parse_json(job.payload);
   if (!pl.is_object() || !pl.contains("schedule"))
     return Status::InvalidArgument("the job's payload has no `schedule`");
   auto sched = Schedule::from_json(pl["schedule"].dump());
@@ -137,8 +138,8 @@ Expected<tune::Measurement> run_job(client::JobsClient& c, const client::JobView
 }
 
 // Extends the lease of `job` every third of the lease until `done`.
-void heartbeats(const client::RemoteOptions& ro, int64_t job, int64_t worker, double lease_s, std::atomic<bool>& done,
-                std::atomic<bool>& lost) {
+void heartbeats(const client::RemoteOptions& ro, int64_t job, const client::WorkerView& worker, double lease_s,
+                std::atomic<bool>& done, std::atomic<bool>& lost) {
   auto c = client::JobsClient::Open(ro);
   if (!c.ok()) {
     std::fprintf(stderr, "mlk worker: no heartbeats for job %lld: %s\n", static_cast<long long>(job), c.status().message().c_str());
@@ -159,7 +160,7 @@ void heartbeats(const client::RemoteOptions& ro, int64_t job, int64_t worker, do
 // Leases, measures and reports one job; false when there was none.
 Expected<bool> one_job(const WorkerArgs& a, const client::RemoteOptions& ro, client::JobsClient& c,
                        const client::WorkerView& me, std::map<std::string, Prepared>& cache) {
-  auto job = c.lease(me.id, a.lease_s);
+  auto job = c.lease(me, a.lease_s);
   if (!job.ok()) return job.status();
   if (!*job) return false;
   const client::JobView& j = **job;
@@ -167,12 +168,12 @@ Expected<bool> one_job(const WorkerArgs& a, const client::RemoteOptions& ro, cli
     std::fprintf(stderr, "mlk worker %s: job %lld leased (attempt %d)\n", me.name.c_str(), static_cast<long long>(j.id),
                  j.attempts);
   std::atomic<bool> done{false}, lost{false};
-  std::thread hb(heartbeats, ro, j.id, me.id, a.lease_s, std::ref(done), std::ref(lost));
+  std::thread hb(heartbeats, ro, j.id, std::cref(me), a.lease_s, std::ref(done), std::ref(lost));
   auto m = run_job(c, j, cache);
   done = true;
   hb.join();
   std::string result = m.ok() ? tune::measurement_json(*m) : json{{"error", m.status().message()}}.dump();
-  auto held = c.report(j.id, me.id, m.ok(), result);
+  auto held = c.report(j.id, me, m.ok(), result);
   if (!held.ok()) return held.status();
   if (!a.quiet) {
     std::string what = m.ok() ? std::string(tune::verdict_name(m->verdict)) +

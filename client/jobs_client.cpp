@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.h"
+#include "base/json.h"
 
 namespace mlk::client {
 
@@ -12,7 +13,8 @@ namespace {
 
 WorkerView worker_of(const json& w) {
   return WorkerView{w.at("id").get<int64_t>(), w.at("device_key").get<std::string>(), w.at("name").get<std::string>(),
-                    w.at("fingerprint").get<std::string>(), w.at("heartbeat_ms").get<int64_t>()};
+                    w.at("fingerprint").get<std::string>(), w.at("heartbeat_ms").get<int64_t>(),
+                    w.value("secret", std::string())};
 }
 
 JobView job_of(const json& j) {
@@ -56,7 +58,7 @@ Expected<std::string> JobsClient::call(const std::string& method, const std::str
 template <typename F>
 auto parsed(const std::string& url, const std::string& route, const std::string& text, F f)
     -> Expected<decltype(f(json()))> {
-  json j = json::parse(text, nullptr, false);
+  json j = parse_json(text);
   try {
     return f(j);
   } catch (const json::exception& e) {
@@ -77,7 +79,7 @@ Expected<std::string> JobsClient::put_setup(std::string_view bytes) {
 
 Expected<int64_t> JobsClient::submit(const std::string& device_key, const std::string& setup,
                                      const std::string& payload_json, const std::string& fingerprint) {
-  json body = {{"device_key", device_key}, {"setup", setup}, {"payload", json::parse(payload_json, nullptr, false)},
+  json body = {{"device_key", device_key}, {"setup", setup}, {"payload", parse_json(payload_json)},
                {"fingerprint", fingerprint}};
   auto t = call("POST", "/v1/jobs/submit", body.dump());
   if (!t.ok()) return t.status();
@@ -111,29 +113,33 @@ Expected<WorkerView> JobsClient::register_worker(const std::string& device_key, 
   auto t = call("POST", "/v1/jobs/workers",
                 json{{"device_key", device_key}, {"name", name}, {"fingerprint", fingerprint}}.dump());
   if (!t.ok()) return t.status();
-  return parsed(url(), "POST /v1/jobs/workers", *t, [](const json& j) { return worker_of(j.at("worker")); });
+  auto w = parsed(url(), "POST /v1/jobs/workers", *t, [](const json& j) { return worker_of(j.at("worker")); });
+  if (w.ok() && w->secret.empty())
+    return Status::Corruption("cache server " + url() + ": POST /v1/jobs/workers answered no worker secret (an older server?)");
+  return w;
 }
 
-Expected<std::optional<JobView>> JobsClient::lease(int64_t worker, double lease_s) {
-  auto t = call("POST", "/v1/jobs/lease", json{{"worker", worker}, {"lease_s", lease_s}}.dump());
+Expected<std::optional<JobView>> JobsClient::lease(const WorkerView& me, double lease_s) {
+  auto t = call("POST", "/v1/jobs/lease", json{{"worker", me.id}, {"secret", me.secret}, {"lease_s", lease_s}}.dump());
   if (!t.ok()) return t.status();
   return parsed(url(), "POST /v1/jobs/lease", *t, [](const json& j) {
     return j.at("job").is_null() ? std::optional<JobView>() : std::optional<JobView>(job_of(j.at("job")));
   });
 }
 
-Expected<bool> JobsClient::heartbeat(int64_t job, int64_t worker, double lease_s) {
+Expected<bool> JobsClient::heartbeat(int64_t job, const WorkerView& me, double lease_s) {
   bool lost = false;
   auto t = call("POST", "/v1/jobs/" + std::to_string(job) + "/heartbeat",
-                json{{"worker", worker}, {"lease_s", lease_s}}.dump(), &lost);
+                json{{"worker", me.id}, {"secret", me.secret}, {"lease_s", lease_s}}.dump(), &lost);
   if (!t.ok()) return t.status();
   return !lost;
 }
 
-Expected<bool> JobsClient::report(int64_t job, int64_t worker, bool ok, const std::string& result_json) {
+Expected<bool> JobsClient::report(int64_t job, const WorkerView& me, bool ok, const std::string& result_json) {
   bool lost = false;
   auto t = call("POST", "/v1/jobs/" + std::to_string(job) + "/result",
-                json{{"worker", worker}, {"ok", ok}, {"result", json::parse(result_json, nullptr, false)}}.dump(), &lost);
+                json{{"worker", me.id}, {"secret", me.secret}, {"ok", ok}, {"result", parse_json(result_json)}}.dump(),
+                &lost);
   if (!t.ok()) return t.status();
   return !lost;
 }

@@ -29,6 +29,7 @@ struct WorkerView {
   int64_t id = 0;
   std::string device_key, name, fingerprint;
   int64_t heartbeat_ms = 0;
+  std::string secret;  // register_worker's answer only: what lease, heartbeat and report present
 };
 
 struct JobView {
@@ -57,9 +58,10 @@ class JobsClient {
   // The measuring side.
   Expected<WorkerView> register_worker(const std::string& device_key, const std::string& name,
                                        const std::string& fingerprint);
-  Expected<std::optional<JobView>> lease(int64_t worker, double lease_s);
-  Expected<bool> heartbeat(int64_t job, int64_t worker, double lease_s);
-  Expected<bool> report(int64_t job, int64_t worker, bool ok, const std::string& result_json);
+  // `me` is what register_worker answered (its id and secret), with the same token.
+  Expected<std::optional<JobView>> lease(const WorkerView& me, double lease_s);
+  Expected<bool> heartbeat(int64_t job, const WorkerView& me, double lease_s);
+  Expected<bool> report(int64_t job, const WorkerView& me, bool ok, const std::string& result_json);
   // The job's setup bytes, checked against its sha256.
   Expected<std::string> setup_of(const JobView& job);
 

@@ -7,12 +7,14 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "base/sha256.h"
+#include "base/json.h"
 
 namespace mlk::client {
 
@@ -29,7 +31,9 @@ std::string transport_error(httplib::Error e) {
     case httplib::Error::Read: return "the connection broke or timed out while reading the response";
     case httplib::Error::Write: return "the connection broke or timed out while sending the request";
     case httplib::Error::SSLConnection: return "TLS handshake failed";
-    case httplib::Error::SSLServerVerification: return "the server's TLS certificate did not verify";
+    case httplib::Error::SSLServerVerification:
+      return "the server's TLS certificate did not verify (give the CA that signed it in $MLK_CACERT)";
+    case httplib::Error::SSLLoadingCerts: return "cannot load the CA certificates ($MLK_CACERT: a PEM file?)";
     default: return "HTTP client error " + httplib::to_string(e);
   }
 }
@@ -38,7 +42,7 @@ bool transient(int status) { return status == 429 || (status >= 500 && status !=
 
 // The `error` of a JSON error body, else the start of the body.
 std::string server_says(const httplib::Response& r) {
-  json j = json::parse(r.body, nullptr, false);
+  json j = parse_json(r.body);
   if (j.is_object() && j.contains("error") && j["error"].is_string()) return j["error"].get<std::string>();
   return r.body.substr(0, 200);
 }
@@ -150,6 +154,13 @@ Expected<std::unique_ptr<RemoteStore>> RemoteStore::Open(RemoteOptions options) 
     auto c = std::make_unique<httplib::Client>(origin);
     if (!c->is_valid())
       return Status::InvalidArgument("cache URL `" + origin + "`: cannot make a client for it; expected http://HOST:PORT (a `mlk serve`)");
+    if (origin.rfind("https://", 0) == 0) {
+      // Verify the server: its certificate against the CA, its name against the certificate.
+      const char* env = std::getenv("MLK_CACERT");
+      std::string ca = !impl->opt.ca_cert.empty() ? impl->opt.ca_cert : env ? env : "";
+      if (!ca.empty()) c->set_ca_cert_path(ca.c_str());
+      c->enable_server_certificate_verification(true);
+    }
     c->set_keep_alive(impl->opt.keep_alive);
     c->set_tcp_nodelay(true);
     c->set_connection_timeout(0, impl->opt.connect_timeout_ms * 1000);
@@ -202,7 +213,7 @@ Expected<cache::EntryInfo> RemoteStore::get_entry(const std::string& key) {
   auto r = s.call(what, [&] { return s.client->Get(s.path("/v1/entries/" + key).c_str()); });
   if (!r.ok()) return r.status();
   if (r->status != 200) return s.failure(what, *r);
-  json j = json::parse(r->body, nullptr, false);
+  json j = parse_json(r->body);
   if (!j.is_object() || !j.contains("manifest") || !j["manifest"].is_object())
     return Status::Corruption("cache server " + s.opt.url + ": " + what + ": the answer is not an entry");
   auto m = cache::manifest_from_json(j["manifest"].dump());
@@ -248,7 +259,7 @@ Expected<std::string> RemoteStore::whoami() {
   auto r = s.call("GET /v1/whoami", [&] { return s.client->Get(s.path("/v1/whoami").c_str()); });
   if (!r.ok()) return r.status();
   if (r->status != 200) return s.failure("GET /v1/whoami", *r);
-  json j = json::parse(r->body, nullptr, false);
+  json j = parse_json(r->body);
   if (!j.is_object() || !j.contains("team") || !j["team"].is_string())
     return Status::Corruption("cache server " + s.opt.url + ": /v1/whoami did not answer a team");
   return j["team"].get<std::string>();
@@ -331,7 +342,7 @@ Expected<std::vector<cache::EntryInfo>> RemoteStore::query(const std::string& fn
   auto bad = [&](const std::string& why) {
     return Status::Corruption("cache server " + s.opt.url + ": " + what + ": " + why);
   };
-  json j = json::parse(r->body, nullptr, false);
+  json j = parse_json(r->body);
   if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array()) return bad("the answer has no `entries` list");
   std::vector<cache::EntryInfo> out;
   for (const auto& e : j["entries"]) {

@@ -34,6 +34,11 @@ struct RemoteOptions {
   std::string ns;              // the server namespace; empty: the token's team
   int attempts = 4;            // tries per request when the failure is transient
   int backoff_ms = 100;        // first wait between tries; doubles, +-50% jitter
+  // https://: the PEM file of the CA (or the self-signed certificate) that
+  // the server's certificate must verify against; empty: $MLK_CACERT, else
+  // the system's CAs. The server's name or address must match the
+  // certificate. An http:// URL ignores it.
+  std::string ca_cert;
   int connect_timeout_ms = 2000;
   int timeout_s = 60;          // per socket read or write
   // Keep the connection open between requests. A server thread serves one

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <set>
+#include "base/json.h"
 
 namespace mlk::rt {
 
@@ -170,7 +171,7 @@ std::string weight_key(const std::string& key_template, int i) {
 
 Expected<Binding> parse_binding(const std::string& file, const std::string& text, const ir::Module& module) {
   Where err{file};
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j = parse_json(text);
   if (j.is_discarded()) return err("not valid JSON");
   if (!j.is_object()) return err("a binding is a JSON object");
   MLK_RETURN_IF_ERROR(only_fields(err, j, {"about", "inputs", "steps", "unused"}, "the binding"));

@@ -53,7 +53,11 @@ void mlk_runtime_close(mlk_runtime_t* rt);
 /* The kernel of fn `fn` of a program, given by its file (program_file) or by
  * the fn's program hash (`mlk check --hash`; program_file NULL). targets: the
  * policy, profiles best first ("cuda_sm90,host"; NULL: "host"), optionally
- * followed by ";require=tuned" or ";require=exact". dims: the shape to select
+ * followed by ";require=tuned" or ";require=exact", ";require=verified:LEVELS"
+ * and ";require=signed:KEYS" (Ed25519 public keys, 64 hex, or KEY.pub files,
+ * comma-separated: only an artifact one of them signed is loaded; any other is
+ * refused before it is opened, MLK_RT_ERR_NOT_FOUND, and the last error names
+ * the entry and its signer; docs/signing.md). dims: the shape to select
  * the artifact for ("B=1,S=128,D=4096": every dimension variable). The
  * artifact tuned at exactly that shape is taken, else the one tuned at the
  * nearest other shape, else (unless require says otherwise) the default

@@ -7,8 +7,10 @@
 
 #include "cache/entry_meta.h"
 #include "cache/key.h"
+#include "cache/signatures.h"
 #include "client/cli_cache.h"
 #include "targets/key_inputs.h"
+#include "base/json.h"
 
 namespace mlk::rt {
 
@@ -75,7 +77,7 @@ std::optional<double> distance(const DimEnv& tuned, const DimEnv& want) {
 Expected<std::string> missing_features(const cache::Artifact& a, const CpuInfo& cpu) {
   auto it = a.files.find("manifest.json");
   if (it == a.files.end()) return Status::Corruption("entry " + a.info.key.substr(0, 16) + " has no manifest.json");
-  json m = json::parse(it->second, nullptr, false);
+  json m = parse_json(it->second);
   if (!m.is_object() || !m.contains("requires") || !m["requires"].is_object() ||
       !m["requires"].contains("cpu_features") || !m["requires"]["cpu_features"].is_array())
     return Status::Corruption("entry " + a.info.key.substr(0, 16) + ": manifest.json: `requires.cpu_features` is not a list");
@@ -88,10 +90,35 @@ Expected<std::string> missing_features(const cache::Artifact& a, const CpuInfo& 
   return missing;
 }
 
+// The statement an entry signature covers (cache/signatures.h).
+Expected<std::string> statement_of(const cache::Artifact& a) {
+  auto digests = cache::statement_digests(a.files);
+  if (!digests.ok()) return digests.status();
+  return cache::entry_statement(a.info.key, *digests, a.info.manifest.meta_json);
+}
+
+// "" when the policy trusts no keys or a trusted key signed the entry, else
+// why not, naming the entry and its signer (if any).
+std::string unsigned_reason(const cache::Artifact& a, const std::vector<std::string>& trusted, std::string* signer) {
+  if (trusted.empty()) return "";
+  const std::string what = "entry " + a.info.key.substr(0, 16);
+  auto st = statement_of(a);
+  if (!st.ok()) return what + ": " + st.status().message();
+  Status s = cache::check_signed(what, *st, a.info.manifest.meta_json, trusted, signer);
+  return s.ok() ? "" : s.message();
+}
+
 // "" when the entry's `mlk verify` report passes every level of `required`,
 // else why not (cache/entry_meta.h).
-std::string unverified(const cache::Artifact& a, const std::vector<std::string>& required) {
+std::string unverified(const cache::Artifact& a, const std::vector<std::string>& required,
+                       const std::vector<std::string>& trusted) {
   if (required.empty()) return "";
+  if (!trusted.empty()) {  // only a report a trusted key signed for this very entry counts
+    auto st = statement_of(a);
+    if (!st.ok()) return "entry " + a.info.key.substr(0, 16) + ": " + st.status().message();
+    Status s = cache::check_report_signed("entry " + a.info.key.substr(0, 16), *st, a.info.manifest.meta_json, trusted);
+    if (!s.ok()) return s.message();
+  }
   auto v = cache::parse_verified(a.info.manifest.meta_json.empty() ? "{}" : a.info.manifest.meta_json);
   if (!v.ok()) return v.status().message();
   Status s = cache::require_verified(a.info.key.substr(0, 16), *v, required);
@@ -118,9 +145,13 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
   if (!store) return Status::NotFound("no artifact cache at " + cache->store_path());
   auto hit = store->get_entry(ns, t.key);
   std::string skipped;
-  if (hit.ok() && !unverified(*hit, r.verified).empty()) {
-    skipped = "; " + unverified(*hit, r.verified);
-    hit = Status::NotFound("");
+  if (hit.ok()) {
+    std::string why = unsigned_reason(*hit, r.trusted, &t.signer);  // refused before anything is loaded
+    if (why.empty()) why = unverified(*hit, r.verified, r.trusted);
+    if (!why.empty()) {
+      skipped = "; " + why;
+      hit = Status::NotFound("");
+    }
   }
   if (hit.ok()) {
     t.entry = std::move(*hit);
@@ -160,17 +191,24 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
       if (e.status().code() == Status::Code::kNotFound) continue;  // the server lost it meanwhile
       return e.status();
     }
+    // Under a signed policy the metadata the shape was chosen by counts only once signed.
+    std::string signer;
+    if (std::string why = unsigned_reason(*e, r.trusted, &signer); !why.empty()) {
+      skipped += "; " + why;
+      continue;
+    }
     auto missing = missing_features(*e, cpu);
     if (!missing.ok()) return missing.status();
     if (!missing->empty()) {
       skipped += "; " + c.key.substr(0, 16) + " (tuned at " + dims_str(c.dims) + ") needs " + *missing;
       continue;
     }
-    if (std::string why = unverified(*e, r.verified); !why.empty()) {
+    if (std::string why = unverified(*e, r.verified, r.trusted); !why.empty()) {
       skipped += "; " + why;
       continue;
     }
     t.key = c.key;
+    t.signer = signer;
     t.entry = std::move(*e);
     t.tuned_dims = c.dims;
     t.pulled = pulled;

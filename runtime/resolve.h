@@ -44,6 +44,7 @@ struct Tuned {
   DimEnv tuned_dims;      // the shape it was tuned at
   bool exact = false;     // tuned_dims == the requested dims
   bool pulled = false;    // downloaded from the server now
+  std::string signer;     // under a signed policy: the key id of the trusted key that signed it
 };
 
 // A lookup: fn `fn` of `module` for `profile` at `dims`, in namespace `ns`
@@ -61,6 +62,14 @@ struct FindTunedRequest {
   // "require=verified:envelope"); an entry that lacks one is passed over,
   // and the NotFound reason says so. Empty: no such condition.
   std::vector<std::string> verified = {};
+  // Policy "require=signed:KEYS": Ed25519 public keys (64 hex). When not
+  // empty, an entry qualifies only when it carries a signature by one of
+  // them over its key, files and metadata (cache/signatures.h); others are
+  // passed over before anything of them is loaded or its metadata trusted
+  // for the nearest-shape choice, and the NotFound reason names each one and
+  // its signer. `verified` levels are then read only from a report signed
+  // by one of these keys.
+  std::vector<std::string> trusted = {};
   CpuInfo cpu;  // this machine (detect_cpu()): an artifact must need no feature it lacks
 };
 

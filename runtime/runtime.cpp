@@ -6,6 +6,7 @@
 
 #include "cache/entry_meta.h"
 #include "cache/key.h"
+#include "base/signing.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
 #include "base/sha256.h"
@@ -16,6 +17,7 @@
 #include "targets/detect.h"
 #include "targets/artifact_manifest.h"
 #include "targets/loaded_artifact.h"
+#include "base/json.h"
 
 namespace mlk::rt {
 
@@ -92,20 +94,32 @@ Expected<TargetPolicy> TargetPolicy::Parse(const std::string& text) {
     p.profiles.push_back(item);
   }
   if (p.profiles.empty()) return Status::InvalidArgument("target policy `" + text + "` names no profile");
-  if (!options.empty()) {
-    if (options.rfind("require=", 0) != 0)
-      return Status::InvalidArgument("target policy `" + text + "`: unknown option `" + options +
-                                     "` (the only option is `require=any|tuned|exact|verified:LEVELS`)");
-    if (options.rfind("require=verified:", 0) == 0) {  // a tuned artifact whose report passes the levels
-      auto lv = cache::parse_required_levels(options.substr(17));
+  // Options, each `require=...`, separated by `;`.
+  size_t start = 0;
+  while (!options.empty() && start <= options.size()) {
+    size_t end = options.find(';', start);
+    std::string opt = options.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? options.size() + 1 : end + 1;
+    if (opt.rfind("require=", 0) != 0)
+      return Status::InvalidArgument("target policy `" + text + "`: unknown option `" + opt +
+                                     "` (the only option is `require=any|tuned|exact|verified:LEVELS|signed:KEYS`)");
+    if (opt.rfind("require=verified:", 0) == 0) {  // a tuned artifact whose report passes the levels
+      auto lv = cache::parse_required_levels(opt.substr(17));
       if (!lv.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + lv.status().message());
-      p.require = Require::kTuned;
+      if (p.require == Require::kAny) p.require = Require::kTuned;
       p.verified = *lv;
-      return p;
+      continue;
     }
-    auto r = parse_require(options.substr(8));
+    if (opt.rfind("require=signed:", 0) == 0) {  // a tuned artifact signed by a trusted key
+      auto keys = parse_trusted_keys(opt.substr(15));
+      if (!keys.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + keys.status().message());
+      if (p.require == Require::kAny) p.require = Require::kTuned;
+      p.trusted = *keys;
+      continue;
+    }
+    auto r = parse_require(opt.substr(8));
     if (!r.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + r.status().message());
-    p.require = *r;
+    if (*r != Require::kAny || (p.verified.empty() && p.trusted.empty())) p.require = *r;
   }
   return p;
 }
@@ -113,12 +127,19 @@ Expected<TargetPolicy> TargetPolicy::Parse(const std::string& text) {
 std::string TargetPolicy::str() const {
   std::string s;
   for (const auto& p : profiles) s += (s.empty() ? "" : ",") + p;
+  const bool implied = !verified.empty() || !trusted.empty();  // these imply tuned
+  if (require != Require::kAny && !(implied && require == Require::kTuned))
+    s += std::string(";require=") + require_name(require);
   if (!verified.empty()) {
     std::string lv;
     for (const auto& l : verified) lv += (lv.empty() ? "" : ",") + l;
-    return s + ";require=verified:" + lv;
+    s += ";require=verified:" + lv;
   }
-  if (require != Require::kAny) s += std::string(";require=") + require_name(require);
+  if (!trusted.empty()) {
+    std::string keys;
+    for (const auto& k : trusted) keys += (keys.empty() ? "" : ",") + k;
+    s += ";require=signed:" + keys;
+  }
   return s;
 }
 
@@ -233,7 +254,7 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::str
   const std::string where = dir + "/manifest.json";
   auto text = read_file(where);
   if (!text.ok()) return Status::NotFound(dir + " is not an artifact directory of `mlk build`: " + text.status().message());
-  json m = json::parse(*text, nullptr, false);
+  json m = parse_json(*text);
   auto str = [&](const json& o, const char* k) {
     return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string();
   };
@@ -354,6 +375,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
                              .dims = dims,
                              .require = policy.require,
                              .verified = policy.verified,
+                             .trusted = policy.trusted,
                              .cpu = cpu});
     if (!found.ok()) {
       if (found.status().code() != Status::Code::kNotFound) return found.status();
@@ -382,7 +404,8 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
                  (found->exact ? ", tuned at exactly " + sel.tuned_dims
                                : ", tuned at " + sel.tuned_dims + " (the nearest tuned shape), run at " + dims_str(dims)) +
                  " on " + found->entry.info.manifest.provenance.host + (!meta->measured ? ", NOT measured (estimated)" : "") +
-                 ", verified: " + meta->verification.str() + cuda_copies_text(*art);
+                 ", verified: " + meta->verification.str() +
+                 (found->signer.empty() ? "" : ", signed by key " + found->signer) + cuda_copies_text(*art);
     k->artifact_ = art;
     return done(std::move(sel));
   }

@@ -54,8 +54,15 @@ struct TargetPolicy {
   // `;require=verified:LEVELS` (e.g. verified:envelope): a tuned artifact
   // whose `mlk verify` report passes these levels (docs/verification.md).
   std::vector<std::string> verified;
+  // `;require=signed:KEYS` (Ed25519 public keys, 64 hex, or KEY.pub files,
+  // comma-separated): only a tuned artifact signed by one of these keys
+  // (docs/signing.md); anything else is refused before it is loaded, and
+  // there is no JIT fallback. With verified:LEVELS too, only a report one of
+  // these keys signed counts.
+  std::vector<std::string> trusted;
   // Comma-separated profile names (see `mlk targets`), optionally followed by
-  // `;require=any|tuned|exact|verified:LEVELS`: "cpu_avx512,host;require=tuned". "" = {"host"}.
+  // options `;require=any|tuned|exact|verified:LEVELS|signed:KEYS` (several
+  // allowed, each after a `;`): "cpu_avx512,host;require=tuned". "" = {"host"}.
   static Expected<TargetPolicy> Parse(const std::string& text);
   std::string str() const;
 };

@@ -118,7 +118,7 @@ start() {
   start_replica 2
   local store token admin
   store=$(cat "$dir/store")
-  token=$("$mlk" token create --store "$store" --team default --scopes read,write-blobs,write-entries \
+  token=$("$mlk" token create --store "$store" --team default --scopes read,write-blobs,write-entries,worker \
           --note cluster.sh 2>/dev/null) || die "mlk token create failed"
   admin=$("$mlk" token create --store "$store" --team ops --scopes admin --note cluster.sh 2>/dev/null) ||
     die "mlk token create failed"

@@ -3,7 +3,8 @@
 # the test peer of the Python module, under Debian's python3; libopenblas-dev
 # the OpenBLAS peer of `mlk bench`; libpq-dev, postgresql-15, libcurl4-openssl-dev
 # and curl: the shared backend of `mlk serve` and scripts/cluster.sh; librsvg2-dev
-# the PNG plots of `mlk bench --plot`; chromium the dashboard's test), then a project
+# the PNG plots of `mlk bench --plot`; chromium the dashboard's test;
+# libmicrohttpd-dev and libgnutls28-dev the transport of `mlk serve` and its TLS), then a project
 # virtual environment (.venv) holding the Python-registry packages, Halide's C++
 # SDK among them. Idempotent: a second run installs nothing and takes seconds.
 set -euo pipefail
@@ -15,7 +16,7 @@ debs=(cmake ninja-build ccache g++ clang libclang-rt-14-dev pkg-config
       sqlite3 libcpp-httplib-dev libdlpack-dev pybind11-dev python3 python3-venv
       python3-dev python3-torch python3-numpy libopenblas-dev libxgboost-dev
       libpq-dev postgresql-15 libcurl4-openssl-dev curl libz3-dev valgrind
-      librsvg2-dev chromium openmpi-bin libopenmpi-dev)
+      librsvg2-dev chromium openmpi-bin libopenmpi-dev libmicrohttpd-dev libgnutls28-dev)
 missing=()
 for p in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,8 +10,10 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/json.h"
 #include "base/sha256.h"
 #include "service/api_internal.h"
+#include "service/bench_history.h"
 #include "service/dashboard.h"
 
 namespace mlk::service {
@@ -33,7 +35,7 @@ Body StringBody::read(int64_t max_bytes) {
 ApiResponse error_response(int status, const std::string& message) {
   ApiResponse r;
   r.status = status;
-  r.body = json{{"error", message}}.dump() + "\n";
+  r.body = dump_json(json{{"error", message}}) + "\n";  // a key echoed from the path may be invalid UTF-8
   return r;
 }
 
@@ -137,6 +139,10 @@ std::optional<ApiResponse> authorize(Ctx& c, Scopes need) {
     return r;
   }
   c.token = **found;
+  return authorize_token(c, need);
+}
+
+std::optional<ApiResponse> authorize_token(Ctx& c, Scopes need) {
   c.ns = c.token.team;  // until the namespace is known, rejections count against the token's team
   auto it = c.req.query.find("namespace");
   std::string ns = it == c.req.query.end() ? c.token.team : it->second;
@@ -156,7 +162,7 @@ std::optional<ApiResponse> authorize(Ctx& c, Scopes need) {
     c.granted = true;
   }
   c.ns = ns;
-  for (Scope s : {kScopeRead, kScopeWriteBlobs, kScopeWriteEntries, kScopeAdmin})
+  for (Scope s : kAllScopes)
     if ((need & s) && !has_scope(c.token.scopes, s))
       return reject(c, 403, "forbidden",
                     "token " + c.token.prefix + " lacks the scope `" + scopes_string(s) + "` (it has " +
@@ -186,9 +192,17 @@ std::optional<ApiResponse> check_quota(Ctx& c, int64_t delta_charge, const std::
     auto e = c.store().show_entry(c.ns, replacing_key);
     if (e.ok()) old = e->size;
   }
-  int64_t after = *charged + *staged - old + delta_charge;
+  int64_t history = 0;  // the benchmark history's rows of the namespace count too
+  if (const std::string& path = c.api.options().bench_history_path; !path.empty()) {
+    auto h = bench_history_at(path);
+    if (!h.ok()) return reject(c, http_status(h.status()), "store_error", h.status().message());
+    auto n = (*h)->bytes(c.ns);
+    if (!n.ok()) return reject(c, http_status(n.status()), "store_error", n.status().message());
+    history = *n;
+  }
+  int64_t after = *charged + *staged + history - old + delta_charge;
   if (after <= *limit) return std::nullopt;
-  int64_t now = *charged + *staged;
+  int64_t now = *charged + *staged + history;
   return reject(c, 507, "quota",
                 "namespace `" + c.ns + "` is over its quota: it holds " + std::to_string(now) + " bytes of " +
                     std::to_string(*limit) + " allowed, and this request would make it " + std::to_string(after) +
@@ -250,7 +264,7 @@ ApiResponse metrics_route(Ctx& c) {
 ApiResponse whoami_route(Ctx& c) {
   if (auto r = authorize(c, 0)) return *r;
   json scopes = json::array();
-  for (Scope s : {kScopeRead, kScopeWriteBlobs, kScopeWriteEntries, kScopeAdmin})
+  for (Scope s : kAllScopes)
     if (c.token.scopes & s) scopes.push_back(scopes_string(s));
   return json_text(200, json{{"team", c.token.team}, {"namespace", c.ns}, {"scopes", scopes}, {"token", c.token.prefix}}.dump());
 }
@@ -278,6 +292,16 @@ const std::vector<Route>& routes() {
   };
   return r;
 }
+
+}  // namespace
+
+std::vector<std::string> route_prefixes() {
+  std::vector<std::string> out;
+  for (const auto& r : routes()) out.push_back(r.prefix);
+  return out;
+}
+
+namespace {
 
 ApiResponse dispatch(Ctx& c) {
   const std::string& path = c.req.path;

@@ -7,8 +7,9 @@
 // method), the syntax of the path's key or digest and of the query (400),
 // the token (401 missing or unknown), the namespace and scopes (403), the
 // body (413 too large, 400 broken or malformed, 422 not matching its
-// digest), the blobs an entry references (409), the quota (507), then the
-// store. A rejected request changes nothing in the store. Every error body is
+// digest), the blobs an entry references (409), an entry's signatures in a
+// signed or release namespace (403: they cover manifest.json's content, so
+// its blob must be there), the quota (507), then the store. A rejected request changes nothing in the store. Every error body is
 // {"error": "..."}, but for the dashboard's HTML pages under /ui
 // (service/dashboard.h).
 //
@@ -39,8 +40,21 @@ struct ApiOptions {
   // report (its metadata's verify_report) must pass to be stored there; other
   // entries get 403 (docs/verification.md).
   std::map<std::string, std::vector<std::string>> require_verified = {};
+  // Signed namespaces: namespace -> Ed25519 public keys (64 hex,
+  // base/signing.h). An entry written there must carry a signature by one of
+  // them (cache/signatures.h); unsigned or foreign-signed entries get 403.
+  std::map<std::string, std::vector<std::string>> trusted_signers = {};
+  // The keys whose verification reports a release namespace
+  // (require_verified) accepts; a namespace without its own list accepts
+  // reports signed by its trusted_signers. A report signed by no such key,
+  // or unsigned, is not evidence: 403 (docs/signing.md).
+  std::map<std::string, std::vector<std::string>> trusted_verifiers = {};
   // The benchmark history's database (service/bench_history.h); empty: none.
   std::string bench_history_path = {};
+  // The dashboard's sign-in sessions (service/dashboard_session.h) last this
+  // long; signing in again starts a new one.
+  int64_t ui_session_s = int64_t{8} * 3600;
+  bool tls = false;  // served over TLS: the dashboard's cookie gets `Secure`
 };
 
 struct ApiRequest {
@@ -48,7 +62,13 @@ struct ApiRequest {
   std::string path;    // URL-decoded, without the query
   std::map<std::string, std::string> query;
   std::string authorization;  // the Authorization header, or empty
-  std::string cookie;         // the Cookie header, or empty (the dashboard's token, service/dashboard.cpp)
+  std::string cookie;         // the Cookie header, or empty (the dashboard's session, service/dashboard.cpp)
+  // For the dashboard's check that a POST comes from its own pages
+  // (service/dashboard_session.h): the Origin, Sec-Fetch-Site and Host
+  // headers, each empty when absent.
+  std::string origin = {};
+  std::string sec_fetch_site = {};
+  std::string host = {};
 };
 
 // The body of a request, read only once the request is authorised, and
@@ -106,6 +126,10 @@ class Api {
   std::mutex locks_mu_;
   std::map<std::string, std::unique_ptr<std::mutex>> ns_locks_;
 };
+
+// The path (or path prefix, ending in `/`) of every route of the Api, in
+// routing order: what a test of all routes iterates over.
+std::vector<std::string> route_prefixes();
 
 // The error body: {"error": message}.
 ApiResponse error_response(int status, const std::string& message);

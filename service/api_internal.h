@@ -43,6 +43,9 @@ std::optional<ApiResponse> lock_namespace(Ctx& c, NamespaceGuard& guard);
 // (403 naming the grant when it was revoked).
 // Returns the rejection, or nullopt with c.token, c.ns and c.lease set.
 std::optional<ApiResponse> authorize(Ctx& c, Scopes need);
+// The same for a token already known (c.token, a valid one, and c.lease
+// set): the dashboard's session (service/dashboard_session.h).
+std::optional<ApiResponse> authorize_token(Ctx& c, Scopes need);
 
 // A rejection: counts it under `reason` and returns the error response.
 ApiResponse reject(Ctx& c, int status, const std::string& reason, const std::string& message);
@@ -61,6 +64,13 @@ ApiResponse jobs_route(Ctx& c, const std::string& arg);
 // namespace's quota, nullopt when it fits. Call with the namespace lock held.
 std::optional<ApiResponse> check_quota(Ctx& c, int64_t delta_charge, const std::string& replacing_key,
                                        const std::set<std::string>& unstaging);
+
+// Stores the blob of `b` (read whole; its sha256 is its digest) for c.ns, as
+// PUT /v1/blobs does: charged to the namespace's quota unless it already is,
+// and staged (readable by c.ns) unless an entry of c.ns references it. Takes
+// the namespace lock. The rejection (507 over quota, 503 store), or nullopt
+// with `fresh` true when the namespace was not charged for it before.
+std::optional<ApiResponse> store_for_namespace(Ctx& c, const Body& b, bool& fresh);
 
 // Keys of /v1/entries/{key}: 1-256 characters of [A-Za-z0-9._-], not
 // starting with `.`: no `/`, so no path traversal.

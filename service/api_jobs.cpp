@@ -5,17 +5,25 @@
 //   GET  /v1/jobs/ID              the job, its state and result                            read
 //   POST /v1/jobs/ID/cancel       {"why"}: a job not finished is failed                    write-entries
 //   GET  /v1/jobs/workers?device_key=K&seen_s=N   workers seen in the last N s (default 60)   read
-//   POST /v1/jobs/workers         {"device_key", "name", "fingerprint"} -> {"worker": {...}}   write-blobs
-//   POST /v1/jobs/lease           {"worker", "lease_s"} -> {"job": {...} or null}          write-blobs
-//   POST /v1/jobs/ID/heartbeat    {"worker", "lease_s"}: 409 when the lease is not held    write-blobs
-//   POST /v1/jobs/ID/result       {"worker", "ok", "result": {...}}: 409 likewise          write-blobs
+//   POST /v1/jobs/workers         {"device_key", "name", "fingerprint"} -> {"worker": {..., "secret"}}   worker
+//   POST /v1/jobs/lease           {"worker", "secret", "lease_s"} -> {"job": {...} or null}   worker
+//   POST /v1/jobs/ID/heartbeat    {"worker", "secret", "lease_s"}: 409 when the lease is not held   worker
+//   POST /v1/jobs/ID/result       {"worker", "secret", "ok", "result": {...}}: 409 likewise   worker
 //   GET  /v1/jobs/ID/setup        the setup blob of the job                                read
+//
+// A setup is a blob of the submitter's namespace: stored, staged and charged
+// to its quota like PUT /v1/blobs, and a job may name only a setup its
+// namespace can read. A worker's secret is handed out once, at registration;
+// lease, heartbeat and result must present it, with the token that
+// registered the worker.
 #include <cctype>
 #include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/sha256.h"
 #include "service/api_internal.h"
+#include "base/json.h"
 
 namespace mlk::service::detail {
 
@@ -43,8 +51,8 @@ bool is_digest(const std::string& s) {
 }
 
 json job_json(const JobInfo& j) {
-  json payload = json::parse(j.spec.payload, nullptr, false);
-  json result = j.result.empty() ? json(nullptr) : json::parse(j.result, nullptr, false);
+  json payload = parse_json(j.spec.payload);
+  json result = j.result.empty() ? json(nullptr) : parse_json(j.result);
   return {{"id", j.id},
           {"device_key", j.spec.device_key},
           {"fingerprint", j.spec.fingerprint},
@@ -72,7 +80,10 @@ ApiResponse store_error(Ctx& c, const Status& s) { return reject(c, http_status(
 std::optional<ApiResponse> json_body(Ctx& c, json& out) {
   Body b = c.body.read(static_cast<int64_t>(kMaxPayload) * 2);
   if (b.outcome != Body::kOk) return body_rejection(c, b);
-  out = json::parse(b.bytes, nullptr, false);
+  std::string why;
+  out = parse_json(b.bytes, &why);
+  if (out.is_discarded())
+    return reject(c, 400, "bad_job", "the body of " + c.req.method + " " + c.req.path + " is not valid JSON (" + why + ")");
   if (!out.is_object())
     return reject(c, 400, "bad_job", "the body of " + c.req.method + " " + c.req.path + " must be a JSON object");
   return std::nullopt;
@@ -106,12 +117,30 @@ std::optional<ApiResponse> lease_ms_of(Ctx& c, const json& body, int64_t& ms) {
   return std::nullopt;
 }
 
-// The worker of body["worker"], which must be one of this namespace.
+// Constant-time equality of two digests of equal length.
+bool same_digest(const std::string& a, const std::string& b) {
+  if (a.size() != b.size() || a.empty()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// The worker of body["worker"], which must be one of this namespace,
+// registered by this token, and named with its secret (body["secret"]).
 std::optional<ApiResponse> worker_of(Ctx& c, const json& body, WorkerInfo& w) {
   int64_t id = 0;
   if (auto r = field(c, body, "worker", id)) return r;
+  std::string secret;
+  if (auto r = field(c, body, "secret", secret)) return r;
   auto found = c.jobs().find_worker(c.ns, id);
   if (!found.ok()) return reject(c, http_status(found.status()), "bad_job", found.status().message());
+  if (found->token_id != c.token.id)
+    return reject(c, 403, "worker_token",
+                  "worker " + std::to_string(id) + " was registered by another token; only that token may act for it");
+  if (!same_digest(sha256_hex(secret), found->secret_sha256))
+    return reject(c, 403, "worker_secret",
+                  "the secret does not match worker " + std::to_string(id) +
+                      "'s (the one POST /v1/jobs/workers answered; a restarted worker registers anew)");
   w = *found;
   return std::nullopt;
 }
@@ -122,9 +151,9 @@ ApiResponse put_setup(Ctx& c) {
   if (b.outcome != Body::kOk) return body_rejection(c, b);
   if (b.bytes.compare(0, kSetupMagic.size(), kSetupMagic) != 0)
     return reject(c, 400, "bad_job", "the body is not a measurement setup (it does not start with `mlk-measure-setup`)");
-  auto d = c.store().put_blob(b.bytes);
-  if (!d.ok()) return store_error(c, d.status());
-  return json_text(201, json{{"setup", *d}}.dump());
+  bool fresh = false;
+  if (auto r = store_for_namespace(c, b, fresh)) return *r;
+  return json_text(fresh ? 201 : 200, json{{"setup", b.sha256}}.dump());
 }
 
 ApiResponse submit(Ctx& c) {
@@ -143,11 +172,14 @@ ApiResponse submit(Ctx& c) {
     return reject(c, 400, "bad_job", "the body lacks the object `payload` (the candidate to measure)");
   j.payload = body["payload"].dump();
   if (j.payload.size() > kMaxPayload) return reject(c, 413, "too_large", "the payload is larger than 1 MiB");
-  auto blob = c.store().get_blob(j.setup);
-  if (!blob.ok())
-    return reject(c, blob.status().code() == Status::Code::kIOError ? 503 : 400, "bad_job",
-                  "setup " + j.setup.substr(0, 16) + " is not stored here (POST it to /v1/jobs/setups first): " +
-                      blob.status().message());
+  // Only a setup this namespace may read: a digest alone does not make
+  // another team's blob readable through GET /v1/jobs/ID/setup.
+  auto visible = c.tables().blob_visible(c.ns, j.setup);
+  if (!visible.ok()) return store_error(c, visible.status());
+  if (!*visible)
+    return reject(c, 400, "bad_job",
+                  "setup " + j.setup.substr(0, 16) + " is not in namespace `" + c.ns +
+                      "` (POST it to /v1/jobs/setups first)");
   auto id = c.jobs().submit(j, now_ms());
   if (!id.ok()) return store_error(c, id.status());
   return json_text(201, json{{"id", *id}}.dump());
@@ -172,7 +204,7 @@ ApiResponse workers_route(Ctx& c) {
     for (const auto& w : *ws) out.push_back(worker_json(w));
     return json_text(200, json{{"workers", out}}.dump());
   }
-  if (auto r = authorize(c, kScopeWriteBlobs)) return *r;
+  if (auto r = authorize(c, kScopeWorker)) return *r;
   json body;
   if (auto r = json_body(c, body)) return *r;
   std::string key, name, fp;
@@ -182,13 +214,24 @@ ApiResponse workers_route(Ctx& c) {
   if (!name_chars(name, 128, "._:@-")) return reject(c, 400, "bad_job", "worker name `" + name.substr(0, 80) + "` is not 1-128 of [A-Za-z0-9._:@-]");
   if (auto r = field(c, body, "fingerprint", fp)) return *r;
   if (fp.empty() || fp.size() > 4096) return reject(c, 400, "bad_job", "the fingerprint must be 1-4096 characters");
-  auto w = c.jobs().register_worker(c.ns, key, name, fp, now_ms());
+  auto secret = random_secret();
+  if (!secret.ok()) return store_error(c, secret.status());
+  WorkerInfo info;
+  info.ns = c.ns;
+  info.device_key = key;
+  info.name = name;
+  info.fingerprint = fp;
+  info.token_id = c.token.id;
+  info.secret_sha256 = sha256_hex(*secret);
+  auto w = c.jobs().register_worker(info, now_ms());
   if (!w.ok()) return store_error(c, w.status());
-  return json_text(201, json{{"worker", worker_json(*w)}}.dump());
+  json out = worker_json(*w);
+  out["secret"] = *secret;  // shown once; the server keeps its sha256
+  return json_text(201, json{{"worker", out}}.dump());
 }
 
 ApiResponse lease(Ctx& c) {
-  if (auto r = authorize(c, kScopeWriteBlobs)) return *r;
+  if (auto r = authorize(c, kScopeWorker)) return *r;
   json body;
   if (auto r = json_body(c, body)) return *r;
   WorkerInfo w;
@@ -208,7 +251,7 @@ ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
                                         (read ? " (allowed: POST)" : " (allowed: GET, HEAD)"));
   if (what != "" && what != "setup" && what != "heartbeat" && what != "result" && what != "cancel")
     return reject(c, 404, "no_route", "no route " + c.req.path.substr(0, 100) + " (ID, ID/heartbeat, ID/result, ID/setup, ID/cancel)");
-  Scopes need = read ? kScopeRead : what == "cancel" ? kScopeWriteEntries : kScopeWriteBlobs;
+  Scopes need = read ? kScopeRead : what == "cancel" ? kScopeWriteEntries : kScopeWorker;
   if (auto r = authorize(c, need)) return *r;
   if (read) {
     auto j = c.jobs().get(c.ns, id, now_ms());
@@ -223,6 +266,7 @@ ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
   }
   json body;
   if (auto r = json_body(c, body)) return *r;
+  if (auto j = c.jobs().get(c.ns, id, now_ms()); !j.ok()) return store_error(c, j.status());  // 404: not a job of c.ns
   if (what == "cancel") {
     std::string why = "cancelled";
     if (auto r = field(c, body, "why", why, false)) return *r;

@@ -6,7 +6,9 @@
 #include "base/log.h"
 #include "cache/entry_meta.h"
 #include "cache/manifest.h"
+#include "cache/signatures.h"
 #include "service/api_internal.h"
+#include "base/json.h"
 
 namespace mlk::service::detail {
 
@@ -37,6 +39,63 @@ json entry_json(const cache::EntryInfo& e) {
               {"created", e.created},
               {"last_used", e.last_used},
               {"manifest", json::parse(cache::manifest_to_json(e.manifest))}};
+}
+
+// The statement an entry signature covers (cache/signatures.h): the key, the
+// manifest's file digests (manifest.json's without its attachments, read
+// from its blob, which the caller has found visible) and the metadata.
+Expected<std::string> entry_statement_of(Ctx& c, const std::string& key, const cache::Manifest& m) {
+  std::map<std::string, std::string> digests;
+  for (const auto& [name, ref] : m.files) {
+    if (name != "manifest.json") {
+      digests[name] = ref.digest;
+      continue;
+    }
+    if (ref.size > (int64_t{4} << 20))
+      return Status::InvalidArgument("its manifest.json (" + std::to_string(ref.size) +
+                                     " bytes) is larger than a signature is checked over (4 MiB)");
+    auto bytes = c.store().get_blob(ref.digest);
+    if (!bytes.ok()) return bytes.status();
+    auto d = cache::signed_manifest_digest(*bytes);
+    if (!d.ok()) return Status::InvalidArgument("its manifest.json: " + d.status().message());
+    digests[name] = *d;
+  }
+  return cache::entry_statement(key, digests, m.meta_json);
+}
+
+// The signature gates of a signed namespace (trusted_signers) and of a
+// release namespace (require_verified: the report must be signed by a
+// trusted verifier for exactly this entry). nullopt when they pass.
+std::optional<ApiResponse> signature_gates(Ctx& c, const std::string& key, const cache::Manifest& m) {
+  const ApiOptions& o = c.api.options();
+  auto signers = o.trusted_signers.find(c.ns);
+  const bool release = o.require_verified.count(c.ns) > 0;
+  if (signers == o.trusted_signers.end() && !release) return std::nullopt;
+  const std::string what = "entry " + key.substr(0, 16);
+  auto st = entry_statement_of(c, key, m);
+  if (!st.ok()) {
+    if (st.status().code() != Status::Code::kInvalidArgument)
+      return reject(c, http_status(st.status()), "store_error", st.status().message());
+    return reject(c, 403, "unsigned", what + ": " + st.status().message());
+  }
+  if (signers != o.trusted_signers.end()) {
+    Status s = cache::check_signed(what, *st, m.meta_json, signers->second);
+    if (!s.ok())
+      return reject(c, 403, "unsigned",
+                    "namespace `" + c.ns + "` accepts only entries signed by its trusted signers: " + s.message());
+  }
+  if (release) {
+    auto v = o.trusted_verifiers.find(c.ns);
+    const std::vector<std::string> none;
+    const std::vector<std::string>& keys =
+        v != o.trusted_verifiers.end() ? v->second : signers != o.trusted_signers.end() ? signers->second : none;
+    Status s = keys.empty() ? Status::InvalidArgument("no verifier key is trusted here (mlk serve --trusted-verifiers " +
+                                                      c.ns + "=KEYS), so no report is evidence")
+                            : cache::check_report_signed(what, *st, m.meta_json, keys);
+    if (!s.ok())
+      return reject(c, 403, "unverified", "namespace `" + c.ns + "` accepts only verified entries: " + s.message());
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -79,6 +138,14 @@ ApiResponse put_blob(Ctx& c, const std::string& digest) {
                   "the body (" + std::to_string(b.bytes.size()) + " bytes) hashes to " + b.sha256 + ", not to " + digest +
                       "; nothing was stored");
   }
+  bool fresh = false;
+  if (auto r = store_for_namespace(c, b, fresh)) return *r;
+  int64_t size = static_cast<int64_t>(b.bytes.size());
+  return json_text(fresh ? 201 : 200, json{{"digest", digest}, {"size", size}, {"new", fresh}}.dump());
+}
+
+std::optional<ApiResponse> store_for_namespace(Ctx& c, const Body& b, bool& fresh) {
+  const std::string& digest = b.sha256;
   int64_t size = static_cast<int64_t>(b.bytes.size());
   NamespaceGuard guard;
   if (auto r = lock_namespace(c, guard)) return *r;
@@ -99,8 +166,8 @@ ApiResponse put_blob(Ctx& c, const std::string& digest) {
     if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
   }
   c.api.metrics().bytes_received(c.ns, size);
-  bool fresh = !*referenced && !*staged;
-  return json_text(fresh ? 201 : 200, json{{"digest", digest}, {"size", size}, {"new", fresh}}.dump());
+  fresh = !*referenced && !*staged;
+  return std::nullopt;
 }
 
 ApiResponse get_entry(Ctx& c, const std::string& key) {
@@ -156,6 +223,8 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
                                        .dump());
     return r;
   }
+  // After the blobs are known (a signature covers manifest.json's content).
+  if (auto r = signature_gates(c, key, *m)) return *r;
   if (auto r = check_quota(c, size, key, digests)) return *r;
   Status put = c.store().put_entry(c.ns, key, *m);
   if (put.code() == Status::Code::kNotFound) return reject(c, 409, "missing_blobs", put.message());
@@ -206,7 +275,7 @@ ApiResponse query_entries(Ctx& c) {
   bool truncated = false;
   for (const auto& e : *listed) {
     if (e.damaged) continue;
-    json meta = json::parse(e.manifest.meta_json, nullptr, false);
+    json meta = parse_json(e.manifest.meta_json);
     if (!meta.is_object()) continue;
     auto field = [&](const char* f) { return meta.contains(f) && meta[f].is_string() ? meta[f].get<std::string>() : std::string(); };
     if (const std::string* fn = want("fn"); fn && field("fn") != *fn) continue;

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/time.h"
+#include "base/json.h"
 
 namespace mlk::service {
 
@@ -38,10 +39,15 @@ Expected<std::unique_ptr<BenchHistory>> BenchHistory::Open(const std::string& pa
 }
 
 Expected<int> BenchHistory::add(const std::string& ns, const std::string& report, const std::string& baseline_set) {
-  json doc = json::parse(report, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) return bad("not valid JSON");
-  if (doc.value("format", "") != "mlk-bench") return bad("`format` is not \"mlk-bench\"");
+  std::string why;
+  json doc = parse_json(report, &why);
+  if (doc.is_discarded()) return bad("not valid JSON (" + why + ")");
+  if (!doc.is_object()) return bad("not a JSON object");
+  if (!doc.contains("format") || doc["format"] != "mlk-bench") return bad("`format` is not \"mlk-bench\"");
   if (!doc.contains("kernels") || !doc["kernels"].is_array()) return bad("no `kernels` list");
+  if (doc.contains("created") && !doc["created"].is_string()) return bad("`created` is not a string (an ISO time)");
+  for (const char* f : {"machine", "versions"})
+    if (doc.contains(f) && !doc[f].is_object()) return bad(std::string("`") + f + "` is not an object");
   const json machine = doc.value("machine", json::object()), versions = doc.value("versions", json::object());
   for (size_t i = 0; i < doc["kernels"].size(); ++i) {
     const json& k = doc["kernels"][i];
@@ -49,6 +55,8 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
       if (!k.is_object() || !k.contains(f) || !k[f].is_string())
         return bad("kernels[" + std::to_string(i) + "]: missing string field `" + f + "`");
     if (!k.contains("mlk") || !k["mlk"].is_object()) return bad("kernels[" + std::to_string(i) + "]: no `mlk` result");
+    if (k["mlk"].contains("median_ms") && !k["mlk"]["median_ms"].is_number())
+      return bad("kernels[" + std::to_string(i) + "]: `mlk.median_ms` is not a number");
   }
   std::lock_guard<std::mutex> lock(mu_);
   int stored = 0;
@@ -59,9 +67,9 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
           "median_ms, entry) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
       if (!ins.ok()) return ins.status();
       ins->bind(1, ns).bind(2, k["id"].get<std::string>()).bind(3, k["target"].get<std::string>())
-          .bind(4, doc.value("created", "")).bind(5, now_iso()).bind(6, machine.dump()).bind(7, versions.dump())
+          .bind(4, doc.value("created", "")).bind(5, now_iso()).bind(6, dump_json(machine)).bind(7, dump_json(versions))
           .bind(8, k["cache_key"].get<std::string>()).bind(9, k["variant"].get<std::string>())
-          .bind(10, json(k["mlk"].value("median_ms", 0.0)).dump()).bind(11, k.dump());
+          .bind(10, json(k["mlk"].value("median_ms", 0.0)).dump()).bind(11, dump_json(k));
       if (Status r = ins->run(); !r.ok()) return r;
       const int64_t id = sqlite3_last_insert_rowid(db_->raw());
       ++stored;
@@ -75,6 +83,20 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
   });
   if (!s.ok()) return s;
   return stored;
+}
+
+Expected<int64_t> BenchHistory::bytes(const std::string& ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto q = db_->prepare(
+      "SELECT COALESCE(SUM(length(IFNULL(entry, '')) + length(IFNULL(machine, '')) + length(IFNULL(versions, '')) + "
+      "length(IFNULL(kernel, '')) + length(IFNULL(target, '')) + length(IFNULL(cache_key, '')) + "
+      "length(IFNULL(variant, '')) + length(IFNULL(median_ms, '')) + length(IFNULL(created, ''))), 0) "
+      "FROM bench_results WHERE ns=?1");
+  if (!q.ok()) return q.status();
+  q->bind(1, ns);
+  auto r = q->step();
+  if (!r.ok()) return r.status();
+  return *r ? q->i64(0) : int64_t{0};
 }
 
 Expected<std::string> BenchHistory::history(const std::string& ns, const std::string& kernel, const std::string& target,
@@ -91,11 +113,11 @@ Expected<std::string> BenchHistory::history(const std::string& ns, const std::st
     auto row = q->step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    json e = json::parse(q->text(9), nullptr, false);
+    json e = parse_json(q->text(9));
     out["results"].push_back({{"kernel", q->text(0)}, {"target", q->text(1)}, {"created", q->text(2)},
-                              {"received", q->text(3)}, {"machine", json::parse(q->text(4), nullptr, false)},
-                              {"versions", json::parse(q->text(5), nullptr, false)}, {"cache_key", q->text(6)},
-                              {"variant", q->text(7)}, {"median_ms", json::parse(q->text(8), nullptr, false)},
+                              {"received", q->text(3)}, {"machine", parse_json(q->text(4))},
+                              {"versions", parse_json(q->text(5))}, {"cache_key", q->text(6)},
+                              {"variant", q->text(7)}, {"median_ms", parse_json(q->text(8))},
                               {"samples_ms", e.is_object() ? e["mlk"].value("samples_ms", json::array()) : json::array()},
                               {"round_sizes", e.is_object() ? e["mlk"].value("round_sizes", json::array()) : json::array()}});
   }
@@ -115,7 +137,7 @@ Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const s
     auto row = q->step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    json median = json::parse(q->text(4), nullptr, false);
+    json median = parse_json(q->text(4));
     out.push_back({q->text(0), q->text(1), q->text(3), q->text(5), {}, q->i64(2),
                    median.is_number() ? median.get<double>() : 0.0});
   }
@@ -147,12 +169,12 @@ Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::s
     auto row = q->step();
     if (!row.ok()) return row.status();
     if (!*row) break;
-    json k = json::parse(q->text(0), nullptr, false);
+    json k = parse_json(q->text(0));
     k.erase("comparison");
     k.erase("instructions");
     doc["kernels"].push_back(k);
-    doc["machine"] = json::parse(q->text(1), nullptr, false);  // every entry's; the report keeps one
-    doc["versions"] = json::parse(q->text(2), nullptr, false);
+    doc["machine"] = parse_json(q->text(1));  // every entry's; the report keeps one
+    doc["versions"] = parse_json(q->text(2));
     doc["created"] = q->text(3);
   }
   if (doc["kernels"].empty())

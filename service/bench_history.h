@@ -36,6 +36,10 @@ class BenchHistory {
   Expected<std::string> history(const std::string& ns, const std::string& kernel, const std::string& target,
                                 int limit);
 
+  // The bytes the history holds for `ns` (each stored kernel's text and
+  // machine and version records): what its quota is charged for it.
+  Expected<int64_t> bytes(const std::string& ns);
+
   // One row per kernel and target of namespace `ns` that has results, by
   // kernel: how many, and the newest's time, median and cache key (the
   // dashboard's list, service/dashboard.cpp).

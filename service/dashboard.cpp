@@ -6,13 +6,18 @@
 //   GET  /ui/kernel?id=ID      one kernel's benchmark history, plotted
 //                              (&target=T narrows it, &namespace=NS)
 //   GET  /ui/login             the sign-in form
-//   POST /ui/login             token=TOKEN[&next=/ui...]: the token checked,
-//                              kept in the cookie mlk_token, 303 to next
-//   POST /ui/logout            the cookie cleared, 303 to /ui/login
-// The token comes from the cookie or an Authorization header and passes the
-// API's authorize (read scope, namespaces, grants). Without a valid one every
-// page is 401 with the sign-in form and no data; a forbidden namespace is 403.
-// The pages are in dashboard_pages.cpp, the HTML pieces in dashboard_html.h.
+//   POST /ui/login             token=TOKEN[&next=/ui...]: a read-only token
+//                              checked, a session started (its id in the
+//                              cookie mlk_session), 303 to next
+//   POST /ui/logout            the session ended, the cookie cleared, 303 to
+//                              /ui/login
+// Both POSTs are refused (403) when they come from another site
+// (dashboard_session.h: Origin, Sec-Fetch-Site). The token of a page comes
+// from the session of the cookie or from an Authorization header and passes
+// the API's authorize (read scope, namespaces, grants). Without a valid one
+// every page is 401 with the sign-in form and no data; a forbidden namespace
+// is 403. The pages are in dashboard_pages.cpp, the HTML pieces in
+// dashboard_html.h, the sessions in dashboard_session.h.
 #include "service/dashboard.h"
 
 #include <cctype>
@@ -20,15 +25,13 @@
 #include <nlohmann/json.hpp>
 
 #include "service/dashboard_html.h"
+#include "service/dashboard_session.h"
 
 namespace mlk::service::detail {
 
 namespace {
 
 using namespace dashboard;
-
-constexpr const char* kCookie = "mlk_token";
-constexpr int kCookieMaxAge = 30 * 24 * 3600;  // a token entered once is kept for 30 days
 
 // `%XX` and `+` of a form or query value decoded; a broken escape kept as it is.
 std::string form_decode(std::string_view s) {
@@ -57,24 +60,6 @@ std::string form_value(const std::string& body, const std::string& name) {
     if (eq != std::string_view::npos && form_decode(pair.substr(0, eq)) == name) return form_decode(pair.substr(eq + 1));
     if (amp == std::string::npos) break;
     start = amp + 1;
-  }
-  return "";
-}
-
-// The token in a Cookie header; "" when there is none or it holds characters
-// no token has (tokens are "mlk_" and base64url).
-std::string cookie_token(const std::string& header) {
-  size_t start = 0;
-  while (start < header.size()) {
-    size_t semi = header.find(';', start);
-    std::string part = header.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
-    start = semi == std::string::npos ? header.size() : semi + 1;
-    size_t b = part.find_first_not_of(' ');
-    if (b == std::string::npos || part.compare(b, std::strlen(kCookie) + 1, std::string(kCookie) + "=") != 0) continue;
-    std::string v = part.substr(b + std::strlen(kCookie) + 1);
-    bool ok = !v.empty() && v.size() <= 128;
-    for (char ch : v) ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-');
-    return ok ? v : "";
   }
   return "";
 }
@@ -116,7 +101,15 @@ ApiResponse login_page(int status, const std::string& message, const std::string
   return r;
 }
 
+// The refusal of a POST from another site (dashboard_session.h), or nullopt.
+std::optional<ApiResponse> refuse_cross_site(Ctx& c) {
+  auto why = cross_site(c.req);
+  if (!why) return std::nullopt;
+  return reject_html(c, 403, "cross_site", *why);
+}
+
 ApiResponse sign_in(Ctx& c) {
+  if (auto r = refuse_cross_site(c)) return *r;
   Body b = c.body.read(std::min<int64_t>(c.api.options().max_body_bytes, 8192));
   if (b.outcome != Body::kOk) return login_page(400, "the sign-in form did not arrive whole; try again", "/ui");
   std::string token = form_value(b.bytes, "token"), next = form_value(b.bytes, "next");
@@ -126,10 +119,65 @@ ApiResponse sign_in(Ctx& c) {
   authed.query.clear();
   Ctx a{c.api, authed, c.body, c.route, "", {}, std::nullopt};
   if (auto r = authorize(a, kScopeRead)) return login_page(r->status == 403 ? 403 : 401, message_of(*r), next);
-  if (cookie_token(std::string(kCookie) + "=" + token).empty())
-    return login_page(401, "that token has characters no token of `mlk token create` has", next);
-  return redirect(safe_next(next), std::string(kCookie) + "=" + token + "; Path=/ui; Max-Age=" +
-                                        std::to_string(kCookieMaxAge) + "; HttpOnly; SameSite=Strict");
+  // A cookie stands for its token to anything the browser is made to send
+  // to /ui: only the read scope may be behind one.
+  if (a.token.scopes != kScopeRead)
+    return login_page(403,
+                      "token " + a.token.prefix + " has the scopes " + scopes_string(a.token.scopes) +
+                          "; the dashboard accepts only read-only tokens (create one with `mlk token create --team " +
+                          a.token.team + " --scopes read`)",
+                      next);
+  auto cookie = start_session(a);
+  if (!cookie.ok())
+    return login_page(http_status(cookie.status()) == 500 ? 500 : 503,
+                      "cannot start a session: " + cookie.status().message(), next);
+  return redirect(safe_next(next), *cookie);
+}
+
+ApiResponse sign_out(Ctx& c) {
+  if (auto r = refuse_cross_site(c)) return *r;
+  std::string id = session_of_cookie(c.req.cookie);
+  if (!id.empty()) {
+    Status ended = end_session(c, id);
+    if (!ended.ok())
+      return reject_html(c, http_status(ended) == 500 ? 500 : 503, "store_error",
+                         "cannot end the session: " + ended.message() + "; try again");
+  }
+  return redirect("/ui/login", cleared_session_cookie(c.api.options()));
+}
+
+// "8 hours", "90 seconds": how long a session lasts.
+std::string lifetime(const ApiOptions& o) {
+  int64_t s = o.ui_session_s;
+  return s % 3600 == 0 ? std::to_string(s / 3600) + (s == 3600 ? " hour" : " hours")
+                       : std::to_string(s) + (s == 1 ? " second" : " seconds");
+}
+
+// The token of a page request: the Authorization header's, else the
+// session's. Returns the rejection, or nullopt with a.token, a.ns, a.lease set.
+std::optional<ApiResponse> page_token(Ctx& c, Ctx& a) {
+  if (!c.req.authorization.empty()) {
+    if (auto r = authorize(a, kScopeRead)) {
+      if (r->status == 401) return login_page(401, message_of(*r), here(c.req));
+      return html_response(r->status, page("error", "", "<p class=\"error\">" + html_escape(message_of(*r)) + "</p>\n"));
+    }
+    return std::nullopt;
+  }
+  std::string id = session_of_cookie(c.req.cookie);
+  if (id.empty()) return login_page(401, "", here(c.req));
+  auto found = find_session(a, id);
+  if (!found.ok())
+    return reject_html(a, http_status(found.status()) == 500 ? 500 : 503, "store_error", found.status().message());
+  if (!found->has_value())
+    return login_page(401,
+                      "no such session: it was signed out, or it is over its " + lifetime(c.api.options()) +
+                          "; sign in again",
+                      here(c.req));
+  if ((*found)->revoked) return login_page(401, "unknown or revoked token (see `mlk token list`)", here(c.req));
+  a.token = **found;
+  if (auto r = authorize_token(a, kScopeRead))
+    return html_response(r->status, page("error", "", "<p class=\"error\">" + html_escape(message_of(*r)) + "</p>\n"));
+  return std::nullopt;
 }
 
 }  // namespace
@@ -166,19 +214,9 @@ ApiResponse dashboard_route(Ctx& c, const std::string& arg) {
     auto next = c.req.query.find("next");
     return login_page(200, "", next == c.req.query.end() ? "/ui" : next->second);
   }
-  if (arg == "logout")
-    return redirect("/ui/login", std::string(kCookie) + "=; Path=/ui; Max-Age=0; HttpOnly; SameSite=Strict");
-  ApiRequest authed = c.req;
-  if (authed.authorization.empty()) {
-    std::string t = cookie_token(c.req.cookie);
-    if (!t.empty()) authed.authorization = "Bearer " + t;
-  }
-  if (authed.authorization.empty()) return login_page(401, "", here(c.req));
-  Ctx a{c.api, authed, c.body, c.route, "", {}, std::nullopt};
-  if (auto r = authorize(a, kScopeRead)) {
-    if (r->status == 401) return login_page(401, message_of(*r), here(c.req));
-    return html_response(r->status, page("error", "", "<p class=\"error\">" + html_escape(message_of(*r)) + "</p>\n"));
-  }
+  if (arg == "logout") return sign_out(c);
+  Ctx a{c.api, c.req, c.body, c.route, "", {}, std::nullopt};
+  if (auto r = page_token(c, a)) return *r;
   return arg.empty() ? index_page(a) : kernel_page(a);
 }
 

@@ -1,7 +1,8 @@
 // Measurement jobs and the workers that run them (docs/api.md, "Jobs"), in
 // the way TVM's tracker queues work per device key, but on the database:
 //
-//   jobs_workers(id, ns, device_key, name, fingerprint, registered_ms, heartbeat_ms)
+//   jobs_workers(id, ns, device_key, name, fingerprint, registered_ms, heartbeat_ms,
+//                token_id, secret_sha256)
 //   jobs_queue(id, ns, device_key, fingerprint, setup, payload, state, worker,
 //                lease_until_ms, attempts, result, created_ms, finished_ms)
 //
@@ -14,7 +15,9 @@
 // naming the last worker. Leasing takes the oldest queued job of the key
 // that nobody else is taking: `FOR UPDATE SKIP LOCKED` on PostgreSQL, one
 // write transaction on SQLite. Only the worker that holds a job's lease may
-// extend it or report its result.
+// extend it or report its result, and the API lets a worker act only with
+// the secret it was given at registration, from the token that registered it
+// (token_id; the secret is stored as its sha256).
 //
 // Times are unix milliseconds, passed in by the caller (the API uses the
 // clock; tests may not).
@@ -41,6 +44,8 @@ struct WorkerInfo {
   int64_t id = 0;
   std::string ns, device_key, name, fingerprint;
   int64_t registered_ms = 0, heartbeat_ms = 0;
+  int64_t token_id = 0;       // the token that registered the worker
+  std::string secret_sha256;  // of the secret handed out at registration ("" for rows of older servers: no secret matches)
 };
 
 struct JobSpec {
@@ -66,10 +71,9 @@ class JobTables {
  public:
   virtual ~JobTables() = default;
 
-  // A new worker row (each start of `mlk worker` registers anew).
-  virtual Expected<WorkerInfo> register_worker(const std::string& ns, const std::string& device_key,
-                                               const std::string& name, const std::string& fingerprint,
-                                               int64_t now_ms) = 0;
+  // A new worker row (each start of `mlk worker` registers anew), from the
+  // fields of `w` but its id and times.
+  virtual Expected<WorkerInfo> register_worker(const WorkerInfo& w, int64_t now_ms) = 0;
   // NotFound for an unknown worker (or one of another namespace).
   virtual Expected<WorkerInfo> find_worker(const std::string& ns, int64_t id) = 0;
   // Workers of `ns` and `device_key` ("" every key) seen at or after `since_ms`.

@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS jobs_workers(
   fingerprint text NOT NULL,
   registered_ms bigint NOT NULL,
   heartbeat_ms bigint NOT NULL);
+ALTER TABLE jobs_workers ADD COLUMN IF NOT EXISTS token_id bigint NOT NULL DEFAULT 0;
+ALTER TABLE jobs_workers ADD COLUMN IF NOT EXISTS secret_sha256 text NOT NULL DEFAULT '';
 CREATE TABLE IF NOT EXISTS jobs_queue(
   id bigserial PRIMARY KEY,
   ns text NOT NULL,
@@ -42,7 +44,8 @@ CREATE INDEX IF NOT EXISTS jobs_queue_order ON jobs_queue(ns, device_key, state,
 std::string str(int64_t v) { return std::to_string(v); }
 
 WorkerInfo worker_row(const Rows& r, int i) {
-  return WorkerInfo{r.i64(i, 0), r.text(i, 1), r.text(i, 2), r.text(i, 3), r.text(i, 4), r.i64(i, 5), r.i64(i, 6)};
+  return WorkerInfo{r.i64(i, 0), r.text(i, 1), r.text(i, 2), r.text(i, 3), r.text(i, 4),
+                    r.i64(i, 5), r.i64(i, 6), r.i64(i, 7), r.text(i, 8)};
 }
 
 JobInfo job_row(const Rows& r, int i) {
@@ -65,11 +68,11 @@ class PgJobs final : public JobTables {
  public:
   explicit PgJobs(std::unique_ptr<Conn> c) : c_(std::move(c)) {}
 
-  Expected<WorkerInfo> register_worker(const std::string& ns, const std::string& device_key, const std::string& name,
-                                       const std::string& fingerprint, int64_t now_ms) override {
+  Expected<WorkerInfo> register_worker(const WorkerInfo& w, int64_t now_ms) override {
     auto r = c_->exec(std::string("INSERT INTO jobs_workers(ns, device_key, name, fingerprint, registered_ms, "
-                                  "heartbeat_ms) VALUES($1, $2, $3, $4, $5, $5) RETURNING ") + kWorkerColumns,
-                      {ns, device_key, name, fingerprint, str(now_ms)});
+                                  "heartbeat_ms, token_id, secret_sha256) VALUES($1, $2, $3, $4, $5, $5, $6, $7) "
+                                  "RETURNING ") + kWorkerColumns,
+                      {w.ns, w.device_key, w.name, w.fingerprint, str(now_ms), str(w.token_id), w.secret_sha256});
     if (!r.ok()) return r.status();
     return worker_row(*r, 0);
   }

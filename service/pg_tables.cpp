@@ -37,6 +37,12 @@ CREATE TABLE IF NOT EXISTS service_grants(
   created bigint NOT NULL,
   revoked bigint NOT NULL DEFAULT 0,
   PRIMARY KEY(ns, grantee));
+CREATE TABLE IF NOT EXISTS service_sessions(
+  id_sha256 text PRIMARY KEY,
+  token_id bigint NOT NULL,
+  created bigint NOT NULL,
+  expires bigint NOT NULL);
+CREATE INDEX IF NOT EXISTS service_sessions_token ON service_sessions(token_id, created);
 )sql";
 
 constexpr const char* kTokenColumns = "id, prefix, team, scopes, note, created, revoked";
@@ -187,6 +193,34 @@ class PgTables final : public ServiceTables {
     std::vector<GrantInfo> out;
     for (int i = 0; i < r->size(); ++i) out.push_back(grant_row(*r, i));
     return out;
+  }
+
+  Status create_ui_session(const std::string& id_sha256, int64_t token_id, int64_t now, int64_t expires,
+                           int per_token_cap) override {
+    return cache::pg::txn(*c_, [&]() -> Status {
+      MLK_RETURN_IF_ERROR(c_->exec("DELETE FROM service_sessions WHERE expires<=$1", {str(now)}).status());
+      // Room for the new one: the token's newest per_token_cap - 1 stay.
+      MLK_RETURN_IF_ERROR(c_->exec("DELETE FROM service_sessions WHERE token_id=$1 AND id_sha256 NOT IN (SELECT "
+                                   "id_sha256 FROM service_sessions WHERE token_id=$1 ORDER BY created DESC, id_sha256 "
+                                   "LIMIT $2)",
+                                   {str(token_id), str(per_token_cap - 1)})
+                              .status());
+      return c_->exec("INSERT INTO service_sessions(id_sha256, token_id, created, expires) VALUES($1, $2, $3, $4)",
+                      {id_sha256, str(token_id), str(now), str(expires)})
+          .status();
+    });
+  }
+  Expected<std::optional<UiSession>> find_ui_session(const std::string& id_sha256, int64_t now) override {
+    auto r = c_->exec("SELECT t.id, t.prefix, t.team, t.scopes, t.note, t.created, t.revoked, s.expires "
+                      "FROM service_sessions s JOIN service_tokens t ON t.id=s.token_id "
+                      "WHERE s.id_sha256=$1 AND s.expires>$2",
+                      {id_sha256, str(now)});
+    if (!r.ok()) return r.status();
+    if (r->empty()) return std::optional<UiSession>();
+    return std::optional<UiSession>(UiSession{token_row(*r, 0), r->i64(0, 7)});
+  }
+  Status delete_ui_session(const std::string& id_sha256) override {
+    return c_->exec("DELETE FROM service_sessions WHERE id_sha256=$1", {id_sha256}).status();
   }
 
   Expected<std::unique_ptr<Lock>> lock_namespace(const std::string& ns) override {

@@ -1,90 +1,203 @@
 #include "service/server.h"
 
-#include <httplib.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
+#include <mutex>
+#include <set>
 #include <thread>
 
+#include "base/files.h"
 #include "base/log.h"
-#include "service/sha256_stream.h"
+#include "base/time.h"
+#include "service/http_range.h"
+
+// The transport: libmicrohttpd (decisions/server-transport-libmicrohttpd.md)
+// in its internal epoll mode with a pool of `threads` workers. Each worker
+// runs an event loop over many connections; the Api is called only once a
+// request's head and body have arrived whole, so a connection holds a thread
+// only while its request is handled and its answer starts to go out.
+//
+// The life of a request, and what bounds each step:
+//   connect          --max-connections, --max-connections-per-address (MHD refuses more)
+//   head             --header-timeout (the watchdog), --max-header-bytes and
+//                    --max-headers (431), MHD's memory pool per connection (the hard bound)
+//   head complete    on_head(): method, Content-Length (411, 413), the upload budget (503)
+//   body             --body-timeout (the watchdog, and each chunk as it arrives);
+//                    buffered, at most Content-Length bytes
+//   answer           Api::handle over the buffered body; one Range at most (416)
+//   kept alive       --keep-alive idle time (the watchdog), --timeout without progress (MHD)
 
 namespace mlk::service {
 
 namespace {
 
-// The body of an httplib request, streamed through a hash as it arrives.
-class HttplibBody : public BodySource {
- public:
-  HttplibBody(const httplib::ContentReader* reader, httplib::Response& res) : reader_(reader), res_(res) {}
+using Clock = std::chrono::steady_clock;
 
-  Body read(int64_t max_bytes) override {
-    Body out;
-    consumed_ = true;
-    if (!reader_) {
-      out.sha256 = Sha256Stream().final_hex();
-      return out;
-    }
-    Sha256Stream hash;
-    bool too_large = false;
-    int64_t total = 0;
-    bool ok = (*reader_)([&](const char* data, size_t n) {
-      total += static_cast<int64_t>(n);
-      if (total > max_bytes) {
-        too_large = true;
-        return false;
-      }
-      out.bytes.append(data, n);
-      hash.update(std::string_view(data, n));
-      return true;
-    });
-    // httplib sets 413 itself when Content-Length exceeds its payload limit
-    // (the same limit), after reading and discarding the body.
-    if (too_large || (!ok && res_.status == 413)) {
-      out.outcome = Body::kTooLarge;
-      out.bytes.clear();
-    } else if (!ok) {
-      out.outcome = Body::kBroken;
-      out.bytes.clear();
-      out.why = "the connection closed or timed out before the whole body arrived";
-    } else {
-      out.sha256 = hash.final_hex();
-    }
-    return out;
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// What a connection waits for; it decides the deadline the watchdog holds
+// it to (Server::Impl::sweep).
+enum Phase : int {
+  kFresh,  // a new connection, waiting for its first request's head: --header-timeout from accept
+  kIdle,   // kept alive after an answer, waiting for the next request line: --keep-alive
+  kHead,   // a kept-alive connection's request line came, the rest of the head not yet: --header-timeout
+  kBody,   // the head is in, the body is arriving: --body-timeout from the head
+  kBusy,   // handled by the Api or answering: no deadline but MHD's (--timeout without progress)
+};
+
+// One client connection from accept to close (MHD's socket context).
+// `phase` and `since_ms` are written by the connection's MHD thread and read
+// by the watchdog: since_ms is always stored before phase.
+struct Conn {
+  int fd = -1;
+  std::string remote;  // the client's address, for the access log
+  std::atomic<int> phase{kFresh};
+  std::atomic<int64_t> since_ms{0};
+  int requests = 0;  // answered so far; its MHD thread only
+  bool cut = false;  // shut down by the watchdog; under Impl::conns_mu
+  void enter(Phase p) {
+    since_ms = now_ms();
+    phase = p;
   }
+};
 
-  // Reads and discards a body nobody read (a rejected request), so that the
-  // next request on the connection starts where it should. Bounded by `max`.
-  void drain(int64_t max_bytes) {
-    if (!reader_ || consumed_) return;
-    consumed_ = true;
-    int64_t total = 0;
-    (void)(*reader_)([&](const char*, size_t n) {
-      total += static_cast<int64_t>(n);
-      return total <= max_bytes;
-    });
+// One request from its request line to its completion (MHD's request context).
+struct Request {
+  Conn* conn = nullptr;
+  int64_t start_ms = 0;
+  size_t target_bytes = 0;  // the request target as sent
+  std::string target;       // its first 200 bytes, for the access log
+  bool nul_in_path = false;
+  bool started = false;       // on_head() ran
+  bool expects_body = false;  // a body is being received
+  bool discard = false;       // ... and dropped: it is too large (413 once it is in)
+  bool handled = false;       // an answer was made (by the Api or the transport)
+  int64_t reserved = 0;       // bytes of the upload budget held
+  std::string body;
+  std::string range, if_range;
+  ApiRequest api;
+  int status = 0;  // of the answer; 0: none was sent
+  size_t bytes_out = 0;
+};
+
+// The body of a request that did not arrive (too large, or broken off).
+class FailedBody : public BodySource {
+ public:
+  FailedBody(Body::Outcome outcome, std::string why) : outcome_(outcome), why_(std::move(why)) {}
+  Body read(int64_t) override {
+    Body b;
+    b.outcome = outcome_;
+    b.why = why_;
+    return b;
   }
 
  private:
-  const httplib::ContentReader* reader_;
-  httplib::Response& res_;
-  bool consumed_ = false;
+  Body::Outcome outcome_;
+  std::string why_;
 };
 
-std::string default_reason(int status) {
-  switch (status) {
-    case 400: return "malformed HTTP request";
-    case 404: return "not found";
-    case 413: return "the request body is larger than this server accepts (`mlk serve --max-body`)";
-    case 414: return "the request URI is too long";
-    case 416: return "bad Range header";
-    default: return "HTTP " + std::to_string(status);
+bool known_method(const std::string& m) {
+  static const char* known[] = {"GET", "HEAD", "PUT", "POST", "PATCH", "DELETE", "OPTIONS"};
+  return std::any_of(std::begin(known), std::end(known), [&](const char* k) { return m == k; });
+}
+
+bool is_write(const std::string& m) { return m == "PUT" || m == "POST" || m == "PATCH"; }
+
+std::string address_text(const sockaddr* a) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  if (a && a->sa_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, buf, sizeof buf);
+  if (a && a->sa_family == AF_INET6) inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, buf, sizeof buf);
+  return buf;
+}
+
+// The path part of a request target holds %00, which MHD would decode into
+// a NUL that ends the path early.
+bool encoded_nul(const char* target) {
+  for (const char* p = target; *p && *p != '?'; ++p)
+    if (p[0] == '%' && p[1] == '0' && p[2] == '0') return true;
+  return false;
+}
+
+struct HeadSize {
+  int count = 0;
+  int64_t bytes = 0;
+};
+
+MHD_Result count_header(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  auto* h = static_cast<HeadSize*>(cls);
+  h->count++;
+  h->bytes += static_cast<int64_t>(std::strlen(key) + (value ? std::strlen(value) : 0) + 4);  // "K: V\r\n"
+  return MHD_YES;
+}
+
+MHD_Result add_query(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  static_cast<std::map<std::string, std::string>*>(cls)->emplace(key, value ? value : "");  // the first of repeated ones
+  return MHD_YES;
+}
+
+void free_string(void* cls) { delete static_cast<std::string*>(cls); }
+
+std::string header_value(MHD_Connection* c, const char* name) {
+  const char* v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+  return v ? v : "";
+}
+
+// A listening TCP socket on host:port (port 0: any free one), non-blocking
+// as MHD's worker pool needs it; -1 and errno when it cannot be made.
+int listen_on(const std::string& host, int port, int& bound_port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  std::string service = std::to_string(port);
+  if (int e = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found); e != 0) {
+    errno = e == EAI_SYSTEM ? errno : EADDRNOTAVAIL;
+    return -1;
   }
+  int fd = -1, err = EADDRNOTAVAIL;
+  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+      err = errno;
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  if (fd < 0) {
+    errno = err;
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  bound_port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                              : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  return fd;
 }
 
 }  // namespace
@@ -94,25 +207,296 @@ struct Server::Impl {
   std::unique_ptr<SessionPool> pool;
   Metrics metrics;
   std::unique_ptr<Api> api;
-  httplib::Server http;
-  std::thread listener;
+  MHD_Daemon* daemon = nullptr;
   int port = 0;
+  std::string tls_cert, tls_key;  // PEM text, read by MHD for the daemon's life
+  std::atomic<bool> starting{true};
+  std::string start_messages;  // what MHD said while starting (its errors)
+  std::atomic<bool> stopping{false};
   std::atomic<bool> stopped{false};
-  std::atomic<bool> listener_done{false};
+  std::atomic<int> in_flight{0};          // requests between request line and completion
+  std::atomic<int64_t> upload_bytes{0};   // the upload budget in use
 
-  void serve(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader* reader) {
-    ApiRequest ar;
-    ar.method = req.method;
-    ar.path = req.path;
-    for (const auto& [k, v] : req.params) ar.query.emplace(k, v);  // the first of repeated parameters
-    ar.authorization = req.get_header_value("Authorization");
-    ar.cookie = req.get_header_value("Cookie");
-    HttplibBody body(reader, res);
-    ApiResponse r = api->handle(ar, body);
-    body.drain(opt.api.max_body_bytes);
-    res.status = r.status;
-    for (const auto& [k, v] : r.headers) res.set_header(k.c_str(), v);
-    res.set_content(std::move(r.body), r.content_type.c_str());
+  // The watchdog: holds every connection to its phase's deadline.
+  std::mutex conns_mu;
+  std::set<Conn*> conns;
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  bool watch_stop = false;
+  std::thread watchdog;
+
+  // --- MHD's callbacks (static trampolines below) ---------------------------
+
+  void connection_event(MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code) {
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      auto* conn = new Conn;
+      if (auto* i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)) conn->fd = i->connect_fd;
+      if (auto* i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS)) conn->remote = address_text(i->client_addr);
+      conn->enter(kFresh);
+      std::lock_guard<std::mutex> g(conns_mu);
+      conns.insert(conn);
+      *socket_context = conn;
+      return;
+    }
+    auto* conn = static_cast<Conn*>(*socket_context);
+    if (!conn) return;
+    {
+      // Before MHD closes the descriptor: the watchdog never shuts down a reused one.
+      std::lock_guard<std::mutex> g(conns_mu);
+      conns.erase(conn);
+    }
+    delete conn;
+    *socket_context = nullptr;
+  }
+
+  void* request_line(const char* target, MHD_Connection* c) {
+    auto* rq = new Request;
+    if (auto* i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT)) rq->conn = static_cast<Conn*>(i->socket_context);
+    rq->start_ms = now_ms();
+    rq->target_bytes = std::strlen(target);
+    rq->target = std::string(target, std::min<size_t>(rq->target_bytes, 200));
+    rq->nul_in_path = encoded_nul(target);
+    in_flight++;
+    if (rq->conn && rq->conn->phase == kIdle) rq->conn->enter(kHead);
+    return rq;
+  }
+
+  MHD_Result access(MHD_Connection* c, const char* url, const char* method, const char* upload, size_t* upload_size,
+                    void** req_cls) {
+    auto* rq = static_cast<Request*>(*req_cls);
+    if (!rq) *req_cls = rq = static_cast<Request*>(request_line(url, c));
+    if (!rq->started) return on_head(c, *rq, url, method);
+    if (*upload_size > 0) {
+      if (rq->conn && now_ms() - rq->conn->since_ms > opt.body_timeout_s * int64_t{1000}) {
+        metrics.reject("", "body_timeout");
+        return MHD_NO;  // closes the connection; on_completed shows the Api a broken body
+      }
+      if (!rq->discard) rq->body.append(upload, *upload_size);  // MHD delivers at most Content-Length bytes
+      *upload_size = 0;
+      return MHD_YES;
+    }
+    if (rq->handled) return MHD_YES;
+    return answer(c, *rq, rq->discard ? Body::kTooLarge : Body::kOk, "");
+  }
+
+  // The head is in: checks what the transport checks, then answers at once
+  // or starts buffering the body.
+  MHD_Result on_head(MHD_Connection* c, Request& rq, const char* url, const char* method) {
+    rq.started = true;
+    if (rq.conn) rq.conn->enter(kBusy);
+    std::string m = method;
+    rq.api.method = m;
+    if (!known_method(m))
+      return refuse(c, rq, 405, "method", "method `" + m.substr(0, 20) + "` is not supported (docs/api.md)");
+    if (rq.nul_in_path) return refuse(c, rq, 400, "bad_request", "the path holds an encoded NUL byte (%00)");
+    HeadSize head;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, &count_header, &head);
+    head.bytes += static_cast<int64_t>(m.size() + rq.target_bytes + 11);  // "M T HTTP/1.1\r\n"
+    if (head.count > opt.max_headers)
+      return refuse(c, rq, 431, "headers_too_large",
+                    "the request has " + std::to_string(head.count) + " header fields; at most " +
+                        std::to_string(opt.max_headers) + " are accepted (`mlk serve --max-headers`)");
+    if (head.bytes > opt.max_header_bytes)
+      return refuse(c, rq, 431, "headers_too_large",
+                    "the request's head is " + std::to_string(head.bytes) + " bytes; at most " +
+                        std::to_string(opt.max_header_bytes) + " are accepted (`mlk serve --max-header-bytes`)");
+    ApiRequest& a = rq.api;
+    a.path = url;
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, &add_query, &a.query);
+    a.authorization = header_value(c, "Authorization");
+    a.cookie = header_value(c, "Cookie");
+    a.origin = header_value(c, "Origin");
+    a.sec_fetch_site = header_value(c, "Sec-Fetch-Site");
+    a.host = header_value(c, "Host");
+    rq.range = header_value(c, "Range");
+    rq.if_range = header_value(c, "If-Range");
+    std::string length = header_value(c, "Content-Length");
+    if (!header_value(c, "Transfer-Encoding").empty() || (is_write(m) && length.empty()))
+      return refuse(c, rq, 411, "length_required",
+                    "a " + m + " must give its body's size in a Content-Length header (chunked uploads are not "
+                    "accepted; docs/api.md, \"Limits\")");
+    int64_t n = 0;
+    if (!length.empty()) {
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(length.c_str(), &end, 10);
+      if (errno != 0 || *end != '\0' || v < 0 || length.find_first_not_of("0123456789") != std::string::npos)
+        return refuse(c, rq, 400, "bad_request", "Content-Length `" + length.substr(0, 30) + "` is not a size in bytes");
+      n = v;
+    }
+    // Too large: the Api answers (its order of checks: route, token, then
+    // 413). Up to twice --max-body, once the body has been read and
+    // discarded, so that the client, which is still sending, reads the
+    // answer and the connection stays usable; larger claims at once, and MHD
+    // drops the rest of the upload with the connection.
+    if (n > opt.api.max_body_bytes) {
+      if (n > 2 * opt.api.max_body_bytes) return answer(c, rq, Body::kTooLarge, "");
+      rq.discard = rq.expects_body = true;
+      if (rq.conn) rq.conn->enter(kBody);
+      return MHD_YES;
+    }
+    if (n == 0) return answer(c, rq, Body::kOk, "");
+    if (upload_bytes.fetch_add(n) + n > opt.upload_memory_bytes) {
+      upload_bytes -= n;
+      return refuse(c, rq, 503, "busy",
+                    "the server is receiving as many request bodies as it buffers at once (`mlk serve "
+                    "--upload-memory`); try again shortly",
+                    {{"Retry-After", "1"}});
+    }
+    rq.reserved = n;
+    rq.body.reserve(static_cast<size_t>(n));
+    rq.expects_body = true;
+    if (rq.conn) rq.conn->enter(kBody);
+    return MHD_YES;
+  }
+
+  void release(Request& rq) {
+    if (rq.reserved) upload_bytes -= rq.reserved;
+    rq.reserved = 0;
+    std::string().swap(rq.body);
+  }
+
+  MHD_Result answer(MHD_Connection* c, Request& rq, Body::Outcome outcome, const std::string& why) {
+    rq.handled = true;
+    if (rq.conn) rq.conn->enter(kBusy);
+    ApiResponse r;
+    if (outcome == Body::kOk) {
+      StringBody body(std::move(rq.body));
+      r = api->handle(rq.api, body);
+    } else {
+      FailedBody body(outcome, why);
+      r = api->handle(rq.api, body);
+    }
+    release(rq);
+    if (rq.api.method == "GET" && apply_range(rq.range, rq.if_range, r) == RangeOutcome::kMultiple)
+      metrics.reject("", "ranges");
+    return send(c, rq, std::move(r), outcome == Body::kBroken);
+  }
+
+  // An answer of the transport's own (the Api never sees the request).
+  MHD_Result refuse(MHD_Connection* c, Request& rq, int status, const std::string& reason, const std::string& message,
+                    std::vector<std::pair<std::string, std::string>> headers = {}) {
+    rq.handled = true;
+    release(rq);
+    metrics.reject("", reason);
+    ApiResponse r = error_response(status, message);
+    for (auto& h : headers) r.headers.push_back(std::move(h));
+    return send(c, rq, std::move(r), /*close=*/true);
+  }
+
+  MHD_Result send(MHD_Connection* c, Request& rq, ApiResponse r, bool close) {
+    auto* body = new std::string(std::move(r.body));
+    MHD_Response* resp = MHD_create_response_from_buffer_with_free_callback_cls(body->size(), body->data(), &free_string, body);
+    if (!resp) {
+      delete body;
+      return MHD_NO;
+    }
+    if (!r.content_type.empty()) MHD_add_response_header(resp, "Content-Type", r.content_type.c_str());
+    for (const auto& [k, v] : r.headers) MHD_add_response_header(resp, k.c_str(), v.c_str());
+    // The last answer on this connection: a refusal (what follows in the
+    // stream is not trusted), the keep-alive request limit, or a stop.
+    if (close || stopping || (rq.conn && rq.conn->requests + 1 >= opt.keep_alive_max))
+      MHD_add_response_header(resp, "Connection", "close");
+    rq.status = r.status;
+    rq.bytes_out = body->size();
+    MHD_Result ok = MHD_queue_response(c, static_cast<unsigned>(r.status), resp);
+    MHD_destroy_response(resp);
+    return ok;
+  }
+
+  void completed(void** req_cls, MHD_RequestTerminationCode why) {
+    auto* rq = static_cast<Request*>(*req_cls);
+    if (!rq) return;
+    *req_cls = nullptr;
+    if (rq->expects_body && !rq->handled && why != MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN) {
+      // The client went away, or was cut off at a deadline, before its body
+      // arrived whole. The Api sees a broken body, so that the refusal is
+      // counted like any other; its answer has nowhere to go.
+      FailedBody broken(Body::kBroken, "the connection closed or timed out before the whole body arrived");
+      (void)api->handle(rq->api, broken);
+    }
+    release(*rq);
+    if (opt.access_log) log_access(*rq, why);
+    if (rq->conn) {
+      rq->conn->requests++;
+      rq->conn->enter(kIdle);
+    }
+    in_flight--;
+    delete rq;
+  }
+
+  void log_access(const Request& rq, MHD_RequestTerminationCode why) {
+    double ms = static_cast<double>(now_ms() - rq.start_ms);
+    std::string method = rq.api.method.empty() ? "-" : rq.api.method;
+    std::string outcome = rq.status && why == MHD_REQUEST_TERMINATED_COMPLETED_OK
+                              ? std::to_string(rq.status) + " (" + std::to_string(rq.bytes_out) + " bytes"
+                              : (rq.status ? std::to_string(rq.status) + " not sent whole (" : "no answer (") +
+                                    std::string(why == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timed out"
+                                                : why == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "server stopping"
+                                                                                                : "connection closed");
+    log_linef(LogLevel::kNote, "%s %s %s %s -> %s, %.1f ms)", now_iso().c_str(),
+              rq.conn ? rq.conn->remote.c_str() : "-", method.c_str(), rq.target.c_str(), outcome.c_str(), ms);
+  }
+
+  // --- The watchdog ----------------------------------------------------------
+
+  // Shuts down each connection past its phase's deadline; MHD then sees the
+  // connection end and closes it (completed() runs for a request in it).
+  void sweep() {
+    const int64_t now = now_ms();
+    std::lock_guard<std::mutex> g(conns_mu);
+    for (Conn* c : conns) {
+      if (c->cut) continue;
+      int phase = c->phase;
+      int64_t since = c->since_ms;
+      int64_t limit_s = 0;
+      const char* reason = nullptr;
+      switch (phase) {
+        case kFresh:
+        case kHead: limit_s = opt.header_timeout_s, reason = "header_timeout"; break;
+        case kIdle: limit_s = opt.keep_alive_timeout_s; break;
+        case kBody: limit_s = opt.body_timeout_s, reason = "body_timeout"; break;
+        default: continue;
+      }
+      if (now - since <= limit_s * 1000) continue;
+      ::shutdown(c->fd, SHUT_RDWR);
+      c->cut = true;
+      if (reason) metrics.reject("", reason);
+    }
+  }
+
+  void watch() {
+    int shortest = std::min({opt.header_timeout_s, opt.body_timeout_s, std::max(1, opt.keep_alive_timeout_s)});
+    auto tick = std::chrono::milliseconds(std::clamp(shortest * 100, 20, 250));
+    std::unique_lock<std::mutex> lk(watch_mu);
+    while (!watch_stop) {
+      watch_cv.wait_for(lk, tick);
+      sweep();
+    }
+  }
+
+  void mhd_message(const char* fmt, va_list ap) {
+    if (!starting) return;  // afterwards: about one client's connection, which the client sees itself
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    start_messages += buf;
+  }
+
+  // --- Trampolines ------------------------------------------------------------
+
+  static void on_message(void* cls, const char* fmt, va_list ap) { static_cast<Impl*>(cls)->mhd_message(fmt, ap); }
+  static void on_connection(void* cls, MHD_Connection* c, void** socket_context, MHD_ConnectionNotificationCode code) {
+    static_cast<Impl*>(cls)->connection_event(c, socket_context, code);
+  }
+  static void* on_request_line(void* cls, const char* target, MHD_Connection* c) {
+    return static_cast<Impl*>(cls)->request_line(target, c);
+  }
+  static MHD_Result on_access(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
+                              const char* upload, size_t* upload_size, void** req_cls) {
+    return static_cast<Impl*>(cls)->access(c, url, method, upload, upload_size, req_cls);
+  }
+  static void on_completed(void* cls, MHD_Connection*, void** req_cls, MHD_RequestTerminationCode why) {
+    static_cast<Impl*>(cls)->completed(req_cls, why);
   }
 };
 
@@ -124,84 +508,117 @@ int Server::port() const { return impl_->port; }
 Metrics& Server::metrics() { return impl_->metrics; }
 
 void Server::stop() {
-  if (impl_->stopped.exchange(true)) return;
-  impl_->http.stop();
-  if (impl_->listener.joinable()) impl_->listener.join();
+  Impl& s = *impl_;
+  if (s.stopped.exchange(true)) return;
+  s.stopping = true;
+  if (s.daemon) {
+    // No new connections; requests already begun (their request line in)
+    // finish and are answered, each within its deadlines; then the rest,
+    // idle keep-alive connections, are closed.
+    MHD_socket listen_fd = MHD_quiesce_daemon(s.daemon);
+    if (listen_fd != MHD_INVALID_SOCKET) ::close(listen_fd);
+    const auto& o = s.opt;
+    auto limit = std::chrono::seconds(std::max(o.header_timeout_s, o.body_timeout_s) +
+                                      std::max(o.read_timeout_s, o.write_timeout_s) + 1);
+    auto until = Clock::now() + limit;
+    while (s.in_flight > 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    MHD_stop_daemon(s.daemon);
+    s.daemon = nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> g(s.watch_mu);
+    s.watch_stop = true;
+  }
+  s.watch_cv.notify_all();
+  if (s.watchdog.joinable()) s.watchdog.join();
 }
 
+namespace {
+
+Status check_limits(const ServeOptions& o) {
+  auto positive = [](int64_t v, const char* flag) {
+    return v >= 1 ? Status::Ok() : Status::InvalidArgument(std::string(flag) + " must be at least 1");
+  };
+  if (o.threads < 1 || o.threads > 1024) return Status::InvalidArgument("--threads must be 1-1024");
+  for (Status s : {positive(o.max_connections, "--max-connections"),
+                   positive(o.max_connections_per_address, "--max-connections-per-address"),
+                   positive(o.max_headers, "--max-headers"), positive(o.header_timeout_s, "--header-timeout"),
+                   positive(o.body_timeout_s, "--body-timeout"), positive(o.read_timeout_s, "--timeout"),
+                   positive(o.write_timeout_s, "--timeout"), positive(o.upload_memory_bytes, "--upload-memory")})
+    if (!s.ok()) return s;
+  if (o.max_header_bytes < 1024) return Status::InvalidArgument("--max-header-bytes must be at least 1K");
+  if (o.tls_cert_path.empty() != o.tls_key_path.empty())
+    return Status::InvalidArgument("--tls-cert and --tls-key go together: give both, or neither for plain HTTP");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
+  MLK_RETURN_IF_ERROR(check_limits(options));
   auto impl = std::make_unique<Impl>();
   impl->opt = options;
-  const ServeOptions& o = impl->opt;
-  if (o.threads < 1 || o.threads > 1024) return Status::InvalidArgument("--threads must be 1-1024");
+  ServeOptions& o = impl->opt;
+  // One body of the largest size always fits in the budget.
+  o.upload_memory_bytes = std::max(o.upload_memory_bytes, o.api.max_body_bytes);
+  const bool tls = !o.tls_cert_path.empty();
+  o.api.tls = tls;
+  if (tls) {
+    if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
+      return Status::InvalidArgument("--tls-cert: this libmicrohttpd was built without TLS");
+    auto cert = read_file(o.tls_cert_path);
+    if (!cert.ok()) return Status::IOError("--tls-cert " + o.tls_cert_path + ": " + cert.status().message());
+    auto key = read_file(o.tls_key_path);
+    if (!key.ok()) return Status::IOError("--tls-key " + o.tls_key_path + ": " + key.status().message());
+    impl->tls_cert = std::move(*cert);
+    impl->tls_key = std::move(*key);
+  }
   BackendOptions backend{o.store_path, o.blobs, o.blob_cache_dir, o.blob_cache_bytes};
   auto pool = SessionPool::Open(backend, o.threads);
   if (!pool.ok()) return pool.status();
   impl->pool = std::move(*pool);
   impl->api = std::make_unique<Api>(o.api, *impl->pool, impl->metrics);
 
-  httplib::Server& h = impl->http;
-  int threads = o.threads;
-  h.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  h.set_payload_max_length(static_cast<size_t>(o.api.max_body_bytes));
-  h.set_read_timeout(o.read_timeout_s, 0);
-  h.set_write_timeout(o.write_timeout_s, 0);
-  h.set_keep_alive_timeout(o.keep_alive_timeout_s);
-  h.set_keep_alive_max_count(static_cast<size_t>(std::max(1, o.keep_alive_max)));
-  // Headers and body go out in separate writes: without TCP_NODELAY a small
-  // response waits for the client's delayed ACK (~40 ms).
-  h.set_tcp_nodelay(true);
-  Impl* self = impl.get();
-  auto plain = [self](const httplib::Request& req, httplib::Response& res) { self->serve(req, res, nullptr); };
-  auto with_body = [self](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-    self->serve(req, res, &reader);
-  };
-  // Every path goes to the Api, which routes it; bodies are read only by the
-  // handlers that want them, after the token is checked.
-  h.Get(".*", plain);
-  h.Options(".*", plain);
-  h.Put(".*", with_body);
-  h.Post(".*", with_body);
-  h.Patch(".*", with_body);
-  h.Delete(".*", with_body);
-  // Errors httplib answers itself (a malformed request line, an unknown
-  // method, a too long URI) get a JSON body like the Api's.
-  h.set_error_handler(httplib::Server::HandlerWithResponse([self](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    static const char* known[] = {"GET", "HEAD", "PUT", "POST", "PATCH", "DELETE", "OPTIONS"};
-    bool known_method = false;
-    for (const char* m : known) known_method = known_method || req.method == m;
-    std::string why = default_reason(res.status);
-    if (!known_method && res.status == 400) {
-      res.status = 405;
-      why = "method `" + req.method.substr(0, 20) + "` is not supported (docs/api.md)";
-    }
-    self->metrics.reject("", res.status == 413 ? "too_large" : res.status == 405 ? "method" : "bad_request");
-    res.set_content(nlohmann::json{{"error", why}}.dump() + "\n", "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-    res.status = 500;
-    res.set_content(R"({"error":"internal error"})" "\n", "application/json");
-  });
-  if (o.access_log)
-    h.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-      log_linef(LogLevel::kNote, "%s %s %s -> %d (%zu bytes)", req.remote_addr.c_str(), req.method.c_str(),
-                req.path.c_str(), res.status, res.body.size());
-    });
-
-  int port = o.port == 0 ? h.bind_to_any_port(o.host) : (h.bind_to_port(o.host, o.port) ? o.port : -1);
-  if (port < 0)
+  int fd = listen_on(o.host, o.port, impl->port);
+  if (fd < 0)
     return Status::IOError("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + std::strerror(errno) +
                            " (is another server there? is the address this machine's?)");
-  impl->port = port;
-  impl->listener = std::thread([self] {
-    self->http.listen_after_bind();
-    self->listener_done = true;
-  });
-  // Wait until the accept loop runs: httplib's stop() does nothing before it
-  // does, and stop() must not miss it.
-  while (!h.is_running() && !self->listener_done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Impl* self = impl.get();
+  MHD_OptionItem tls_items[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(impl->tls_cert.c_str())},
+                                {MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(impl->tls_key.c_str())},
+                                {MHD_OPTION_END, 0, nullptr}};
+  MHD_OptionItem no_items[] = {{MHD_OPTION_END, 0, nullptr}};
+  // The connection's memory pool holds its head (request line and header
+  // fields, and MHD's record of each), then the answer's headers: twice the
+  // head limit and some, so that the limits below are ours to say, in JSON.
+  size_t pool_bytes = static_cast<size_t>(2 * o.max_header_bytes + 16 * 1024);
+  unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0);
+  impl->daemon = MHD_start_daemon(
+      flags, 0, nullptr, nullptr, &Impl::on_access, self,
+      MHD_OPTION_EXTERNAL_LOGGER, &Impl::on_message, self,
+      MHD_OPTION_LISTEN_SOCKET, static_cast<MHD_socket>(fd),
+      MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned>(o.threads > 1 ? o.threads : 0),
+      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(o.max_connections),
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, static_cast<unsigned>(o.max_connections_per_address),
+      MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(std::max(o.read_timeout_s, o.write_timeout_s)),
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool_bytes,
+      MHD_OPTION_NOTIFY_CONNECTION, &Impl::on_connection, self,
+      MHD_OPTION_URI_LOG_CALLBACK, &Impl::on_request_line, self,
+      MHD_OPTION_NOTIFY_COMPLETED, &Impl::on_completed, self,
+      MHD_OPTION_ARRAY, tls ? tls_items : no_items,
+      MHD_OPTION_END);
+  impl->starting = false;
+  if (!impl->daemon) {
+    ::close(fd);
+    std::string said = impl->start_messages;
+    while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+    if (tls)
+      return Status::InvalidArgument("cannot serve TLS with --tls-cert " + o.tls_cert_path + " and --tls-key " +
+                                     o.tls_key_path + " (PEM files of a certificate and its private key?)" +
+                                     (said.empty() ? "" : ": " + said));
+    return Status::IOError("cannot start the HTTP server" + (said.empty() ? "" : ": " + said));
+  }
+  impl->watchdog = std::thread([self] { self->watch(); });
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -214,6 +631,15 @@ std::string shown_store(const std::string& spec) {
   return spec.substr(0, scheme + 3) + spec.substr(at + 1);
 }
 
+// Each connection is a descriptor: let --max-connections of them be open.
+void raise_descriptor_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
 }  // namespace
 
 Status serve_until_signal(const ServeOptions& options) {
@@ -222,13 +648,16 @@ Status serve_until_signal(const ServeOptions& options) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, &old);  // inherited by every thread started below
+  signal(SIGPIPE, SIG_IGN);                // a client gone mid-answer is its own problem
+  raise_descriptor_limit();
   auto server = Server::Start(options);
   if (!server.ok()) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     return server.status();
   }
-  std::printf("mlk serve: listening on http://%s:%d (store %s, %d worker threads)\n", options.host.c_str(),
-              (*server)->port(), shown_store(options.store_path).c_str(), options.threads);
+  std::printf("mlk serve: listening on %s://%s:%d (store %s, %d worker threads)\n",
+              options.tls_cert_path.empty() ? "http" : "https", options.host.c_str(), (*server)->port(),
+              shown_store(options.store_path).c_str(), options.threads);
   std::fflush(stdout);
   int sig = 0;
   sigwait(&set, &sig);

@@ -1,7 +1,14 @@
-// `mlk serve`: the Api (api.h) on cpp-httplib. HTTP/1.1 with keep-alive, a
-// fixed pool of worker threads (each with its own Store), a maximum body
-// size, socket read/write timeouts, and a graceful stop that lets requests in
-// flight finish (docs/api.md, "Limits").
+// `mlk serve`: the Api (api.h) on libmicrohttpd (decisions/
+// server-transport-libmicrohttpd.md). HTTP/1.1 with keep-alive, optionally
+// over TLS; a fixed pool of event-driven worker threads (each with its own
+// Store), so a connection holds a thread only while its request is handled,
+// never while it idles or trickles bytes in. Bounded input: the number of
+// connections, overall and per client address; the size and number of the
+// request's headers; a deadline for the head and one for the body;
+// Content-Length required on writes (411); bodies up to `max_body_bytes`
+// (413), buffered whole within a server-wide memory budget (503 when spent);
+// one range at most per request. A graceful stop lets the requests in flight
+// finish (docs/api.md, "Limits").
 #pragma once
 
 #include <memory>
@@ -18,11 +25,23 @@ struct ServeOptions {
   int64_t blob_cache_bytes = int64_t{1} << 30;  // its limit; 0: no local cache
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (Server::port() says which)
-  int threads = 8;  // worker threads = concurrent connections served; more wait
-  int read_timeout_s = 30;        // per socket read: a stalled client is dropped
-  int write_timeout_s = 30;       // per socket write
+  int threads = 8;  // worker threads: requests handled at once (connections are not bound to threads)
+  int read_timeout_s = 30;        // a connection with no bytes moving for this long is dropped
+  int write_timeout_s = 30;       // (the same limit, for responses: the larger of the two applies)
   int keep_alive_timeout_s = 5;   // an idle keep-alive connection is closed after this
   int keep_alive_max = 1000;      // requests per connection
+  // Limits against hostile or broken clients (docs/api.md, "Limits").
+  int max_connections = 1000;             // open connections; more are refused at accept
+  int max_connections_per_address = 64;   // open connections of one client address
+  int64_t max_header_bytes = 32 << 10;    // the request line and headers together; more: 431
+  int max_headers = 100;                  // header fields of one request; more: 431
+  int header_timeout_s = 10;              // the whole head must arrive within this (of the connection's
+                                          // start, or of the request line on a kept-alive connection)
+  int body_timeout_s = 120;               // the whole body must arrive within this of the head
+  int64_t upload_memory_bytes = int64_t{256} << 20;  // bodies buffered at once, all connections; more: 503
+  // TLS: PEM files of the server's certificate (chain) and private key; both or neither.
+  std::string tls_cert_path;
+  std::string tls_key_path;
   ApiOptions api;
   bool access_log = false;  // one line per request to the log sink (base/log.h)
 };

@@ -28,6 +28,12 @@ CREATE TABLE IF NOT EXISTS service_grants(
   created INTEGER NOT NULL,
   revoked INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY(ns, grantee)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS service_sessions(
+  id_sha256 TEXT PRIMARY KEY,
+  token_id INTEGER NOT NULL,
+  created INTEGER NOT NULL,
+  expires INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS service_sessions_token ON service_sessions(token_id, created);
 )sql";
 
 }  // namespace
@@ -47,7 +53,7 @@ Expected<std::unique_ptr<cache::sql::Db>> open_service_db(const std::string& sto
   MLK_RETURN_IF_ERROR(d.exec("PRAGMA synchronous=NORMAL"));
   auto have = d.query_text("SELECT count(*) FROM sqlite_master WHERE type='table' AND name LIKE 'service_%'");
   if (!have.ok()) return have.status();
-  if (*have != "3") MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&] { return d.exec(kServiceSchema); }));
+  if (*have != "4") MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&] { return d.exec(kServiceSchema); }));
   return std::move(*db);
 }
 

@@ -4,8 +4,10 @@
 //   service_tokens(id, token_sha256 UNIQUE, prefix, team, scopes, note, created, revoked)
 //   service_staged(ns, digest, size, time, PRIMARY KEY(ns, digest))
 //   service_grants(ns, grantee, created, revoked, PRIMARY KEY(ns, grantee))
+//   service_sessions(id_sha256 PRIMARY KEY, token_id, created, expires)
 //
-// Only the sha256 of a token is stored, never the token. A staged row is a
+// Only the sha256 of a token (or of a dashboard session id) is stored, never
+// the token (or the id). A staged row is a
 // blob that a namespace uploaded and no entry of that namespace references
 // yet: it is charged to the namespace's quota and readable by it.
 //

@@ -19,7 +19,9 @@ CREATE TABLE IF NOT EXISTS jobs_workers(
   name TEXT NOT NULL,
   fingerprint TEXT NOT NULL,
   registered_ms INTEGER NOT NULL,
-  heartbeat_ms INTEGER NOT NULL);
+  heartbeat_ms INTEGER NOT NULL,
+  token_id INTEGER NOT NULL DEFAULT 0,
+  secret_sha256 TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS jobs_queue(
   id INTEGER PRIMARY KEY,
   ns TEXT NOT NULL,
@@ -39,7 +41,7 @@ CREATE INDEX IF NOT EXISTS jobs_queue_order ON jobs_queue(ns, device_key, state,
 
 
 WorkerInfo worker_row(const Stmt& s) {
-  return WorkerInfo{s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.i64(5), s.i64(6)};
+  return WorkerInfo{s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.i64(5), s.i64(6), s.i64(7), s.text(8)};
 }
 
 JobInfo job_row(const Stmt& s) {
@@ -62,15 +64,15 @@ class SqliteJobs final : public JobTables {
  public:
   explicit SqliteJobs(std::unique_ptr<Db> db) : db_(std::move(db)) {}
 
-  Expected<WorkerInfo> register_worker(const std::string& ns, const std::string& device_key, const std::string& name,
-                                       const std::string& fingerprint, int64_t now_ms) override {
+  Expected<WorkerInfo> register_worker(const WorkerInfo& w, int64_t now_ms) override {
     auto st = db_->prepare(
-        "INSERT INTO jobs_workers(ns, device_key, name, fingerprint, registered_ms, heartbeat_ms) "
-        "VALUES(?1, ?2, ?3, ?4, ?5, ?5)");
+        "INSERT INTO jobs_workers(ns, device_key, name, fingerprint, registered_ms, heartbeat_ms, token_id, "
+        "secret_sha256) VALUES(?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7)");
     if (!st.ok()) return st.status();
-    st->bind(1, ns).bind(2, device_key).bind(3, name).bind(4, fingerprint).bind(5, now_ms);
+    st->bind(1, w.ns).bind(2, w.device_key).bind(3, w.name).bind(4, w.fingerprint).bind(5, now_ms).bind(6, w.token_id)
+        .bind(7, w.secret_sha256);
     MLK_RETURN_IF_ERROR(st->run());
-    return find_worker(ns, sqlite3_last_insert_rowid(db_->raw()));
+    return find_worker(w.ns, sqlite3_last_insert_rowid(db_->raw()));
   }
   Expected<WorkerInfo> find_worker(const std::string& ns, int64_t id) override {
     auto st = db_->prepare(std::string("SELECT ") + kWorkerColumns + " FROM jobs_workers WHERE ns=?1 AND id=?2");
@@ -212,7 +214,16 @@ Expected<std::unique_ptr<JobTables>> sqlite_jobs(const std::string& store_path) 
   if (!db.ok()) return db.status();
   Db& d = **db;
   MLK_RETURN_IF_ERROR(d.exec("PRAGMA synchronous=NORMAL"));
-  MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&] { return d.exec(kSchema); }));
+  MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&]() -> Status {
+    MLK_RETURN_IF_ERROR(d.exec(kSchema));
+    // Stores made before workers had secrets: add the columns (their rows match no secret).
+    for (const char* alter : {"ALTER TABLE jobs_workers ADD COLUMN token_id INTEGER NOT NULL DEFAULT 0",
+                              "ALTER TABLE jobs_workers ADD COLUMN secret_sha256 TEXT NOT NULL DEFAULT ''"}) {
+      Status s = d.exec(alter);
+      if (!s.ok() && s.message().find("duplicate column") == std::string::npos) return s;
+    }
+    return Status::Ok();
+  }));
   return std::unique_ptr<JobTables>(new SqliteJobs(std::move(*db)));
 }
 

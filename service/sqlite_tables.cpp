@@ -84,6 +84,53 @@ class SqliteTables final : public ServiceTables {
     }
     return out;
   }
+  Status create_ui_session(const std::string& id_sha256, int64_t token_id, int64_t now, int64_t expires,
+                           int per_token_cap) override {
+    return cache::sql::write_txn(*db_, [&]() -> Status {
+      auto purge = db_->prepare("DELETE FROM service_sessions WHERE expires<=?1");
+      if (!purge.ok()) return purge.status();
+      purge->bind(1, now);
+      MLK_RETURN_IF_ERROR(purge->run());
+      auto cap = db_->prepare(
+          "DELETE FROM service_sessions WHERE token_id=?1 AND id_sha256 NOT IN (SELECT id_sha256 FROM service_sessions "
+          "WHERE token_id=?1 ORDER BY created DESC, id_sha256 LIMIT ?2)");
+      if (!cap.ok()) return cap.status();
+      cap->bind(1, token_id).bind(2, static_cast<int64_t>(per_token_cap) - 1);
+      MLK_RETURN_IF_ERROR(cap->run());
+      auto ins = db_->prepare("INSERT INTO service_sessions(id_sha256, token_id, created, expires) VALUES(?1, ?2, ?3, ?4)");
+      if (!ins.ok()) return ins.status();
+      ins->bind(1, id_sha256).bind(2, token_id).bind(3, now).bind(4, expires);
+      return ins->run();
+    });
+  }
+  Expected<std::optional<UiSession>> find_ui_session(const std::string& id_sha256, int64_t now) override {
+    auto st = db_->prepare(
+        "SELECT t.id, t.prefix, t.team, t.scopes, t.note, t.created, t.revoked, s.expires FROM service_sessions s "
+        "JOIN service_tokens t ON t.id=s.token_id WHERE s.id_sha256=?1 AND s.expires>?2");
+    if (!st.ok()) return st.status();
+    st->bind(1, id_sha256).bind(2, now);
+    auto r = st->step();
+    if (!r.ok()) return r.status();
+    if (!*r) return std::optional<UiSession>();
+    UiSession out;
+    out.token.id = st->i64(0);
+    out.token.prefix = st->text(1);
+    out.token.team = st->text(2);
+    auto scopes = parse_scopes(st->text(3));
+    out.token.scopes = scopes.ok() ? *scopes : 0;  // an unknown scope name grants nothing
+    out.token.note = st->text(4);
+    out.token.created = st->i64(5);
+    out.token.revoked = st->i64(6) != 0;
+    out.expires = st->i64(7);
+    return std::optional<UiSession>(std::move(out));
+  }
+  Status delete_ui_session(const std::string& id_sha256) override {
+    auto st = db_->prepare("DELETE FROM service_sessions WHERE id_sha256=?1");
+    if (!st.ok()) return st.status();
+    st->bind(1, id_sha256);
+    return st->run();
+  }
+
   Expected<std::unique_ptr<Lock>> lock_namespace(const std::string&) override { return std::make_unique<Lock>(); }
 
  private:

@@ -1,6 +1,7 @@
 // The server's own records behind one narrow interface, beside the artifact
 // store (cache/artifact_store.h): tokens, staged uploads (staging.h), read
-// grants between teams, and the namespace write lock that makes quotas
+// grants between teams, the dashboard's sign-in sessions, and the namespace
+// write lock that makes quotas
 // exact. Two implementations: SQLite tables in the store's file
 // (service_db.h), and PostgreSQL tables in the shared backend's database
 // (pg_tables.cpp), where the lock is an advisory lock held across replicas.
@@ -56,6 +57,22 @@ class ServiceTables {
   // The grant of `ns` to `grantee` ever given (revoked ones too), or nullopt.
   virtual Expected<std::optional<GrantInfo>> find_grant(const std::string& ns, const std::string& grantee) = 0;
   virtual Expected<std::vector<GrantInfo>> list_grants() = 0;
+
+  // Sign-in sessions of the dashboard (service/dashboard_session.h), keyed
+  // by the sha256 of the session id (the id itself is never stored). Each
+  // stands for one token, by its id, until `expires` (unix seconds).
+  // create_ui_session also drops every expired session and the oldest of the
+  // token's beyond its newest `per_token_cap`; find_ui_session gives the
+  // session's token (revoked ones too, for the message) when the session is
+  // known and not expired at `now`.
+  struct UiSession {
+    TokenInfo token;
+    int64_t expires = 0;
+  };
+  virtual Status create_ui_session(const std::string& id_sha256, int64_t token_id, int64_t now, int64_t expires,
+                                   int per_token_cap) = 0;
+  virtual Expected<std::optional<UiSession>> find_ui_session(const std::string& id_sha256, int64_t now) = 0;
+  virtual Status delete_ui_session(const std::string& id_sha256) = 0;
 
   // Serialises quota-checked writes of `ns` across every server on this
   // backend until the returned object is destroyed. SQLite: nothing (one

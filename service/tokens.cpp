@@ -12,19 +12,9 @@ namespace mlk::service {
 
 namespace {
 
-constexpr const char* kScopeNames[] = {"read", "write-blobs", "write-entries", "admin"};
+constexpr const char* kScopeNames[] = {"read", "write-blobs", "write-entries", "admin", "worker"};
+constexpr unsigned kScopeCount = sizeof kScopeNames / sizeof kScopeNames[0];
 
-// 32 random bytes as unpadded base64url (43 characters).
-Expected<std::string> random_secret() {
-  unsigned char raw[32];
-  if (RAND_bytes(raw, sizeof raw) != 1) return Status::IOError("cannot get random bytes for a token (OpenSSL RAND_bytes failed)");
-  unsigned char b64[64];
-  int n = EVP_EncodeBlock(b64, raw, sizeof raw);
-  std::string s(reinterpret_cast<char*>(b64), n);
-  while (!s.empty() && s.back() == '=') s.pop_back();
-  for (char& c : s) c = c == '+' ? '-' : c == '/' ? '_' : c;
-  return s;
-}
 
 TokenInfo row_info(cache::sql::Stmt& st) {
   TokenInfo t;
@@ -43,6 +33,17 @@ constexpr const char* kColumns = "id, prefix, team, scopes, note, created, revok
 
 }  // namespace
 
+Expected<std::string> random_secret() {
+  unsigned char raw[32];
+  if (RAND_bytes(raw, sizeof raw) != 1) return Status::IOError("cannot get random bytes for a secret (OpenSSL RAND_bytes failed)");
+  unsigned char b64[64];
+  int n = EVP_EncodeBlock(b64, raw, sizeof raw);
+  std::string s(reinterpret_cast<char*>(b64), n);
+  while (!s.empty() && s.back() == '=') s.pop_back();
+  for (char& c : s) c = c == '+' ? '-' : c == '/' ? '_' : c;
+  return s;
+}
+
 Expected<Scopes> parse_scopes(const std::string& csv) {
   Scopes out = 0;
   size_t start = 0;
@@ -50,13 +51,13 @@ Expected<Scopes> parse_scopes(const std::string& csv) {
     size_t comma = csv.find(',', start);
     std::string item = csv.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     bool known = false;
-    for (unsigned i = 0; i < 4; ++i)
+    for (unsigned i = 0; i < kScopeCount; ++i)
       if (item == kScopeNames[i]) {
         out |= 1u << i;
         known = true;
       }
     if (!known)
-      return Status::Usage("unknown scope `" + item + "`; scopes are read, write-blobs, write-entries, admin (comma-separated)");
+      return Status::Usage("unknown scope `" + item + "`; scopes are read, write-blobs, write-entries, admin, worker (comma-separated)");
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -65,7 +66,7 @@ Expected<Scopes> parse_scopes(const std::string& csv) {
 
 std::string scopes_string(Scopes s) {
   std::string out;
-  for (unsigned i = 0; i < 4; ++i)
+  for (unsigned i = 0; i < kScopeCount; ++i)
     if (s & (1u << i)) out += (out.empty() ? "" : ",") + std::string(kScopeNames[i]);
   return out;
 }

@@ -21,16 +21,23 @@ enum Scope : unsigned {
   kScopeWriteBlobs = 2,    // PUT of blobs (content-addressed: cannot bind a key)
   kScopeWriteEntries = 4,  // PUT/DELETE of entries (binds keys to blobs)
   kScopeAdmin = 8,         // everything, in every namespace; /metrics
+  kScopeWorker = 16,       // a measurement worker: register, lease, heartbeat, report (bound by its secret)
 };
+// Every scope, in the canonical order of scopes_string.
+inline constexpr Scope kAllScopes[] = {kScopeRead, kScopeWriteBlobs, kScopeWriteEntries, kScopeAdmin, kScopeWorker};
 using Scopes = unsigned;
 
-// "read,write-blobs,write-entries,admin" (any subset, any order) -> bits.
+// "read,write-blobs,write-entries,admin,worker" (any subset, any order) -> bits.
 // Usage error naming the bad item and the accepted names.
 Expected<Scopes> parse_scopes(const std::string& csv);
 // Bits -> "read,write-blobs,..." in the canonical order.
 std::string scopes_string(Scopes s);
 // admin implies every scope.
 inline bool has_scope(Scopes have, Scope need) { return (have & kScopeAdmin) != 0 || (have & need) != 0; }
+
+// 32 random bytes as unpadded base64url (43 characters): the secret of a
+// token, a worker or a dashboard session. IOError when OpenSSL has no entropy.
+Expected<std::string> random_secret();
 
 struct TokenInfo {
   int64_t id = 0;

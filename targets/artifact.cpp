@@ -23,6 +23,7 @@
 #include "scheduler/rules.h"  // kScheduleSpaceVersion
 #include "targets/cuda_entry.h"
 #include "targets/toolchain.h"
+#include "base/json.h"
 
 namespace mlk {
 
@@ -421,7 +422,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
                                                     : std::string("none: ") + res.ptxas_status}};
   }
   if (!req.verification_json.empty()) {
-    json v = json::parse(req.verification_json, nullptr, false);
+    json v = parse_json(req.verification_json);
     if (v.is_discarded()) return Status::Internal("the verification record of `" + req.fn + "` is not JSON");
     m["verification"] = v;
   }

@@ -1,6 +1,7 @@
 #include "targets/artifact_manifest.h"
 
 #include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace mlk {
 
@@ -16,7 +17,7 @@ bool is_plain_name(const std::string& n) {
 
 Expected<ArtifactManifest> parse_artifact_manifest(std::string_view text, const std::string& where) {
   auto bad = [&](const std::string& what) { return Status::Corruption(where + ": " + what); };
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  json j = parse_json(text);
   if (j.is_discarded() || !j.is_object()) return bad("not an mlk artifact manifest (not a JSON object)");
   auto fmt = j.find("format");
   if (fmt == j.end() || !fmt->is_string() || fmt->get<std::string>() != "mlk-artifact-1")

@@ -2,8 +2,12 @@
 #include "base/files.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdlib.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -36,54 +40,101 @@ LoadedArtifact::~LoadedArtifact() {
   if (handle_) dlclose(handle_);
 }
 
+namespace {
+
+// Writes `bytes` to a new file `path` (O_EXCL, O_NOFOLLOW, 0600).
+Status write_private(const std::string& path, const std::string& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::IOError("cannot create " + path + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      ::close(fd);
+      return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
+    }
+    off += static_cast<size_t>(w);
+  }
+  if (::close(fd) != 0) return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::Load(const std::string& dir) {
+  // The manifest and the files it lists are read once, into memory; what is
+  // hashed and opened is the private copy LoadFiles makes of these bytes, so
+  // a later change to `dir` cannot slip other bytes in between.
   auto text = read_file((fs::path(dir) / "manifest.json").string());
   if (!text.ok()) return text.status();
   auto m = parse_artifact_manifest(*text, dir + "/manifest.json");
   if (!m.ok()) return m.status();
+  std::map<std::string, std::string> files = {{"manifest.json", *text}};
   for (const auto& [name, digest] : m->files) {
     auto bytes = read_file((fs::path(dir) / name).string());
     if (!bytes.ok()) return bytes.status();
     if (sha256_hex(*bytes) != digest)
       return Status::Corruption(dir + "/" + name + " does not match the sha256 in its manifest; refusing to load it");
+    files[name] = std::move(*bytes);
+  }
+  return LoadFiles(files);
+}
+
+Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::LoadPrivate(const std::string& dir,
+                                                                      const std::map<std::string, std::string>& files) {
+  auto text = read_file((fs::path(dir) / "manifest.json").string());
+  if (!text.ok()) return text.status();
+  auto m = parse_artifact_manifest(*text, "manifest.json");
+  if (!m.ok()) return m.status();
+  // The copy is hashed: against the manifest, and against the bytes the
+  // caller checked (a store's digests, a signature), file by file.
+  for (const auto& [name, bytes] : files) {
+    auto copy = read_file((fs::path(dir) / name).string());
+    if (!copy.ok()) return copy.status();
+    if (sha256_hex(*copy) != sha256_hex(bytes))
+      return Status::Corruption("the private copy of " + name + " changed after it was written; refusing to load it");
+  }
+  for (const auto& [name, digest] : m->files) {
+    if (!files.count(name)) return Status::Corruption("artifact file " + name + " is listed in its manifest but missing");
+    if (sha256_hex(files.at(name)) != digest)
+      return Status::Corruption(name + " does not match the sha256 in its manifest; refusing to load it");
   }
   std::unique_ptr<LoadedArtifact> a(new LoadedArtifact());
   a->manifest_ = *text;
   a->unbound_ = m->unbound_dims;
   std::string lib = (fs::path(dir) / m->library).string();
   a->handle_ = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!a->handle_) return Status::InvalidArgument(std::string("cannot load ") + lib + ": " + dlerror());
+  if (!a->handle_) return Status::InvalidArgument("cannot load " + m->library + ": " + dlerror());
   a->entry_ = dlsym(a->handle_, m->entry_symbol.c_str());
   a->last_error_ = reinterpret_cast<const char* (*)()>(dlsym(a->handle_, "mlk_last_error"));
-  if (!a->entry_ || !a->last_error_) return Status::Corruption(lib + " lacks its C ABI entry");
+  if (!a->entry_ || !a->last_error_) return Status::Corruption(m->library + " lacks its C ABI entry");
   a->cuda_ = m->profile_kind == "cuda";
   a->profile_ = m->profile_name;
   if (!m->cuda_entry_symbol.empty()) {
     a->cuda_entry_ = dlsym(a->handle_, m->cuda_entry_symbol.c_str());
-    if (!a->cuda_entry_) return Status::Corruption(lib + " lacks its CUDA entry " + m->cuda_entry_symbol);
+    if (!a->cuda_entry_) return Status::Corruption(m->library + " lacks its CUDA entry " + m->cuda_entry_symbol);
   }
   return a;
 }
 
 Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::LoadFiles(const std::map<std::string, std::string>& files) {
+  for (const auto& [name, bytes] : files)
+    if (name.empty() || name.find('/') != std::string::npos || name.find('\0') != std::string::npos || name == "." ||
+        name == "..")
+      return Status::Corruption("artifact file name `" + name + "` is not a plain file name");
   std::string tmpl = (fs::temp_directory_path() / "mlk-artifact-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) return Status::IOError("cannot create a directory under " + fs::temp_directory_path().string());
+  // mkdtemp makes it 0700: only this user can reach the copy.
   Status st = Status::Ok();
   for (const auto& [name, bytes] : files) {
-    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-      st = Status::Corruption("artifact file name `" + name + "` is not a plain file name");
-      break;
-    }
-    std::ofstream out(fs::path(tmpl) / name, std::ios::binary);
-    out << bytes;
-    if (!out) {
-      st = Status::IOError("cannot write " + (fs::path(tmpl) / name).string());
-      break;
-    }
+    st = write_private((fs::path(tmpl) / name).string(), bytes);
+    if (!st.ok()) break;
   }
-  Expected<std::unique_ptr<LoadedArtifact>> a = st.ok() ? Load(tmpl) : Expected<std::unique_ptr<LoadedArtifact>>(st);
+  Expected<std::unique_ptr<LoadedArtifact>> a =
+      st.ok() ? LoadPrivate(tmpl, files) : Expected<std::unique_ptr<LoadedArtifact>>(st);
   std::error_code ec;
-  fs::remove_all(tmpl, ec);
+  fs::remove_all(tmpl, ec);  // a loaded library stays mapped
   return a;
 }
 

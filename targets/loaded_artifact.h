@@ -21,12 +21,16 @@ int32_t abi_dtype(DType t);
 class LoadedArtifact {
  public:
   ~LoadedArtifact();
-  // `dir` holds the artifact's files (manifest.json and the library). Every
-  // file listed in the manifest is re-hashed before anything is loaded.
+  // `dir` holds the artifact's files (manifest.json and the library). The
+  // manifest and the files it lists are read into memory once and loaded
+  // with LoadFiles: `dir` is never opened by path after it was hashed.
   static Expected<std::unique_ptr<LoadedArtifact>> Load(const std::string& dir);
-  // The same from an artifact's files in memory (a cache entry): written to a
-  // private temporary directory, loaded, and the directory removed. Files
-  // whose names are not plain file names are refused.
+  // The same from an artifact's files in memory (a cache entry, checked by
+  // the caller): written to a private temporary directory (0700, files
+  // 0600, created exclusively), the copy re-hashed against these bytes and
+  // the manifest, the copy loaded, and the directory removed. So the bytes
+  // hashed are the bytes opened. Files whose names are not plain file names
+  // are refused.
   static Expected<std::unique_ptr<LoadedArtifact>> LoadFiles(const std::map<std::string, std::string>& files);
 
   // Runs `f` (whose signature must match the manifest's) on `inputs`; the
@@ -53,6 +57,8 @@ class LoadedArtifact {
   const std::string& manifest_json() const { return manifest_; }
 
  private:
+  static Expected<std::unique_ptr<LoadedArtifact>> LoadPrivate(const std::string& dir,
+                                                               const std::map<std::string, std::string>& files);
   Expected<std::vector<int64_t>> unbound_values(const DimEnv& env) const;
   bool cuda_ = false;
   void* cuda_entry_ = nullptr;

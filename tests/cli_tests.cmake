@@ -146,3 +146,14 @@ add_test(NAME cli.verify_defect_exit_1
           ${_expect} 1 "equivalence: FAIL .*counterexample: at A=3,B=3,C=3, element \\[0, 0, 1\\] differs: the typed IR computes x\\[9\\], the lowered algorithm x\\[3\\]"
           $<TARGET_FILE:mlk> verify ${CMAKE_CURRENT_SOURCE_DIR}/verify/defects.tl --fn perm3 --target host
           --dims A=3,B=3,C=3 --level equivalence --no-cache)
+
+# Signing (docs/signing.md, issue 28 item 4): keys, `--sign` on build and
+# verify; a release namespace nobody is trusted to verify is refused at start.
+add_test(NAME cli.signing
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/signing.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
+          ${CMAKE_CURRENT_BINARY_DIR}/cli_signing)
+mlk_cli_test(serve_release_needs_trusted_verifiers 2
+  "mlk serve: --require-verified release=...: a release accepts only reports signed by a trusted verifier"
+  serve --require-verified release=all --listen 127.0.0.1:0)
+mlk_cli_test(run_require_signed_bad_key 2 "mlk run: --require: trusted key `nonsense` is neither"
+  run ${CMAKE_SOURCE_DIR}/examples/mlp.tl --inputs x.safetensors --require signed:nonsense)

@@ -8,6 +8,7 @@
 #include "lang/ir_printer.h"
 #include "scheduler/algorithm.h"
 #include "verify/levels.h"
+#include "base/json.h"
 
 namespace mlk::verify {
 
@@ -59,7 +60,7 @@ LevelReport check_identity(const Context& c) {
                 "schedule preserves meaning) its schedule can only have changed evaluation order: results are those of "
                 "the algorithm up to reassociation in the listed directives and FMA contraction when strict_float is off "
                 "(the object code itself is not re-derived, and Halide is trusted)";
-  json man = json::parse(c.manifest, nullptr, false);
+  json man = parse_json(c.manifest);
   if (!man.is_object()) {
     r.counterexample = "manifest.json is not a JSON object";
     return r;

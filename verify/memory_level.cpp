@@ -14,6 +14,7 @@
 
 #include "runtime/testing.h"
 #include "verify/levels.h"
+#include "base/json.h"
 
 namespace mlk::verify {
 
@@ -149,7 +150,7 @@ LevelReport check_memory(const Context& c) {
     r.counterexample = "not run: CUDA artifacts are not run by `mlk verify` on this machine";
     return r;
   }
-  nlohmann::json man = nlohmann::json::parse(c.manifest, nullptr, false);
+  nlohmann::json man = parse_json(c.manifest);
   std::string target = man.is_object() && man.value("profile", nlohmann::json::object()).is_object()
                            ? man["profile"].value("halide_target", "")
                            : "";

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include "base/json.h"
 
 namespace mlk::verify {
 
@@ -110,7 +111,7 @@ std::string Report::to_text() const {
 }
 
 Expected<std::string> attach_report(std::string_view text, const Report& r, int indent) {
-  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  json j = parse_json(text);
   if (!j.is_object()) return Status::InvalidArgument("cannot attach a verification report: not a JSON object");
   json rep = json::parse(r.to_json());
   // Staged verification: levels of an earlier report that this one did not

@@ -7,6 +7,7 @@
 #include "scheduler/algorithm.h"
 #include "scheduler/kernel.h"
 #include "verify/levels.h"
+#include "base/json.h"
 
 namespace mlk::verify {
 
@@ -75,7 +76,7 @@ LevelReport check_types(const Context& c) {
   };
   if (Status s = ir::verify_module(c.m); !s.ok()) return fail("the typed IR does not verify: " + s.message());
   r.evidence.push_back("typed IR verified (" + std::to_string(c.m.functions.size()) + " fns)");
-  json man = json::parse(c.manifest, nullptr, false);
+  json man = parse_json(c.manifest);
   if (!man.is_object()) return fail("manifest.json is not a JSON object");
   if (std::string why = signature_mismatch(c.f, man.value("signature", json())); !why.empty()) return fail(why);
   r.evidence.push_back("manifest signature equals `" + c.fn + "`'s");

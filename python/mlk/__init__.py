@@ -154,7 +154,7 @@ class Ops:
             setattr(self, name, _Fn(self, name))
 
 
-def load(path, target="host", cache="", namespace="default", token="", require="any", namespaces=""):
+def load(path, target="host", cache="", namespace="default", token="", require="any", namespaces="", trusted=None):
     """Opens the artifact cache (a store path or http://HOST:PORT; "" uses
     $MLK_CACHE or the default store) and the program at `path`: a .tl file,
     or a directory written by `mlk build -o DIR` (its artifact is used, the
@@ -174,11 +174,26 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     --namespaces` ("own,shared-release": the team's own namespace, then ones
     other teams granted it; "" uses $MLK_NAMESPACES); a refused one is a
     warning on stderr, never a silent miss. Malformed, or given with a local
-    store: BoundaryError ("namespaces: ...")."""
+    store: BoundaryError ("namespaces: ...").
+
+    `trusted` (a list of Ed25519 public keys, 64 hex characters, or paths
+    of the KEY.pub files `mlk key create` writes) admits only artifacts
+    signed by one of them (docs/signing.md): any other is refused before it
+    is loaded, with NotFoundError naming the entry and its signer, and there
+    is no JIT fallback. With `require="verified:LEVELS"` too, only a report
+    one of these keys signed counts."""
     if require not in ("any", "tuned", "exact") and not str(require).startswith("verified:"):
         raise ValueError("require=%r: expected 'any', 'tuned', 'exact' or 'verified:LEVELS'" % (require,))
+    if isinstance(trusted, str):
+        trusted = [trusted]
+    trusted = [str(k) for k in (trusted or [])]
+    for k in trusted:
+        if not k or "," in k or ";" in k:
+            raise ValueError("trusted=%r: each item is one public key (64 hex) or one KEY.pub path" % (k,))
     rt = _mlk.Runtime(cache, namespace, token, namespaces)
     policy = target if require == "any" else "%s;require=%s" % (target, require)
+    if trusted:
+        policy += ";require=signed:" + ",".join(trusted)
     return Ops(rt.program(str(path)), policy)
 
 

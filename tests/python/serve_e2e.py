@@ -172,7 +172,7 @@ raw(port, (f"PUT /v1/blobs/{sha(b'z' * 5000)} HTTP/1.1\r\nHost: x\r\nAuthorizati
 reply = raw(port, (f"PUT /ccache/{'d' * 33} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {alpha}\r\n"
                    "Content-Length: 5000\r\n\r\n").encode() + b"z" * 2000, read=True, timeout=6)
 time.sleep(0.2)
-R.check("truncated upload (stalled client): 400 after the read timeout", reply.startswith(b"HTTP/1.1 400"), reply[:120])
+R.check("truncated upload (stalled client): closed without an answer after the timeout", reply == b"", reply[:120])
 R.check("truncated uploads: store unchanged", snapshot(store) == before)
 st, body, _ = request(port, "GET", "/metrics", admin)
 m = body.decode()

@@ -46,7 +46,7 @@ if MODE == "cluster":
     TAG = "pg"
 else:
     store = os.path.join(WORK, "server.db")
-    TOKEN = token(MLK, store, "default", "read,write-blobs,write-entries")
+    TOKEN = token(MLK, store, "default", "read,write-blobs,write-entries,worker")
     RO = token(MLK, store, "default", "read")
     server = Server(MLK, store)
     SERVERS = server.url
@@ -162,17 +162,20 @@ R.check("... within a few seconds of --worker-wait", took < 60, f"{took:.1f} s")
 
 # --- Bad requests get clear errors -----------------------------------------------
 cases = [
-    ("/v1/jobs/submit", b"not json", 400, "must be a JSON object"),
+    ("/v1/jobs/submit", b"not json", 400, "is not valid JSON"),
+    ("/v1/jobs/submit", b"[1]", 400, "must be a JSON object"),
+    ("/v1/jobs/submit", b"[" * 100000, 400, "nested deeper than 64 levels"),
     ("/v1/jobs/submit", {"setup": "0" * 64, "payload": {}}, 400, "the body lacks the field `device_key`"),
     ("/v1/jobs/submit", {"device_key": "a/b", "setup": "0" * 64, "payload": {}}, 400, "device key `a/b` is not 1-64"),
     ("/v1/jobs/submit", {"device_key": "k", "setup": "xyz", "payload": {}}, 400, "setup `xyz` is not a sha256"),
     ("/v1/jobs/submit", {"device_key": "k", "setup": "0" * 64}, 400, "the body lacks the object `payload`"),
-    ("/v1/jobs/submit", {"device_key": "k", "setup": "0" * 64, "payload": {}}, 400, "is not stored here"),
+    ("/v1/jobs/submit", {"device_key": "k", "setup": "0" * 64, "payload": {}}, 400, "is not in namespace `"),
     ("/v1/jobs/submit", {"device_key": 5, "setup": "0" * 64, "payload": {}}, 400, "the field `device_key` has the wrong type"),
     ("/v1/jobs/setups", b"garbage", 400, "the body is not a measurement setup"),
-    ("/v1/jobs/lease", {"worker": 999999}, 404, "no worker 999999"),
+    ("/v1/jobs/lease", {"worker": 999999, "secret": "x"}, 404, "no worker 999999"),
+    ("/v1/jobs/lease", {"worker": 999999}, 400, "the body lacks the field `secret`"),
     ("/v1/jobs/workers", {"device_key": "k", "name": "a b", "fingerprint": "x"}, 400, "worker name `a b` is not 1-128"),
-    ("/v1/jobs/1/result", {"worker": 999999, "ok": True, "result": {}}, 404, "no worker 999999"),
+    ("/v1/jobs/1/result", {"worker": 999999, "secret": "x", "ok": True, "result": {}}, 404, "no worker 999999"),
 ]
 for path, body, want, text in cases:
     st, data, _ = post(path, body)
@@ -185,8 +188,8 @@ st, data, _ = request(PORTS[0], "GET", "/v1/jobs/abc", TOKEN)
 R.check("GET /v1/jobs/abc: 404 naming the routes", st == 404 and "setups, submit, lease" in (error_of(data) or ""), data[:200])
 # A worker that does not hold a job's lease cannot report it.
 st, data, _ = post("/v1/jobs/workers", {"device_key": "nobody-" + TAG, "name": "idle", "fingerprint": "fp"})
-idle = json.loads(data)["worker"]["id"] if st == 201 else 0
-st, data, _ = post(f"/v1/jobs/{killed_job}/result", {"worker": idle, "ok": True, "result": {}})
+idle = json.loads(data)["worker"] if st == 201 else {"id": 0, "secret": ""}
+st, data, _ = post(f"/v1/jobs/{killed_job}/result", {"worker": idle["id"], "secret": idle["secret"], "ok": True, "result": {}})
 R.check("a result from a worker without the lease: 409", st == 409 and "does not hold the lease" in (error_of(data) or ""),
         f"{st} {data[:200]}")
 # A setup that starts right but does not decode fails its job on the worker.

@@ -5,11 +5,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "autotune/cached_tune.h"
+#include "base/sha256.h"
+#include "base/signing.h"
+#include "cache/entry_meta.h"
+#include "cache/signatures.h"
+#include "targets/artifact.h"
 #include "cache/store.h"
 #include "lang/compare.h"
 #include "lang/frontend.h"
@@ -325,6 +334,142 @@ TEST(RuntimeCNames, AKernelWhoseNamesAreCKeywordsIsTunedPulledAndRun) {
   ASSERT_TRUE(want.ok()) << want.status().message();
   Status cmp = compare(*want, out.t, tolerance_for(DType::F32, 12));
   EXPECT_TRUE(cmp.ok()) << cmp.message();
+  fs::remove_all(dir);
+}
+
+// A copy of the fixture's store at `copy` whose rmsnorm entry (B=2,S=4,D=64)
+// `edit` rewrites (its files, its metadata) under the same key; the key.
+std::string rewrite_rmsnorm(const std::string& from, const std::string& copy,
+                            const std::function<void(std::map<std::string, std::string>&, std::string&, const std::string&)>& edit) {
+  fs::copy_file(from, copy, fs::copy_options::overwrite_existing);
+  auto s = cache::Store::Open(copy);
+  EXPECT_TRUE(s.ok());
+  auto listed = (*s)->list("default");
+  EXPECT_TRUE(listed.ok());
+  for (const auto& e : *listed) {
+    auto meta = cache::parse_entry_meta(e.manifest.meta_json);
+    if (!meta.ok() || meta->fn != "rmsnorm") continue;
+    auto a = (*s)->get_entry("default", e.key);
+    EXPECT_TRUE(a.ok());
+    std::map<std::string, std::string> files = a->files;
+    std::string m = e.manifest.meta_json;
+    edit(files, m, e.key);
+    EXPECT_TRUE((*s)->put_entry("default", e.key, m, e.manifest.provenance, files).ok());
+    return e.key;
+  }
+  ADD_FAILURE() << "no rmsnorm entry";
+  return "";
+}
+
+// Finding 6 (issue 28): any write-entries token of a namespace a runtime
+// reads chose the `.so` it dlopens. A runtime requiring a signer refuses an
+// unsigned artifact before it opens it: the forged entry's library is not a
+// library at all (opening it can only fail in dlopen, as it does without the
+// policy), and under `require=signed:KEY` the error is the refusal, naming
+// the entry, through the C ABI's policy string.
+TEST_F(RuntimeTest, Finding6_ARuntimeRequiringASignerRefusesAnUnsignedArtifactBeforeOpeningIt) {
+  auto signer = create_signing_key();
+  ASSERT_TRUE(signer.ok());
+  const std::string forged_db = dir_ + "/forged.db";
+  const std::string key = rewrite_rmsnorm(store_path_, forged_db, [](auto& files, std::string&, const std::string&) {
+    auto man = nlohmann::json::parse(files.at("manifest.json"));
+    const std::string lib = man["library"];
+    files[lib] = "not a shared library";
+    man["files"][lib] = sha256_hex(files[lib]);
+    files["manifest.json"] = man.dump(2);
+  });
+  mlk_runtime_t* rt = nullptr;
+  ASSERT_EQ(mlk_runtime_open(forged_db.c_str(), nullptr, nullptr, &rt), MLK_RT_OK) << mlk_runtime_last_error();
+  mlk_kernel_t* k = nullptr;
+  // No policy: the forged library is opened, and dlopen fails on it.
+  EXPECT_NE(mlk_runtime_get_kernel(rt, kNorms.c_str(), nullptr, "rmsnorm", "host", "B=2,S=4,D=64", &k), MLK_RT_OK);
+  EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("cannot load"));
+  const std::string policy = "host;require=signed:" + signer->public_key;
+  EXPECT_EQ(mlk_runtime_get_kernel(rt, kNorms.c_str(), nullptr, "rmsnorm", policy.c_str(), "B=2,S=4,D=64", &k),
+            MLK_RT_ERR_NOT_FOUND);
+  const std::string err = mlk_runtime_last_error();
+  EXPECT_THAT(err, HasSubstr("entry " + key.substr(0, 16) + " is unsigned"));
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("cannot load")));
+  // Nor does the nearest-shape fallback take it for another shape.
+  EXPECT_EQ(mlk_runtime_get_kernel(rt, kNorms.c_str(), nullptr, "rmsnorm", policy.c_str(), "B=2,S=8,D=64", &k),
+            MLK_RT_ERR_NOT_FOUND);
+  EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("entry " + key.substr(0, 16) + " is unsigned"));
+  mlk_runtime_close(rt);
+}
+
+// A signed artifact loads and runs under a policy trusting its signer; a
+// foreign-signed one is refused, naming its signer; one whose metadata was
+// relabelled after signing (another shape) no longer verifies.
+TEST_F(RuntimeTest, SignedArtifactsLoadAndForeignSignedOrRelabelledOnesAreRefused) {
+  auto signer = create_signing_key(), stranger = create_signing_key();
+  ASSERT_TRUE(signer.ok() && stranger.ok());
+  const std::string signed_db = dir_ + "/signed.db";
+  const std::string key = rewrite_rmsnorm(store_path_, signed_db, [&](auto& files, std::string& meta, const std::string& k) {
+    meta = *cache::sign_entry(k, files, meta, *signer);
+  });
+  auto r = rt::Runtime::Open({signed_db, "default", ""});
+  ASSERT_TRUE(r.ok());
+  const DimEnv dims{{"B", 2}, {"S", 4}, {"D", 64}};
+  auto ok = (*r)->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host;require=signed:" + signer->public_key), dims);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_TRUE((*ok)->selection().exact);
+  Dl x(DType::F32, {2, 4, 64}, 1), w(DType::F32, {64}, 2), eps(DType::F32, {}, 3), out(DType::F32, {2, 4, 64});
+  EXPECT_TRUE((*ok)->Run({&x.d, &w.d, &eps.d}, &out.d).ok());
+  auto r2 = rt::Runtime::Open({signed_db, "default", ""});
+  auto foreign = (*r2)->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host;require=signed:" + stranger->public_key), dims);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.status().code(), Status::Code::kNotFound);
+  EXPECT_THAT(foreign.status().message(),
+              HasSubstr("entry " + key.substr(0, 16) + " is signed by key " + signer->key_id + ", which is not trusted"));
+  // Relabelled: the signed metadata says another shape now.
+  const std::string relabelled_db = dir_ + "/relabelled.db";
+  rewrite_rmsnorm(signed_db, relabelled_db, [](auto&, std::string& meta, const std::string&) {
+    auto j = nlohmann::json::parse(meta);
+    j["dims"]["S"] = 8;
+    meta = j.dump();
+  });
+  auto r3 = rt::Runtime::Open({relabelled_db, "default", ""});
+  auto relabelled = (*r3)->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host;require=signed:" + signer->public_key),
+                                     {{"B", 2}, {"S", 8}, {"D", 64}});
+  ASSERT_FALSE(relabelled.ok());
+  EXPECT_THAT(relabelled.status().message(), HasSubstr("does not verify"));
+  auto bad = rt::TargetPolicy::Parse("host;require=signed:nonsense");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("trusted key `nonsense` is neither"));
+  EXPECT_EQ(rt::TargetPolicy::Parse("host;require=signed:" + signer->public_key)->str(),
+            "host;require=signed:" + signer->public_key);
+}
+
+// The artifact of a directory is loaded from a private copy: what is
+// hashed is what is opened, and a later change to the directory changes
+// nothing of the loaded kernel.
+TEST(LoadedArtifactFiles, ADirectoryIsLoadedFromAPrivateCopy) {
+  auto fe = compile_file(kNorms);
+  ASSERT_TRUE(fe.ok() && fe->ok());
+  auto host = resolve_profile("host");
+  const std::string dir = (fs::temp_directory_path() / ("mlk_private_copy_" + std::to_string(getpid()))).string();
+  fs::remove_all(dir);
+  BuildRequest req;
+  req.module = &fe->module;
+  req.fn = "rmsnorm";
+  req.source_path = kNorms;
+  req.profile = *host;
+  req.dims = {{"B", 2}, {"S", 4}, {"D", 64}};
+  req.out_dir = dir;
+  auto built = build_artifact(req);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  auto a = LoadedArtifact::Load(dir);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  // The library mapped into this process is not the directory's file.
+  Dl_info info{};
+  std::string mapped;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".so") mapped = e.path().string();
+  ASSERT_FALSE(mapped.empty());
+  void* h = dlopen(mapped.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_EQ(h, nullptr) << mapped << " was opened in place";
+  if (h) dlclose(h);
+  (void)info;
   fs::remove_all(dir);
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../cache/test_util.h"
+#include "api_fixture.h"
 #include "base/sha256.h"
 #include "service/api.h"
 #include "service/service_db.h"
@@ -16,6 +17,9 @@
 #include "cache/pg.h"
 #include "cache/s3_blobs.h"
 #include "service/tables.h"
+#include "base/signing.h"
+#include "cache/entry_meta.h"
+#include "cache/signatures.h"
 
 namespace mlk::service {
 namespace {
@@ -24,142 +28,7 @@ using cache::testing::IsOk;
 using cache::testing::TempDir;
 using nlohmann::json;
 
-// The backend of a test: "sqlite" (a store file) or "pg" (a fresh database
-// and bucket on the PostgreSQL and S3 endpoint that scripts/cluster.sh
-// started; the test executable mlk_cluster_tests, under the ctest fixture).
-std::map<std::string, std::string> cluster_env() {
-  std::map<std::string, std::string> out;
-  const char* dir = std::getenv("MLK_CLUSTER_DIR");
-  auto text = read_file(std::string(dir ? dir : "") + "/env");
-  if (!text.ok()) return out;
-  size_t start = 0;
-  while (start < text->size()) {
-    size_t nl = text->find('\n', start);
-    std::string line = text->substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-    start = nl == std::string::npos ? text->size() : nl + 1;
-    if (line.rfind("export ", 0) != 0 || line.find('=') == std::string::npos) continue;
-    std::string k = line.substr(7, line.find('=') - 7), v = line.substr(line.find('=') + 1);
-    if (v.size() >= 2 && v.front() == '\'' && v.back() == '\'') v = v.substr(1, v.size() - 2);
-    out[k] = v;
-  }
-  return out;
-}
-
-class ApiTest : public ::testing::TestWithParam<std::string> {
- protected:
-  bool sqlite() const { return GetParam() == "sqlite"; }
-  void SetUp() override {
-    path = dir.file("serve.db");
-    BackendOptions backend;
-    backend.store = path;
-    if (!sqlite()) {
-      auto env = cluster_env();
-      ASSERT_TRUE(env.count("MLK_CLUSTER_STORE") && env.count("MLK_CLUSTER_S3"))
-          << "no cluster: run under the ctest fixture (scripts/cluster.sh start with $MLK_CLUSTER_DIR)";
-      static int n = 0;
-      std::string name = "apitest_" + std::to_string(getpid()) + "_" + std::to_string(++n);
-      base_url = env["MLK_CLUSTER_STORE"];
-      auto admin_conn = cache::pg::Conn::Open(base_url);
-      ASSERT_TRUE(IsOk(admin_conn));
-      ASSERT_TRUE(IsOk((*admin_conn)->exec("CREATE DATABASE " + name)));
-      db_name = name;
-      backend.store = base_url.substr(0, base_url.rfind('/') + 1) + name;
-      std::string bucket = name;
-      for (char& ch : bucket) ch = ch == '_' ? '-' : ch;  // bucket names allow no `_`
-      backend.blobs = "s3://" + bucket + "?endpoint=" + env["MLK_CLUSTER_S3"] + "&access_key=mlk&secret_key=mlk-secret";
-      blobs_spec = backend.blobs;
-    }
-    auto pool_or = SessionPool::Open(backend, 2);
-    ASSERT_TRUE(IsOk(pool_or));
-    pool = std::move(*pool_or);
-    ApiOptions o;
-    o.max_body_bytes = 4096;
-    o.quotas.limits["quota"] = 100;
-    api = std::make_unique<Api>(o, *pool, metrics);
-    auto lease = pool->acquire();
-    auto mk = [&](const std::string& team, Scopes s) { return lease.tables().create_token(team, s, "")->token; };
-    alpha = mk("alpha", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
-    alpha_ro = mk("alpha", kScopeRead);
-    alpha_blobs = mk("alpha", kScopeRead | kScopeWriteBlobs);
-    beta = mk("beta", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
-    admin = mk("ops", kScopeAdmin);
-    quota = mk("quota", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
-    revoked = mk("alpha", kScopeRead);
-    ASSERT_TRUE(IsOk(lease.tables().revoke_token(revoked.substr(0, 12))));
-  }
-  void TearDown() override {
-    api.reset();
-    pool.reset();
-    if (db_name.empty()) return;
-    auto c = cache::pg::Conn::Open(base_url);
-    if (c.ok()) (void)(*c)->exec("DROP DATABASE IF EXISTS " + db_name + " WITH (FORCE)");
-  }
-
-  // Everything a request could change: store statistics, every entry's
-  // manifest, and the staged bytes of each namespace.
-  std::string snapshot() {
-    auto lease = pool->acquire();
-    std::string s;
-    auto st = lease.store().stats();
-    s += std::to_string(st->entries) + "/" + std::to_string(st->blobs) + "/" + std::to_string(st->blob_bytes) + "/" +
-         std::to_string(st->quarantined) + "\n";
-    auto listed = lease.store().list(std::nullopt);
-    for (const auto& e : *listed) s += e.ns + " " + e.key + " " + cache::manifest_to_json(e.manifest) + "\n";
-    auto staged = lease.tables().staged_by_namespace();
-    for (const auto& [ns, bytes] : *staged) s += "staged " + ns + " " + std::to_string(bytes) + "\n";
-    return s;
-  }
-  cache::StoreStats stats() { return *pool->acquire().store().stats(); }
-  // Damages the stored copy of `bytes` in place, keeping its digest.
-  void corrupt(const std::string& bytes) {
-    if (sqlite()) {
-      auto store = cache::testing::open_store(path);
-      ASSERT_TRUE(IsOk(store->corrupt_blob_for_testing(sha256_hex(bytes), 10)));
-      return;
-    }
-    std::string bad = bytes;
-    bad[10] = static_cast<char>(~bad[10]);
-    auto spec = cache::parse_s3_spec(blobs_spec);
-    ASSERT_TRUE(IsOk(spec));
-    ASSERT_TRUE(IsOk(cache::S3Blobs(*spec).overwrite_for_testing(sha256_hex(bytes), bad)));
-  }
-
-  ApiResponse call(const std::string& method, const std::string& path_, const std::string& token,
-                   const std::string& body = "", std::map<std::string, std::string> query = {}) {
-    ApiRequest r{method, path_, std::move(query), token.empty() ? "" : "Bearer " + token};
-    StringBody b(body);
-    return api->handle(r, b);
-  }
-  ApiResponse put_blob(const std::string& token, const std::string& bytes, std::map<std::string, std::string> q = {}) {
-    return call("PUT", "/v1/blobs/" + sha256_hex(bytes), token, bytes, std::move(q));
-  }
-  static std::string manifest_of(const std::map<std::string, std::string>& files, const std::string& meta = "{}") {
-    cache::Manifest m;
-    for (const auto& [n, b] : files) m.files[n] = cache::BlobRef{sha256_hex(b), static_cast<int64_t>(b.size())};
-    m.meta_json = meta;
-    m.provenance = cache::testing::test_provenance();
-    m.provenance.host = "builder";
-    m.provenance.time = 1700000000;
-    return cache::manifest_to_json(m);
-  }
-  // The status, and that the body is {"error": non-empty text}.
-  static void expect_error(const ApiResponse& r, int status, const std::string& needle = "") {
-    EXPECT_EQ(r.status, status) << r.body;
-    json j = json::parse(r.body, nullptr, false);
-    ASSERT_TRUE(j.is_object() && j.contains("error") && j["error"].is_string()) << r.body;
-    EXPECT_FALSE(j["error"].get<std::string>().empty());
-    if (!needle.empty()) {
-      EXPECT_NE(r.body.find(needle), std::string::npos) << r.body;
-    }
-  }
-
-  TempDir dir;
-  std::string path, base_url, db_name, blobs_spec;
-  std::unique_ptr<SessionPool> pool;
-  Metrics metrics;
-  std::unique_ptr<Api> api;
-  std::string alpha, alpha_ro, alpha_blobs, beta, admin, quota, revoked;
-};
+class ApiTest : public testing::ApiFixture {};
 
 TEST_P(ApiTest, BlobRoundTrip) {
   std::string bytes = cache::testing::bytes_of(1000, 1);
@@ -520,6 +389,84 @@ TEST_P(ApiTest, StagedUploadsExpire) {
   EXPECT_EQ(put(std::string(90, 'a')), 201);
   EXPECT_EQ(put(std::string(90, 'b')), 201);  // the first no longer counts
   EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex(std::string(90, 'a')), quota).status, 404);
+}
+
+// Finding 5 (issue 28): with `--require-verified alpha=all`, an entry that
+// carried a self-written "verify_report" listing every level got 201. Only a
+// report signed by a trusted verifier key, for exactly this entry, is
+// evidence now.
+TEST_P(ApiTest, Finding5_ASelfWrittenVerifyReportDoesNotEnterARelease) {
+  auto verifier = create_signing_key(), stranger = create_signing_key();
+  ASSERT_TRUE(verifier.ok() && stranger.ok());
+  ApiOptions o;
+  o.require_verified["alpha"] = *cache::parse_required_levels("all");
+  o.trusted_verifiers["alpha"] = {verifier->public_key};
+  Api release(o, *pool, metrics);
+  auto put_entry = [&](const std::string& key, const std::string& body) {
+    ApiRequest r{"PUT", "/v1/entries/" + key, {}, "Bearer " + alpha};
+    StringBody b(body);
+    return release.handle(r, b);
+  };
+  const std::map<std::string, std::string> files = {{"libf.so", "native code"}};
+  for (const auto& [n, bytes] : files) ASSERT_EQ(put_blob(alpha, bytes).status, 201);
+  const std::string all =
+      R"({"fn":"f","verify_report":{"format":"mlk-verify-1","pass":true,)"
+      R"("passed":["types","identity","envelope","memory","equivalence"]}})";
+  expect_error(put_entry("k1", manifest_of(files, R"({"fn":"f"})")), 403, "has no verification report");
+  // The forgery: the same entry with a report its writer wrote.
+  auto forged = put_entry("k1", manifest_of(files, all));
+  expect_error(forged, 403, "verification report is unsigned");
+  EXPECT_EQ(forged.body.find("201"), std::string::npos);
+  auto statement = [&](const std::string& key) {
+    return *cache::entry_statement(key, *cache::statement_digests(files), all);
+  };
+  // Signed by a key the server does not trust.
+  expect_error(put_entry("k1", manifest_of(files, *cache::sign_report(all, statement("k1"), *stranger))), 403,
+               "signed by key " + stranger->key_id + ", which is not a trusted verifier");
+  // Signed by the verifier, but for another entry (transplanted).
+  expect_error(put_entry("k1", manifest_of(files, *cache::sign_report(all, statement("k2"), *verifier))), 403,
+               "does not verify");
+  EXPECT_EQ(stats().entries, 0);
+  // Signed by the verifier for this entry: a release.
+  auto ok = put_entry("k1", manifest_of(files, *cache::sign_report(all, statement("k1"), *verifier)));
+  EXPECT_EQ(ok.status, 201) << ok.body;
+}
+
+// Finding 6 (issue 28), the server's half: any write-entries token of a
+// namespace chose the native code its runtimes load. A namespace with
+// trusted signers stores only entries one of them signed.
+TEST_P(ApiTest, Finding6_ASignedNamespaceRefusesUnsignedAndForeignSignedEntries) {
+  auto signer = create_signing_key(), stranger = create_signing_key();
+  ASSERT_TRUE(signer.ok() && stranger.ok());
+  ApiOptions o;
+  o.trusted_signers["alpha"] = {signer->public_key};
+  Api signed_ns(o, *pool, metrics);
+  auto put_entry = [&](const std::string& token, const std::string& key, const std::string& body) {
+    ApiRequest r{"PUT", "/v1/entries/" + key, {}, "Bearer " + token};
+    StringBody b(body);
+    return signed_ns.handle(r, b);
+  };
+  const std::map<std::string, std::string> files = {{"libf.so", "native code"}};
+  ASSERT_EQ(put_blob(alpha, "native code").status, 201);
+  ASSERT_EQ(put_blob(beta, "native code").status, 201);
+  const std::string meta = R"({"fn":"f","dims":{"N":4}})";
+  const std::string st = *cache::entry_statement("k1", *cache::statement_digests(files), meta);
+  expect_error(put_entry(alpha, "k1", manifest_of(files, meta)), 403, "entry k1 is unsigned");
+  expect_error(put_entry(alpha, "k1", manifest_of(files, *cache::add_signature(meta, st, *stranger))), 403,
+               "entry k1 is signed by key " + stranger->key_id + ", which is not trusted");
+  // Signed, then relabelled (another shape for the nearest-shape choice).
+  std::string relabelled = *cache::add_signature(meta, st, *signer);
+  relabelled.replace(relabelled.find("\"N\":4"), 5, "\"N\":8");
+  expect_error(put_entry(alpha, "k1", manifest_of(files, relabelled)), 403, "does not verify");
+  // Signed for another key.
+  const std::string other = *cache::entry_statement("k2", *cache::statement_digests(files), meta);
+  expect_error(put_entry(alpha, "k1", manifest_of(files, *cache::add_signature(meta, other, *signer))), 403,
+               "does not verify");
+  EXPECT_EQ(stats().entries, 0);
+  auto ok = put_entry(alpha, "k1", manifest_of(files, *cache::add_signature(meta, st, *signer)));
+  EXPECT_EQ(ok.status, 201) << ok.body;
+  // Another namespace has no signers: unchanged.
+  EXPECT_EQ(put_entry(beta, "k1", manifest_of(files, meta)).status, 201);
 }
 
 #ifdef MLK_CLUSTER_TESTS

@@ -57,7 +57,12 @@ class JobsTest : public ::testing::TestWithParam<std::string> {
   Expected<std::unique_ptr<JobTables>> open() { return GetParam() == "sqlite" ? sqlite_jobs(spec) : pg_jobs(spec); }
   WorkerInfo worker(const std::string& name, const std::string& key = "cpu", const std::string& fp = "fp-a",
                     const std::string& ns = "t") {
-    auto w = jobs->register_worker(ns, key, name, fp, 0);
+    WorkerInfo info;
+    info.ns = ns;
+    info.device_key = key;
+    info.name = name;
+    info.fingerprint = fp;
+    auto w = jobs->register_worker(info, 0);
     EXPECT_TRUE(w.ok());
     return *w;
   }

@@ -6,12 +6,17 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -37,15 +42,67 @@ using cache::testing::TempDir;
 using nlohmann::json;
 
 // A plain TCP connection, to send exactly the bytes a broken client would.
+// `from`: the source address, another loopback address (127.0.0.2, ...) for
+// a hostile client, so that the per-address cap spares the honest ones.
 class RawConn {
  public:
-  explicit RawConn(int port) {
+  explicit RawConn(int port, const char* from = nullptr) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (from) {
+      sockaddr_in b{};
+      b.sin_family = AF_INET;
+      inet_pton(AF_INET, from, &b.sin_addr);
+      if (bind(fd_, reinterpret_cast<sockaddr*>(&b), sizeof b) != 0) return;
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ok_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  // Whether the server closed the connection (EOF or reset) within `ms`,
+  // discarding whatever it sent first.
+  bool closed_within(int ms) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
+      if (poll(&p, 1, std::max(1, left)) <= 0) continue;
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return true;
+    }
+    return false;
+  }
+  // Reads until what arrived contains `marker` (true), or close or `ms` pass.
+  bool read_until(const std::string& marker, int ms) {
+    std::string out;
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < until && out.find(marker) == std::string::npos) {
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
+      if (poll(&p, 1, std::max(1, left)) <= 0) continue;
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out.find(marker) != std::string::npos;
+  }
+  // Reads until close or `ms` pass.
+  std::string read_for(int ms) {
+    std::string out;
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
+      if (poll(&p, 1, std::max(1, left)) <= 0) continue;
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
   }
   ~RawConn() { close(); }
   bool ok() const { return ok_; }
@@ -79,7 +136,10 @@ class RawConn {
 
 class ServerTest : public ::testing::Test {
  protected:
-  void SetUp() override { start(0); }
+  void SetUp() override {
+    signal(SIGPIPE, SIG_IGN);  // a server that closes on a client still sending is an error, not a death
+    start(0);
+  }
   void start(int port) {
     ServeOptions o;
     o.store_path = dir.file("serve.db");
@@ -88,6 +148,11 @@ class ServerTest : public ::testing::Test {
     o.read_timeout_s = 2;
     o.keep_alive_timeout_s = 1;
     o.api.max_body_bytes = 1 << 20;
+    o.max_connections_per_address = 32;
+    o.header_timeout_s = 1;
+    o.body_timeout_s = 1;
+    o.tls_cert_path = tls_cert;
+    o.tls_key_path = tls_key;
     auto s = Server::Start(o);
     ASSERT_TRUE(IsOk(s));
     server = std::move(*s);
@@ -123,6 +188,7 @@ class ServerTest : public ::testing::Test {
   TempDir dir;
   std::unique_ptr<Server> server;
   std::string token, read_only;
+  std::string tls_cert, tls_key;  // PEM files: start() serves https
 };
 
 TEST_F(ServerTest, ConcurrentPutAndGetOfOneKey) {
@@ -249,13 +315,15 @@ TEST_F(ServerTest, TruncatedUploadStoresNothing) {
                   "\r\nContent-Length: 10000\r\n\r\n" + bytes.substr(0, 4000));
   }
   {
-    // A stalled client is dropped after the read timeout (2 s here) and answered 400.
+    // A stalled client is cut off at the body deadline (1 s here): the
+    // connection is closed without an answer (none can be sent mid-body).
     RawConn conn(server->port());
+    auto t0 = std::chrono::steady_clock::now();
     conn.send_all("PUT /ccache/" + std::string(33, 'r') + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
                   "\r\nContent-Length: 10000\r\n\r\n" + bytes.substr(0, 4000));
-    std::string r = conn.read_all();
-    EXPECT_EQ(r.rfind("HTTP/1.1 400", 0), 0u) << r.substr(0, 200);
-    EXPECT_NE(r.find("did not arrive whole"), std::string::npos) << r;
+    std::string r = conn.read_for(3000);
+    EXPECT_EQ(r, "");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2500));
   }
   EXPECT_EQ(blob_count(), before);
   EXPECT_GE(server->metrics().counter("mlk_rejects", {"alpha", "broken_body"}), 1);
@@ -268,7 +336,7 @@ TEST_F(ServerTest, OversizedBodiesAre413WithAJsonBody) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 413);
   EXPECT_NE(r->body.find("\"error\""), std::string::npos) << r->body;
-  // Chunked (no Content-Length): the server counts while it reads.
+  // Chunked (no Content-Length): refused before any of it is read.
   auto chunked = c.Put(
       ("/v1/blobs/" + sha256_hex(big)).c_str(),
       [&](size_t offset, httplib::DataSink& sink) {
@@ -279,7 +347,7 @@ TEST_F(ServerTest, OversizedBodiesAre413WithAJsonBody) {
       },
       "application/octet-stream");
   if (chunked) {  // the server may close before the client has sent everything
-    EXPECT_EQ(chunked->status, 413);
+    EXPECT_EQ(chunked->status, 411);
   }
   // The connection protocol is intact afterwards.
   auto after = client().Get("/v1/status");
@@ -491,6 +559,317 @@ TEST_F(ServerTest, ClientFailsOverToTheNextServerOfAList) {
   o.url = url() + ",ftp://x";
   EXPECT_EQ(RemoteStore::Open(o).status().message(),
             "cache URL `ftp://x`: not an http:// or https:// URL; expected http://HOST:PORT (a `mlk serve`)");
+}
+
+
+// --- Hostile clients (issue 28, findings 3 and 4) ----------------------------
+// Hostile connections come from 127.0.0.2 and up, honest ones from
+// 127.0.0.1, so that the per-address cap (32 here) limits only the former.
+
+std::string range_storm(size_t size, int n) {
+  std::string r = "bytes=";
+  for (int i = 0; i < n; ++i) r += (i ? "," : "") + std::string("0-") + std::to_string(size - 1);
+  return r;
+}
+
+// Finding 3: a Range of many overlapping ranges made the server build a
+// multipart answer hundreds of times the size of the blob, /ui/login too
+// without a token. One range is served; several are refused with 416.
+TEST_F(ServerTest, Finding3_ManyRangesAreRefusedNotAmplified) {
+  std::string blob = cache::testing::bytes_of(256 << 10, 3);
+  std::string path = "/v1/blobs/" + sha256_hex(blob);
+  auto c = client();
+  auto up = c.Put(path.c_str(), blob, "application/octet-stream");
+  ASSERT_TRUE(up);
+  ASSERT_TRUE(up->status == 200 || up->status == 201) << up->status << " " << up->body;
+  auto storm = c.Get(path.c_str(), {{"Range", range_storm(blob.size(), 100)}});
+  ASSERT_TRUE(storm) << httplib::to_string(storm.error());
+  EXPECT_LE(storm->body.size(), blob.size()) << "HTTP " << storm->status << ": a 256 KiB blob answered with "
+                                             << storm->body.size() << " bytes";
+  EXPECT_EQ(storm->status, 416);
+  httplib::Client anon(url());
+  auto page = anon.Get("/ui/login");
+  ASSERT_TRUE(page);
+  auto amplified = anon.Get("/ui/login", {{"Range", range_storm(page->body.size(), 200)}});
+  ASSERT_TRUE(amplified) << httplib::to_string(amplified.error());
+  EXPECT_LE(amplified->body.size(), page->body.size() + 512)
+      << "HTTP " << amplified->status << ": a " << page->body.size() << "-byte page answered with "
+      << amplified->body.size() << " bytes";
+  EXPECT_EQ(amplified->status, 416);
+  // One range is still served, and an unsatisfiable one says the size.
+  auto one = c.Get(path.c_str(), {{"Range", "bytes=10-19"}});
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 206);
+  EXPECT_EQ(one->body, blob.substr(10, 10));
+  EXPECT_EQ(one->get_header_value("Content-Range"), "bytes 10-19/262144");
+  auto past = c.Get(path.c_str(), {{"Range", "bytes=300000-"}});
+  ASSERT_TRUE(past);
+  EXPECT_EQ(past->status, 416);
+  EXPECT_EQ(past->get_header_value("Content-Range"), "bytes */262144");
+}
+
+// Finding 4: a few hundred idle sockets held every worker thread and
+// /healthz went unanswered. Now they hold no thread, the per-address cap
+// refuses all but 32 of them, and the header deadline (1 s here) closes the rest.
+TEST_F(ServerTest, Finding4_IdleSocketsDoNotStarveHealthz) {
+  std::vector<std::unique_ptr<RawConn>> idle;
+  for (int i = 0; i < 300; ++i) idle.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.2"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  httplib::Client h(url());
+  h.set_connection_timeout(1, 0);
+  h.set_read_timeout(1, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = h.Get("/healthz");
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(r) << "/healthz beside 300 idle sockets: " << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_LT(took, std::chrono::milliseconds(500));
+  int open = 0;
+  for (auto& c : idle) open += c->closed_within(1) ? 0 : 1;
+  EXPECT_LE(open, 32) << "connections of one address beyond the cap must be refused";
+  for (auto& c : idle) EXPECT_TRUE(c->closed_within(1500)) << "an idle socket outlived the header deadline";
+}
+
+// Finding 4: a handful of clients sending a header line every few hundred
+// milliseconds (twice as many as there are threads) starved /healthz; each
+// line restarted the read timeout. Now they wait without a thread, and the
+// header deadline closes them although bytes keep coming.
+TEST_F(ServerTest, Finding4_SlowHeadersDoNotStarveHealthz) {
+  std::vector<std::unique_ptr<RawConn>> slow;
+  for (int i = 0; i < 12; ++i) {
+    slow.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.3"));
+    slow.back()->send_all("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+  }
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    for (int k = 0; k < 10 && !done; ++k) {
+      for (auto& c : slow) c->send_all("X-Slow-" + std::to_string(k) + ": y\r\n");
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+  httplib::Client h(url());
+  h.set_connection_timeout(1, 0);
+  h.set_read_timeout(1, 0);
+  int failures = 0;
+  std::chrono::milliseconds worst{0};
+  for (int i = 0; i < 10; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = h.Get("/healthz");
+    if (!r || r->status != 200) failures++;
+    worst = std::max(worst, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  done = true;
+  trickle.join();
+  EXPECT_EQ(failures, 0) << "/healthz beside 12 slow-header clients";
+  EXPECT_LT(worst.count(), 500);
+  for (auto& c : slow) EXPECT_TRUE(c->closed_within(1000)) << "a slow head outlived the header deadline";
+}
+
+// Finding 4: a POST without Content-Length held a thread for the read
+// timeout, reading until the client closed. Writes must say their length
+// up front: 411 at once, chunked uploads too.
+TEST_F(ServerTest, Finding4_PostWithoutContentLengthIs411) {
+  std::string auth = "Authorization: Bearer " + token + "\r\n";
+  for (const std::string& req :
+       {"POST /v1/jobs/submit HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Type: application/json\r\n\r\n{}",
+        "PUT /ccache/" + std::string(33, 'n') + " HTTP/1.1\r\nHost: x\r\n" + auth +
+            "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"}) {
+    RawConn conn(server->port());
+    auto t0 = std::chrono::steady_clock::now();
+    conn.send_all(req);
+    std::string reply = conn.read_for(1500);
+    auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_EQ(reply.rfind("HTTP/1.1 411", 0), 0u) << req.substr(0, 40) << ": " << reply.substr(0, 200);
+    EXPECT_NE(reply.find("Content-Length"), std::string::npos) << reply;
+    EXPECT_LT(took, std::chrono::milliseconds(1000));
+  }
+  auto o = client().Get(("/ccache/" + std::string(33, 'n')).c_str());
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->status, 404) << "the chunked upload must not have been stored";
+}
+
+// Finding 4: nothing limited the number of headers (300,000 were accepted).
+// Over 100 fields, or over the head's byte limit: 431, and the server stays up.
+TEST_F(ServerTest, Finding4_TooManyHeadersAreRefused) {
+  {
+    RawConn conn(server->port());
+    std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 1000; ++i) req += "X-H" + std::to_string(i) + ": v\r\n";
+    conn.send_all(req + "\r\n");
+    std::string reply = conn.read_for(2000);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 431", 0), 0u) << reply.substr(0, 200);
+  }
+  {
+    RawConn conn(server->port());
+    std::thread sender([&] {
+      std::string lines = "GET /healthz HTTP/1.1\r\nHost: x\r\n";
+      for (int i = 0; i < 300000; ++i) {
+        lines += "X-" + std::to_string(i) + ": v\r\n";
+        if (lines.size() > 65536) {
+          conn.send_all(lines);
+          lines.clear();
+        }
+      }
+      conn.send_all(lines + "\r\n");
+    });
+    std::string reply = conn.read_for(5000);
+    sender.join();
+    EXPECT_EQ(reply.find("HTTP/1.1 200"), std::string::npos) << "300,000 headers were accepted";
+  }
+  auto r = client().Get("/healthz");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+// Finding 4: a body trickled in a few bytes at a time kept restarting the
+// read timeout and held its thread as long as the client liked. The body
+// deadline (1 s here) cuts it off.
+TEST_F(ServerTest, Finding4_TricklingBodyIsCutOffAtTheBodyDeadline) {
+  RawConn conn(server->port());
+  conn.send_all("PUT /ccache/" + std::string(33, 't') + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                "\r\nContent-Length: 100000\r\n\r\n");
+  auto t0 = std::chrono::steady_clock::now();
+  bool closed = false;
+  for (int i = 0; i < 30 && !closed; ++i) {
+    conn.send_all(std::string(10, 'z'));
+    closed = conn.closed_within(100);
+  }
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_TRUE(closed) << "a body trickling 10 bytes per 100 ms was still being read after 3 s";
+  EXPECT_LT(took, std::chrono::milliseconds(2000));
+}
+
+// Finding 4: each idle keep-alive connection held a worker thread until its
+// keep-alive timeout. Twenty of them (more than the 6 threads) now hold
+// none, and are closed after the keep-alive timeout (1 s here).
+TEST_F(ServerTest, Finding4_IdleKeepAliveConnectionsHoldNoThread) {
+  std::vector<std::unique_ptr<RawConn>> kept;
+  for (int i = 0; i < 20; ++i) {
+    kept.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.4"));
+    kept.back()->send_all("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  int answered = 0;
+  for (auto& c : kept) answered += c->read_until("{\"ok\":true}", 3000) ? 1 : 0;
+  auto all = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(answered, 20);
+  EXPECT_LT(all, std::chrono::milliseconds(800)) << "20 keep-alive connections were not served at once";
+  httplib::Client h(url());
+  h.set_connection_timeout(1, 0);
+  h.set_read_timeout(1, 0);
+  t0 = std::chrono::steady_clock::now();
+  auto r = h.Get("/healthz");
+  auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_LT(took, std::chrono::milliseconds(300)) << "/healthz waited for idle keep-alive connections";
+  for (auto& c : kept) EXPECT_TRUE(c->closed_within(2000)) << "an idle keep-alive connection outlived its timeout";
+}
+
+// Small answers on a kept-alive connection do not wait for the client's
+// delayed ACK (~40 ms each): 200 requests take well under a second.
+TEST_F(ServerTest, KeepAliveRequestsDoNotWaitForDelayedAcks) {
+  auto c = client();
+  c.set_keep_alive(true);
+  c.set_tcp_nodelay(true);  // as RemoteStore's: the client's own writes are not what is measured
+  std::string obj = "a small ccache object";
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) {
+    auto put = c.Put(("/ccache/" + std::string(33, 'a')).c_str(), obj, "application/octet-stream");
+    ASSERT_TRUE(put);
+    ASSERT_EQ(put->status, 201) << put->body;
+    auto get = c.Get(("/ccache/" + std::string(33, 'a')).c_str());
+    ASSERT_TRUE(get);
+    ASSERT_EQ(get->body, obj);
+  }
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  EXPECT_LT(took.count(), 2000) << "200 small requests on one connection took " << took.count() << " ms";
+}
+
+
+// A self-signed certificate for 127.0.0.1 and localhost (it is its own CA)
+// and its key, as PEM files; false when OpenSSL fails.
+bool write_self_signed(const std::string& cert_path, const std::string& key_path) {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* x = X509_new();
+  if (!key || !x) return false;
+  X509_set_version(x, 2);  // v3: it has extensions
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), -60);
+  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+  X509_set_pubkey(x, key);
+  X509_NAME* name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("mlk test"), -1, -1, 0);
+  X509_set_issuer_name(x, name);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, x, x, nullptr, nullptr, 0);
+  bool ok = true;
+  for (auto [nid, value] : {std::pair{NID_subject_alt_name, "IP:127.0.0.1,DNS:localhost"},
+                            std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+    ok = ok && ext && X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  ok = ok && X509_sign(x, key, EVP_sha256()) > 0;
+  FILE* c = fopen(cert_path.c_str(), "w");
+  FILE* k = fopen(key_path.c_str(), "w");
+  ok = ok && c && k && PEM_write_X509(c, x) && PEM_write_PrivateKey(k, key, nullptr, nullptr, 0, nullptr, nullptr);
+  if (c) fclose(c);
+  if (k) fclose(k);
+  X509_free(x);
+  EVP_PKEY_free(key);
+  return ok;
+}
+
+// `mlk serve --tls-cert/--tls-key`: https answers, which a client verifies
+// with the CA it is given (RemoteOptions::ca_cert or $MLK_CACERT); without
+// it the client refuses the server, saying why.
+TEST_F(ServerTest, TlsIsServedAndClientsVerifyTheServer) {
+  tls_cert = dir.file("server.pem");
+  tls_key = dir.file("server.key");
+  ASSERT_TRUE(write_self_signed(tls_cert, tls_key));
+  server->stop();
+  server.reset();
+  start(0);
+  ASSERT_TRUE(server);
+  std::string https = "https://127.0.0.1:" + std::to_string(server->port());
+  unsetenv("MLK_CACERT");
+  RemoteOptions o;
+  o.url = https;
+  o.token = token;
+  o.attempts = 1;
+  o.ca_cert = tls_cert;
+  auto r = RemoteStore::Open(o);
+  ASSERT_TRUE(IsOk(r));
+  EXPECT_EQ(*(*r)->whoami(), "alpha");
+  ASSERT_TRUE(IsOk((*r)->put_blob("over tls")));
+  EXPECT_EQ(*(*r)->get_blob(sha256_hex("over tls")), "over tls");
+  o.ca_cert.clear();
+  auto unverified = (*RemoteStore::Open(o))->whoami();
+  ASSERT_TRUE(HasCode(unverified, Status::Code::kIOError));
+  EXPECT_NE(unverified.status().message().find("TLS certificate did not verify"), std::string::npos)
+      << unverified.status().message();
+  setenv("MLK_CACERT", tls_cert.c_str(), 1);
+  auto from_env = (*RemoteStore::Open(o))->whoami();
+  unsetenv("MLK_CACERT");
+  ASSERT_TRUE(IsOk(from_env));
+  EXPECT_EQ(*from_env, "alpha");
+  // Plain HTTP to the TLS port gets no answer.
+  httplib::Client plain(url());
+  plain.set_read_timeout(2, 0);
+  auto p = plain.Get("/healthz");
+  EXPECT_TRUE(!p || p->status != 200);
+  // A key that is no key: a clear error at start.
+  ServeOptions bad;
+  bad.store_path = dir.file("serve.db");
+  bad.port = 0;
+  bad.tls_cert_path = tls_cert;
+  bad.tls_key_path = tls_cert;
+  auto refused = Server::Start(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cannot serve TLS with --tls-cert"), std::string::npos)
+      << refused.status().message();
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "../cache/test_util.h"
+#include "base/signing.h"
 #include "cache/entry_meta.h"
+#include "cache/signatures.h"
 #include "cli/cache_cli.h"
 #include "client/remote_store.h"
 #include "service/server.h"
@@ -41,11 +43,14 @@ CliRun cache_cli(const std::vector<std::string>& args) {
 class Gates : public ::testing::Test {
  protected:
   void start(std::map<std::string, std::vector<std::string>> release = {}) {
+    verifier = *create_signing_key();
     service::ServeOptions o;
     o.store_path = dir.file("serve.db");
     o.port = 0;
     o.threads = 2;
+    for (const auto& [ns, levels] : release) o.api.trusted_verifiers[ns] = {verifier.public_key};
     o.api.require_verified = std::move(release);
+    o.api.trusted_signers = signers;
     auto s = service::Server::Start(o);
     ASSERT_TRUE(IsOk(s));
     server = std::move(*s);
@@ -60,6 +65,13 @@ class Gates : public ::testing::Test {
                                       {{"libsgemm.so", bytes_of(2000, 2)}})));
     ASSERT_TRUE(IsOk(local->put_entry("default", full, meta_with(R"("types","identity","envelope","memory")"),
                                       test_provenance("mlk tune"), {{"libsgemm.so", bytes_of(2000, 3)}})));
+    // The same levels, in a report the trusted verifier signed for this entry.
+    const std::map<std::string, std::string> files = {{"libsgemm.so", bytes_of(2000, 4)}};
+    const std::string meta = meta_with(R"("types","identity","envelope","memory")");
+    auto st = cache::statement_of_files(signed_full, files, meta);
+    ASSERT_TRUE(IsOk(st));
+    ASSERT_TRUE(IsOk(local->put_entry("default", signed_full, *cache::sign_report(meta, *st, verifier),
+                                      test_provenance("mlk tune"), files)));
   }
   void TearDown() override { unsetenv("MLK_TOKEN"); }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server->port()); }
@@ -78,7 +90,10 @@ class Gates : public ::testing::Test {
   TempDir dir;
   std::unique_ptr<service::Server> server;
   std::string token;
-  const std::string unverified = std::string(64, 'a'), cheap = std::string(64, 'b'), full = std::string(64, 'c');
+  const std::string unverified = std::string(64, 'a'), cheap = std::string(64, 'b'), full = std::string(64, 'c'),
+                    signed_full = std::string(64, 'd');
+  SigningKey verifier;
+  std::map<std::string, std::vector<std::string>> signers;
 };
 
 TEST_F(Gates, GatedPushOfAnUnverifiedEntryIsRefusedAndSendsNothing) {
@@ -122,9 +137,13 @@ TEST_F(Gates, ReleaseNamespaceStoresOnlyVerifiedEntries) {
   EXPECT_NE(r.err.find("entry bbbbbbbbbbbbbbbb is not verified at envelope (its report passes: types,identity)"),
             std::string::npos)
       << r.err;
+  // The levels pass, but the report is self-written (issue 28, finding 5).
+  r = push(full, "");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("entry cccccccccccccccc's verification report is unsigned"), std::string::npos) << r.err;
   auto s = open_store(dir.file("serve.db"));
   EXPECT_EQ(s->list()->size(), 0u);  // blobs may be staged; no entry is bound
-  r = push(full, "");
+  r = push(signed_full, "");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(s->list()->size(), 1u);
 }
@@ -161,6 +180,33 @@ TEST_F(Gates, CacheLsShowsTheVerifiedLevels) {
   EXPECT_NE(r.out.find("mlk tune     types,identity,envelope,memory"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mlk tune     types,identity\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mlk tune     unverified\n"), std::string::npos) << r.out;
+}
+
+// `mlk cache push --sign KEYFILE` signs the entry (stored signed locally)
+// and a signed namespace (`mlk serve --trusted-signers`) takes it; unsigned
+// or foreign-signed pushes are refused naming the entry and the signer.
+TEST_F(Gates, SignedNamespaceTakesOnlyEntriesPushedWithATrustedKey) {
+  auto signer = create_signing_key(), stranger = create_signing_key();
+  ASSERT_TRUE(IsOk(write_private_key(dir.file("signer.pem"), *signer)));
+  ASSERT_TRUE(IsOk(write_private_key(dir.file("stranger.pem"), *stranger)));
+  signers["alpha"] = {signer->public_key};
+  start();
+  CliRun r = push(unverified, "");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("namespace `alpha` accepts only entries signed by its trusted signers: entry aaaaaaaaaaaaaaaa "
+                       "is unsigned"),
+            std::string::npos)
+      << r.err;
+  r = cache_cli({"push", unverified, "--cache", dir.file("local.db"), "--remote", url(), "--sign", dir.file("stranger.pem")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("is signed by key " + stranger->key_id + ", which is not trusted"), std::string::npos) << r.err;
+  r = cache_cli({"push", unverified, "--cache", dir.file("local.db"), "--remote", url(), "--sign", dir.file("signer.pem")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("signed default/" + unverified + " with key " + signer->key_id), std::string::npos) << r.out;
+  EXPECT_EQ(open_store(dir.file("serve.db"))->list()->size(), 1u);
+  r = cache_cli({"push", unverified, "--cache", dir.file("local.db"), "--remote", url(), "--sign", dir.file("nope.pem")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--sign: cannot read"), std::string::npos) << r.err;
 }
 
 }  // namespace

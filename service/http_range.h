@@ -1,0 +1,25 @@
+// Range requests (RFC 9110, section 14) on an answer the Api built whole:
+// one range is served (206), several in one request are refused (416). A
+// multipart answer of overlapping ranges can be hundreds of times the size
+// of the body (issue 28, finding 3), so the server never builds one.
+#pragma once
+
+#include <string>
+
+#include "service/api.h"
+
+namespace mlk::service {
+
+enum class RangeOutcome {
+  kWhole,          // no usable Range (absent, another unit, malformed, If-Range not matching): r untouched
+  kPartial,        // r is now 206 with the one range and Content-Range
+  kUnsatisfiable,  // r is now 416: the range starts past the end
+  kMultiple,       // r is now 416: several ranges were asked for
+};
+
+// Applies `range` (the Range header, empty when absent) to `r`, the answer
+// to a GET. Only a 200 answer is cut. `if_range` (the If-Range header):
+// when given, the range applies only if it equals r's ETag.
+RangeOutcome apply_range(const std::string& range, const std::string& if_range, ApiResponse& r);
+
+}  // namespace mlk::service

@@ -1,0 +1,145 @@
+"""Finding 6 of issue 28: a runtime that requires a signer refuses an unsigned
+artifact before it opens it, from Python (`mlk.load(..., trusted=[...])`)
+and from `mlk run --require signed:KEYS`; a signed one loads, a
+foreign-signed one is refused naming its signer. "Before it opens it": the
+forged entry's library is not a shared library at all, so opening it could
+only fail in dlopen ("cannot load"); under the policy the error is the
+signature refusal instead. Runs under Debian's python3 with python3-torch.
+
+usage: runtime_signed.py MLK_BINARY FORGE_ENTRY EXAMPLES_DIR MODULE_DIR WORK_DIR
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+MLK, FORGE, EXAMPLES, MODULE_DIR, WORK = sys.argv[1:6]
+sys.path.insert(0, MODULE_DIR)
+import torch  # noqa: E402
+
+import mlk  # noqa: E402
+
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+store = os.path.join(WORK, "cache.db")
+norms = os.path.join(EXAMPLES, "norms.tl")
+results = []
+
+
+def check(name, cond, note=""):
+    results.append((name, bool(cond), note))
+
+
+def run(*args):
+    return subprocess.run([MLK, *args], capture_output=True, text=True)
+
+
+def key(name):
+    p = run("key", "create", os.path.join(WORK, name + ".pem"))
+    check("mlk key create " + name, p.returncode == 0, p.stderr)
+    pub = open(os.path.join(WORK, name + ".pem.pub")).read().split()[0]
+    kid = [ln.split()[-1] for ln in p.stdout.splitlines() if ln.startswith("key id:")][0]
+    return pub, kid
+
+
+signer, signer_id = key("signer")
+stranger, stranger_id = key("stranger")
+check("the private key file is 0600", os.stat(os.path.join(WORK, "signer.pem")).st_mode & 0o777 == 0o600)
+
+p = run("tune", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host", "--trials", "1",
+        "--time", "20", "--cache", store, "-q", "--sign", os.path.join(WORK, "signer.pem"))
+check("mlk tune --sign", p.returncode == 0, p.stderr[-600:])
+
+x, w, eps = torch.randn(2, 4, 64), torch.randn(64), 1e-5
+want = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def refused(name, fn, needles, absent=()):
+    try:
+        fn()
+    except mlk.NotFoundError as e:
+        msg = str(e)
+        check(name, all(n in msg for n in needles) and not any(a in msg for a in absent), msg[-800:])
+        return
+    except Exception as e:  # noqa: BLE001
+        check(name, False, "%s: %s" % (type(e).__name__, e))
+        return
+    check(name, False, "no error")
+
+
+# A signed artifact loads under a policy that trusts its signer (a key, or the .pub file).
+for trusted in ([signer], [os.path.join(WORK, "signer.pem.pub")], [stranger, signer]):
+    ops = mlk.load(norms, target="host", cache=store, trusted=trusted)
+    k = ops.rmsnorm.kernel(x, w, eps)
+    check("signed artifact loads (trusted=%s)" % trusted[0][-12:],
+          k.source == "exact" and ("signed by key " + signer_id) in k.selection, k.selection)
+    got = ops.rmsnorm(x, w, eps)
+    check("... and computes rmsnorm", torch.allclose(got, want, rtol=2e-5, atol=2e-5))
+# Foreign-signed: refused, naming the signer.
+refused("a foreign-signed artifact is refused naming its signer",
+        lambda: mlk.load(norms, target="host", cache=store, trusted=[stranger]).rmsnorm(x, w, eps),
+        ["is signed by key " + signer_id + ", which is not trusted"])
+
+# The forgery: the same key, an unloadable library, matching sha256s, no signature.
+p = subprocess.run([FORGE, store, "default", "rmsnorm"], capture_output=True, text=True)
+check("forge the entry", p.returncode == 0, p.stderr)
+forged = p.stdout.strip()[:16]
+# Without a policy the forged library is opened, and dlopen fails on it.
+try:
+    mlk.load(norms, target="host", cache=store).rmsnorm(x, w, eps)
+    check("without a signer policy the forged library is opened (dlopen fails)", False, "no error")
+except Exception as e:  # noqa: BLE001
+    check("without a signer policy the forged library is opened (dlopen fails)", "cannot load" in str(e), str(e))
+# Finding 6, from Python: refused before it is opened.
+refused("Finding6: mlk.load(trusted=...) refuses the unsigned artifact before opening it",
+        lambda: mlk.load(norms, target="host", cache=store, trusted=[signer]).rmsnorm(x, w, eps),
+        ["entry " + forged + " is unsigned"], absent=["cannot load"])
+
+
+# Finding 6, from `mlk run`.
+def safetensors(path, tensors):
+    header, data = {}, b""
+    for name, t in tensors.items():
+        raw = t.contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+inp = os.path.join(WORK, "in.safetensors")
+safetensors(inp, {"x": x, "w": w, "eps": torch.tensor(eps, dtype=torch.float32)})
+out = os.path.join(WORK, "out.safetensors")
+p = run("run", norms, "--fn", "rmsnorm", "--inputs", inp, "--output", out, "--cache", store)
+check("mlk run without a policy opens the forged library (dlopen fails)", p.returncode == 1 and "cannot load" in p.stderr,
+      p.stderr)
+p = run("run", norms, "--fn", "rmsnorm", "--inputs", inp, "--output", out, "--cache", store,
+        "--require", "signed:" + signer)
+check("Finding6: mlk run --require signed:KEY refuses the unsigned artifact before opening it",
+      p.returncode == 1 and ("entry " + forged + " is unsigned") in p.stderr and "cannot load" not in p.stderr, p.stderr)
+p = run("run", norms, "--fn", "rmsnorm", "--inputs", inp, "--output", out, "--cache", store,
+        "--require", "signed:nonsense")
+check("mlk run --require signed: with a bad key is a usage error", p.returncode == 2, p.stderr)
+
+# Re-signed by the signer (`mlk cache push --sign` re-signs a local entry; here through tune's key on a
+# fresh store): a signed artifact in another store loads from `mlk run`.
+store2 = os.path.join(WORK, "cache2.db")
+p = run("tune", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host", "--trials", "1",
+        "--time", "20", "--cache", store2, "-q", "--sign", os.path.join(WORK, "signer.pem"))
+p = run("run", norms, "--fn", "rmsnorm", "--inputs", inp, "--output", out, "--cache", store2,
+        "--require", "signed:" + os.path.join(WORK, "signer.pem.pub"))
+check("mlk run --require signed:KEY.pub runs a signed artifact", p.returncode == 0 and "tuned artifact" in p.stderr,
+      p.stderr)
+p = run("run", norms, "--fn", "rmsnorm", "--inputs", inp, "--output", out, "--cache", store2,
+        "--require", "signed:" + stranger)
+check("mlk run refuses a foreign-signed artifact naming its signer",
+      p.returncode == 1 and ("is signed by key " + signer_id + ", which is not trusted") in p.stderr, p.stderr)
+
+failed = [r for r in results if not r[1]]
+for name, ok, note in results:
+    print("%s %s%s" % ("ok  " if ok else "FAIL", name, "" if ok else ": " + note))
+print("%d checks, %d failed" % (len(results), len(failed)))
+sys.exit(1 if failed else 0)

@@ -1,0 +1,350 @@
+// The findings of the shared server's security review that live in the Api
+// (service/api.h), one regression test each, named after the finding: what
+// one team can read of another's through every route, request JSON nested
+// to crash the parser's users, forged worker results, quota bypasses, and the
+// smaller defects. The transport's findings (ranges, slow and idle clients,
+// header floods) are in server_test.cpp, signatures in api_test.cpp and the
+// runtime's tests, the dashboard's in dashboard_test.cpp.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+#include "api_fixture.h"
+#include "base/json.h"
+#include "service/bench_history.h"
+#include "service/jobs.h"
+#include "service/tokens.h"
+
+namespace mlk::service {
+namespace {
+
+using nlohmann::json;
+
+class Trust : public testing::ApiFixture {
+ protected:
+  std::string token_of(const std::string& team, Scopes scopes) {
+    auto lease = pool->acquire();
+    auto t = lease.tables().create_token(team, scopes, "");
+    EXPECT_TRUE(t.ok());
+    return t->token;
+  }
+  // A measurement setup's bytes (what POST /v1/jobs/setups accepts).
+  static std::string setup_bytes(const std::string& tag) { return "mlk-measure-setup " + tag + std::string(60, 's'); }
+  // Submits a job of `token`'s team for `setup`; its id.
+  int64_t submit(const std::string& token, const std::string& setup_digest) {
+    auto r = call("POST", "/v1/jobs/submit", token,
+                  json{{"device_key", "cpu"}, {"setup", setup_digest}, {"payload", json::object()}}.dump());
+    EXPECT_EQ(r.status, 201) << r.body;
+    return json::parse(r.body, nullptr, false).value("id", int64_t{0});
+  }
+  static std::string nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+};
+
+// Finding 1: team B knew team A's digest D; GET /v1/blobs/D was 404, but a
+// job submitted with {"setup": D} then returned A's bytes from
+// GET /v1/jobs/ID/setup.
+TEST_P(Trust, Finding1_AnotherTeamsBlobCannotBeReadThroughAJobSetup) {
+  std::string secret = "alpha's private weights " + std::string(100, 'w');
+  ASSERT_EQ(put_blob(alpha, secret).status, 201);
+  std::string d = sha256_hex(secret);
+  ASSERT_EQ(call("GET", "/v1/blobs/" + d, beta).status, 404);
+  auto r = call("POST", "/v1/jobs/submit", beta, json{{"device_key", "cpu"}, {"setup", d}, {"payload", json::object()}}.dump());
+  expect_error(r, 400, "is not in namespace `beta`");
+  // Nor through a setup that team A staged as a setup.
+  auto s = call("POST", "/v1/jobs/setups", alpha, setup_bytes("alpha"));
+  ASSERT_EQ(s.status, 201) << s.body;
+  std::string sd = json::parse(s.body)["setup"];
+  expect_error(call("POST", "/v1/jobs/submit", beta,
+                    json{{"device_key", "cpu"}, {"setup", sd}, {"payload", json::object()}}.dump()),
+               400, "is not in namespace `beta`");
+  // Team A's own job reads its own setup; team B cannot read A's job.
+  int64_t id = submit(alpha, sd);
+  auto mine = call("GET", "/v1/jobs/" + std::to_string(id) + "/setup", alpha);
+  EXPECT_EQ(mine.status, 200);
+  EXPECT_EQ(mine.body, setup_bytes("alpha"));
+  EXPECT_EQ(call("GET", "/v1/jobs/" + std::to_string(id) + "/setup", beta).status, 404);
+}
+
+// Finding 2: a PUT /v1/entries/KEY whose metadata nested an array 100,000
+// deep killed the server (stack overflow past the parser); so did a job
+// result. Every request JSON is refused past kMaxJsonDepth, before a tree
+// is built.
+TEST_P(Trust, Finding2_DeeplyNestedJsonIsRefusedNotACrash) {
+  const std::string deep = nested(100000);
+  ApiOptions o = api->options();
+  o.max_body_bytes = 1 << 20;
+  o.bench_history_path = dir.file("bench.db");
+  Api big(o, *pool, metrics);
+  auto send = [&](const std::string& method, const std::string& path, const std::string& token, const std::string& body) {
+    ApiRequest r{method, path, {}, "Bearer " + token};
+    StringBody b(body);
+    return big.handle(r, b);
+  };
+  ASSERT_EQ(put_blob(alpha, "x").status, 201);
+  std::string manifest = manifest_of({{"a", "x"}});
+  manifest.replace(manifest.find("\"meta\":{}"), 9, "\"meta\":{\"deep\":" + deep + "}");
+  expect_error(send("PUT", "/v1/entries/deep", alpha, manifest), 400, "nested deeper than 64 levels");
+  expect_error(send("POST", "/v1/jobs/submit", alpha, "{\"payload\":" + deep + "}"), 400, "nested deeper than 64 levels");
+  expect_error(send("POST", "/v1/bench/results", alpha, deep), 400, "nested deeper than 64 levels");
+  // A job result, from the worker holding the lease.
+  std::string worker_token = token_of("alpha", kScopeRead | kScopeWorker);
+  auto s = send("POST", "/v1/jobs/setups", alpha, setup_bytes("deep"));
+  ASSERT_EQ(s.status, 201) << s.body;
+  int64_t id = submit(alpha, json::parse(s.body)["setup"]);
+  auto w = send("POST", "/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})");
+  ASSERT_EQ(w.status, 201) << w.body;
+  json me = json::parse(w.body)["worker"];
+  json lease = {{"worker", me["id"]}, {"secret", me["secret"]}};
+  ASSERT_EQ(send("POST", "/v1/jobs/lease", worker_token, lease.dump()).status, 200);
+  std::string result = lease.dump();
+  result.insert(result.size() - 1, ",\"ok\":true,\"result\":{\"d\":" + deep + "}");
+  expect_error(send("POST", "/v1/jobs/" + std::to_string(id) + "/result", worker_token, result), 400,
+               "nested deeper than 64 levels");
+  // As deep as allowed is fine.
+  EXPECT_FALSE(parse_json(nested(kMaxJsonDepth)).is_discarded());
+}
+
+TEST(BoundedJson, RefusesDepthBeforeBuildingATreeAndCountsOnlyStructure) {
+  std::string why;
+  EXPECT_TRUE(parse_json(std::string(kMaxJsonDepth + 1, '[') + std::string(kMaxJsonDepth + 1, ']'), &why).is_discarded());
+  EXPECT_EQ(why, "nested deeper than 64 levels of arrays and objects");
+  // Brackets inside strings are text, not nesting.
+  EXPECT_FALSE(parse_json("{\"a\":\"" + std::string(1000, '[') + "\"}").is_discarded());
+  // Unclosed deep input (a stream cut short) is refused the same way, and a
+  // plain syntax error names the parser's complaint.
+  EXPECT_TRUE(parse_json(std::string(500000, '{')).is_discarded());
+  EXPECT_TRUE(parse_json("{\"a\":", &why).is_discarded());
+  EXPECT_NE(why.find("parse error"), std::string::npos) << why;
+  EXPECT_EQ(dump_json(json{{"k", std::string("\xff")}}), "{\"k\":\"\xef\xbf\xbd\"}");
+}
+
+// Finding 7: a write-blobs token posted a result for a job leased by another
+// token's worker in the same team ({"worker": 1, "ok": true, "result":
+// {"median_ms": 0.0001}} got 200). A worker acts only with the secret it got
+// at registration, with the token that registered it, under the worker scope.
+TEST_P(Trust, Finding7_OnlyTheRegisteringTokenWithItsSecretActsForAWorker) {
+  std::string w1 = token_of("alpha", kScopeRead | kScopeWorker), w2 = token_of("alpha", kScopeRead | kScopeWorker);
+  auto s = call("POST", "/v1/jobs/setups", alpha, setup_bytes("w"));
+  ASSERT_EQ(s.status, 201) << s.body;
+  int64_t id = submit(alpha, json::parse(s.body)["setup"]);
+  // A token without the worker scope cannot register.
+  expect_error(call("POST", "/v1/jobs/workers", alpha_blobs, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})"), 403,
+               "lacks the scope `worker`");
+  auto w = call("POST", "/v1/jobs/workers", w1, R"({"device_key":"cpu","name":"w1","fingerprint":"fp"})");
+  ASSERT_EQ(w.status, 201) << w.body;
+  json me = json::parse(w.body)["worker"];
+  ASSERT_TRUE(me.contains("secret") && me["secret"].is_string());
+  int64_t wid = me["id"];
+  std::string secret = me["secret"];
+  auto body = [&](const std::string& sec, const std::string& extra) {
+    std::string b = json{{"worker", wid}, {"secret", sec}}.dump();
+    return extra.empty() ? b : b.insert(b.size() - 1, "," + extra);
+  };
+  auto leased = call("POST", "/v1/jobs/lease", w1, body(secret, ""));
+  ASSERT_EQ(leased.status, 200) << leased.body;
+  ASSERT_EQ(json::parse(leased.body)["job"]["id"], id);
+  const std::string forged = R"("ok":true,"result":{"median_ms":0.0001})";
+  const std::string result = "/v1/jobs/" + std::to_string(id) + "/result";
+  // Another token of the same team, with or without the secret.
+  expect_error(call("POST", result, w2, body(secret, forged)), 403, "registered by another token");
+  expect_error(call("POST", result, w2, body("guess", forged)), 403, "registered by another token");
+  // The registering token without the secret, or with a wrong one.
+  expect_error(call("POST", result, w1, json{{"worker", wid}, {"ok", true}, {"result", json::object()}}.dump()), 400,
+               "lacks the field `secret`");
+  expect_error(call("POST", result, w1, body(secret + "x", forged)), 403, "the secret does not match");
+  expect_error(call("POST", "/v1/jobs/" + std::to_string(id) + "/heartbeat", w1, body("nope", "")), 403,
+               "the secret does not match");
+  // The job was not touched by any of that.
+  auto job = json::parse(call("GET", "/v1/jobs/" + std::to_string(id), alpha).body);
+  EXPECT_EQ(job["state"], "running");
+  // The worker itself reports.
+  EXPECT_EQ(call("POST", result, w1, body(secret, R"("ok":true,"result":{"median_ms":1.5})")).status, 200);
+  job = json::parse(call("GET", "/v1/jobs/" + std::to_string(id), alpha).body);
+  EXPECT_EQ(job["state"], "done");
+  EXPECT_EQ(job["result"]["median_ms"], 1.5);
+}
+
+// Finding 8: a team over its quota stored three 1 MB setups through
+// POST /v1/jobs/setups, and was not charged; benchmark history had no limit.
+TEST_P(Trust, Finding8_SetupsAreChargedToTheQuota) {
+  std::string before = snapshot();
+  std::string a = "mlk-measure-setup " + std::string(60, 'a'), b = "mlk-measure-setup " + std::string(60, 'b');
+  ASSERT_LE(a.size(), 100u);
+  EXPECT_EQ(call("POST", "/v1/jobs/setups", quota, a).status, 201);
+  EXPECT_EQ(call("POST", "/v1/jobs/setups", quota, a).status, 200);  // charged once
+  expect_error(call("POST", "/v1/jobs/setups", quota, b), 507, "over its quota");
+  auto lease = pool->acquire();
+  EXPECT_EQ(*lease.tables().staged_bytes("quota", {}), static_cast<int64_t>(a.size()));
+  EXPECT_NE(snapshot(), before);  // the first one is staged
+}
+
+TEST_P(Trust, Finding8_BenchmarkHistoryIsChargedToTheQuota) {
+  ApiOptions o = api->options();
+  o.bench_history_path = dir.file("bench.db");
+  o.quotas.limits["quota"] = 500;  // a few reports of about 150 bytes
+  Api with_history(o, *pool, metrics);
+  auto post = [&](int n) {
+    json report = {{"format", "mlk-bench"},
+                   {"kernels", json::array({{{"id", "k" + std::to_string(n)},
+                                             {"target", "host"},
+                                             {"cache_key", "c"},
+                                             {"variant", "v"},
+                                             {"mlk", {{"median_ms", 1.0}}}}})}};
+    ApiRequest r{"POST", "/v1/bench/results", {}, "Bearer " + quota};
+    StringBody body(report.dump());
+    return with_history.handle(r, body);
+  };
+  int stored = 0;
+  ApiResponse last;
+  for (int i = 0; i < 10 && (last = post(i)).status == 201; ++i) ++stored;
+  EXPECT_GE(stored, 1);
+  auto h = bench_history_at(o.bench_history_path);
+  ASSERT_TRUE(h.ok());
+  EXPECT_GT(*(*h)->bytes("quota"), 0);
+  EXPECT_LT(stored, 10) << "a 500-byte quota held 10 benchmark reports";
+  expect_error(last, 507, "over its quota");
+}
+
+// Finding 10, the smaller ones.
+TEST_P(Trust, Finding10_InvalidUtf8InAnEntryKeyIs400Not500) {
+  expect_error(call("GET", "/v1/entries/\xff", alpha), 400, "must be 1-256 characters");
+  expect_error(call("GET", "/v1/blobs/\xff\xfe", alpha), 400, "is not a sha256");
+}
+
+TEST_P(Trust, Finding10_ABenchReportWithANumericCreatedIs400Not500) {
+  ApiOptions o = api->options();
+  o.bench_history_path = dir.file("bench.db");
+  Api with_history(o, *pool, metrics);
+  for (const char* bad : {R"({"format":"mlk-bench","created":5,"kernels":[]})", R"({"format":7,"kernels":[]})",
+                          R"({"format":"mlk-bench","kernels":[{"id":"k","target":"t","cache_key":"c","variant":"v","mlk":{"median_ms":"slow"}}]})"}) {
+    ApiRequest r{"POST", "/v1/bench/results", {}, "Bearer " + alpha};
+    StringBody body(bad);
+    expect_error(with_history.handle(r, body), 400, "no mlk bench report");
+  }
+}
+
+// Deleting team A's entry dropped the blob that team B had just staged (the
+// CAS is shared), so B's next PUT of an entry failed with missing blobs.
+TEST_P(Trust, Finding10_OrphanCollectionKeepsABlobAnotherNamespaceStaged) {
+  std::string bytes = "shared bytes " + std::string(50, 'z');
+  ASSERT_EQ(put_blob(alpha, bytes).status, 201);
+  ASSERT_EQ(call("PUT", "/v1/entries/k", alpha, manifest_of({{"f", bytes}})).status, 201);
+  ASSERT_EQ(put_blob(beta, bytes).status, 201);  // staged by beta, stored once
+  ASSERT_EQ(call("DELETE", "/v1/entries/k", alpha).status, 200);
+  EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex(bytes), beta).status, 200);
+  EXPECT_EQ(call("PUT", "/v1/entries/k", beta, manifest_of({{"f", bytes}})).status, 201);
+  if (sqlite()) {  // and a whole-store gc keeps it while it is staged
+    ASSERT_EQ(put_blob(beta, "staged only").status, 201);
+    auto store = cache::testing::open_store(path);
+    ASSERT_TRUE(testing::IsOk(store->gc(int64_t{1} << 40)));
+    EXPECT_EQ(call("GET", "/v1/blobs/" + sha256_hex(std::string("staged only")), beta).status, 200);
+  }
+}
+
+TEST_P(Trust, Finding10_ANewStoreFileIsPrivateToItsOwner) {
+  if (!sqlite()) GTEST_SKIP() << "the shared backend has no store file";
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+// Every route of the route table, probed by team beta for team alpha's
+// objects: a 403 or 404 (or an answer that does not contain them). A route
+// added to the table without a probe here fails the test.
+TEST_P(Trust, EveryRouteHidesAnotherTeamsObjects) {
+  const std::string marker = "alpha-secret-" + std::string(40, 'm');
+  ASSERT_EQ(put_blob(alpha, marker).status, 201);
+  const std::string d = sha256_hex(marker);
+  ASSERT_EQ(call("PUT", "/v1/entries/alpha-key", alpha, manifest_of({{"f", marker}}, R"({"fn":"alpha_fn"})")).status, 201);
+  ASSERT_EQ(call("PUT", "/ccache/" + std::string(32, 'c'), alpha, marker).status / 100, 2);
+  auto s = call("POST", "/v1/jobs/setups", alpha, setup_bytes(marker));
+  ASSERT_EQ(s.status, 201) << s.body;
+  const std::string sd = json::parse(s.body)["setup"];
+  const std::string job = std::to_string(submit(alpha, sd));
+  const std::map<std::string, std::string> other = {{"namespace", "alpha"}};
+  // An answer hides alpha's objects: refused, or free of every trace of them.
+  auto hidden = [&](const ApiResponse& r, const std::string& what) {
+    bool refused = r.status == 401 || r.status == 403 || r.status == 404 || r.status == 303 || r.status == 400;
+    bool clean = r.body.find(marker) == std::string::npos && r.body.find(d) == std::string::npos &&
+                 r.body.find("alpha-key") == std::string::npos && r.body.find(sd) == std::string::npos &&
+                 r.body.find("alpha_fn") == std::string::npos;
+    EXPECT_TRUE(clean && (refused || r.status == 200)) << what << ": " << r.status << " " << r.body.substr(0, 300);
+  };
+  std::map<std::string, std::function<void()>> probes = {
+      {"/healthz", [&] { hidden(call("GET", "/healthz", beta), "health"); }},
+      {"/metrics", [&] { expect_error(call("GET", "/metrics", beta), 403); }},
+      {"/v1/whoami", [&] { hidden(call("GET", "/v1/whoami", beta), "whoami"); }},
+      {"/v1/status",
+       [&] {
+         hidden(call("GET", "/v1/status", beta), "status");
+         expect_error(call("GET", "/v1/status", beta, "", other), 403);
+       }},
+      {"/v1/blobs/",
+       [&] {
+         expect_error(call("GET", "/v1/blobs/" + d, beta), 404);
+         expect_error(call("GET", "/v1/blobs/" + sd, beta), 404);
+         expect_error(call("GET", "/v1/blobs/" + d, beta, "", other), 403);
+       }},
+      {"/v1/entries",
+       [&] {
+         hidden(call("GET", "/v1/entries", beta), "query");
+         expect_error(call("GET", "/v1/entries", beta, "", other), 403);
+       }},
+      {"/v1/entries/",
+       [&] {
+         expect_error(call("GET", "/v1/entries/alpha-key", beta), 404);
+         expect_error(call("GET", "/v1/entries/alpha-key", beta, "", other), 403);
+         expect_error(call("DELETE", "/v1/entries/alpha-key", beta, "", other), 403);
+       }},
+      {"/ccache/",
+       [&] {
+         hidden(call("GET", "/ccache/" + std::string(32, 'c'), beta), "ccache");
+         expect_error(call("GET", "/ccache/" + std::string(32, 'c'), beta, "", other), 403);
+       }},
+      {"/v1/bench/",
+       [&] {
+         hidden(call("GET", "/v1/bench/history", beta), "bench");
+         hidden(call("GET", "/v1/bench/history", beta, "", other), "bench of alpha");
+       }},
+      {"/ui",
+       [&] {
+         hidden(call("GET", "/ui", beta), "dashboard");
+         hidden(call("GET", "/ui", beta, "", other), "dashboard of alpha");
+       }},
+      {"/ui/", [&] { hidden(call("GET", "/ui/kernel", beta, "", {{"id", "alpha_fn"}, {"namespace", "alpha"}}), "kernel page"); }},
+      {"/v1/jobs/",
+       [&] {
+         expect_error(call("GET", "/v1/jobs/" + job, beta), 404);
+         expect_error(call("GET", "/v1/jobs/" + job + "/setup", beta), 404);
+         expect_error(call("GET", "/v1/jobs/" + job, beta, "", other), 403);
+         expect_error(call("GET", "/v1/jobs/" + job + "/setup", beta, "", other), 403);
+         expect_error(call("POST", "/v1/jobs/" + job + "/cancel", beta, "{}"), 404);
+         expect_error(call("POST", "/v1/jobs/submit", beta,
+                           json{{"device_key", "cpu"}, {"setup", sd}, {"payload", json::object()}}.dump()),
+                      400);
+         hidden(call("GET", "/v1/jobs/workers", beta), "workers");
+       }},
+  };
+  for (const std::string& prefix : route_prefixes()) {
+    auto p = probes.find(prefix);
+    if (p == probes.end()) {
+      ADD_FAILURE() << "route " << prefix << " has no probe in this test: add one";
+      continue;
+    }
+    SCOPED_TRACE(prefix);
+    p->second();
+  }
+}
+
+#ifdef MLK_CLUSTER_TESTS
+INSTANTIATE_TEST_SUITE_P(Shared, Trust, ::testing::Values("pg"), [](const auto& i) { return i.param; });
+#else
+INSTANTIATE_TEST_SUITE_P(Sqlite, Trust, ::testing::Values("sqlite"), [](const auto& i) { return i.param; });
+#endif
+
+}  // namespace
+}  // namespace mlk::service
