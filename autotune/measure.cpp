@@ -4,16 +4,19 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <nlohmann/json.hpp>
 
 #include "scheduler/kernel.h"
@@ -126,8 +129,31 @@ ErrorStats error_stats(const HostTensor& expected, const HostTensor& actual) {
   return e;
 }
 
+int64_t default_worker_memory_limit() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const int64_t phys = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{24} << 30;
+  return std::max<int64_t>(phys / 3, int64_t{2} << 30);
+}
+
+namespace {
+
+std::string gib(int64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return b;
+}
+
+// What a worker that ran out of memory is told to say.
+std::string out_of_memory(int64_t limit) {
+  return "the candidate's worker ran out of memory: it may map " + gib(limit) +
+         " (by default a third of this machine's memory), and compiling or running this candidate wanted more";
+}
+
+}  // namespace
+
 Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
   Measurement m;
+  const int64_t mem_limit = setup.memory_limit_bytes > 0 ? setup.memory_limit_bytes : default_worker_memory_limit();
   int fds[2];
   if (pipe(fds) != 0) {
     m.detail = "pipe() failed";
@@ -143,9 +169,17 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
   }
   if (pid == 0) {
     close(fds[0]);
+    // Not on GPU targets: the CUDA driver reserves far more address space
+    // than it uses.
+    if (setup.target.find("cuda") == std::string::npos) {
+      rlimit as{static_cast<rlim_t>(mem_limit), static_cast<rlim_t>(mem_limit)};
+      setrlimit(RLIMIT_AS, &as);
+    }
     std::string bytes;
     try {
       bytes = work(setup, schedule, fds[1]).dump();
+    } catch (const std::bad_alloc&) {
+      bytes = json{{"verdict", "error"}, {"detail", out_of_memory(mem_limit)}}.dump();
     } catch (const std::exception& e) {
       bytes = json{{"verdict", "crash"}, {"detail", std::string("exception: ") + e.what()}}.dump();
     }
@@ -181,7 +215,11 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
   close(fds[0]);
   if (timed_out) kill(pid, SIGKILL);
   int status = 0;
-  waitpid(pid, &status, 0);
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
+  // A worker that died with most of its limit resident ran out of memory
+  // where no exception could say so (LLVM aborts, a failed mmap faults).
+  const bool near_limit = static_cast<int64_t>(usage.ru_maxrss) * 1024 > mem_limit * 8 / 10;
   // The first line, when there is one, says that (and how fast) it compiled.
   size_t nl = buf.find('\n');
   if (nl != std::string::npos) {
@@ -200,6 +238,7 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
     m.detail = WIFSIGNALED(status) ? std::string("worker died with signal ") + strsignal(WTERMSIG(status))
                                    : "worker exited without a result";
     if (!compiled) m.detail += " while compiling";
+    if (near_limit) m.detail += "; " + out_of_memory(mem_limit);
     return m;
   }
   json j = parse_json(buf);
@@ -212,6 +251,11 @@ Measurement measure(const MeasureSetup& setup, const Schedule& schedule) {
   m.verdict = v == "ok" ? Measurement::Verdict::kOk : v == "wrong" ? Measurement::Verdict::kWrong
               : v == "crash" ? Measurement::Verdict::kCrash : Measurement::Verdict::kError;
   m.detail = j.value("detail", "");
+  if (m.verdict == Measurement::Verdict::kError && m.detail.find("ran out of memory") == std::string::npos) {
+    std::string lower = m.detail;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower.find("out of memory") != std::string::npos) m.detail += " (" + out_of_memory(mem_limit) + ")";
+  }
   m.compile_ms = j.value("compile_ms", m.compile_ms);
   m.times_ms = j.value("times_ms", std::vector<double>{});
   m.max_abs_error = j.value("max_abs_error", 0.0);

@@ -87,6 +87,12 @@ struct MeasureSetup {
   // run a JIT pipeline (Halide's thread pool, once started, does not survive
   // fork(): every later worker would compute on one thread).
   bool errors_only = false;
+  // The address space the worker may map (RLIMIT_AS), so that a candidate
+  // (or an autoscheduler) that wants more fails with a clear error instead
+  // of taking the machine's memory. 0: default_worker_memory_limit().
+  // Not applied to CUDA targets, whose driver reserves far more address
+  // space than it uses.
+  int64_t memory_limit_bytes = 0;
   // Test seam, called in the worker with the candidate's output for each
   // verification case before it is compared: it may crash, hang or corrupt
   // the output.
@@ -97,6 +103,11 @@ struct MeasureSetup {
 };
 
 Measurement measure(const MeasureSetup& setup, const Schedule& schedule);
+
+// A third of this machine's physical memory, at least 2 GiB: what a
+// measurement worker may map unless MeasureSetup says otherwise (two
+// workers and the tuner then fit).
+int64_t default_worker_memory_limit();
 
 // "60" or "2.5": seconds as the timeout details print them.
 std::string seconds_str(double s);

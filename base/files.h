@@ -9,13 +9,15 @@
 
 namespace mlk {
 
-// The bytes of `path`. IOError "cannot read PATH: no such file or not
-// readable" when it cannot be opened, "error while reading PATH" on a read
-// error.
+// The bytes of `path`. IOError "cannot read PATH: REASON" when it cannot be
+// opened (the system's words: "No such file or directory", "Permission
+// denied"; "it is a directory"), "error while reading PATH: REASON" on a
+// read error.
 Expected<std::string> read_file(const std::string& path);
 
 // Replaces `path` with `bytes` (truncating; not atomic: callers that need
-// atomicity write a temporary and rename it). IOError "cannot write PATH".
+// atomicity write a temporary and rename it). IOError "cannot write PATH:
+// REASON".
 Status write_file(const std::string& path, std::string_view bytes);
 
 }  // namespace mlk

@@ -92,6 +92,7 @@ async def trickle(source):
     while time.monotonic() < END:
         try:
             reader, writer = await connect(source)
+            count("trickle", "opened")
             writer.write((f"PUT /ccache/{'7' * 40} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
                           "Content-Length: 1048576\r\n\r\n").encode())
             while time.monotonic() < END:

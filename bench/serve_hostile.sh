@@ -67,7 +67,7 @@ honest() {  # label: one wrk run; prints a table row
   local out rps p99 errs
   out=$(MLK_BENCH_TOKEN=$tok MLK_BENCH_BLOB=$digest wrk -t2 -c16 -d"${secs}s" --timeout 5s --latency \
           -s "$work/mix.lua" "$url")
-  echo "$out" > "$work/$1.wrk"
+  echo "$out" > "$work/$(tr -c 'a-z\n' '_' <<<"$1").wrk"
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
   p99=$(awk '$1=="99%" {print $2}' <<<"$out")
   errs=$(grep -E 'Non-2xx|Socket errors' <<<"$out" | tr -s ' ' | paste -sd ';' || true)

@@ -129,7 +129,14 @@ Expected<std::string> PgStore::put_blob(std::string_view bytes) {
   std::string digest = sha256_hex(bytes);
   auto row = conn_->exec("SELECT size FROM mlk_blobs WHERE digest=$1", {digest});
   if (!row.ok()) return row.status();
-  if (!row->empty() && row->i64(0, 0) == static_cast<int64_t>(bytes.size())) return digest;
+  if (!row->empty() && row->i64(0, 0) == static_cast<int64_t>(bytes.size())) {
+    // Uploaded again: young again, so collect_unreferenced leaves it to the
+    // entry about to bind it.
+    auto touch = conn_->exec("UPDATE mlk_blobs SET created=$2 WHERE digest=$1 AND created<$2 - 60",
+                             {digest, str(now_unix())});
+    if (!touch.ok()) return touch.status();
+    return digest;
+  }
   // The bytes first, then the row: a row always names an object.
   auto created = blobs_->put_if_absent(digest, bytes);
   if (!created.ok()) return created.status();
@@ -331,6 +338,32 @@ Expected<std::vector<std::string>> PgStore::keys_with_prefix(const std::string& 
   std::vector<std::string> out;
   for (int i = 0; i < rows->size(); ++i) out.push_back(rows->text(i, 0));
   return out;
+}
+
+Expected<CollectReport> PgStore::collect_unreferenced(int64_t created_before) {
+  // The service's staging table (service/staging.h) is in the same database
+  // when `mlk serve` made it: a staged blob is held like a referenced one.
+  auto served = conn_->exec("SELECT to_regclass('service_staged') IS NOT NULL");
+  if (!served.ok()) return served.status();
+  std::string held = "NOT EXISTS (SELECT 1 FROM mlk_refs r WHERE r.digest=b.digest)";
+  if (!served->empty() && served->text(0, 0) == "t")
+    held += " AND NOT EXISTS (SELECT 1 FROM service_staged g WHERE g.digest=b.digest)";
+  CollectReport rep;
+  while (true) {  // batches, so that no statement holds the table for long
+    auto gone = conn_->exec("DELETE FROM mlk_blobs WHERE digest IN (SELECT digest FROM mlk_blobs b WHERE b.created<$1 AND " +
+                                held + " LIMIT 500) RETURNING digest, size",
+                            {str(created_before)});
+    if (!gone.ok()) return gone.status();
+    if (gone->empty()) break;
+    for (int i = 0; i < gone->size(); ++i) {
+      // The row first, then the object: an object no row names is harmless,
+      // a row without its object is not.
+      MLK_RETURN_IF_ERROR(blobs_->remove(gone->text(i, 0)));
+      rep.blobs_deleted += 1;
+      rep.bytes_freed += gone->i64(i, 1);
+    }
+  }
+  return rep;
 }
 
 Status PgStore::rm(const std::string& ns, const std::string& key) {

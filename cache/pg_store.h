@@ -19,7 +19,8 @@
 //   moved to mlk_quarantine.
 // - Replacing or removing an entry does not delete the blobs it leaves
 //   unreferenced (another replica may be binding them at that moment); they
-//   are counted in stats().unreferenced_blobs.
+//   are counted in stats().unreferenced_blobs, and collect_unreferenced
+//   deletes them once they are older than a grace period.
 // - The blob store unreachable is IOError naming it (the server answers 503).
 // Threading: one PgStore per thread; the S3Blobs and the BlobLru are shared.
 #pragma once
@@ -34,6 +35,11 @@
 #include "cache/store.h"
 
 namespace mlk::cache {
+
+struct CollectReport {
+  int64_t blobs_deleted = 0;
+  int64_t bytes_freed = 0;
+};
 
 // What the replicas of one deployment share, made once per process.
 struct SharedBackend {
@@ -73,6 +79,12 @@ class PgStore final : public ArtifactStore {
   Expected<std::vector<NamespaceUsage>> usage() override;
   Expected<int64_t> namespace_bytes(const std::string& ns) override;
   Expected<StoreStats> stats() override;
+  // Deletes the blobs (rows, then bucket objects) that no entry references
+  // and no namespace has staged, and whose row was created (or last
+  // uploaded again) before `created_before` (unix seconds): the grace that
+  // lets another replica bind a blob it has just uploaded. What `mlk serve`
+  // runs on the shared backend every --collect-interval.
+  Expected<CollectReport> collect_unreferenced(int64_t created_before);
 
  private:
   PgStore() = default;

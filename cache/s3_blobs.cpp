@@ -195,6 +195,14 @@ Status S3Blobs::quarantine(const std::string& digest, std::string_view bytes) {
   return http_failure(name_, "DELETE cas/" + digest.substr(0, 16), *r, body);
 }
 
+Status S3Blobs::remove(const std::string& digest) {
+  std::string body;
+  auto r = request("DELETE", "cas/" + digest, "", false, &body);
+  if (!r.ok()) return r.status();
+  if (*r == 200 || *r == 204 || *r == 404) return Status::Ok();
+  return http_failure(name_, "DELETE cas/" + digest.substr(0, 16), *r, body);
+}
+
 Status S3Blobs::overwrite_for_testing(const std::string& digest, std::string_view bytes) {
   std::string body;
   auto r = request("PUT", "cas/" + digest, bytes, false, &body);

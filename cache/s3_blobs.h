@@ -53,6 +53,8 @@ class S3Blobs {
   // quarantine/<digest>, best effort, and deletes cas/<digest>. A missing
   // object is not an error.
   Status quarantine(const std::string& digest, std::string_view bytes);
+  // Deletes the object of `digest`; a missing one is fine.
+  Status remove(const std::string& digest);
 
   // The raw operations on any key below the prefix.
   Expected<int> request(const std::string& method, const std::string& key, std::string_view body,

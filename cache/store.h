@@ -37,7 +37,7 @@ struct StoreOptions {
   int busy_timeout_ms = 10000;    // how long to wait for another process's write lock
   bool durable = false;           // synchronous=FULL: fsync every commit (survives power loss,
                                   // not only process death); default NORMAL
-  // Test seams (style.md point 10).
+  // Test seams: tests use them to simulate a full disk and failures at named points.
   int64_t max_page_count = 0;  // > 0: PRAGMA max_page_count, to simulate a full disk
   // Called at named points inside write transactions; a non-OK result aborts
   // (rolls back) the operation with that status. Points: "put_entry:blobs"

@@ -194,6 +194,14 @@ CommandSpec spec(ServeArgs& a) {
               {.name = "--body-timeout", .metavar = "SECONDS",
                .help = "a request's body must arrive whole within this of its head; else the connection is closed",
                .default_value = "120", .set = store_count(o.body_timeout_s)},
+              {.name = "--collect-interval", .metavar = "SECONDS",
+               .help = "the shared backend: how often this replica deletes the blobs no entry references and no "
+                       "namespace has staged",
+               .default_value = "600", .set = store_count(o.collect_interval_s)},
+              {.name = "--collect-grace", .metavar = "SECONDS",
+               .help = "the shared backend: blobs uploaded within this are never collected (another replica may be "
+                       "binding them)",
+               .default_value = "3600", .set = store_count(o.collect_grace_s)},
               {.name = "--upload-memory", .metavar = "SIZE",
                .help = "request bodies buffered at once, all connections together; beyond it writes get 503",
                .default_value = "256M", .set = store_size(o.upload_memory_bytes)},

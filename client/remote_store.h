@@ -41,8 +41,9 @@ struct RemoteOptions {
   std::string ca_cert;
   int connect_timeout_ms = 2000;
   int timeout_s = 60;          // per socket read or write
-  // Keep the connection open between requests. A server thread serves one
-  // connection at a time (`mlk serve --threads`), so clients that poll
+  // Keep the connection open between requests. An idle connection holds no
+  // server thread but counts toward the server's connection caps
+  // (`mlk serve --max-connections-per-address`), so clients that poll
   // (workers, a tuner waiting for jobs) close theirs after each request.
   bool keep_alive = true;
 };

@@ -121,7 +121,7 @@ Expected<std::string> BenchHistory::history(const std::string& ns, const std::st
                               {"samples_ms", e.is_object() ? e["mlk"].value("samples_ms", json::array()) : json::array()},
                               {"round_sizes", e.is_object() ? e["mlk"].value("round_sizes", json::array()) : json::array()}});
   }
-  return out.dump();
+  return dump_json(out);  // the kernel and target come from the query: maybe invalid UTF-8
 }
 
 Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const std::string& ns) {

@@ -193,7 +193,9 @@ ApiResponse html_response(int status, std::string body) {
                        "frame-ancestors 'none'; base-uri 'none'"});
   r.headers.push_back({"X-Content-Type-Options", "nosniff"});
   r.headers.push_back({"Cache-Control", "no-store"});
-  r.headers.push_back({"Referrer-Policy", "no-referrer"});
+  // same-origin, not no-referrer: under no-referrer a browser sends
+  // `Origin: null` even with the dashboard's own forms (dashboard_session.h).
+  r.headers.push_back({"Referrer-Policy", "same-origin"});
   return r;
 }
 

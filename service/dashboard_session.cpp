@@ -45,10 +45,15 @@ int64_t now_s() { return static_cast<int64_t>(std::time(nullptr)); }
 }  // namespace
 
 std::optional<std::string> cross_site(const ApiRequest& req) {
+  // A browser that sends Sec-Fetch-Site says where the request came from,
+  // and no page can forge it; Origin is then not needed (it is `null` for a
+  // same-origin POST from a page whose Referrer-Policy is no-referrer).
   const std::string site = lower(req.sec_fetch_site);
-  if (!site.empty() && site != "same-origin" && site != "none")
+  if (!site.empty()) {
+    if (site == "same-origin" || site == "none") return std::nullopt;
     return "refused: the browser says this form was posted from another site (Sec-Fetch-Site: " + shown(site) +
            "), a cross-site request; sign in and out from the dashboard's own pages (/ui/login)";
+  }
   if (req.origin.empty()) return std::nullopt;
   size_t scheme = req.origin.find("://");
   std::string authority = scheme == std::string::npos ? "" : lower(req.origin.substr(scheme + 3));

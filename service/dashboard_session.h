@@ -30,11 +30,12 @@ inline constexpr const char* kSessionCookie = "mlk_session";
 inline constexpr int kSessionsPerToken = 16;
 
 // Why a POST to /ui/... cannot have come from the dashboard's own pages, or
-// nullopt when it may have: `Sec-Fetch-Site` absent, `same-origin` or `none`
-// (typed by the user), and `Origin` absent or naming the host[:port] of the
-// `Host` header (the scheme is not compared: a TLS proxy in front of the
-// server changes it). A request with neither header is no browser's
-// cross-site request (browsers send Origin on every cross-origin POST).
+// nullopt when it may have: `Sec-Fetch-Site` is `same-origin` or `none`
+// (typed by the user), or, from a browser that does not send it, `Origin`
+// is absent or names the host[:port] of the `Host` header (the scheme is not
+// compared: a TLS proxy in front of the server changes it). A request with
+// neither header is no browser's cross-site request (browsers send Origin on
+// every cross-origin POST).
 std::optional<std::string> cross_site(const ApiRequest& req);
 
 // The session id of a Cookie header; "" when there is none, or when its

@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,13 +28,17 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "base/time.h"
+#include "service/collector.h"
 #include "service/http_range.h"
 
 // The transport: libmicrohttpd (decisions/server-transport-libmicrohttpd.md)
 // in its internal epoll mode with a pool of `threads` workers. Each worker
 // runs an event loop over many connections; the Api is called only once a
 // request's head and body have arrived whole, so a connection holds a thread
-// only while its request is handled and its answer starts to go out.
+// only while its request is handled and its answer starts to go out. One
+// acceptor thread accepts and hands each socket to MHD_add_connection, which
+// spreads them over the workers (MHD's own accept lets one worker take a
+// whole burst of connections, which then share that worker's one thread).
 //
 // The life of a request, and what bounds each step:
 //   connect          --max-connections, --max-connections-per-address (MHD refuses more)
@@ -52,6 +58,9 @@ using Clock = std::chrono::steady_clock;
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
 }
 
 // What a connection waits for; it decides the deadline the watchdog holds
@@ -83,7 +92,7 @@ struct Conn {
 // One request from its request line to its completion (MHD's request context).
 struct Request {
   Conn* conn = nullptr;
-  int64_t start_ms = 0;
+  int64_t start_us = 0;
   size_t target_bytes = 0;  // the request target as sent
   std::string target;       // its first 200 bytes, for the access log
   bool nul_in_path = false;
@@ -207,8 +216,12 @@ struct Server::Impl {
   std::unique_ptr<SessionPool> pool;
   Metrics metrics;
   std::unique_ptr<Api> api;
+  std::unique_ptr<BlobCollector> collector;  // the shared backend only; stops before the pool goes
   MHD_Daemon* daemon = nullptr;
   int port = 0;
+  int listen_fd = -1;
+  int wake_fd = -1;  // an eventfd: tells the acceptor to stop
+  std::thread acceptor;
   std::string tls_cert, tls_key;  // PEM text, read by MHD for the daemon's life
   std::atomic<bool> starting{true};
   std::string start_messages;  // what MHD said while starting (its errors)
@@ -252,7 +265,7 @@ struct Server::Impl {
   void* request_line(const char* target, MHD_Connection* c) {
     auto* rq = new Request;
     if (auto* i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT)) rq->conn = static_cast<Conn*>(i->socket_context);
-    rq->start_ms = now_ms();
+    rq->start_us = now_us();
     rq->target_bytes = std::strlen(target);
     rq->target = std::string(target, std::min<size_t>(rq->target_bytes, 200));
     rq->nul_in_path = encoded_nul(target);
@@ -279,8 +292,10 @@ struct Server::Impl {
     return answer(c, *rq, rq->discard ? Body::kTooLarge : Body::kOk, "");
   }
 
-  // The head is in: checks what the transport checks, then answers at once
-  // or starts buffering the body.
+  // The head is in: checks what the transport checks. A refusal is queued at
+  // once, and MHD closes the connection after it (nothing more is read from
+  // a client the server refused); otherwise the request goes on, its body
+  // (if any) buffered, and access() answers when it is complete.
   MHD_Result on_head(MHD_Connection* c, Request& rq, const char* url, const char* method) {
     rq.started = true;
     if (rq.conn) rq.conn->enter(kBusy);
@@ -335,7 +350,9 @@ struct Server::Impl {
       if (rq.conn) rq.conn->enter(kBody);
       return MHD_YES;
     }
-    if (n == 0) return answer(c, rq, Body::kOk, "");
+    // Accepted: answered on MHD's next call, once the request is complete
+    // (an answer queued now would make MHD close the connection after it).
+    if (n == 0) return MHD_YES;
     if (upload_bytes.fetch_add(n) + n > opt.upload_memory_bytes) {
       upload_bytes -= n;
       return refuse(c, rq, 503, "busy",
@@ -426,7 +443,7 @@ struct Server::Impl {
   }
 
   void log_access(const Request& rq, MHD_RequestTerminationCode why) {
-    double ms = static_cast<double>(now_ms() - rq.start_ms);
+    double ms = static_cast<double>(now_us() - rq.start_us) / 1000;
     std::string method = rq.api.method.empty() ? "-" : rq.api.method;
     std::string outcome = rq.status && why == MHD_REQUEST_TERMINATED_COMPLETED_OK
                               ? std::to_string(rq.status) + " (" + std::to_string(rq.bytes_out) + " bytes"
@@ -434,8 +451,35 @@ struct Server::Impl {
                                     std::string(why == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timed out"
                                                 : why == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "server stopping"
                                                                                                 : "connection closed");
-    log_linef(LogLevel::kNote, "%s %s %s %s -> %s, %.1f ms)", now_iso().c_str(),
+    log_linef(LogLevel::kNote, "%s %s %s %s -> %s, %.2f ms)", now_iso().c_str(),
               rq.conn ? rq.conn->remote.c_str() : "-", method.c_str(), rq.target.c_str(), outcome.c_str(), ms);
+  }
+
+  // --- The acceptor ----------------------------------------------------------
+
+  // Accepts until stopped; MHD takes each socket (and closes it when a
+  // connection cap refuses it).
+  void accept_loop() {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    while (true) {
+      if (poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        return;
+      }
+      if (fds[1].revents) return;
+      for (int burst = 0; burst < 64; ++burst) {
+        sockaddr_storage addr{};
+        socklen_t len = sizeof addr;
+        int fd = accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+          // EMFILE and the like: let the workers close some before trying again.
+          if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          break;
+        }
+        (void)MHD_add_connection(daemon, fd, reinterpret_cast<sockaddr*>(&addr), len);
+      }
+    }
   }
 
   // --- The watchdog ----------------------------------------------------------
@@ -511,12 +555,19 @@ void Server::stop() {
   Impl& s = *impl_;
   if (s.stopped.exchange(true)) return;
   s.stopping = true;
+  if (s.acceptor.joinable()) {
+    uint64_t one = 1;
+    (void)!::write(s.wake_fd, &one, sizeof one);
+    s.acceptor.join();
+  }
+  if (s.listen_fd >= 0) ::close(s.listen_fd);  // new connections are refused from here on
+  s.listen_fd = -1;
+  if (s.wake_fd >= 0) ::close(s.wake_fd);
+  s.wake_fd = -1;
   if (s.daemon) {
-    // No new connections; requests already begun (their request line in)
-    // finish and are answered, each within its deadlines; then the rest,
-    // idle keep-alive connections, are closed.
-    MHD_socket listen_fd = MHD_quiesce_daemon(s.daemon);
-    if (listen_fd != MHD_INVALID_SOCKET) ::close(listen_fd);
+    // Requests already begun (their request line in) finish and are
+    // answered, each within its deadlines; then the rest, idle keep-alive
+    // connections, are closed.
     const auto& o = s.opt;
     auto limit = std::chrono::seconds(std::max(o.header_timeout_s, o.body_timeout_s) +
                                       std::max(o.read_timeout_s, o.write_timeout_s) + 1);
@@ -544,9 +595,11 @@ Status check_limits(const ServeOptions& o) {
                    positive(o.max_connections_per_address, "--max-connections-per-address"),
                    positive(o.max_headers, "--max-headers"), positive(o.header_timeout_s, "--header-timeout"),
                    positive(o.body_timeout_s, "--body-timeout"), positive(o.read_timeout_s, "--timeout"),
-                   positive(o.write_timeout_s, "--timeout"), positive(o.upload_memory_bytes, "--upload-memory")})
+                   positive(o.write_timeout_s, "--timeout"), positive(o.upload_memory_bytes, "--upload-memory"),
+                   positive(o.collect_interval_s, "--collect-interval")})
     if (!s.ok()) return s;
   if (o.max_header_bytes < 1024) return Status::InvalidArgument("--max-header-bytes must be at least 1K");
+  if (o.collect_grace_s < 60) return Status::InvalidArgument("--collect-grace must be at least 60 seconds");
   if (o.tls_cert_path.empty() != o.tls_key_path.empty())
     return Status::InvalidArgument("--tls-cert and --tls-key go together: give both, or neither for plain HTTP");
   return Status::Ok();
@@ -578,11 +631,18 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   if (!pool.ok()) return pool.status();
   impl->pool = std::move(*pool);
   impl->api = std::make_unique<Api>(o.api, *impl->pool, impl->metrics);
+  if (backend.shared())
+    impl->collector = std::make_unique<BlobCollector>(*impl->pool, o.collect_interval_s, o.collect_grace_s);
 
-  int fd = listen_on(o.host, o.port, impl->port);
+  int fd = impl->listen_fd = listen_on(o.host, o.port, impl->port);
   if (fd < 0)
     return Status::IOError("cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " + std::strerror(errno) +
                            " (is another server there? is the address this machine's?)");
+  impl->wake_fd = eventfd(0, EFD_CLOEXEC);
+  if (impl->wake_fd < 0) {
+    ::close(fd);
+    return Status::IOError(std::string("cannot make an eventfd: ") + std::strerror(errno));
+  }
   Impl* self = impl.get();
   MHD_OptionItem tls_items[] = {{MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(impl->tls_cert.c_str())},
                                 {MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(impl->tls_key.c_str())},
@@ -592,11 +652,11 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   // fields, and MHD's record of each), then the answer's headers: twice the
   // head limit and some, so that the limits below are ours to say, in JSON.
   size_t pool_bytes = static_cast<size_t>(2 * o.max_header_bytes + 16 * 1024);
-  unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0);
+  unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET |
+                   MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0);
   impl->daemon = MHD_start_daemon(
       flags, 0, nullptr, nullptr, &Impl::on_access, self,
       MHD_OPTION_EXTERNAL_LOGGER, &Impl::on_message, self,
-      MHD_OPTION_LISTEN_SOCKET, static_cast<MHD_socket>(fd),
       MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned>(o.threads > 1 ? o.threads : 0),
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(o.max_connections),
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, static_cast<unsigned>(o.max_connections_per_address),
@@ -610,6 +670,7 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   impl->starting = false;
   if (!impl->daemon) {
     ::close(fd);
+    ::close(impl->wake_fd);
     std::string said = impl->start_messages;
     while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
     if (tls)
@@ -619,6 +680,7 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
     return Status::IOError("cannot start the HTTP server" + (said.empty() ? "" : ": " + said));
   }
   impl->watchdog = std::thread([self] { self->watch(); });
+  impl->acceptor = std::thread([self] { self->accept_loop(); });
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

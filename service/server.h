@@ -42,6 +42,9 @@ struct ServeOptions {
   // TLS: PEM files of the server's certificate (chain) and private key; both or neither.
   std::string tls_cert_path;
   std::string tls_key_path;
+  // The shared backend's collection of unreferenced blobs (service/collector.h).
+  int collect_interval_s = 600;  // how often
+  int collect_grace_s = 3600;    // blobs uploaded more recently are kept
   ApiOptions api;
   bool access_log = false;  // one line per request to the log sink (base/log.h)
 };

@@ -157,3 +157,7 @@ mlk_cli_test(serve_release_needs_trusted_verifiers 2
   serve --require-verified release=all --listen 127.0.0.1:0)
 mlk_cli_test(run_require_signed_bad_key 2 "mlk run: --require: trusted key `nonsense` is neither"
   run ${CMAKE_SOURCE_DIR}/examples/mlp.tl --inputs x.safetensors --require signed:nonsense)
+add_test(NAME cli.signing_release
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/signing_release.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
+          ${CMAKE_CURRENT_BINARY_DIR}/cli_signing_release)
+set_tests_properties(cli.signing_release PROPERTIES TIMEOUT 180)

@@ -210,6 +210,25 @@ TEST(Tuner, ACandidateWhoseCompileExceedsTheCompileLimitIsACompileTimeout) {
   EXPECT_THAT(r.detail, ::testing::HasSubstr("while compiling"));
 }
 
+// A worker may map only so much (RLIMIT_AS): a candidate that wants more is
+// an error that says so, and the tuner's machine keeps its memory.
+TEST(Tuner, ACandidateThatWantsMoreMemoryThanTheWorkersLimitFailsClearly) {
+  ir::Module m = sgemm_module();
+  MeasureSetup s;
+  s.module = &m;
+  s.fn = "sgemm";
+  s.dims = {{"M", 8}, {"K", 8}, {"N", 8}};
+  s.memory_limit_bytes = int64_t{1} << 30;
+  s.compile_fault = [](const Schedule&) {
+    std::vector<char> big(size_t{2} << 30, 1);  // 2 GiB, touched
+    if (big[12345] != 1) std::abort();
+  };
+  Measurement r = measure(s, Schedule{});
+  EXPECT_EQ(r.verdict, Measurement::Verdict::kError) << r.detail;
+  EXPECT_THAT(r.detail, ::testing::HasSubstr("ran out of memory: it may map 1.0 GiB"));
+  EXPECT_GE(default_worker_memory_limit(), int64_t{2} << 30);
+}
+
 // Verification covers what the old inputs (floats in [-1, 1), one set, one
 // shape) never exercised: a candidate wrong only on the ragged tail, or only
 // for inputs of magnitude above 1, is rejected.

@@ -3,7 +3,7 @@
 // requests to, against an SQLite store in a temporary directory (the
 // SessionPool as tests/service/api_test.cpp builds it) with real tokens.
 //
-// The input is one to four HTTP-like requests separated by a line "%%":
+// The input is one to six HTTP-like requests separated by a line "%%":
 //
 //   METHOD SP TARGET LF          TARGET = PATH[?QUERY], percent-decoded like a transport
 //   (NAME: VALUE LF)*            Authorization, Cookie, Origin, Sec-Fetch-Site, Host,
@@ -14,9 +14,12 @@
 //
 // and these are replaced before the request is made, so that mutations reach
 // past authentication and digest checks:
-//   $RW $RO $WB $ADM $BETA   the tokens of alpha (read,write-blobs,write-entries),
-//                            alpha (read), alpha (write-blobs), ops (admin),
-//                            beta (read,write-blobs,write-entries)
+//   $RW $RO $WB $WK $ADM $BETA  the tokens of alpha (read,write-blobs,write-entries),
+//                            alpha (read), alpha (write-blobs), alpha (worker),
+//                            ops (admin), beta (read,write-blobs,write-entries)
+//   $WORKER $SECRET $JOB     (target and body) the worker id and secret of the
+//                            last worker registered by this input, the id of
+//                            its last job submitted or leased
 //   $BODYSHA $BODYSIZE       (target and body) the sha256 and size of this request's body
 //   $PREVSHA $PREVSIZE       (body) the same of the previous request's body
 //   @NEST:N@                 (body) N '[' then N ']' (N <= 200000): deep nesting
@@ -33,6 +36,9 @@
 //     the staged bytes of every namespace);
 //   - a Range never makes an answer larger than the whole body: one range is
 //     206 with Content-Range and at most the body's bytes, several are 416.
+//
+// MLK_FUZZ_API_TRACE=1 prints each request's method, path and status (to see
+// how far a seed gets: fuzz_api -runs=0 SEED).
 #include <unistd.h>
 
 #include <cctype>
@@ -99,6 +105,7 @@ World& world() {
     mk("$RW", "alpha", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
     mk("$RO", "alpha", kScopeRead);
     mk("$WB", "alpha", kScopeWriteBlobs);
+    mk("$WK", "alpha", kScopeWorker);
     mk("$ADM", "ops", kScopeAdmin);
     mk("$BETA", "beta", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries);
     if (!lease.tables().grant("alpha", "beta", 1).ok()) die("cannot grant");
@@ -147,13 +154,39 @@ std::string url_decode(const std::string& s, bool plus) {
   return o;
 }
 
+// What earlier answers of this input handed out, for $WORKER, $SECRET, $JOB.
+struct Handed {
+  std::string worker = "0", secret = "none", job = "0";
+  void take(const ApiResponse& r) {
+    auto j = nlohmann::json::parse(r.body, nullptr, false);
+    if (!j.is_object()) return;
+    auto id_of = [](const nlohmann::json& o) {
+      return o.is_object() && o.contains("id") && o["id"].is_number_integer() ? std::to_string(o["id"].get<int64_t>())
+                                                                              : std::string();
+    };
+    if (auto id = id_of(j); !id.empty()) job = id;
+    if (j.contains("job")) {
+      if (auto id = id_of(j["job"]); !id.empty()) job = id;
+    }
+    if (j.contains("worker") && j["worker"].is_object()) {
+      if (auto id = id_of(j["worker"]); !id.empty()) worker = id;
+      if (j["worker"].contains("secret") && j["worker"]["secret"].is_string()) secret = j["worker"]["secret"];
+    }
+  }
+  void apply(std::string& s) const {
+    replace_all(s, "$WORKER", worker);
+    replace_all(s, "$SECRET", secret);
+    replace_all(s, "$JOB", job);
+  }
+};
+
 struct Parsed {
   ApiRequest req;
   std::string body;
   std::string range, if_range;
 };
 
-Parsed parse_one(const std::string& text, const std::string& prev_body) {
+Parsed parse_one(const std::string& text, const std::string& prev_body, const Handed& handed) {
   Parsed p;
   size_t head_end = text.find("\n\n");
   std::string head = text.substr(0, head_end);
@@ -163,6 +196,7 @@ Parsed parse_one(const std::string& text, const std::string& prev_body) {
   for (const auto& [k, v] : w.tokens) replace_all(p.body, k, v);
   replace_all(p.body, "$PREVSHA", mlk::sha256_hex(prev_body));
   replace_all(p.body, "$PREVSIZE", std::to_string(prev_body.size()));
+  handed.apply(p.body);
   std::string body_sha = mlk::sha256_hex(p.body);
   replace_all(p.body, "$BODYSIZE", std::to_string(p.body.size()));
 
@@ -175,6 +209,7 @@ Parsed parse_one(const std::string& text, const std::string& prev_body) {
   for (const auto& [k, v] : w.tokens) replace_all(target, k, v);
   replace_all(target, "$BODYSHA", body_sha);
   replace_all(target, "$BODYSIZE", std::to_string(p.body.size()));
+  handed.apply(target);
   size_t q = target.find('?');
   p.req.path = url_decode(target.substr(0, q), false);
   if (q != std::string::npos) {
@@ -278,17 +313,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string input(reinterpret_cast<const char*>(data), size);
   World& w = world();
   std::string prev_body;
+  Handed handed;
   size_t start = 0;
-  for (int n = 0; n < 4 && start <= input.size(); ++n) {
+  for (int n = 0; n < 6 && start <= input.size(); ++n) {
     size_t sep = input.find("\n%%\n", start);
     std::string one = input.substr(start, sep == std::string::npos ? std::string::npos : sep - start);
     start = sep == std::string::npos ? input.size() + 1 : sep + 4;
-    Parsed p = parse_one(one, prev_body);
+    Parsed p = parse_one(one, prev_body, handed);
     if (p.req.method.empty() || p.req.method.size() > 16) continue;
     std::string before = snapshot();
     StringBody body(p.body);
     ApiResponse r = w.api->handle(p.req, body);
+    static const bool trace = std::getenv("MLK_FUZZ_API_TRACE") != nullptr;
+    if (trace)
+      std::fprintf(stderr, "fuzz_api: %s %s -> %d %s\n", p.req.method.c_str(), p.req.path.substr(0, 80).c_str(), r.status,
+                   r.body.substr(0, 120).c_str());
     check(p, r, before);
+    handed.take(r);
     if (p.req.method == "GET" && !p.range.empty()) check_range(p, r);
     prev_body = p.body;
   }

@@ -15,7 +15,8 @@ installed by scripts/install.sh), driven over the DevTools protocol on a pipe
   script element runs or exists), and not the other team's entry;
 - the kernel page, reached through the index's link, plots the history: an
   SVG with one point per result and the artifact change marked;
-- a screenshot of each page is a PNG of the window's size and of some size.
+- a screenshot of each page is a PNG of the window's size and of some size;
+- a sign-in form posted from a page of another origin is refused, no cookie.
 
 A missing chromium fails the test (it is a dependency, not an option).
 
@@ -23,12 +24,15 @@ usage: dashboard_chromium.py MLK_BINARY WORK_DIR
 """
 import base64
 import fcntl
+import functools
 import hashlib
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -255,6 +259,33 @@ try:
     browser.navigate(srv.url + "/ui")
     res.check("... and /ui asks for a token again", browser.js("!!document.querySelector('form.login')")
               and "rmsnorm" not in browser.js("document.body.textContent"))
+
+    # Issue 28, finding 9, in the browser: a page of another origin (another
+    # port of this host) posts the sign-in form with a valid token; the
+    # server refuses it (Sec-Fetch-Site: same-site) and sets no cookie.
+    evil_dir = os.path.join(WORK, "evil")
+    os.makedirs(evil_dir, exist_ok=True)
+    with open(os.path.join(evil_dir, "index.html"), "w") as f:
+        f.write(f'<!doctype html><form id="f" method="post" action="{srv.url}/ui/login">'
+                f'<input name="token" value="{viewer}"><input name="next" value="/ui"></form>')
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=evil_dir))
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        browser.navigate(f"http://127.0.0.1:{evil.server_port}/index.html")
+        browser.js("document.getElementById('f').submit(); true")
+        browser.wait_load()
+        text = browser.js("document.body.textContent")
+        cookies = browser.call("Network.getCookies", {"urls": [srv.url + "/ui"]}, session=True)["cookies"]
+        res.check("a sign-in posted from another origin is refused, and no session cookie is set",
+                  "cross-site request" in text and not [c for c in cookies if c["name"] == "mlk_session"],
+                  text[:300] + " " + str(cookies))
+    finally:
+        evil.shutdown()
 finally:
     if browser:
         browser.close()

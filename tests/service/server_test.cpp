@@ -755,6 +755,11 @@ TEST_F(ServerTest, Finding4_IdleKeepAliveConnectionsHoldNoThread) {
   auto all = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(answered, 20);
   EXPECT_LT(all, std::chrono::milliseconds(800)) << "20 keep-alive connections were not served at once";
+  // They are kept alive: a second request on each is answered too.
+  for (auto& c : kept) c->send_all("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  answered = 0;
+  for (auto& c : kept) answered += c->read_until("{\"ok\":true}", 3000) ? 1 : 0;
+  EXPECT_EQ(answered, 20) << "connections were closed after one answer";
   httplib::Client h(url());
   h.set_connection_timeout(1, 0);
   h.set_read_timeout(1, 0);
