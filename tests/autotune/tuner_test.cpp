@@ -17,6 +17,7 @@
 #include <set>
 
 #include "autotune/cached_tune.h"
+#include "autotune/measure_wire.h"
 #include "autotune/tuner.h"
 #include "lang/frontend.h"
 #include "tests/test_support.h"
@@ -227,6 +228,35 @@ TEST(Tuner, ACandidateThatWantsMoreMemoryThanTheWorkersLimitFailsClearly) {
   EXPECT_EQ(r.verdict, Measurement::Verdict::kError) << r.detail;
   EXPECT_THAT(r.detail, ::testing::HasSubstr("ran out of memory: it may map 1.0 GiB"));
   EXPECT_GE(default_worker_memory_limit(), int64_t{2} << 30);
+}
+
+// Finding 10 of the server review: a setup's tensor shape was checked only
+// after multiplying its dimensions, so 2^40 x 2^24 wrapped to 0 elements and
+// a setup with no bytes claimed a 2^64-element tensor. The check comes first.
+TEST(MeasureWire, AShapeWhoseElementCountWouldWrapIsRefused) {
+  MeasureSetup s;
+  s.fn = "f";
+  s.timing = {{HostTensor(DType::F32, {1})}};
+  VerifyCase c;
+  c.name = "c";
+  c.inputs = {HostTensor(DType::F32, {1})};
+  c.reference = HostTensor(DType::F32, {1});
+  s.verify = {c};
+  auto bytes = encode_setup(s, "fn f() -> Scalar[F32] = 1.0", "f.tl");
+  ASSERT_TRUE(bytes.ok());
+  ASSERT_TRUE(decode_setup(*bytes).ok());
+  // Rewrite the first timing tensor as [2^40, 2^24] of 0 bytes.
+  const std::string magic = "mlk-measure-setup 1\n";
+  size_t nl = bytes->find('\n', magic.size());
+  size_t len = std::stoul(bytes->substr(magic.size(), nl - magic.size()));
+  nlohmann::json h = nlohmann::json::parse(bytes->substr(nl + 1, len));
+  h["timing"][0][0]["shape"] = {int64_t{1} << 40, int64_t{1} << 24};
+  h["timing"][0][0]["bytes"] = 0;
+  std::string head = h.dump();
+  std::string forged = magic + std::to_string(head.size()) + "\n" + head + bytes->substr(nl + 1 + len);
+  auto d = decode_setup(forged);
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), ::testing::HasSubstr("the shape is too large"));
 }
 
 // Verification covers what the old inputs (floats in [-1, 1), one set, one

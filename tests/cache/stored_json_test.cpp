@@ -47,12 +47,16 @@ TEST(StoredJson, ManifestFieldsOfTheWrongTypeAreNamed) {
       {manifest_with(R"({"k.so":{"digest":"x","size":18446744073709551615}})", "{}", kProv),
        "manifest: `files.k.so.size` must be an integer, got number"},
       {"[1,2]", "manifest is not a JSON object"},
-      {"{\"files\":", "manifest is not a JSON object"},
+      {"{\"files\":", "manifest is not valid JSON (["},  // the parser's words follow
+      {std::string(100, '[') + std::string(100, ']'), "manifest is not valid JSON (nested deeper than 64 levels of arrays and objects)"},
   };
   for (const auto& c : cases) {
     auto m = cache::manifest_from_json(c.text);
     ASSERT_FALSE(m.ok()) << c.text;
-    EXPECT_EQ(m.status().message(), c.message) << c.text;
+    if (c.message.back() == '[')
+      EXPECT_EQ(m.status().message().substr(0, c.message.size()), c.message) << c.text;
+    else
+      EXPECT_EQ(m.status().message(), c.message) << c.text;
   }
 }
 
