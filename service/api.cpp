@@ -92,8 +92,6 @@ Status validate_entry_key(const std::string& key) {
   return Status::Ok();
 }
 
-namespace {
-
 // The token in an Authorization header: "Bearer TOKEN", or "Basic
 // base64(USER:TOKEN)" (what ccache sends for http://USER:TOKEN@HOST/...).
 std::string token_of(const std::string& header) {
@@ -117,8 +115,6 @@ std::string token_of(const std::string& header) {
   size_t colon = raw.find(':');
   return colon == std::string::npos ? "" : raw.substr(colon + 1);
 }
-
-}  // namespace
 
 std::optional<ApiResponse> authorize(Ctx& c, Scopes need) {
   std::string token = token_of(c.req.authorization);
@@ -348,6 +344,18 @@ ApiResponse dispatch(Ctx& c) {
 }
 
 }  // namespace
+
+bool Api::token_known(const ApiRequest& req) {
+  try {
+    std::string token = detail::token_of(req.authorization);
+    if (token.empty()) return false;
+    auto lease = pool_.acquire();
+    auto found = lease.tables().find_token(token);
+    return found.ok() && found->has_value();
+  } catch (...) {
+    return false;
+  }
+}
 
 ApiResponse Api::handle(const ApiRequest& req, BodySource& body) {
   auto t0 = std::chrono::steady_clock::now();

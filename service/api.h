@@ -109,6 +109,11 @@ class Api {
   Api(ApiOptions options, SessionPool& pool, Metrics& metrics);
   // Answers one request. Never throws.
   ApiResponse handle(const ApiRequest& req, BodySource& body);
+  // Whether the request carries a known, unrevoked token (Bearer, or Basic
+  // with the token as password). The transport buffers a body only for such
+  // a request, so a client without a token cannot hold its upload memory.
+  // False on a store error too. Never throws.
+  bool token_known(const ApiRequest& req);
   Metrics& metrics() { return metrics_; }
   const ApiOptions& options() const { return opt_; }
   SessionPool& pool() { return pool_; }

@@ -54,7 +54,7 @@ ApiResponse bench_route(Ctx& c, const std::string& arg) {
     if (b.outcome != Body::kOk) return body_rejection(c, b);
     NamespaceGuard guard;  // the history is charged to the namespace's quota like its blobs
     if (auto r = lock_namespace(c, guard)) return *r;
-    if (auto r = check_quota(c, static_cast<int64_t>(b.bytes.size()), "", {})) return *r;
+    if (auto r = check_quota(c, BenchHistory::charge_of(b.bytes), "", {})) return *r;
     auto n = (*h)->add(c.ns, b.bytes, set);
     if (!n.ok()) return error_response(http_status(n.status()), n.status().message());
     return json_text(201, "{\"stored\":" + std::to_string(*n) + "}");

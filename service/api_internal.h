@@ -46,6 +46,9 @@ std::optional<ApiResponse> authorize(Ctx& c, Scopes need);
 // The same for a token already known (c.token, a valid one, and c.lease
 // set): the dashboard's session (service/dashboard_session.h).
 std::optional<ApiResponse> authorize_token(Ctx& c, Scopes need);
+// The token of an Authorization header ("Bearer TOKEN", or "Basic" with the
+// token as password); "" when it holds none.
+std::string token_of(const std::string& header);
 
 // A rejection: counts it under `reason` and returns the error response.
 ApiResponse reject(Ctx& c, int status, const std::string& reason, const std::string& message);

@@ -270,7 +270,7 @@ ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
   if (what == "cancel") {
     std::string why = "cancelled";
     if (auto r = field(c, body, "why", why, false)) return *r;
-    auto done = c.jobs().cancel(c.ns, id, json{{"error", why.substr(0, 1000)}}.dump(), now_ms());
+    auto done = c.jobs().cancel(c.ns, id, dump_json(json{{"error", why.substr(0, 1000)}}), now_ms());
     if (!done.ok()) return store_error(c, done.status());
     return json_text(200, json{{"cancelled", *done}}.dump());
   }

@@ -27,6 +27,8 @@ CREATE TABLE IF NOT EXISTS bench_baselines (
   PRIMARY KEY (ns, name, kernel));
 )";
 
+constexpr size_t kMaxKernels = 10000;  // per report
+
 Status bad(const std::string& what) { return Status::InvalidArgument("the body is no mlk bench report: " + what); }
 
 }  // namespace
@@ -45,6 +47,8 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
   if (!doc.is_object()) return bad("not a JSON object");
   if (!doc.contains("format") || doc["format"] != "mlk-bench") return bad("`format` is not \"mlk-bench\"");
   if (!doc.contains("kernels") || !doc["kernels"].is_array()) return bad("no `kernels` list");
+  if (doc["kernels"].size() > kMaxKernels)
+    return bad(std::to_string(doc["kernels"].size()) + " kernels; a report holds at most " + std::to_string(kMaxKernels));
   if (doc.contains("created") && !doc["created"].is_string()) return bad("`created` is not a string (an ISO time)");
   for (const char* f : {"machine", "versions"})
     if (doc.contains(f) && !doc[f].is_object()) return bad(std::string("`") + f + "` is not an object");
@@ -83,6 +87,17 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
   });
   if (!s.ok()) return s;
   return stored;
+}
+
+int64_t BenchHistory::charge_of(const std::string& report) {
+  json doc = parse_json(report);
+  const int64_t body = static_cast<int64_t>(report.size());
+  if (!doc.is_object() || !doc.contains("kernels") || !doc["kernels"].is_array()) return body;
+  auto size_of = [&](const char* f) { return doc.contains(f) ? static_cast<int64_t>(dump_json(doc[f]).size()) : 2; };
+  const int64_t per_row = size_of("machine") + size_of("versions") + size_of("created") + 64;
+  int64_t total = 0;
+  for (const json& k : doc["kernels"]) total += 2 * static_cast<int64_t>(dump_json(k).size()) + per_row;
+  return std::max(total, body);
 }
 
 Expected<int64_t> BenchHistory::bytes(const std::string& ns) {

@@ -36,6 +36,11 @@ class BenchHistory {
   Expected<std::string> history(const std::string& ns, const std::string& kernel, const std::string& target,
                                 int limit);
 
+  // At least what add() would store for `report` (each kernel's row repeats
+  // the report's machine and versions records): what the quota is charged
+  // for it before it is added. The body's size when it is no report.
+  static int64_t charge_of(const std::string& report);
+
   // The bytes the history holds for `ns` (each stored kernel's text and
   // machine and version records): what its quota is charged for it.
   Expected<int64_t> bytes(const std::string& ns);

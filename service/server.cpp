@@ -353,6 +353,11 @@ struct Server::Impl {
     // Accepted: answered on MHD's next call, once the request is complete
     // (an answer queued now would make MHD close the connection after it).
     if (n == 0) return MHD_YES;
+    // Only a client with a known token may have a body buffered (the
+    // sign-in form carries its token in its body, and is small): the Api
+    // answers the others at once (401, or what it checks before the token),
+    // without reading the body.
+    if (a.path == "/ui/login" ? n > 16384 : !api->token_known(a)) return answer(c, rq, Body::kTooLarge, "");
     if (upload_bytes.fetch_add(n) + n > opt.upload_memory_bytes) {
       upload_bytes -= n;
       return refuse(c, rq, 503, "busy",

@@ -153,6 +153,7 @@ class ServerTest : public ::testing::Test {
     o.body_timeout_s = 1;
     o.tls_cert_path = tls_cert;
     o.tls_key_path = tls_key;
+    if (upload_memory > 0) o.upload_memory_bytes = upload_memory;
     auto s = Server::Start(o);
     ASSERT_TRUE(IsOk(s));
     server = std::move(*s);
@@ -189,6 +190,7 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<Server> server;
   std::string token, read_only;
   std::string tls_cert, tls_key;  // PEM files: start() serves https
+  int64_t upload_memory = 0;      // > 0: start()'s --upload-memory
 };
 
 TEST_F(ServerTest, ConcurrentPutAndGetOfOneKey) {
@@ -738,6 +740,28 @@ TEST_F(ServerTest, Finding4_TricklingBodyIsCutOffAtTheBodyDeadline) {
   auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_TRUE(closed) << "a body trickling 10 bytes per 100 ms was still being read after 3 s";
   EXPECT_LT(took, std::chrono::milliseconds(2000));
+}
+
+// Found by review after finding 4: the transport reserved upload memory for
+// a claimed body before the token was checked, so four clients without a
+// token held the whole budget and every team's upload got 503. A body is
+// buffered only for a known token; the others get 401 at once.
+TEST_F(ServerTest, Finding4_AClientWithoutATokenHoldsNoUploadMemory) {
+  server.reset();
+  upload_memory = 3 << 20;  // three 1 MiB bodies at once
+  start(0);
+  std::vector<std::unique_ptr<RawConn>> claims;
+  for (int i = 0; i < 4; ++i) {
+    claims.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.6"));
+    claims.back()->send_all("PUT /ccache/" + std::string(33, 'u') +
+                            " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer mlk_unknown\r\nContent-Length: 1000000\r\n\r\n");
+  }
+  int refused = 0;
+  for (auto& c : claims) refused += c->read_until("HTTP/1.1 401", 2000) ? 1 : 0;
+  EXPECT_EQ(refused, 4);
+  auto r = client().Put("/ccache/" + std::string(33, 'v'), std::string(200000, 'v'), "application/octet-stream");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status / 100, 2) << r->status << " " << r->body;
 }
 
 // Finding 4: each idle keep-alive connection held a worker thread until its

@@ -212,6 +212,25 @@ TEST_P(Trust, Finding8_BenchmarkHistoryIsChargedToTheQuota) {
   expect_error(last, 507, "over its quota");
 }
 
+// Found by review after finding 8: a report was charged its body's size,
+// but each kernel's row repeats the report's machine record, so a small
+// report with a large machine record stored many times its charge.
+TEST_P(Trust, Finding8_ABenchmarkReportIsChargedWhatItStores) {
+  ApiOptions o = api->options();
+  o.bench_history_path = dir.file("bench.db");
+  o.quotas.limits["quota"] = 3000;
+  Api with_history(o, *pool, metrics);
+  json kernels = json::array();
+  for (int i = 0; i < 4; ++i)
+    kernels.push_back({{"id", "k" + std::to_string(i)}, {"target", "t"}, {"cache_key", "c"}, {"variant", "v"}, {"mlk", json::object()}});
+  json report = {{"format", "mlk-bench"}, {"machine", {{"cpu", std::string(2000, 'm')}}}, {"kernels", kernels}};
+  std::string body = report.dump();
+  ASSERT_LT(body.size(), 3000u);  // the body fits; the four rows (8 KB) do not
+  ApiRequest r{"POST", "/v1/bench/results", {}, "Bearer " + quota};
+  StringBody b(body);
+  expect_error(with_history.handle(r, b), 507, "over its quota");
+}
+
 // Finding 10, the smaller ones.
 TEST_P(Trust, Finding10_InvalidUtf8InAnEntryKeyIs400Not500) {
   expect_error(call("GET", "/v1/entries/\xff", alpha), 400, "must be 1-256 characters");
