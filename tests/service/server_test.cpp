@@ -60,50 +60,29 @@ class RawConn {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ok_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   }
-  // Whether the server closed the connection (EOF or reset) within `ms`,
-  // discarding whatever it sent first.
-  bool closed_within(int ms) {
+  // Reads for at most `ms`, until the server closes (EOF or reset) or, when
+  // `marker` is not empty, until what arrived contains it. What arrived, and
+  // whether the connection was closed.
+  std::pair<std::string, bool> read_some(int ms, const std::string& marker = "") {
+    std::string out;
     auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     char buf[4096];
-    while (std::chrono::steady_clock::now() < until) {
+    while (std::chrono::steady_clock::now() < until && (marker.empty() || out.find(marker) == std::string::npos)) {
       pollfd p{fd_, POLLIN, 0};
       int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
       if (poll(&p, 1, std::max(1, left)) <= 0) continue;
       ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) return true;
+      if (n <= 0) return {out, true};
+      out.append(buf, static_cast<size_t>(n));
     }
-    return false;
+    return {out, false};
   }
+  // Whether the server closed the connection within `ms`, discarding what it sent first.
+  bool closed_within(int ms) { return read_some(ms).second; }
   // Reads until what arrived contains `marker` (true), or close or `ms` pass.
-  bool read_until(const std::string& marker, int ms) {
-    std::string out;
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    char buf[4096];
-    while (std::chrono::steady_clock::now() < until && out.find(marker) == std::string::npos) {
-      pollfd p{fd_, POLLIN, 0};
-      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
-      if (poll(&p, 1, std::max(1, left)) <= 0) continue;
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out.find(marker) != std::string::npos;
-  }
+  bool read_until(const std::string& marker, int ms) { return read_some(ms, marker).first.find(marker) != std::string::npos; }
   // Reads until close or `ms` pass.
-  std::string read_for(int ms) {
-    std::string out;
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    char buf[4096];
-    while (std::chrono::steady_clock::now() < until) {
-      pollfd p{fd_, POLLIN, 0};
-      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count());
-      if (poll(&p, 1, std::max(1, left)) <= 0) continue;
-      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
+  std::string read_for(int ms) { return read_some(ms).first; }
   ~RawConn() { close(); }
   bool ok() const { return ok_; }
   void send_all(const std::string& s) {
