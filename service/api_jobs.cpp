@@ -180,6 +180,12 @@ ApiResponse submit(Ctx& c) {
     return reject(c, 400, "bad_job",
                   "setup " + j.setup.substr(0, 16) + " is not in namespace `" + c.ns +
                       "` (POST it to /v1/jobs/setups first)");
+  auto open = c.jobs().open_jobs(c.ns);
+  if (!open.ok()) return store_error(c, open.status());
+  if (*open >= c.api.options().max_open_jobs)
+    return reject(c, 507, "quota",
+                  "namespace `" + c.ns + "` has " + std::to_string(*open) + " unfinished jobs, as many as this server takes (" +
+                      std::to_string(c.api.options().max_open_jobs) + "); wait for some, or cancel them");
   auto id = c.jobs().submit(j, now_ms());
   if (!id.ok()) return store_error(c, id.status());
   return json_text(201, json{{"id", *id}}.dump());

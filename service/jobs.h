@@ -96,6 +96,8 @@ class JobTables {
   // The job with the worker's name and fingerprint (NotFound when `ns` has
   // no job `id`). Requeues the expired leases of `ns` first.
   virtual Expected<JobInfo> get(const std::string& ns, int64_t id, int64_t now_ms) = 0;
+  // How many jobs of `ns` are queued or running.
+  virtual Expected<int64_t> open_jobs(const std::string& ns) = 0;
   // A queued or running job is failed with `why`; false when it had finished.
   virtual Expected<bool> cancel(const std::string& ns, int64_t id, const std::string& why, int64_t now_ms) = 0;
 };

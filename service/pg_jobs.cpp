@@ -143,6 +143,12 @@ class PgJobs final : public JobTables {
     return read(ns, id);
   }
 
+  Expected<int64_t> open_jobs(const std::string& ns) override {
+    auto r = c_->exec("SELECT COUNT(*) FROM jobs_queue WHERE ns=$1 AND state IN ('queued', 'running')", {ns});
+    if (!r.ok()) return r.status();
+    return r->empty() ? int64_t{0} : r->i64(0, 0);
+  }
+
   Expected<bool> cancel(const std::string& ns, int64_t id, const std::string& why, int64_t now_ms) override {
     auto r = c_->exec("UPDATE jobs_queue SET state='failed', result=$3, finished_ms=$4 WHERE ns=$1 AND id=$2 AND "
                       "state IN ('queued', 'running')",

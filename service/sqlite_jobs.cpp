@@ -163,6 +163,15 @@ class SqliteJobs final : public JobTables {
     return read(ns, id);
   }
 
+  Expected<int64_t> open_jobs(const std::string& ns) override {
+    auto st = db_->prepare("SELECT COUNT(*) FROM jobs_queue WHERE ns=?1 AND state IN ('queued', 'running')");
+    if (!st.ok()) return st.status();
+    st->bind(1, ns);
+    auto r = st->step();
+    if (!r.ok()) return r.status();
+    return *r ? st->i64(0) : int64_t{0};
+  }
+
   Expected<bool> cancel(const std::string& ns, int64_t id, const std::string& why, int64_t now_ms) override {
     auto st = db_->prepare(
         "UPDATE jobs_queue SET state='failed', result=?3, finished_ms=?4 WHERE ns=?1 AND id=?2 AND "

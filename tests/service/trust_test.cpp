@@ -231,6 +231,30 @@ TEST_P(Trust, Finding8_ABenchmarkReportIsChargedWhatItStores) {
   expect_error(with_history.handle(r, b), 507, "over its quota");
 }
 
+// Found by review after finding 8: job rows (payloads up to 1 MiB each)
+// were never limited. A namespace has at most max_open_jobs unfinished.
+TEST_P(Trust, Finding8_UnfinishedJobsOfANamespaceAreCapped) {
+  ApiOptions o = api->options();
+  o.max_open_jobs = 2;
+  Api capped(o, *pool, metrics);
+  auto s = call("POST", "/v1/jobs/setups", alpha, setup_bytes("cap"));
+  ASSERT_EQ(s.status, 201) << s.body;
+  const std::string body = json{{"device_key", "cpu"}, {"setup", json::parse(s.body)["setup"]}, {"payload", json::object()}}.dump();
+  auto submit_capped = [&] {
+    ApiRequest r{"POST", "/v1/jobs/submit", {}, "Bearer " + alpha};
+    StringBody b(body);
+    return capped.handle(r, b);
+  };
+  EXPECT_EQ(submit_capped().status, 201);
+  ApiResponse second = submit_capped();
+  EXPECT_EQ(second.status, 201);
+  expect_error(submit_capped(), 507, "has 2 unfinished jobs");
+  // A cancelled job makes room.
+  std::string id = std::to_string(json::parse(second.body)["id"].get<int64_t>());
+  EXPECT_EQ(call("POST", "/v1/jobs/" + id + "/cancel", alpha, "{}").status, 200);
+  EXPECT_EQ(submit_capped().status, 201);
+}
+
 // Finding 10, the smaller ones.
 TEST_P(Trust, Finding10_InvalidUtf8InAnEntryKeyIs400Not500) {
   expect_error(call("GET", "/v1/entries/\xff", alpha), 400, "must be 1-256 characters");
