@@ -16,6 +16,8 @@
 // namespace can read. A worker's secret is handed out once, at registration;
 // lease, heartbeat and result must present it, with the token that
 // registered the worker.
+#include <openssl/crypto.h>
+
 #include <cctype>
 #include <chrono>
 #include <cstring>
@@ -117,12 +119,10 @@ std::optional<ApiResponse> lease_ms_of(Ctx& c, const json& body, int64_t& ms) {
   return std::nullopt;
 }
 
-// Constant-time equality of two digests of equal length.
+// Equality of two digests in constant time (OpenSSL's CRYPTO_memcmp); an
+// empty one (a worker row of an older server) matches nothing.
 bool same_digest(const std::string& a, const std::string& b) {
-  if (a.size() != b.size() || a.empty()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
+  return !a.empty() && a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 // The worker of body["worker"], which must be one of this namespace,

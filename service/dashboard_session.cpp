@@ -1,32 +1,18 @@
 // The dashboard's sessions and cross-site check (service/dashboard_session.h).
 #include "service/dashboard_session.h"
 
-#include <openssl/evp.h>
-#include <openssl/rand.h>
-
 #include <cctype>
 #include <cstring>
 #include <ctime>
 
 #include "base/sha256.h"
+#include "service/tokens.h"
 
 namespace mlk::service::detail {
 
 namespace {
 
 constexpr size_t kIdChars = 43;  // 32 bytes, unpadded base64url
-
-Expected<std::string> random_id() {
-  unsigned char raw[32];
-  if (RAND_bytes(raw, sizeof raw) != 1)
-    return Status::IOError("cannot get random bytes for a dashboard session (OpenSSL RAND_bytes failed)");
-  unsigned char b64[64];
-  int n = EVP_EncodeBlock(b64, raw, sizeof raw);
-  std::string s(reinterpret_cast<char*>(b64), static_cast<size_t>(n));
-  while (!s.empty() && s.back() == '=') s.pop_back();
-  for (char& ch : s) ch = ch == '+' ? '-' : ch == '/' ? '_' : ch;
-  return s;
-}
 
 std::string lower(std::string s) {
   for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
@@ -85,7 +71,7 @@ std::string session_of_cookie(const std::string& header) {
 
 Expected<std::string> start_session(Ctx& c) {
   ensure_lease(c);
-  auto id = random_id();
+  auto id = random_secret();  // service/tokens.h: 32 random bytes, unpadded base64url
   if (!id.ok()) return id.status();
   const ApiOptions& o = c.api.options();
   int64_t now = now_s();
