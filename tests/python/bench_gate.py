@@ -7,7 +7,9 @@
   turn with this build's, so the recorded times play no part; a baseline
   whose times are quartered for one kernel (it claims four times the speed
   this build has) therefore passes, and only under `--recorded` (the weaker
-  mode) fails `--max-regression 10` with exit 1, naming that kernel and only it;
+  mode) fails `--max-regression 100` with exit 1, naming that kernel and only it
+  (recorded times carry the machine's drift between runs, seen at +15% on a CI
+  VM, so the limit sits between that and the doctored +300%);
 - a kernel made really slower (test seam MLK_BENCH_TEST_SLOW=FN:always: every
   call takes twice as long) fails the gate; one slowed only during the first
   measurement does not (the re-measurement does not confirm it);
@@ -145,7 +147,11 @@ check("... against the artifact the baseline names, and the default schedule for
       against.get(TUNED) == "artifact " + ids.get(TUNED, {}).get("cache_key", "?")
       and against.get(DEF) == "the default schedule", note=str(against))
 # Against the recorded times alone (--recorded, the weaker mode) it is a regression.
-p = mlk("bench", *common, "--baseline", half_path, "--max-regression", "10", "--recorded")
+# Recorded times also carry the machine's drift since they were taken (an
+# untouched kernel was seen +15% on a CI VM, confirmed by the re-measurement, as
+# this mode cannot tell drift from a slower build): the limit sits between that
+# and the doctored +300%, so "only that kernel" tests the gate, not the VM.
+p = mlk("bench", *common, "--baseline", half_path, "--max-regression", "100", "--recorded")
 check("a quartered baseline fails with exit 1 under --recorded", p.returncode == 1, p)
 check("... naming the kernel and the slowdown",
       f"regression: `{TUNED}` is " in p.stderr and "% slower than in" in p.stderr
