@@ -919,12 +919,20 @@ class Search {
     }
     if (phase_ == Phase::kAutoschedulers) {
       std::vector<Candidate> autos;
+      int stages = 0;
+      for (const StageInfo& st : stages_) stages += st.kind != StageInfo::Kind::kInput;
       if (o_.autoschedulers && !p_.is_gpu())
         for (const std::string& name : autoschedulers_for(false)) {
+          AutoschedulerBudget b = autoscheduler_budget(name, stages);
+          if (!b.tried_by_tune) {
+            if (!said_skipped_) log_linef(LogLevel::kNote, "[tune %s %s] %s", fn_.c_str(), p_.name.c_str(), b.why_not.c_str());
+            continue;
+          }
           Schedule s;
           s.autoscheduler = name;
           autos.push_back({name, {}, s});
         }
+      said_skipped_ = true;
       bool any = false;
       while (next_ < autos.size()) {
         if (!budget_left()) return;
@@ -1118,6 +1126,7 @@ class Search {
   size_t slice_first_trial_ = 0;  // trials_.size() when the slice began
   Phase phase_ = Phase::kDefault;
   size_t next_ = 0;  // the next seed or autoscheduler
+  bool said_skipped_ = false;  // the autoschedulers not tried were named (once per tune)
   std::deque<std::pair<std::string, Knobs>> pending_;  // the current batch's picks not yet evaluated
   int stale_ = 0;    // batches in a row that evaluated nothing new
   bool batch_any_ = false;

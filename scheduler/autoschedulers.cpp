@@ -66,6 +66,9 @@ Status apply_autoscheduler(Pipeline& p, Halide::Pipeline& hp, const std::string&
     if (name == "Adams2019" || name == "Anderson2021" || name == "Mullapudi2016") {
       extra["parallelism"] = std::to_string(target.has_gpu_feature() ? 128 : 2);
     }
+    int stages = 0;
+    for (const Stage& s : p.stages) stages += s.kind != Stage::Kind::kInput;
+    if (int beam = autoscheduler_budget(name, stages).beam_size; beam > 0) extra["beam_size"] = std::to_string(beam);
     hp.apply_autoscheduler(target, Halide::AutoschedulerParams(name, extra));
   } catch (const Halide::Error& e) {
     return Status::InvalidArgument("autoscheduler " + name + " failed: " + e.what());

@@ -120,6 +120,28 @@ std::vector<std::string> autoschedulers_for(bool gpu) {
   return {"Adams2019", "Li2018", "Mullapudi2016"};
 }
 
+// Adams2019 keeps every state of its beam search; on mlk's pipelines its
+// memory and time grow with the stage count. Measured with Halide 21 on 2
+// cores (`mlk build --schedule {"autoscheduler": "Adams2019"}`, peak RSS):
+//   beam 32 (its default): sgemm, qk_scores, softmax, layernorm (3-4 stages)
+//     2-42 s and 0.3-1.3 GB; the attention example (10 stages) over 100 s and
+//     6.7 GB, unfinished; the MiniLM layer (29 stages) past 23 GB in 120 s.
+//   beam 1 (greedy): 2-2.5 s and under 150 MB on the small ones; attention
+//     5.5 s and 290 MB; the layer 62 s and 1.9 GB, for a schedule Halide then
+//     refuses ("Can only unroll for loops over a constant extent").
+AutoschedulerBudget autoscheduler_budget(const std::string& name, int stages) {
+  constexpr int kFullBeamStages = 8, kMaxStages = 16;
+  AutoschedulerBudget b;
+  if (name != "Adams2019") return b;
+  b.beam_size = stages <= kFullBeamStages ? 32 : 1;
+  if (stages > kMaxStages) {
+    b.tried_by_tune = false;
+    b.why_not = "Adams2019 not tried: on " + std::to_string(stages) + " stages (more than " +
+                std::to_string(kMaxStages) + ") even its greedy search takes a minute and gigabytes";
+  }
+  return b;
+}
+
 Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages, bool gpu) {
   if (!s.autoscheduler.empty()) {
     auto ok = autoschedulers_for(gpu);

@@ -79,4 +79,16 @@ Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages
 // The Halide autoschedulers mlk can run for a profile kind.
 std::vector<std::string> autoschedulers_for(bool gpu);
 
+// How Halide's autoscheduler `name` is run on a pipeline of `stages` stages
+// (inputs not counted), so that its search fits a tuning machine: whether
+// `mlk tune` tries it at all, and Adams2019's beam width (0: its default).
+// `mlk build` with an explicit {"autoscheduler": ...} schedule runs it
+// whatever the size, with the same beam.
+struct AutoschedulerBudget {
+  bool tried_by_tune = true;
+  int beam_size = 0;
+  std::string why_not;  // when !tried_by_tune: the reason, for the log
+};
+AutoschedulerBudget autoscheduler_budget(const std::string& name, int stages);
+
 }  // namespace mlk

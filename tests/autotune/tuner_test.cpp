@@ -191,6 +191,37 @@ TEST(Tuner, CrashingHangingAndWrongCandidatesAreSurvivedAndNeverChosen) {
 // The compile limit applies until the worker reports that it compiled: a
 // candidate whose compilation never ends is a compile timeout, whatever the
 // run limit. (The seam hangs for ever, so no real duration matters.)
+// Adams2019's beam search outgrows a tuning machine on large pipelines (the
+// MiniLM layer, 29 stages, passed 23 GB in two minutes): a tune of more than
+// 16 stages does not try it, one of up to 8 gives it its full beam, and the
+// other autoschedulers are tried whatever the size.
+TEST(Tuner, Adams2019IsNotTriedOnAPipelineLargerThanItsSearchFits) {
+  EXPECT_EQ(autoscheduler_budget("Adams2019", 4).beam_size, 32);
+  EXPECT_EQ(autoscheduler_budget("Adams2019", 10).beam_size, 1);
+  EXPECT_TRUE(autoscheduler_budget("Adams2019", 16).tried_by_tune);
+  EXPECT_FALSE(autoscheduler_budget("Adams2019", 29).tried_by_tune);
+  EXPECT_THAT(autoscheduler_budget("Adams2019", 29).why_not, testing::HasSubstr("29 stages (more than 16)"));
+  EXPECT_TRUE(autoscheduler_budget("Li2018", 29).tried_by_tune);
+  EXPECT_EQ(autoscheduler_budget("Li2018", 29).beam_size, 0);
+  // 17 row sums and the output: 18 stages.
+  std::string src = "public fn f [N, D](x: Tensor[F32, [N, D]]) -> Tensor[F32, [N, D]] =\n  let y0 = x\n";
+  for (int i = 1; i <= 17; ++i)
+    src += "  let y" + std::to_string(i) + " = y" + std::to_string(i - 1) + " - broadcast(sum(y" +
+           std::to_string(i - 1) + ", axes=[1]), [N, D], axes=[0])\n";
+  src += "  y17\n";
+  auto fe = compile_source("wide.tl", src);
+  ASSERT_TRUE(fe.ok()) << src;
+  TuneOptions o;
+  o.trials = 6;
+  o.progress = false;
+  auto r = tune_function(fe.module, "f", host_profile(), {{"N", 8}, {"D", 16}}, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::set<std::string> autos;
+  for (const auto& t : r->log)
+    if (!t.schedule.autoscheduler.empty()) autos.insert(t.schedule.autoscheduler);
+  EXPECT_EQ(autos, (std::set<std::string>{"Li2018", "Mullapudi2016"}));
+}
+
 TEST(Tuner, ACandidateWhoseCompileExceedsTheCompileLimitIsACompileTimeout) {
   ir::Module m = sgemm_module();
   MeasureSetup s;
