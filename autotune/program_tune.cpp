@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -28,6 +29,29 @@ struct Active {
   double best_before = 0;   // best time before its last slice
   double last_slice_s = 0;  // seconds its last slice took
 };
+
+// One line per tuned job: its best-so-far curve at a few points of its own
+// search seconds, and when it came within 5% of its final best; then the
+// count within 5% after 60 s.
+void report_convergence(const std::vector<TuneRequest>& jobs, const std::vector<ProgramJobResult>& out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::vector<CurvePoint>& c = out[i].curve;
+    if (c.empty()) continue;
+    std::string points;
+    for (double t : {10.0, 30.0, 60.0}) {
+      const double b = best_at(c, t);
+      char p[48];
+      if (b > 0) std::snprintf(p, sizeof p, "%.0f s %.4g ms, ", t, b);
+      else std::snprintf(p, sizeof p, "%.0f s -, ", t);
+      points += p;
+    }
+    log_linef(LogLevel::kProgress, "[tune program] curve %s: %sfinal %.4g ms at %.0f s; within 5%% after %.0f s",
+              label(jobs[i]).c_str(), points.c_str(), c.back().best_ms, c.back().at_s, seconds_to_within(c, 0.05));
+  }
+  const ConvergenceSummary s = summarize_convergence(out);
+  log_linef(LogLevel::kProgress, "[tune program] %d of %d kernels within 5%% of their final best after 60 s of their search",
+            s.converged, s.jobs);
+}
 
 }  // namespace
 
@@ -89,6 +113,7 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
       r.status = res.status();
       return;
     }
+    r.curve = best_so_far(res->log);
     auto stored = store_tuned(jobs[a.job], *res);
     if (stored.ok()) r.outcome = std::move(stored).value();
     else r.status = stored.status();
@@ -146,7 +171,18 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
               "[tune program] done in %.0f s: %.0f s of search, %.0f s starting (cache lookups, references), %.0f s "
               "finishing (final rounds, builds, checks)",
               since(t0), spent, start_s, finish_s);
+  if (o.progress && !active.empty()) report_convergence(jobs, out);
   return out;
+}
+
+ConvergenceSummary summarize_convergence(const std::vector<ProgramJobResult>& results, double fraction, double by_s) {
+  ConvergenceSummary s;
+  for (const ProgramJobResult& r : results) {
+    if (r.curve.empty()) continue;
+    ++s.jobs;
+    if (seconds_to_within(r.curve, fraction) <= by_s) ++s.converged;
+  }
+  return s;
 }
 
 }  // namespace mlk::tune

@@ -6,7 +6,9 @@
 // sum of its recent rate (the drop in its best time over its last slice) and
 // an optimistic one (its best time over the seconds it has had). A job that
 // converges (its evolution went stale, or --trials) is finished at once:
-// final round, build, check, store. A job found in the cache costs nothing.
+// final round, build, check, store. At the end each tuned job's best-so-far
+// curve is reported (best at 10, 30, 60 s and final, and when it came within
+// 5% of its final best), with how many were within 5% after 60 s. A job found in the cache costs nothing.
 // Every job's log is kept next to the store as `mlk tune` keeps it, so a
 // rerun after an interruption replays the logged trials of every unfinished
 // job (not measured again) and continues.
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "autotune/cached_tune.h"
+#include "autotune/convergence.h"
 
 namespace mlk::tune {
 
@@ -34,7 +37,18 @@ struct ProgramJobResult {
   Outcome outcome;             // set when status is OK
   double search_s = 0;         // search seconds it was given (0 for a hit)
   int trials = 0, resumed = 0; // trials, and how many of them came from its log
+  std::vector<CurvePoint> curve;  // its best-so-far curve (tuned now; empty for a hit)
 };
+
+// A program's convergence in the terms `mlk tune` reports (and the
+// performance issue's target): how many tuned jobs were within 5% of their
+// final best after 60 s of their own search.
+struct ConvergenceSummary {
+  int jobs = 0;       // jobs tuned now with at least one passing trial
+  int converged = 0;  // of them, within `fraction` of their final best by `by_s`
+};
+ConvergenceSummary summarize_convergence(const std::vector<ProgramJobResult>& results, double fraction = 0.05,
+                                         double by_s = 60);
 
 // The requests' opts.trials caps each job; opts.time_s is not used.
 // Results are in the order of `jobs`.

@@ -367,7 +367,8 @@ json trial_json(const Trial& t) {
           {"max_abs_error", t.m.max_abs_error},
           {"max_rel_error", t.m.max_rel_error},
           {"median_ms", t.m.median_ms},
-          {"times_ms", t.m.times_ms}};
+          {"times_ms", t.m.times_ms},
+          {"at_s", t.at_s}};
 }
 
 Measurement::Verdict parse_verdict(const std::string& s) {
@@ -435,6 +436,7 @@ Expected<std::map<std::string, Trial>> read_log(const std::string& path, const j
     t.m.max_rel_error = j.value("max_rel_error", 0.0);
     t.m.median_ms = j.value("median_ms", 0.0);
     t.m.times_ms = j.value("times_ms", std::vector<double>{});
+    t.at_s = j.value("at_s", 0.0);
     out[t.schedule.hash()] = t;
   }
   return out;
@@ -675,6 +677,7 @@ class Search {
     if (it != resume_.end()) {
       t.m = it->second.m;
       t.origin = it->second.origin;
+      t.at_s = it->second.at_s;
       t.resumed = true;
       ++resumed_;
     }
@@ -690,6 +693,7 @@ class Search {
   // Appends a trial (the next index), logs it unless resumed, and updates the best.
   const Trial* record(Trial t) {
     t.index = static_cast<int>(trials_.size());
+    if (!t.resumed) t.at_s = elapsed_s();
     trials_.push_back(std::move(t));
     const Trial& back = trials_.back();
     if (log_ && !back.resumed) {

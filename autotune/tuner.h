@@ -78,6 +78,7 @@ struct Trial {
   Measurement m;
   double predicted_ms = 0;
   bool resumed = false;  // taken from the log of an earlier run, not measured now
+  double at_s = 0;       // seconds of its job's search when it was recorded (resumed: as logged)
 };
 
 struct TuneResult {

@@ -1,7 +1,9 @@
 """all-MiniLM-L6-v2 sentence embeddings: mlk (mlk.load_model on the real
 weights, `layer` tuned at the shape when the cache has it) against PyTorch 2.x
-eager (Hugging Face transformers, eager attention), torch.compile and ONNX
-Runtime (exported with torch.onnx.export, checked against PyTorch first), all
+eager (Hugging Face transformers, eager attention), torch.compile, ONNX Runtime and
+OpenVINO (both from one torch.onnx.export; OpenVINO with
+INFERENCE_PRECISION_HINT=f32, and bf16 too where the CPU has AVX512_BF16 or
+AMX, as is PyTorch autocast(bfloat16)), each checked against PyTorch first, all
 on the same token batch, the same thread count, in one process, interleaved
 in rounds; the best median per contender.
 
@@ -52,6 +54,62 @@ def batch():
     return ids, mask
 
 
+def has_bf16():
+    """Whether the CPU computes BF16 products natively (AVX512_BF16 or AMX), per /proc/cpuinfo."""
+    _, flags = cpu()
+    return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
+
+
+def openvino_contenders(path, ids, mask, tmask, pool, want):
+    """OpenVINO compiled from the ONNX export: F32 (INFERENCE_PRECISION_HINT=f32) always, BF16 where the
+    CPU has it; THREADS inference threads, the latency hint; each checked against PyTorch."""
+    out = {}
+    try:
+        import openvino as ov
+    except Exception as e:
+        print("OpenVINO: not run (%s)" % e)
+        return out
+    core = ov.Core()
+    precisions = ["f32"] + (["bf16"] if has_bf16() else [])
+    for prec in precisions:
+        try:
+            compiled = core.compile_model(core.read_model(path), "CPU", {
+                "INFERENCE_PRECISION_HINT": prec, "INFERENCE_NUM_THREADS": THREADS,
+                "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
+            request = compiled.create_infer_request()
+            port = compiled.output(0)
+
+            def call(request=request, port=port):
+                h = request.infer({"input_ids": ids, "attention_mask": mask})[port]
+                return pool(torch.from_numpy(np.array(h)), tmask)
+
+            o = call()
+            cos = torch.nn.functional.cosine_similarity(want, o, dim=1).min().item()
+            print("OpenVINO %s %s vs PyTorch: max |diff| %.2e, min cosine %.6f; its precision: %s" % (
+                ov.__version__, prec, (o - want).abs().max().item(), cos,
+                compiled.get_property("INFERENCE_PRECISION_HINT")))
+            out["OpenVINO " + prec] = call
+        except Exception as e:
+            print("OpenVINO %s: not run (%s)" % (prec, e))
+    return out
+
+
+def torch_bf16_contender(torch_eager_fn, want):
+    """PyTorch eager under autocast(bfloat16), only where the CPU has native BF16 products."""
+    if not has_bf16():
+        print("PyTorch bf16: not run (the CPU has neither AVX512_BF16 nor AMX)")
+        return {}
+
+    def call():
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            return torch_eager_fn().float()
+
+    o = call()
+    cos = torch.nn.functional.cosine_similarity(want, o, dim=1).min().item()
+    print("PyTorch autocast(bfloat16) vs F32: min cosine %.6f" % cos)
+    return {"PyTorch bf16": call}
+
+
 def main():
     from transformers import AutoModel
     ids, mask = batch()
@@ -87,26 +145,34 @@ def main():
     print("mlk kernels:", model.selections(tids, tmask) if hasattr(model, "selections") else "?")
 
     contenders = {"mlk": mlk_call, "PyTorch eager": torch_eager, "torch.compile": torch_compiled}
+    path = os.path.join(tempfile.mkdtemp(), "minilm.onnx")
     try:
-        import onnxruntime as ort
-        path = os.path.join(tempfile.mkdtemp(), "minilm.onnx")
         torch.onnx.export(hf, (tids, tmask), path, input_names=["input_ids", "attention_mask"],
                           output_names=["last_hidden_state"], dynamo=False,
                           dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"}})
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = THREADS
-        so.inter_op_num_threads = 1
-        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    except Exception as e:  # the ONNX peers are optional; say why they are missing
+        print("ONNX export failed (%s): ONNX Runtime and OpenVINO not run" % e)
+        path = None
+    if path:
+        try:
+            import onnxruntime as ort
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = THREADS
+            so.inter_op_num_threads = 1
+            sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
-        def onnx_call():
-            h = sess.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
-            return pool(torch.from_numpy(h), tmask)
+            def onnx_call():
+                h = sess.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
+                return pool(torch.from_numpy(h), tmask)
 
-        o = onnx_call()
-        print("ONNX Runtime vs PyTorch: max |diff| %.2e" % (o - want).abs().max().item())
-        contenders["ONNX Runtime"] = onnx_call
-    except Exception as e:  # the peer is optional; say why it is missing
-        print("ONNX Runtime: not run (%s)" % e)
+            o = onnx_call()
+            print("ONNX Runtime vs PyTorch: max |diff| %.2e" % (o - want).abs().max().item())
+            contenders["ONNX Runtime"] = onnx_call
+        except Exception as e:
+            print("ONNX Runtime: not run (%s)" % e)
+        contenders.update(openvino_contenders(path, ids, mask, tmask, pool, want))
+    contenders.update(torch_bf16_contender(torch_eager_fn=lambda: pool(hf(input_ids=tids, attention_mask=tmask)
+                                                                       .last_hidden_state, tmask), want=want))
 
     for fn in contenders.values():  # warm-up (compiles, first-call work)
         fn()
@@ -120,6 +186,8 @@ def main():
                                                                           torch.__version__))
     for k, v in best.items():
         print("%-14s %8.2f ms   mlk is %.2fx faster" % (k, v, v / best["mlk"]))
+    peer = min((k for k in best if k != "mlk"), key=lambda k: best[k])
+    print("best peer: %s, %.2f ms; mlk / best peer: %.2fx" % (peer, best[peer], best[peer] / best["mlk"]))
 
 
 main()

