@@ -688,6 +688,20 @@ class Search {
   void set_limits() {
     setup_.cutoff_ms = best_ ? 3 * score(*best_) : 0;
     setup_.compile_timeout_s = compile_limit();
+    if (phase_ == Phase::kAutoschedulers && o_.compile_timeout_s <= 0)
+      setup_.compile_timeout_s = std::min(setup_.compile_timeout_s, autoscheduler_limit());
+  }
+
+  // Without --compile-timeout, an autoscheduler's candidate compiles (its
+  // search included) for at most kAutoschedulerCompileFactor x the slowest
+  // compile of the schedules tried before it, and at least
+  // kMinAutoschedulerCompileS: on 2 cores Adams2019
+  // spent 24-60 s and more on 3- and 4-stage pipelines whose rule schedules
+  // compile in 2 s, and lost to them.
+  double autoscheduler_limit() const {
+    double slowest = 0;
+    for (const Trial& t : trials_) slowest = std::max(slowest, t.m.compile_ms / 1000);
+    return std::max(kMinAutoschedulerCompileS, kAutoschedulerCompileFactor * slowest);
   }
 
   // Appends a trial (the next index), logs it unless resumed, and updates the best.
@@ -1039,7 +1053,13 @@ class Search {
           m.verdict = Measurement::Verdict::kOk;
           m.times_ms = it->second;
         } else {
-          m = o_.measurer && !o_.final_round_here ? o_.measurer(longer, t->schedule) : measure(longer, t->schedule);
+          // A candidate far slower than the others (often the default of a
+          // large pipeline, a second a run) needs few runs to be placed:
+          // about kFinalRoundRunS of runs, at least 3.
+          MeasureSetup setup = longer;
+          if (t->m.median_ms > 0)
+            setup.min_reps = static_cast<int>(std::clamp(kFinalRoundRunS * 1e3 / t->m.median_ms, 3.0, 10.0));
+          m = o_.measurer && !o_.final_round_here ? o_.measurer(setup, t->schedule) : measure(setup, t->schedule);
           if (log_ && m.ok()) {
             *log_ << json{{"final", true}, {"schedule_hash", h}, {"times_ms", m.times_ms}}.dump() << "\n";
             log_->flush();

@@ -69,6 +69,14 @@ constexpr double kFirstCompileTimeoutS = 600;
 // kCompileTimeoutFactor x trial 0's compile time).
 constexpr double kMinCompileTimeoutS = 60;
 constexpr double kCompileTimeoutFactor = 10;
+// An autoscheduler's candidate (its search and compile) within the automatic
+// limit: at most max(kMinAutoschedulerCompileS, kAutoschedulerCompileFactor x
+// the slowest compile of the candidates before it).
+constexpr double kMinAutoschedulerCompileS = 15;
+constexpr double kAutoschedulerCompileFactor = 8;
+// The final round times each candidate for about this many seconds of runs
+// (3 to 10 runs), besides its minimum time.
+constexpr double kFinalRoundRunS = 2;
 
 struct Trial {
   int index = 0;

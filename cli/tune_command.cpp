@@ -90,7 +90,7 @@ CommandSpec spec(TuneArgs& t) {
        .default_value = "60", .set = store_count(t.opts.run_timeout_s)},
       {.name = "--compile-timeout", .metavar = "SECONDS",
        .help = "per candidate, the limit on its compilation (Halide's JIT and any autoscheduler)",
-       .default_value = "max(60, 10 x the default schedule's compile time)", .set = store_count(t.opts.compile_timeout_s)},
+       .default_value = "max(60, 10 x the default schedule's compile time); an autoscheduler max(15, 8 x the slowest compile before it)", .set = store_count(t.opts.compile_timeout_s)},
       {.name = "--no-autoschedulers", .help = "do not try Halide's autoschedulers as extra candidates",
        .set = set_bool(t.opts.autoschedulers, false)},
       {.name = "--json",

@@ -222,6 +222,31 @@ TEST(Tuner, Adams2019IsNotTriedOnAPipelineLargerThanItsSearchFits) {
   EXPECT_EQ(autos, (std::set<std::string>{"Li2018", "Mullapudi2016"}));
 }
 
+// An autoscheduler's search is part of its compile: without --compile-timeout
+// it gets max(15 s, 8 x the slowest compile before it), not the 60 s of a
+// rule candidate, so one that searches for a minute on a small pipeline
+// costs 15 s of the budget.
+TEST(Tuner, AnAutoschedulerGetsAShorterCompileLimitThanARuleCandidate) {
+  ir::Module m = sgemm_module();
+  TuneOptions o;
+  o.trials = 5;
+  o.progress = false;
+  o.compile_fault = [](const Schedule& s) {
+    if (s.autoscheduler == "Adams2019") pause();
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = tune_function(m, "sgemm", host_profile(), {{"M", 8}, {"K", 8}, {"N", 8}}, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const Trial* adams = nullptr;
+  for (const auto& t : r->log)
+    if (t.schedule.autoscheduler == "Adams2019") adams = &t;
+  ASSERT_NE(adams, nullptr);
+  EXPECT_EQ(adams->m.verdict, Measurement::Verdict::kTimeout);
+  // 15 s, or 8 x a slow machine's compile of these 8 x 8 products; never the 60 s of a rule candidate.
+  EXPECT_THAT(adams->m.detail, ::testing::MatchesRegex("compile took longer than (1[5-9]|[2-5][0-9]) s"));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60);
+}
+
 TEST(Tuner, ACandidateWhoseCompileExceedsTheCompileLimitIsACompileTimeout) {
   ir::Module m = sgemm_module();
   MeasureSetup s;
