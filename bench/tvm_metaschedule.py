@@ -27,9 +27,9 @@ it
 Timings of the two are interleaved (3 rounds) and the best median of each kept, since this
 shared machine's speed drifts.
 
-Install (the venv the script runs under):
-    python3 -m venv /tmp/tvm-try-final
-    /tmp/tvm-try-final/bin/pip install "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.14.post1" \
+Install (the venv the script runs under, .venv-tvm, which bench/setup_peers.sh makes):
+    python3 -m venv .venv-tvm
+    .venv-tvm/bin/pip install "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.14.post1" \
         psutil cloudpickle xgboost-cpu safetensors numpy
 apache-tvm-ffi is pinned because the TVM wheels set no upper bound on it, and the newest
 (0.1.15.post1/.post2) segfaults in tvm::ffi::ToJSONGraph as soon as a TuneContext is created;
@@ -43,7 +43,7 @@ so every trial would be a build error. The LLVM mcpu is llvm_get_system_cpu() (e
 because the wheels' LLVM turns -mcpu=native into generic (no AVX2) for their conda triple.
 
 usage (from the repository root):
-    /tmp/tvm-try-final/bin/python bench/tvm_metaschedule.py BUILD_DIR [--budget SECONDS]
+    .venv-tvm/bin/python bench/tvm_metaschedule.py BUILD_DIR [--budget SECONDS]
         [--only sgemm|softmax] [--trials N] [--per-iter N] [--small]
   --budget   tuning budget per kernel and tuner, in seconds (default 150)
   --trials   at most this many trials per kernel, for both tuners (default 1000)
