@@ -695,9 +695,9 @@ class Search {
   // Without --compile-timeout, an autoscheduler's candidate compiles (its
   // search included) for at most kAutoschedulerCompileFactor x the slowest
   // compile of the schedules tried before it, and at least
-  // kMinAutoschedulerCompileS: on 2 cores Adams2019
-  // spent 24-60 s and more on 3- and 4-stage pipelines whose rule schedules
-  // compile in 2 s, and lost to them.
+  // kMinAutoschedulerCompileS: on 2 cores Adams2019 spent 24-60 s and more
+  // on 3- and 4-stage pipelines whose rule schedules compile in 2 s, and
+  // lost to them.
   double autoscheduler_limit() const {
     double slowest = 0;
     for (const Trial& t : trials_) slowest = std::max(slowest, t.m.compile_ms / 1000);
