@@ -5,6 +5,6 @@
 
 namespace mlk {
 
-constexpr const char* kScheduleSpaceVersion = "rules-8";
+constexpr const char* kScheduleSpaceVersion = "rules-9";
 
 }  // namespace mlk

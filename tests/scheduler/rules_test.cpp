@@ -82,7 +82,7 @@ TEST(Rules, ProducedSchedulesAreThoseOfTheScheduleSpaceVersion) {
     out << produced_schedules(true);
   }
   const std::string digest = sha256_hex(produced_schedules(false));
-  EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-8 05955a2951f7c32710e91001c4ab9fd37fca9f425438a9fd49d7d354abe25335");
+  EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-9 ebc6e3c5754c9b30b1bb75ccb6abaed4fb56caae05fcbfcf87a04928e4a056ec");
 }
 
 using testing_support::ops;
@@ -125,7 +125,9 @@ TEST(Rules, CpuReductionVectorisesTheRow) {
                               stage("reduction0", Kind::kReduction, {2, 3}, {64}, true),
                               stage("output", Kind::kOutput, {2, 3, 64})};
   Schedule s = schedule_from_knobs(t, {{"reduction0", {{"fuse", 0}, {"vred", 1}}}}, p);
-  EXPECT_EQ(ops(s.stages["reduction0"]), "compute_root parallel:a0 rfactor_vector:r0:u:8");
+  // At root, the update (the reduction itself) is parallel over the rows as
+  // its initialisation is (rules-9; before, every row was reduced on one thread).
+  EXPECT_EQ(ops(s.stages["reduction0"]), "compute_root parallel:a0 rfactor_vector:r0:u:8 parallel:a0@u0");
   s = schedule_from_knobs(t, {{"reduction0", {{"fuse", 1}, {"vred", 1}}}}, p);
   // B = 2 feeds the cores only with the output's outer axes fused (fuse_outer): its row loop is `pf`.
   EXPECT_EQ(ops(s.stages["reduction0"]), "compute_at@output.pf rfactor_vector:r0:u:8");
@@ -136,6 +138,36 @@ TEST(Rules, CpuReductionVectorisesTheRow) {
   s = schedule_from_knobs(t, {{"reduction0", {{"fuse", 0}}}}, p);
   EXPECT_EQ(ops(s.stages["reduction0"]), "compute_root vectorize:a1:3 parallel:a0 parallel:a0@u0");
   EXPECT_TRUE(validate_schedule(s, t, false).ok());
+}
+
+// rmsnorm's row reduction at root, vectorised, its update parallel over the
+// rows (rules-9), against the interpreter at odd shapes.
+TEST(Rules, ARootRowReductionWithAParallelUpdateAgreesWithTheInterpreter) {
+  auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/norms.tl");
+  ASSERT_TRUE(fe.ok());
+  Profile p = profile("cpu_avx2");
+  const DimEnv dims = {{"B", 3}, {"S", 5}, {"D", 67}};
+  auto t = stage_infos_for(fe->module, "rmsnorm", dims);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  Knobs k = default_knobs(*t, p);
+  k["reduction0"]["fuse"] = 0;
+  k["reduction0"]["vred"] = 1;
+  Schedule s = schedule_from_knobs(*t, k, p);
+  ASSERT_THAT(ops(s.stages["reduction0"]), HasSubstr("rfactor_vector:r0:u:8 parallel:a0@u0"));
+  auto kernel = Kernel::CompileJit(fe->module, "rmsnorm", "host", &s, dims);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  for (auto [b, d] : {std::pair<int64_t, int64_t>{1, 1}, {3, 67}, {7, 129}}) {
+    HostTensor x(DType::F32, {b, 5, d}), w(DType::F32, {d}), eps(DType::F32, {});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set(i, std::sin(0.37 * static_cast<double>(i)) * 3);
+    for (int64_t i = 0; i < d; ++i) w.set(i, 0.5 + 0.01 * static_cast<double>(i));
+    eps.set(0, 1e-5);
+    auto got = (*kernel)->Run({x, w, eps}, {});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    auto want = interpret(fe->module, "rmsnorm", {x, w, eps}, {});
+    ASSERT_TRUE(want.ok());
+    Status cmp = compare(*want, *got, tolerance_for(DType::F32, d));
+    EXPECT_TRUE(cmp.ok()) << b << "x5x" << d << ": " << cmp.message();
+  }
 }
 
 // A softmax's max is read by its exponentials and those by the sum and the
