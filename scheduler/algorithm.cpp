@@ -5,6 +5,7 @@
 #include "scheduler/algorithm.h"
 
 #include <cctype>
+#include <cmath>
 #include <functional>
 #include <sstream>
 
@@ -245,7 +246,24 @@ class Evaluator {
     if (v->sort == Sort::kBool)
       return make(TOp::kSelect, {v, int_const(1, to.bits(), to.is_int()), int_const(0, to.bits(), to.is_int())});
     if (is_const(v)) return int_const(static_cast<int64_t>(v->real), to.bits(), to.is_int());
+    if (TermRef q = exact_quotient(v)) return int_cast(q, to.bits(), to.is_int());
     return Status::Unsupported("a float-to-integer cast is not modelled");
+  }
+
+  // floor(real(n) / real(d)) of two integers, as a reshape's index divides
+  // (scheduler/lower.cpp, div_mod: exact for 0 <= n < 2^53, d >= 1): the
+  // integer quotient. Null for any other real.
+  static TermRef exact_quotient(const TermRef& v) {
+    if (v->op != TOp::kCall || v->name != "floor" || v->args.size() != 1 || v->args[0]->op != TOp::kDiv) return nullptr;
+    auto integer = [](const TermRef& x) -> TermRef {
+      if (x->op == TOp::kToReal && x->args[0]->sort == Sort::kInt) return x->args[0];
+      if (is_const(x) && x->sort == Sort::kReal && x->real == std::floor(x->real) && std::fabs(x->real) < 0x1p53)
+        return int_const(static_cast<int64_t>(x->real), 64, true);
+      return nullptr;
+    };
+    TermRef n = integer(v->args[0]->args[0]), d = integer(v->args[0]->args[1]);
+    if (!n || !d) return nullptr;
+    return make(TOp::kFloorDiv, {int_cast(n, 64, true), int_cast(d, 64, true)});
   }
 
   Expected<TermRef> call(const HI::Call* c) {

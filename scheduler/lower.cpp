@@ -389,11 +389,13 @@ class Lowerer {
 
   // Axes are matched in groups whose extents have equal products (D and
   // [H, D / H]; [S, H, E] and [S, H * E]); index arithmetic stays within a
-  // group, so the common split of one axis needs no division at all, and is
-  // done in 32 bits (an index below 2^31, as every Halide buffer's is), so
-  // that Halide sees a vectorised index as a dense ramp and loads a vector
+  // group, so the common split of one axis needs no division at all. A
+  // group with one axis on a side (a split, a merge) has its flat index below
+  // that axis's extent, so below 2^31, and is computed in 32 bits: Halide
+  // then sees a vectorised split index as a dense ramp and loads a vector
   // rather than gathering lanes. A merge (E of H * E) divides by a run-time
-  // extent; see div_mod.
+  // extent; see div_mod. Only a group of several axes on both sides, whose
+  // product may pass 2^31 in a tensor never stored, computes in 64 bits.
   Value reshape(const ir::Node& n, Frame& fr) {
     auto v = make_vars(n.type.shape.size());
     Value a = lower(n.operands[0], fr);
@@ -436,40 +438,43 @@ class Lowerer {
   // unflatten over the group's input axes; axes of extent 1 read index 0.
   void reshape_group_index(const Shape& in, const Shape& out, const std::vector<Var>& v, size_t i0, size_t i, size_t j0,
                            size_t j, const Frame& fr, std::vector<Expr>& idx) {
-    Expr flat = Expr(0);
-    for (size_t q = i0; q < i; ++q) flat = flat * dim(out[q], fr) + v[q];
     std::vector<size_t> real;
     for (size_t q = j0; q < j; ++q) {
       if (in[q] == Dim::constant(1)) idx[q] = Expr(0);
       else real.push_back(q);
     }
+    const Halide::Type t = i - i0 == 1 || real.size() <= 1 ? Halide::Int(32) : Halide::Int(64);
+    Expr flat = Halide::cast(t, 0);
+    for (size_t q = i0; q < i; ++q) flat = flat * dim(out[q], fr, t) + Halide::cast(t, v[q]);
     // After a division, an index is clamped to its axis: a no-op on the
     // values, but it gives bounds inference the interval that it cannot
     // derive through a floating-point quotient.
     bool divided = false;
     for (size_t r = real.size(); r-- > 0;) {
       const size_t q = real[r];
-      Expr extent = dim(in[q], fr);
+      Expr extent = dim(in[q], fr, t);
+      Expr e;
       if (r == 0) {
-        idx[q] = divided ? Halide::clamp(flat, 0, extent - 1) : flat;
+        e = divided ? Halide::clamp(flat, Halide::cast(t, 0), extent - 1) : flat;
       } else {
         auto [quot, rem] = div_mod(flat, extent);
-        idx[q] = Halide::clamp(rem, 0, extent - 1);
+        e = Halide::clamp(rem, Halide::cast(t, 0), extent - 1);
         flat = quot;
         divided = true;
       }
+      idx[q] = t == Halide::Int(32) ? e : Halide::cast(Halide::Int(32), e);
     }
   }
 
-  // n / d and n % d for 0 <= n < 2^31 and d >= 1 a run-time value. Integer
-  // division by a non-constant is a scalar instruction per lane (some 15-40
-  // cycles each on x86), so the quotient is floor(n / d) in double precision,
-  // which vectorises: n and d are exact doubles and the correctly rounded
-  // quotient of two integers below 2^53 never crosses an integer boundary,
-  // so its floor is the integer quotient.
+  // n / d and n % d (of n's type) for 0 <= n < 2^53 and d >= 1 a run-time
+  // value. Integer division by a non-constant is a scalar instruction per
+  // lane (some 15-40 cycles each on x86), so the quotient is floor(n / d) in
+  // double precision, which vectorises: n and d are exact doubles and the
+  // correctly rounded quotient of two integers below 2^53 never crosses an
+  // integer boundary, so its floor is the integer quotient.
   static std::pair<Expr, Expr> div_mod(const Expr& n, const Expr& d) {
     const Halide::Type f64 = Halide::Float(64);
-    Expr q = Halide::cast(Halide::Int(32), Halide::floor(Halide::cast(f64, n) / Halide::cast(f64, d)));
+    Expr q = Halide::cast(n.type(), Halide::floor(Halide::cast(f64, n) / Halide::cast(f64, d)));
     return {q, n - q * d};
   }
 

@@ -229,6 +229,11 @@ TEST_F(LoweringTest, Structural) {
         {random_tensor(t, {3, 4, 5}, rng)});
     one("public fn f [A, B, C](x: Tensor[T, [A, B, C]]) -> Tensor[T, [B, A * C]] = reshape(transpose(x, [1, 0, 2]), [B, A * C])",
         {random_tensor(t, {3, 4, 5}, rng)});
+    // A group of two axes on both sides (64-bit flat index), and a split.
+    one("public fn f [A, B](x: Tensor[T, [A, B], [B mod 2 = 0]]) -> Tensor[T, [A * 2, B / 2]] = reshape(x, [A * 2, B / 2])",
+        {random_tensor(t, {3, 4}, rng)});
+    one("public fn f [A, D, H](x: Tensor[T, [A, D], [D mod H = 0]]) -> Tensor[T, [H, A, D / H]] = transpose(reshape(x, [A, H, D / H]), [1, 0, 2])",
+        {random_tensor(t, {3, 20}, rng)}, {{"H", 4}});
     one("public fn f [S, D](x: Tensor[T, [S, D], [S >= 3]]) -> Tensor[T, [S - 2, D]] = slice(x, axis=0, start=1, len=S - 2)",
         {random_tensor(t, {7, 5}, rng)});
     one("public fn f [N, C, E](a: Tensor[T, [N, C]], b: Tensor[T, [N, E]]) -> Tensor[T, [N, C + E + C]] = concat([a, b, a], axis=1)",
