@@ -1022,6 +1022,15 @@ class Search {
     if (top.size() > 3) top.resize(3);
     const Trial* def = trials_.empty() || !trials_.front().m.ok() ? nullptr : &trials_.front();
     if (def && std::find(top.begin(), top.end(), def) == top.end()) top.push_back(def);
+    // Only a candidate that drift could make the winner is measured again
+    // (each costs a compile: 10-15 s for a MiniLM layer); the default, if
+    // far behind, keeps its search time for the report. Not when the search
+    // times came from remote workers (final_round_here): then a worker's
+    // report must not decide which candidates this machine measures.
+    if (!top.empty() && !o_.final_round_here) {
+      const double lead = score(*top.front());
+      std::erase_if(top, [&](const Trial* t) { return score(*t) > lead * kFinalRoundSpread; });
+    }
     if (top.empty() || (top.size() < 2 && !o_.final_round_here)) return;
     MeasureSetup longer = setup_;
     longer.min_time_s = 1.0;

@@ -77,6 +77,9 @@ constexpr double kAutoschedulerCompileFactor = 8;
 // The final round times each candidate for about this many seconds of runs
 // (3 to 10 runs), besides its minimum time.
 constexpr double kFinalRoundRunS = 2;
+// The final round measures only the candidates (of the best three and the
+// default) whose search time is within this factor of the best's.
+constexpr double kFinalRoundSpread = 2;
 
 struct Trial {
   int index = 0;

@@ -93,10 +93,14 @@ TEST(Tuner, WorkersComputeOnEveryCoreAfterTheDefaultWasCalibrated) {
   for (const auto& t : r->log) EXPECT_TRUE(t.m.ok()) << t.origin << ": " << t.m.detail;
 }
 
-// The final round re-measures the best three and the default; a second,
+// The final round re-measures those of the best three and the default whose
+// search time is within kFinalRoundSpread of the best's; a second,
 // interleaved round only when the first leaves it a close call. Measured by
-// a fake measurer, so the verdicts are the test's, not the machine's.
-int final_round_measurements(bool close_call) {
+// a fake measurer, so the verdicts are the test's, not the machine's. With
+// `spread` 1 each candidate's search time is 10 / (1 + n) ms (the default
+// 10 ms, the best under 2 ms: the default is far behind), with 0.1 it is
+// 10 / (1 + n / 10) ms (all within 2x).
+int final_round_measurements(bool close_call, double spread) {
   ir::Module m = sgemm_module();
   TuneOptions o;
   o.trials = 6;
@@ -109,7 +113,7 @@ int final_round_measurements(bool close_call) {
     Measurement r;
     r.verdict = Measurement::Verdict::kOk;
     const bool final = setup.min_time_s >= 1.0 && setup.cutoff_ms == 0;
-    if (!final) search_ms[s.hash()] = 10.0 / (1 + search_calls++);  // each candidate faster than the last
+    if (!final) search_ms[s.hash()] = 10.0 / (1 + spread * search_calls++);  // each candidate faster than the last
     else ++final_calls;
     const double ms = final && close_call ? 1.0 : search_ms[s.hash()];
     r.times_ms = {ms, ms, ms};
@@ -123,8 +127,13 @@ int final_round_measurements(bool close_call) {
 }
 
 TEST(Tuner, TheFinalRoundMeasuresAClearWinnerOnceAndACloseCallTwice) {
-  EXPECT_EQ(final_round_measurements(false), 4) << "the three best and the default, one round";
-  EXPECT_EQ(final_round_measurements(true), 8) << "all four within 5%: a second round";
+  EXPECT_EQ(final_round_measurements(false, 0.1), 4) << "the three best and the default, one round";
+  EXPECT_EQ(final_round_measurements(true, 0.1), 8) << "all four within 5%: a second round";
+}
+
+TEST(Tuner, TheFinalRoundLeavesOutACandidateFarBehindTheBest) {
+  EXPECT_EQ(final_round_measurements(false, 1), 3) << "the three best; the default, far behind, is not measured again";
+  EXPECT_EQ(final_round_measurements(true, 1), 6) << "the three best, twice";
 }
 
 // A LayerNorm of values shifted by 10^4: F32 rounding of the shift, which
