@@ -18,8 +18,11 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   const StageInfo* out = c.output;
   const int r = s.rank, lanes = c.lanes;
   if (s.kind == Kind::kSoftmaxExp) {
-    // Inlined, the exponentials are computed where their readers are: always legal.
-    int64_t mode = k[Knob::kFuse] == 2 ? 2 : row_fused(c, s) ? k[Knob::kFuse] : 0;
+    // 2: inlined, the exponentials are computed where their readers are
+    // (always legal; twice for a softmax, in its sum and its output). 1: per
+    // output row into a row buffer, computed once; inlined where the row
+    // cannot be fused (rules-9; before: at root). 0: at root.
+    int64_t mode = k[Knob::kFuse] == 0 ? 0 : k[Knob::kFuse] == 1 && row_fused(c, s) ? 1 : 2;
     if (mode == 2) {
       ds.push_back(D("compute_inline"));
       return;
@@ -65,9 +68,10 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   if (r >= 2) par_outer(r, 0, true, ds);
 }
 
-// Both seed plans fuse rows (softmax exponentials inlined) and vectorise row reductions.
-std::vector<std::pair<Knob, int64_t>> seed(const RuleContext&, const StageInfo& s, int) {
-  return {{Knob::kFuse, s.kind == Kind::kSoftmaxExp ? 2 : 1}, {Knob::kVred, 1}};
+// Both seed plans fuse rows (a softmax's exponentials into a row buffer
+// where the row fuses) and vectorise row reductions.
+std::vector<std::pair<Knob, int64_t>> seed(const RuleContext&, const StageInfo&, int) {
+  return {{Knob::kFuse, 1}, {Knob::kVred, 1}};
 }
 
 }  // namespace
