@@ -98,8 +98,11 @@ struct TuneResult {
   bool measured = true;      // false: GPU profile without a GPU (cost model + ptxas)
   Schedule best;
   std::string best_origin;
-  double best_ms = 0;        // median of the winner (or its estimate when !measured)
-  double default_ms = 0;     // the default schedule, the same way
+  // Medians: of the final round for the candidates it measured, else of the
+  // search (a winner left alone, a default more than kFinalRoundSpread
+  // behind); estimates when !measured.
+  double best_ms = 0;        // the winner's
+  double default_ms = 0;     // the default schedule's
   std::vector<double> best_times_ms;
   int trials = 0;
   std::vector<Trial> log;

@@ -170,6 +170,36 @@ TEST(Rules, ARootRowReductionWithAParallelUpdateAgreesWithTheInterpreter) {
   }
 }
 
+// The same at rank 3: the update's two outer axes fused and parallel, the
+// partial sums computed per innermost row.
+TEST(Rules, ARank3RootRowReductionWithAFusedParallelUpdateAgreesWithTheInterpreter) {
+  auto fe = compile_source("r3.tl",
+                           "public fn f [A, B, C, D](x: Tensor[F32, [A, B, C, D]]) -> Tensor[F32, [A, B, C, D]] =\n"
+                           "  x * broadcast(sum(x * x, axes=[3]), [A, B, C, D], axes=[0, 1, 2])");
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  Profile p = profile("cpu_avx2");
+  const DimEnv dims = {{"A", 2}, {"B", 3}, {"C", 5}, {"D", 19}};
+  auto t = stage_infos_for(fe.module, "f", dims);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  Knobs k = default_knobs(*t, p);
+  k["reduction0"]["fuse"] = 0;
+  k["reduction0"]["vred"] = 1;
+  Schedule s = schedule_from_knobs(*t, k, p);
+  ASSERT_THAT(ops(s.stages["reduction0"]), HasSubstr("rfactor_vector:r0:u:8 fuse:a1:a0:pbu@u0 parallel:pbu@u0"));
+  auto kernel = Kernel::CompileJit(fe.module, "f", "host", &s, dims);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  for (auto [a, d] : {std::pair<int64_t, int64_t>{1, 1}, {2, 19}, {3, 33}}) {
+    HostTensor x(DType::F32, {a, 3, 5, d});
+    for (int64_t i = 0; i < x.numel(); ++i) x.set(i, std::cos(0.29 * static_cast<double>(i)));
+    auto got = (*kernel)->Run({x}, {});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    auto want = interpret(fe.module, "f", {x}, {});
+    ASSERT_TRUE(want.ok());
+    Status cmp = compare(*want, *got, tolerance_for(DType::F32, d));
+    EXPECT_TRUE(cmp.ok()) << a << "x3x5x" << d << ": " << cmp.message();
+  }
+}
+
 // A softmax's max is read by its exponentials and those by the sum and the
 // output: all of them row-fuse together (rules-8; before, only stages that
 // the output alone reads did, so the max and the sum stayed at root, a row
