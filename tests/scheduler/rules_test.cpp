@@ -140,19 +140,26 @@ TEST(Rules, CpuReductionVectorisesTheRow) {
   EXPECT_TRUE(validate_schedule(s, t, false).ok());
 }
 
+// The schedule of `fn` at `dims` (AVX2) with its reduction0 at root,
+// vectorised (vred), every other knob at its default.
+Schedule root_vred_schedule(const ir::Module& m, const std::string& fn, const DimEnv& dims) {
+  Profile p = profile("cpu_avx2");
+  auto t = stage_infos_for(m, fn, dims);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  if (!t.ok()) return {};
+  Knobs k = default_knobs(*t, p);
+  k["reduction0"]["fuse"] = 0;
+  k["reduction0"]["vred"] = 1;
+  return schedule_from_knobs(*t, k, p);
+}
+
 // rmsnorm's row reduction at root, vectorised, its update parallel over the
 // rows (rules-9), against the interpreter at odd shapes.
 TEST(Rules, ARootRowReductionWithAParallelUpdateAgreesWithTheInterpreter) {
   auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/norms.tl");
   ASSERT_TRUE(fe.ok());
-  Profile p = profile("cpu_avx2");
   const DimEnv dims = {{"B", 3}, {"S", 5}, {"D", 67}};
-  auto t = stage_infos_for(fe->module, "rmsnorm", dims);
-  ASSERT_TRUE(t.ok()) << t.status().message();
-  Knobs k = default_knobs(*t, p);
-  k["reduction0"]["fuse"] = 0;
-  k["reduction0"]["vred"] = 1;
-  Schedule s = schedule_from_knobs(*t, k, p);
+  Schedule s = root_vred_schedule(fe->module, "rmsnorm", dims);
   ASSERT_THAT(ops(s.stages["reduction0"]), HasSubstr("rfactor_vector:r0:u:8 parallel:a0@u0"));
   auto kernel = Kernel::CompileJit(fe->module, "rmsnorm", "host", &s, dims);
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
@@ -177,14 +184,8 @@ TEST(Rules, ARank3RootRowReductionWithAFusedParallelUpdateAgreesWithTheInterpret
                            "public fn f [A, B, C, D](x: Tensor[F32, [A, B, C, D]]) -> Tensor[F32, [A, B, C, D]] =\n"
                            "  x * broadcast(sum(x * x, axes=[3]), [A, B, C, D], axes=[0, 1, 2])");
   ASSERT_TRUE(fe.ok()) << fe.rendered();
-  Profile p = profile("cpu_avx2");
   const DimEnv dims = {{"A", 2}, {"B", 3}, {"C", 5}, {"D", 19}};
-  auto t = stage_infos_for(fe.module, "f", dims);
-  ASSERT_TRUE(t.ok()) << t.status().message();
-  Knobs k = default_knobs(*t, p);
-  k["reduction0"]["fuse"] = 0;
-  k["reduction0"]["vred"] = 1;
-  Schedule s = schedule_from_knobs(*t, k, p);
+  Schedule s = root_vred_schedule(fe.module, "f", dims);
   ASSERT_THAT(ops(s.stages["reduction0"]), HasSubstr("rfactor_vector:r0:u:8 fuse:a1:a0:pbu@u0 parallel:pbu@u0"));
   auto kernel = Kernel::CompileJit(fe.module, "f", "host", &s, dims);
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
