@@ -462,7 +462,7 @@ class Lowerer {
         flat = quot;
         divided = true;
       }
-      idx[q] = t == Halide::Int(32) ? e : Halide::cast(Halide::Int(32), e);
+      idx[q] = Halide::cast(Halide::Int(32), e);  // a no-op in 32 bits
     }
   }
 

@@ -45,8 +45,9 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
     ds.push_back(D("compute_root"));
     if (r >= 2) par_outer(r, -1, true, ds);
     ds.push_back(D("rfactor_vector", {"r0", "u"}, {lanes}));
-    // The update, which does the work, is parallel too, over its outer rows
-    // (not all rows at rank 2: the partial sums are computed per innermost row).
+    // The update, which does the work, is parallel too, over the same outer
+    // axes (at rank 2 only a0: fusing in a1 would remove the loop that
+    // rfactor_vector computes the partial sums at).
     if (r >= 1) par_outer(r, 0, true, ds);
     return;
   }
