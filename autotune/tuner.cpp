@@ -487,7 +487,7 @@ class Search {
     std::vector<std::pair<std::string, DimEnv>> shapes = {{"verification", verification_dims(f, dims_, stages_)}};
     std::string ragged_note;
     if (auto rg = ragged_dims(f, shapes[0].second)) {
-      auto st = stage_infos_for(m_, fn_, *rg);
+      auto st = stage_infos_for(m_, fn_, *rg, p_.halide_target);
       if (st.ok() && interpreter_cost(*st) <= 1e10) shapes.push_back({"ragged", *rg});
       else ragged_note = "the ragged shape would cost the interpreter too much";
     } else {
@@ -1229,7 +1229,7 @@ Expected<TuningTask> TuningTask::Start(const ir::Module& m, const std::string& f
   if (!profile.is_gpu()) MLK_RETURN_IF_ERROR(check_tuning_memory(*f, dims, "tuning `" + fn + "` at " + dims_label(dims)));
   // Stage names and extents, from a lowering in this process (no code runs,
   // so no Halide threads exist when workers are forked).
-  auto stages = stage_infos_for(m, fn, dims);
+  auto stages = stage_infos_for(m, fn, dims, profile.halide_target);
   if (!stages.ok()) return stages.status();
   auto state = std::make_unique<State>();
   state->search = std::make_unique<Search>(m, fn, profile, dims, opts, *stages);

@@ -103,8 +103,9 @@ AlgorithmSummary summarize_pipeline(const lower::Pipeline& p) {
   return s;
 }
 
-Expected<AlgorithmSummary> summarize_algorithm(const ir::Module& m, const std::string& fn) {
-  auto p = lower::lower_function(m, fn);
+Expected<AlgorithmSummary> summarize_algorithm(const ir::Module& m, const std::string& fn,
+                                               const std::string& halide_target) {
+  auto p = lower::lower_function(m, fn, lower::options_for(halide_target));
   if (!p.ok()) return p.status();
   return summarize_pipeline(*p);
 }
@@ -406,10 +407,11 @@ class Evaluator {
 
 }  // namespace
 
-Expected<EvaluatedAlgorithm> evaluate_algorithm(const ir::Module& m, const std::string& fn, const DimEnv& dims) {
+Expected<EvaluatedAlgorithm> evaluate_algorithm(const ir::Module& m, const std::string& fn, const DimEnv& dims,
+                                               const std::string& halide_target) {
   const ir::Function* f = m.find(fn);
   if (!f) return Status::NotFound("no fn `" + fn + "` in the program");
-  auto p = lower::lower_function(m, fn);
+  auto p = lower::lower_function(m, fn, lower::options_for(halide_target));
   if (!p.ok()) return p.status();
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& prm : f->params) {

@@ -36,8 +36,11 @@ struct AlgorithmSummary {
   std::vector<std::string> dim_params;  // dimensions no input binds (sorted)
 };
 
-// Lowers `fn` of `m` (lower::lower_function) and summarises the result.
-Expected<AlgorithmSummary> summarize_algorithm(const ir::Module& m, const std::string& fn);
+// Lowers `fn` of `m` (lower::lower_function) for Halide target
+// `halide_target` (a profile's; "": no target's instructions assumed) and
+// summarises the result.
+Expected<AlgorithmSummary> summarize_algorithm(const ir::Module& m, const std::string& fn,
+                                               const std::string& halide_target = "");
 
 // The same for a pipeline just lowered, before apply_schedule (the compile
 // driver records it in the artifact's manifest as "algorithm_hash").

@@ -76,6 +76,7 @@ struct EvaluatedAlgorithm {
   std::vector<int64_t> shape;
   std::vector<TermRef> elements;
 };
-Expected<EvaluatedAlgorithm> evaluate_algorithm(const ir::Module& m, const std::string& fn, const DimEnv& dims);
+Expected<EvaluatedAlgorithm> evaluate_algorithm(const ir::Module& m, const std::string& fn, const DimEnv& dims,
+                                               const std::string& halide_target = "");
 
 }  // namespace mlk::sym

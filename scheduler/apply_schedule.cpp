@@ -56,6 +56,8 @@ std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env) {
       for (const Stage& in : p.stages)
         if (in.kind == Stage::Kind::kInput && in.func.name() == fn) i.direct_inputs.push_back(in.name);
     i.operands = s.operands;
+    i.pairs = s.pairs;
+    i.pair_copy = s.pair_copy;
     i.readers.assign(readers[s.name].begin(), readers[s.name].end());
     out.push_back(i);
   }
@@ -203,6 +205,10 @@ void unroll(DirectiveApplier& a, const std::string& name, const Directive& d) {
 void parallel(DirectiveApplier& a, const std::string& name, const Directive& d) {
   a.definition(name, d).parallel(a.var(name, d, 0));
 }
+
+// Lets Halide vectorise a reduction variable of an associative update (as
+// a VectorReduce, which it matches to dot-product instructions).
+void atomic(DirectiveApplier& a, const std::string& name, const Directive& d) { a.definition(name, d).atomic(); }
 
 void compute_root(DirectiveApplier& a, const std::string& name, const Directive&) { a.stage(name).func.compute_root(); }
 void compute_inline(DirectiveApplier& a, const std::string& name, const Directive&) { a.stage(name).func.compute_inline(); }

@@ -151,7 +151,8 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
   const bool gpu = req.profile.is_gpu();
   dump_at(req, DumpStage::kIr, [&] { return ir_text(*req.module, *a.fn); });
 
-  auto lowered = lower::lower_function(*req.module, req.fn);
+  const std::string& target = req.halide_target.empty() ? req.profile.halide_target : req.halide_target;
+  auto lowered = lower::lower_function(*req.module, req.fn, lower::options_for(target));
   if (!lowered.ok()) return lowered.status();
   a.lowered = std::move(lowered).value();
   a.algorithm_hash = summarize_pipeline(a.lowered).hash;  // before the schedule touches the Funcs

@@ -41,6 +41,8 @@ const std::vector<DirectiveKind>& directive_kinds() {
       {"store_at", {form({})}, AtRole::kStageLoop, false, true, apply::store_at},
       {"rfactor", {form({R::kReduction, R::kName}, 1)}, AtRole::kNone, false, false, apply::rfactor},
       {"rfactor_vector", {form({R::kReduction, R::kName}, 1)}, AtRole::kNone, false, false, apply::rfactor_vector},
+      // An update computed atomically, so that a reduction variable may be vectorised (a dot product).
+      {"atomic", {form({})}, AtRole::kNone, false, false, apply::atomic},
       {"gpu_blocks", {variadic()}, AtRole::kNone, true, false, apply::gpu_blocks},
       {"gpu_threads", {variadic()}, AtRole::kNone, true, false, apply::gpu_threads},
       {"gpu_single_thread", {form({})}, AtRole::kNone, true, false, apply::gpu_single_thread},

@@ -30,8 +30,9 @@ Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& 
   return Status::Ok();
 }
 
-Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std::string& fn, const DimEnv& dims) {
-  auto p = lower::lower_function(m, fn);
+Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std::string& fn, const DimEnv& dims,
+                                                 const std::string& halide_target) {
+  auto p = lower::lower_function(m, fn, lower::options_for(halide_target));
   if (!p.ok()) return p.status();
   return lower::stage_infos(*p, dims);
 }

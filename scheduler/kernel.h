@@ -61,7 +61,8 @@ class Kernel {
 };
 
 // The stages of `fn` as a schedule sees them, extents estimated from `dims`.
-Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std::string& fn, const DimEnv& dims);
+Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std::string& fn, const DimEnv& dims,
+                                                 const std::string& halide_target = "");
 
 // Checks that each input has its parameter's dtype (names the parameter).
 Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& inputs);

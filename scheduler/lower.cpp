@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <mutex>
+#include <optional>
 
 #include "lang/ops.h"
 
@@ -107,7 +108,7 @@ Expr floor_div_int(Expr a, Expr b) {
 
 class Lowerer {
  public:
-  Lowerer(const ir::Module& m, Pipeline& p) : m_(m), p_(p) {}
+  Lowerer(const ir::Module& m, Pipeline& p, const LowerOptions& o) : m_(m), p_(p), opts_(o) {}
 
   // One activation of a function body: its arguments and dimension values.
   struct Frame {
@@ -269,6 +270,7 @@ class Lowerer {
   }
 
   Value matmul(const ir::Node& n, Frame& fr) {
+    if (opts_.bf16_pairs && n.type.dtype == DType::BF16) return matmul_pairs(n, fr);
     const ir::Type& ta = n.operands[0]->type;
     const ir::Type& tb = n.operands[1]->type;
     Value a = operand(lower(n.operands[0], fr), ta.shape), b = operand(lower(n.operands[1], fr), tb.shape);
@@ -300,6 +302,70 @@ class Lowerer {
       return {out, n.type.dtype, r};
     }
     return {mm, n.type.dtype, r};
+  }
+
+  // A product of BF16 operands in pair form, for a dot product that sums
+  // adjacent pairs of BF16 products into F32 lanes (vdpbf16ps):
+  //   ab[.., m, k]         = bf16(a[.., m, k])                 (a's rows)
+  //   bp[.., k2, n, i]     = bf16(b[.., 2 k2 + i, n])           (b, its rows in pairs)
+  //   out[.., m, n] = sum_{k2, i} f32(ab[.., m, 2 k2 + i]) * f32(bp[.., k2, n, i])
+  // with r0 = i (extent 2) inside r1 = k2, so k runs in the order of the
+  // plain form and the sum is the same; an odd K reads zeros past its end.
+  // The copies are exact (the operands hold BF16 values) and are stages
+  // (pair_copy) that the product's rule materialises: b's pairs are then
+  // one vector per column group, a's pair one 32-bit broadcast.
+  Value matmul_pairs(const ir::Node& n, Frame& fr) {
+    const ir::Type& ta = n.operands[0]->type;
+    const ir::Type& tb = n.operands[1]->type;
+    Value a = lower(n.operands[0], fr), b = lower(n.operands[1], fr);
+    const int r = static_cast<int>(n.type.shape.size()), ra = a.rank, rb = b.rank;
+    Expr kx = dim(ta.shape.back(), fr);
+    const std::optional<int64_t> kc = Halide::Internal::as_const_int(kx);
+    const bool even = kc && *kc % 2 == 0;
+    // x's value at .tl index `idx` whose axis `ax` is k, zero past K.
+    auto padded = [&](const Value& x, std::vector<Expr> idx, int ax) {
+      Expr k = idx[ax];
+      if (even) return Halide::cast(Halide::BFloat(16), x.at(idx));
+      idx[ax] = Halide::clamp(k, 0, kx - 1);
+      return Halide::cast(Halide::BFloat(16), Halide::select(k < kx, x.at(idx), Halide::cast(Halide::Float(32), 0)));
+    };
+    Func ab(fresh("pairs_a"));
+    auto va = make_vars(ra);
+    define(ab, va, padded(a, as_exprs(va), ra - 1));
+    Stage& sa = add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape);
+    sa.pair_copy = true;
+    const std::string a_name = sa.name;
+    Func bp(fresh("pairs_b"));
+    auto vb = make_vars(rb + 1);  // [.., k2, n, i]
+    std::vector<Expr> ib(vb.begin(), vb.end() - 1);
+    ib[rb - 2] = 2 * vb[rb - 2] + vb[rb];
+    define(bp, vb, padded(b, ib, rb - 2));
+    // K / 2 pairs (rounded up); of a K unknown here, known when even.
+    const Dim half = kc ? Dim::constant((*kc + 1) / 2) : Dim::exact_div(ta.shape.back(), Dim::constant(2));
+    Shape bshape(tb.shape.begin(), tb.shape.end() - 2);
+    bshape.insert(bshape.end(), {half, tb.shape.back(), Dim::constant(2)});
+    Stage& sb = add_stage(Stage::Kind::kOperand, bp, vb, {}, false, bshape);
+    sb.pair_copy = true;
+    const std::string b_name = sb.name;
+    Halide::RDom k({{0, 2}, {0, (kx + 1) / 2}}, fresh("k"));
+    auto v = make_vars(r);
+    std::vector<Expr> ia(v.begin(), v.end() - 1), jb;
+    ia.push_back(2 * k.y + k.x);  // ab[.., m, 2 k2 + i]
+    if (rb > 2) jb.assign(v.begin(), v.end() - 2);
+    jb.insert(jb.end(), {k.y, v[r - 1], k.x});  // bp[.., k2, n, i]
+    Func mm(fresh("matmul"));
+    define(mm, v, Halide::cast(Halide::Float(32), 0));
+    std::vector<Var> h(v.rbegin(), v.rend());
+    std::vector<Expr> hx(h.begin(), h.end());
+    std::vector<Expr> ha(ia.rbegin(), ia.rend()), hb(jb.rbegin(), jb.rend());
+    mm(hx) = mm(hx) + Halide::cast(Halide::Float(32), ab(ha)) * Halide::cast(Halide::Float(32), bp(hb));
+    Stage& st = add_stage(Stage::Kind::kMatmul, mm, v, {k.x, k.y}, false, n.type.shape, {Dim::constant(2), half});
+    for (int d = r - 1; d >= 0; --d) st.extents.push_back(dim(n.type.shape[d], fr));
+    st.operands = {a_name, b_name};
+    st.pairs = true;
+    Func out(fresh("mm_round"));
+    define(out, v, round_to_dtype(n.type.dtype, mm(hx)));
+    return {out, n.type.dtype, r};
   }
 
   Value softmax(const ir::Node& n, Frame& fr) {
@@ -559,6 +625,7 @@ class Lowerer {
   Pipeline& p_;
   int counter_ = 0;
   std::map<Stage::Kind, int> kind_count_;
+  LowerOptions opts_;
   Frame* cur_ = nullptr;  // the frame lower() is in
 
  public:
@@ -689,13 +756,27 @@ void install_reporter() {
 
 }  // namespace
 
-Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn) {
+LowerOptions options_for(const Halide::Target& t) {
+  LowerOptions o;
+  o.bf16_pairs = t.arch == Halide::Target::X86 && !t.has_gpu_feature() &&
+                 (t.has_feature(Halide::Target::AVX512_Zen4) || t.has_feature(Halide::Target::AVX512_SapphireRapids));
+  return o;
+}
+
+LowerOptions options_for(const std::string& halide_target) {
+  if (halide_target.empty()) return {};
+  if (halide_target == "host") return options_for(Halide::get_host_target());
+  if (!Halide::Target::validate_target_string(halide_target)) return {};
+  return options_for(Halide::Target(halide_target));
+}
+
+Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn, const LowerOptions& o) {
   install_reporter();
   const ir::Function* f = m.find(fn);
   if (!f) return Status::NotFound("no function `" + fn + "` in the module");
   try {
     Pipeline p;
-    Lowerer low(m, p);
+    Lowerer low(m, p, o);
     Lowerer::Frame fr;
     for (size_t i = 0; i < f->params.size(); ++i) {
       const ir::Type& t = f->params[i].type;

@@ -41,7 +41,21 @@ struct Stage {
   std::vector<std::string> direct_inputs;  // input stages it reads directly
   std::vector<std::string> operands;       // a matmul: the stages it reads as a and b
   std::vector<Halide::Expr> extents;       // Halide order; the output (its buffer's) and matmuls only
+  bool pairs = false;                      // StageInfo::pairs
+  bool pair_copy = false;                  // StageInfo::pair_copy
 };
+
+// What the algorithm depends on besides the fn: the Halide target's
+// instructions (one algorithm per target, the same for every schedule).
+struct LowerOptions {
+  // Products of BF16 operands in pair form, which Halide compiles to a dot
+  // product of BF16 pairs into F32 (vdpbf16ps): see Lowerer::matmul.
+  bool bf16_pairs = false;
+};
+
+// The options of code for `t` (a Halide target string; "host": this machine).
+LowerOptions options_for(const std::string& halide_target);
+LowerOptions options_for(const Halide::Target& t);
 
 struct Pipeline {
   std::vector<Halide::ImageParam> inputs;           // one per parameter, in order
@@ -53,7 +67,7 @@ struct Pipeline {
 };
 
 // Lowers function `fn` of `m` (callees inlined). Halide errors become Status.
-Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn);
+Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn, const LowerOptions& o = {});
 
 // The stages as data, with extents evaluated under `env` (0 where unknown).
 std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env);

@@ -111,10 +111,19 @@ bool row_fused(const RuleContext& c, const StageInfo& s) {
 // The product per register tile (tn columns, tm rows): initialisation and
 // update vectorised and unrolled, the k loop outside the tile. Factored
 // unrolls: exact in full tiles, guarded in the small-shape case.
-void register_tile(int r, int64_t tn, int64_t tm, int lanes, std::vector<Directive>& mm_ds) {
+void register_tile(const StageInfo& mm, int64_t tn, int64_t tm, int lanes, std::vector<Directive>& mm_ds) {
+  const int r = mm.rank;
   mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}));
   mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}));
-  mm_ds.push_back(D("reorder", {a(r - 1), a(r - 2), "r0"}, {}, 0));
+  if (mm.pairs) {
+    // The pair innermost and vectorised with the columns: each vector of
+    // accumulators takes a dot product of lanes BF16 pairs.
+    mm_ds.push_back(D("reorder", {"r0", a(r - 1), a(r - 2), "r1"}, {}, 0));
+    mm_ds.push_back(D("atomic", {}, {}, 0));
+    mm_ds.push_back(D("vectorize", {"r0"}, {}, 0));
+  } else {
+    mm_ds.push_back(D("reorder", {a(r - 1), a(r - 2), "r0"}, {}, 0));
+  }
   mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}, 0));
   mm_ds.push_back(D("unroll", {a(r - 1)}, {std::max<int64_t>(1, tn / clip(lanes, tn))}, 0));
   mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}, 0));

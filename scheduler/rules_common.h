@@ -64,10 +64,10 @@ bool row_fusable_in(const StageInfo& s, const std::vector<StageInfo>& stages);
 // feed one computed at root).
 bool row_fused(const RuleContext& c, const StageInfo& s);
 
-// The product per register tile of a matmul of rank r computed per tile
-// (tn columns, tm rows): initialisation and update vectorised and
-// unrolled, the k loop outside the tile.
-void register_tile(int r, int64_t tn, int64_t tm, int lanes, std::vector<Directive>& mm_ds);
+// The product per register tile of matmul `mm` computed per tile (tn
+// columns, tm rows): initialisation and update vectorised and unrolled, the
+// k loop outside the tile (in pair form, the pair vectorised inside it).
+void register_tile(const StageInfo& mm, int64_t tn, int64_t tm, int lanes, std::vector<Directive>& mm_ds);
 
 // Parallel over the outermost axis of a rank-r stage's definition `update`;
 // for rank >= 4 (and rank 3 where `rank3`: the second axis is not tiled) over

@@ -110,7 +110,7 @@ void schedule_attention_owner(const RuleContext& c, const StageInfo& pv, const K
   const int64_t nb = std::clamp<int64_t>(32768 / (keys * tm), 1, 16);
   std::vector<Directive>& ds = out.stages[pv.name];
   ds.push_back(D("attention_tiles", chain, {tn, tm, clip(lanes, tn), sn, tm, nb}));
-  register_tile(r, tn, tm, lanes, ds);
+  register_tile(pv, tn, tm, lanes, ds);
 }
 
 bool schedule_attention_member(const RuleContext& c, const StageInfo& s, Schedule& out) {
@@ -155,7 +155,7 @@ bool schedule_attention_member(const RuleContext& c, const StageInfo& s, Schedul
   }
   // The scores per register tile: tm rows (the block) by as many vectors of keys as fit.
   const int64_t tm = pv_tile(c, *pv, knob_values(c, *pv)).first;
-  register_tile(r, clip(lanes * scores_vectors(c, s, tm), ext(s, r - 1)), tm, lanes, ds);
+  register_tile(s, clip(lanes * scores_vectors(c, s, tm), ext(s, r - 1)), tm, lanes, ds);
   return true;
 }
 

@@ -12,6 +12,7 @@ namespace {
 using namespace rules;
 
 void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& sched) {
+  if (s.pair_copy) return;  // its product's rule materialises it
   if (schedule_attention_member(c, s, sched)) return;
   std::vector<Directive>& ds = sched.stages[s.name];
   const int r = s.rank, lanes = c.lanes;

@@ -25,7 +25,7 @@ using namespace rules;
 void gemm_at_output(const StageInfo& mm, const KnobValues& k, int lanes, int b_rank, std::vector<Directive>& mm_ds,
                     std::vector<Directive>& out_ds) {
   const int r = mm.rank;
-  const bool pack = k[Knob::kPack] != 0 && mm.operands.size() == 2;
+  const bool pack = k[Knob::kPack] != 0 && mm.operands.size() == 2 && !mm.pairs;
   // A b shared by the whole batch (a weight) is packed once per column panel
   // for every batch element: the batch axes run inside the panel loop.
   const bool shared = pack && r > 2 && b_rank == 2;
@@ -56,7 +56,7 @@ void gemm_at_output(const StageInfo& mm, const KnobValues& k, int lanes, int b_r
     p.factors = {clip(lanes, tn)};
     mm_ds.push_back(p);
   }
-  register_tile(r, tn, tm, lanes, mm_ds);
+  register_tile(mm, tn, tm, lanes, mm_ds);
 }
 
 // A matmul whose consumer is not the output tile by tile (an intermediate
@@ -64,18 +64,41 @@ void gemm_at_output(const StageInfo& mm, const KnobValues& k, int lanes, int b_r
 // `result_tiles` (the same tiling, packing and register tile as above).
 void gemm_result_tiles(const StageInfo& mm, const KnobValues& k, int lanes, std::vector<Directive>& mm_ds) {
   const int r = mm.rank;
-  const bool pack = k[Knob::kPack] != 0 && mm.operands.size() == 2;
+  const bool pack = k[Knob::kPack] != 0 && mm.operands.size() == 2 && !mm.pairs;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(mm, r - 1)), tm = clip(k[Knob::kTm], ext(mm, r - 2));
   Directive d = D("result_tiles", {}, {tn, tm, clip(lanes, tn)});
   if (pack) d.vars = {mm.operands[1]};
   mm_ds.push_back(d);
-  register_tile(r, tn, tm, lanes, mm_ds);
+  register_tile(mm, tn, tm, lanes, mm_ds);
 }
 
+
+// The pair copies a pair-form product reads (StageInfo::pairs), at root:
+// a's rows vectorised along k, b's pairs along the pair and the columns
+// (one vector of lanes * 2 BF16 values); parallel over the outer axis.
+void materialise_pair_copies(const RuleContext& c, const StageInfo& mm, Schedule& out) {
+  for (size_t i = 0; i < mm.operands.size(); ++i) {
+    const StageInfo* o = nullptr;
+    for (const StageInfo& x : c.stages)
+      if (x.name == mm.operands[i]) o = &x;
+    if (!o || !o->pair_copy) continue;
+    std::vector<Directive>& ds = out.stages[o->name];
+    const int r = o->rank;
+    ds.push_back(D("compute_root"));
+    if (i == 0) {
+      ds.push_back(D("vectorize", {a(r - 1)}, {clip(2 * c.lanes, ext(*o, r - 1))}));
+    } else {
+      ds.push_back(D("vectorize", {a(r - 1)}, {2}));
+      ds.push_back(D("vectorize", {a(r - 2)}, {clip(c.lanes, ext(*o, r - 2))}));
+    }
+    if (r >= 2) ds.push_back(D("parallel", {a(0)}));
+  }
+}
 
 void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& out) {
   if (k[Knob::kFlash] && ends_attention(s, c.stages)) return schedule_attention_owner(c, s, k, out);
   if (schedule_attention_member(c, s, out)) return;
+  if (s.pairs) materialise_pair_copies(c, s, out);
   std::vector<Directive>& ds = out.stages[s.name];
   int b_rank = 0;
   for (const StageInfo& o : c.stages)
@@ -95,7 +118,10 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   const int64_t kc = k[Knob::kKc], mc = k[Knob::kMc];
   std::vector<std::string> order;
   std::string par = r >= 4 ? "" : r > 2 ? a(0) : "mo";  // "": batch axes fused below
-  if (kc > 0 && mc > 0) {
+  if (s.pairs) {
+    // The pair r0 innermost, vectorised with the columns (a dot product).
+    order = {"r0", "ni", "mi", "r1", "no", "mo"};
+  } else if (kc > 0 && mc > 0) {
     ds.push_back(D("split", {"r0", "rko", "rki"}, {kc}, 0));
     ds.push_back(D("split", {"mo", "mco", "mt"}, {mc}, 0));
     order = {"ni", "mi", "rki", "mt", "no", "rko", "mco"};
@@ -105,6 +131,10 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   }
   for (int i = r - 3; i >= 0; --i) order.push_back(a(i));
   ds.push_back(D("reorder", order, {}, 0));
+  if (s.pairs) {
+    ds.push_back(D("atomic", {}, {}, 0));
+    ds.push_back(D("vectorize", {"r0"}, {}, 0));
+  }
   ds.push_back(D("vectorize", {"ni"}, {clip(lanes, tn)}, 0));
   if (k[Knob::kUnroll]) ds.push_back(D("unroll", {"mi"}, {}, 0));
   if (par.empty()) {
@@ -141,6 +171,7 @@ std::vector<std::pair<int64_t, int64_t>> register_tiles(int registers) {
 // quarter of the L2 cache next to a's rows, or when b is a view (a
 // transposed weight) that a tile would otherwise read with a stride.
 bool pack_pays(const RuleContext& c, const StageInfo& s, int64_t tn) {
+  if (s.pairs) return false;  // its b is already a pair copy
   if (s.operands.size() != 2 || s.rextents.empty()) return false;
   const bool view = std::find(s.direct_inputs.begin(), s.direct_inputs.end(), s.operands[1]) == s.direct_inputs.end();
   const int64_t panel = s.rextents[0] * c.lanes * tn * 4;

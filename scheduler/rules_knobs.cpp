@@ -30,7 +30,8 @@ bool gpu_smem(const StageInfo& s, const StageInfo*) { return s.rank >= 2 && !s.d
 const std::vector<KnobDecl>& knob_decls() {
   static const std::vector<KnobDecl> decls = {
       // CPU: operands, output.
-      {Knob::kMat, "mat", false, {{{Kind::kOperand}, {0, 1}}}, nullptr, constant<0>, L::kEveryStage},
+      {Knob::kMat, "mat", false, {{{Kind::kOperand}, {0, 1}}},
+       [](const StageInfo& s, const StageInfo*) { return !s.pair_copy; }, constant<0>, L::kEveryStage},
       {Knob::kVec, "vec", false, {{{Kind::kOutput}, {1, 2}}}, rank1, constant<1>, L::kEveryStage},
       {Knob::kPar, "par", false, {{{Kind::kOutput}, {0, 1}}}, rank1, constant<1>, L::kEveryStage},
       {Knob::kFuseOuter, "fuse_outer", false, {{{Kind::kOutput}, {0, 1}}},
@@ -50,7 +51,8 @@ const std::vector<KnobDecl>& knob_decls() {
       // Packing b per column panel (rules_cpu_matmul.cpp), with at_output or result.
       {Knob::kPack, "pack", false, {{{Kind::kMatmul}, {0, 1}}},
        [](const StageInfo& s, const StageInfo* out) {
-         return s.operands.size() == 2 && (rules::matmul_at_output(s, out) || rules::matmul_result_tiles(s, out));
+         return s.operands.size() == 2 && !s.pairs &&
+                (rules::matmul_at_output(s, out) || rules::matmul_result_tiles(s, out));
        },
        constant<0>, L::kNone},
       {Knob::kKc, "kc", false, {{{Kind::kMatmul}, {0, 128, 256, 512}}}, one_rvar, constant<0>, L::kNone},

@@ -67,6 +67,13 @@ struct StageInfo {
   std::vector<std::string> direct_inputs;  // input stages (load_<param>) it reads directly
   std::vector<std::string> operands;       // a matmul: the stages it reads as a and b (inputs or operandN)
   std::vector<std::string> readers;        // the stages that read it (through inlined expressions), sorted
+  // A product of BF16 operands in pair form (scheduler/lower.cpp, on targets
+  // with a BF16 dot product): r0 is a pair of k (extent 2), r1 the pairs; it
+  // reads its two `operands`, which are pair copies.
+  bool pairs = false;
+  // kOperand: a BF16 copy that a pair-form product reads (a's rows, or b in
+  // pairs of rows); its product's rule materialises it.
+  bool pair_copy = false;
 };
 
 // The one validator, for every schedule (read from JSON or made by a rule),

@@ -174,7 +174,7 @@ LevelReport check_equivalence(const Context& c) {
     r.counterexample = "not checked: " + want.status().message();
     return r;
   }
-  auto got = sym::evaluate_algorithm(c.m, c.fn, d);
+  auto got = sym::evaluate_algorithm(c.m, c.fn, d, c.profile.halide_target);
   if (!got.ok()) {
     r.counterexample = (got.status().code() == Status::Code::kUnsupported ? "not checked: " : "at " + dims_str(d) + ": ") +
                        got.status().message();

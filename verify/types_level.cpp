@@ -80,7 +80,7 @@ LevelReport check_types(const Context& c) {
   if (!man.is_object()) return fail("manifest.json is not a JSON object");
   if (std::string why = signature_mismatch(c.f, man.value("signature", json())); !why.empty()) return fail(why);
   r.evidence.push_back("manifest signature equals `" + c.fn + "`'s");
-  auto alg = summarize_algorithm(c.m, c.fn);
+  auto alg = summarize_algorithm(c.m, c.fn, c.profile.halide_target);
   if (!alg.ok()) return fail("the typed IR does not lower: " + alg.status().message());
   if (alg->inputs.size() != c.f.params.size())
     return fail("the pipeline has " + std::to_string(alg->inputs.size()) + " inputs, the fn " +
@@ -98,7 +98,7 @@ LevelReport check_types(const Context& c) {
     return fail("the pipeline's output is " + alg->output.type + " of rank " + std::to_string(alg->output.rank) +
                 ", the result is " + c.f.result_type.str());
   r.evidence.push_back("pipeline: " + std::to_string(alg->inputs.size()) + " inputs and the output match in type and rank");
-  auto infos = stage_infos_for(c.m, c.fn, c.dims);
+  auto infos = stage_infos_for(c.m, c.fn, c.dims, c.profile.halide_target);
   if (!infos.ok()) return fail("the stage table cannot be made: " + infos.status().message());
   auto extents_of = [&](const Shape& s) {
     std::vector<int64_t> e;

@@ -124,7 +124,7 @@ void check_gemm(const std::string& src, const Knobs& knobs, const DimEnv& made_f
   SCOPED_TRACE(label);
   auto fe = compile_source("gemm.tl", src);
   ASSERT_TRUE(fe.ok()) << fe.rendered();
-  auto stages = stage_infos_for(fe.module, "f", made_for);
+  auto stages = stage_infos_for(fe.module, "f", made_for, "host");  // as CompileJit lowers below
   ASSERT_TRUE(stages.ok()) << stages.status().message();
   const Profile host = host_profile();
   Schedule s = schedule_from_knobs(*stages, knobs, host);

@@ -1,0 +1,167 @@
+// Products of BF16 operands in pair form (scheduler/lower.cpp,
+// Lowerer::matmul_pairs) on targets with a BF16 dot product: the stage table
+// a schedule sees, the code of the seed schedule (vdpbf16ps, checked in the
+// assembly for a Sapphire Rapids target, which needs no such CPU), and the
+// values against the interpreter where this machine has the instruction.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "lang/compare.h"
+#include "lang/frontend.h"
+#include "lang/interpreter.h"
+#include "scheduler/kernel.h"
+#include "scheduler/lower.h"
+#include "scheduler/rules.h"
+#include "targets/detect.h"
+#include "targets/profile.h"
+
+namespace mlk {
+namespace {
+
+const char* kProduct =
+    "public fn f [M, K, N](a: Tensor[$T, [M, K]], b: Tensor[$T, [K, N]]) -> Tensor[$T, [M, N]] = matmul(a, b)\n";
+
+std::string with_dtype(std::string src, const std::string& t) {
+  for (size_t p = src.find("$T"); p != std::string::npos; p = src.find("$T")) src.replace(p, 2, t);
+  return src;
+}
+
+const StageInfo* stage(const std::vector<StageInfo>& t, const std::string& name) {
+  for (const StageInfo& s : t)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::string spr_target() {
+  auto p = find_profile("cpu_avx512_spr");
+  EXPECT_TRUE(p.ok());
+  return p.ok() ? p->halide_target : "";
+}
+
+TEST(Bf16Dot, OnlyBf16ProductsForATargetWithTheDotProductAreInPairs) {
+  const DimEnv d = {{"M", 64}, {"K", 96}, {"N", 64}};
+  auto bf = compile_source("p.tl", with_dtype(kProduct, "BF16"));
+  auto f32 = compile_source("p.tl", with_dtype(kProduct, "F32"));
+  ASSERT_TRUE(bf.ok() && f32.ok());
+  auto t = stage_infos_for(bf.module, "f", d, spr_target());
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const StageInfo* mm = stage(*t, "matmul0");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_TRUE(mm->pairs);
+  EXPECT_EQ(mm->rvars, 2);
+  EXPECT_EQ(mm->rextents, (std::vector<int64_t>{2, 48}));
+  ASSERT_EQ(mm->operands.size(), 2u);
+  for (const std::string& o : mm->operands) {
+    ASSERT_NE(stage(*t, o), nullptr) << o;
+    EXPECT_TRUE(stage(*t, o)->pair_copy) << o;
+  }
+  EXPECT_EQ(stage(*t, mm->operands[1])->extents, (std::vector<int64_t>{48, 64, 2}));  // [K / 2, N, 2]
+  // An AVX2 target, no target, or F32 operands: the plain product.
+  for (const auto& [m, target] : {std::pair{&bf.module, std::string("x86-64-linux-avx2-fma-f16c")},
+                                  std::pair{&bf.module, std::string()}, std::pair{&f32.module, spr_target()}}) {
+    auto plain = stage_infos_for(*m, "f", d, target);
+    ASSERT_TRUE(plain.ok());
+    EXPECT_FALSE(stage(*plain, "matmul0")->pairs) << target;
+    EXPECT_EQ(stage(*plain, "matmul0")->rvars, 1) << target;
+  }
+}
+
+// The assembly of `src`'s fn `f` under the seed schedule of `profile` at `d`.
+std::string assembly(const std::string& src, const Profile& profile, const DimEnv& d) {
+  auto fe = compile_source("p.tl", src);
+  EXPECT_TRUE(fe.ok());
+  auto p = lower::lower_function(fe.module, "f", lower::options_for(profile.halide_target));
+  EXPECT_TRUE(p.ok());
+  auto infos = lower::stage_infos(*p, d);
+  Schedule s = schedule_from_knobs(infos, seed_knobs(infos, profile).at(0), profile);
+  Status st = lower::apply_schedule(*p, s, false);
+  EXPECT_TRUE(st.ok()) << st.message() << "\n" << s.to_json();
+  std::vector<Halide::Argument> args;
+  for (const Halide::ImageParam& in : p->inputs) args.push_back(in);
+  for (const auto& [name, param] : p->dim_params) args.push_back(param);
+  const std::string path = ::testing::TempDir() + "bf16_dot.s";
+  Halide::Pipeline(p->output).compile_to_assembly(path, args, "f", Halide::Target(profile.halide_target));
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST(Bf16Dot, TheSeedScheduleTakesDotProductsOfPairs) {
+  auto spr = find_profile("cpu_avx512_spr");
+  auto avx512 = find_profile("cpu_avx512");
+  ASSERT_TRUE(spr.ok() && avx512.ok());
+  const DimEnv d = {{"M", 256}, {"K", 384}, {"N", 256}};
+  // One vdpbf16ps per accumulator vector of the register tile (6 x 4) per pair of k.
+  EXPECT_GE(count(assembly(with_dtype(kProduct, "BF16"), *spr, d), "vdpbf16ps"), 24);
+  // Without the instruction in the target, nothing uses it.
+  EXPECT_EQ(count(assembly(with_dtype(kProduct, "BF16"), *avx512, d), "vdpbf16ps"), 0);
+}
+
+HostTensor random_tensor(DType t, std::vector<int64_t> shape, std::mt19937& rng) {
+  HostTensor x(t, std::move(shape));
+  std::uniform_real_distribution<double> u(-2, 2);
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, u(rng));
+  return x;
+}
+
+// Products in pair form against the interpreter, as this machine's JIT runs
+// them under the seed schedule: plain, with a weight shared by a batch, and
+// batched; K odd (a zero past its end), 1 and even.
+TEST(Bf16Dot, PairProductsMatchTheInterpreter) {
+  if (!lower::options_for("host").bf16_pairs) GTEST_SKIP() << "this CPU has no BF16 dot product (AVX512_BF16)";
+  struct Case {
+    std::string src;
+    std::vector<std::vector<std::string>> shapes;  // of the inputs, by dimension name
+  };
+  const std::vector<Case> cases = {
+      {with_dtype(kProduct, "BF16"), {{"M", "K"}, {"K", "N"}}},
+      {"public fn f [B, M, K, N](a: Tensor[BF16, [B, M, K]], b: Tensor[BF16, [K, N]]) -> Tensor[BF16, [B, M, N]] =\n"
+       "  matmul(a, b)\n",
+       {{"B", "M", "K"}, {"K", "N"}}},
+      {"public fn f [B, M, K, N](a: Tensor[BF16, [B, M, K]], b: Tensor[BF16, [B, K, N]]) -> Tensor[BF16, [B, M, N]] "
+       "=\n  matmul(a, b)\n",
+       {{"B", "M", "K"}, {"B", "K", "N"}}},
+  };
+  const std::vector<DimEnv> dims = {{{"B", 2}, {"M", 7}, {"K", 5}, {"N", 37}},
+                                    {{"B", 1}, {"M", 1}, {"K", 1}, {"N", 1}},
+                                    {{"B", 3}, {"M", 13}, {"K", 64}, {"N", 97}},
+                                    {{"B", 2}, {"M", 96}, {"K", 131}, {"N", 64}}};
+  std::mt19937 rng(11);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.src);
+    auto fe = compile_source("p.tl", c.src);
+    ASSERT_TRUE(fe.ok()) << fe.rendered();
+    for (DimEnv d : dims) {
+      if (c.shapes.size() == 2 && c.shapes[0].size() == 2) d.erase("B");
+      SCOPED_TRACE("K=" + std::to_string(d.at("K")) + " M=" + std::to_string(d.at("M")));
+      auto k = Kernel::CompileJit(fe.module, "f", "host", nullptr, d);
+      ASSERT_TRUE(k.ok()) << k.status().message();
+      EXPECT_NE((*k)->schedule().to_json().find("atomic"), std::string::npos) << "not the pair form's schedule";
+      std::vector<HostTensor> in;
+      for (const auto& names : c.shapes) {
+        std::vector<int64_t> shape;
+        for (const auto& n : names) shape.push_back(d.at(n));
+        in.push_back(random_tensor(DType::BF16, shape, rng));
+      }
+      auto want = interpret(fe.module, "f", in, d);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      auto got = (*k)->Run(in, d);
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      Status cmp = compare(*want, *got, tolerance_for(DType::BF16, d.at("K")));
+      EXPECT_TRUE(cmp.ok()) << cmp.message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mlk
