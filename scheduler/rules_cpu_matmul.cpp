@@ -104,7 +104,9 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   for (const StageInfo& o : c.stages)
     if (s.operands.size() == 2 && o.name == s.operands[1]) b_rank = o.rank;
   if (&s == c.output_owner) return gemm_at_output(s, k, c.lanes, b_rank, ds, out.stages["output"]);
-  if (k[Knob::kResult] && matmul_result_tiles(s, c.output)) return gemm_result_tiles(s, k, c.lanes, ds);
+  // A pair-form product always in result tiles: at root, its parallel
+  // atomic update would be left to Halide's race analysis (atomic stores).
+  if ((k[Knob::kResult] && matmul_result_tiles(s, c.output)) || s.pairs) return gemm_result_tiles(s, k, c.lanes, ds);
   const int r = s.rank, lanes = c.lanes;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(s, r - 1)), tm = clip(k[Knob::kTm], ext(s, r - 2));
   ds.push_back(D("compute_root"));
@@ -118,10 +120,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   const int64_t kc = k[Knob::kKc], mc = k[Knob::kMc];
   std::vector<std::string> order;
   std::string par = r >= 4 ? "" : r > 2 ? a(0) : "mo";  // "": batch axes fused below
-  if (s.pairs) {
-    // The pair r0 innermost, vectorised with the columns (a dot product).
-    order = {"r0", "ni", "mi", "r1", "no", "mo"};
-  } else if (kc > 0 && mc > 0) {
+  if (kc > 0 && mc > 0) {
     ds.push_back(D("split", {"r0", "rko", "rki"}, {kc}, 0));
     ds.push_back(D("split", {"mo", "mco", "mt"}, {mc}, 0));
     order = {"ni", "mi", "rki", "mt", "no", "rko", "mco"};
@@ -131,10 +130,6 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   }
   for (int i = r - 3; i >= 0; --i) order.push_back(a(i));
   ds.push_back(D("reorder", order, {}, 0));
-  if (s.pairs) {
-    ds.push_back(D("atomic", {}, {}, 0));
-    ds.push_back(D("vectorize", {"r0"}, {}, 0));
-  }
   ds.push_back(D("vectorize", {"ni"}, {clip(lanes, tn)}, 0));
   if (k[Knob::kUnroll]) ds.push_back(D("unroll", {"mi"}, {}, 0));
   if (par.empty()) {
