@@ -28,6 +28,13 @@ Directive At(std::string op, std::string stage, std::string var) {
 
 int64_t clip(int64_t factor, int64_t extent) { return extent > 0 ? std::max<int64_t>(1, std::min(factor, extent)) : factor; }
 
+int64_t vector_clip(int64_t lanes, int64_t extent) {
+  const int64_t most = clip(lanes, extent);
+  int64_t w = 1;
+  while (w * 2 <= most) w *= 2;
+  return w;
+}
+
 int64_t ext(const StageInfo& s, int i) { return i >= 0 && i < static_cast<int>(s.extents.size()) ? s.extents[i] : 0; }
 
 const StageInfo* output_of(const std::vector<StageInfo>& stages) {
@@ -113,7 +120,7 @@ bool row_fused(const RuleContext& c, const StageInfo& s) {
 // unrolls: exact in full tiles, guarded in the small-shape case.
 void register_tile(const StageInfo& mm, int64_t tn, int64_t tm, int lanes, std::vector<Directive>& mm_ds) {
   const int r = mm.rank;
-  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}));
+  mm_ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, tn)}));
   mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}));
   if (mm.pairs) {
     // The pair innermost and vectorised with the columns: each vector of
@@ -124,8 +131,8 @@ void register_tile(const StageInfo& mm, int64_t tn, int64_t tm, int lanes, std::
   } else {
     mm_ds.push_back(D("reorder", {a(r - 1), a(r - 2), "r0"}, {}, 0));
   }
-  mm_ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, tn)}, 0));
-  mm_ds.push_back(D("unroll", {a(r - 1)}, {std::max<int64_t>(1, tn / clip(lanes, tn))}, 0));
+  mm_ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, tn)}, 0));
+  mm_ds.push_back(D("unroll", {a(r - 1)}, {std::max<int64_t>(1, tn / vector_clip(lanes, tn))}, 0));
   mm_ds.push_back(D("unroll", {a(r - 2)}, {tm}, 0));
 }
 

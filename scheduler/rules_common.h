@@ -25,6 +25,11 @@ Directive At(std::string op, std::string stage, std::string var);
 
 // A factor no larger than the extent, when the extent is known.
 int64_t clip(int64_t factor, int64_t extent);
+// A vector width: the largest power of two no larger than `lanes` and, when
+// known, the extent. Never another width: Halide 21 aborts in LLVM on some
+// predicated (GuardWithIf) loads of other widths (9 lanes of F32, and 5 in
+// a MiniLM layer of 5 tokens), and a tail of a few lanes costs less than that.
+int64_t vector_clip(int64_t lanes, int64_t extent);
 // Extent i of s, 0 when unknown.
 int64_t ext(const StageInfo& s, int i);
 

@@ -109,7 +109,7 @@ void schedule_attention_owner(const RuleContext& c, const StageInfo& pv, const K
   const int64_t keys = pv.rextents[0] > 0 ? pv.rextents[0] : 512;
   const int64_t nb = std::clamp<int64_t>(32768 / (keys * tm), 1, 16);
   std::vector<Directive>& ds = out.stages[pv.name];
-  ds.push_back(D("attention_tiles", chain, {tn, tm, clip(lanes, tn), sn, tm, nb}));
+  ds.push_back(D("attention_tiles", chain, {tn, tm, vector_clip(lanes, tn), sn, tm, nb}));
   register_tile(pv, tn, tm, lanes, ds);
 }
 
@@ -140,7 +140,7 @@ bool schedule_attention_member(const RuleContext& c, const StageInfo& s, Schedul
     // materialised contiguous at root, so that a head's slice is one block
     // of memory (the keys are then packed per column tile of the scores).
     ds.push_back(D("compute_root"));
-    ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
+    ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, ext(s, r - 1))}));
     par_outer(r, -1, true, ds);
     return true;
   }
@@ -150,7 +150,7 @@ bool schedule_attention_member(const RuleContext& c, const StageInfo& s, Schedul
     return true;
   }
   if (s.kind != Kind::kMatmul) {
-    ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
+    ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, ext(s, r - 1))}));
     return true;
   }
   // The scores per register tile: tm rows (the block) by as many vectors of keys as fit.

@@ -21,7 +21,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
     // innermost axis contiguous), vectorised and parallel; else inline.
     if (!k[Knob::kMat]) return;
     ds.push_back(D("compute_root"));
-    ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
+    ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, ext(s, r - 1))}));
     par_outer(r, -1, true, ds);
     return;
   }
@@ -31,13 +31,13 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
     if (k[Knob::kPar]) {
       ds.push_back(D("split", {a(0), "po", "pi"}, {clip(16384, ext(s, 0))}));
       ds.push_back(D("parallel", {"po"}));
-      ds.push_back(D("vectorize", {"pi"}, {clip(vec, ext(s, 0))}));
+      ds.push_back(D("vectorize", {"pi"}, {vector_clip(vec, ext(s, 0))}));
     } else {
-      ds.push_back(D("vectorize", {a(0)}, {clip(vec, ext(s, 0))}));
+      ds.push_back(D("vectorize", {a(0)}, {vector_clip(vec, ext(s, 0))}));
     }
     return;
   }
-  ds.push_back(D("vectorize", {a(r - 1)}, {clip(vec, ext(s, r - 1))}));
+  ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(vec, ext(s, r - 1))}));
   if (k[Knob::kPar]) {
     if (r >= 3 && k[Knob::kFuseOuter]) {
       ds.push_back(D("fuse", {a(1), a(0), "pf"}));

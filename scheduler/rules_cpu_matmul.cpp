@@ -31,7 +31,7 @@ void gemm_at_output(const StageInfo& mm, const KnobValues& k, int lanes, int b_r
   const bool shared = pack && r > 2 && b_rank == 2;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(mm, r - 1)), tm = clip(k[Knob::kTm], ext(mm, r - 2));
   out_ds.push_back(D("tile", {a(r - 1), a(r - 2), "no", "mo", "ni", "mi"}, {tn, tm, 1}));
-  out_ds.push_back(D("vectorize", {"ni"}, {clip(lanes, tn)}));
+  out_ds.push_back(D("vectorize", {"ni"}, {vector_clip(lanes, tn)}));
   out_ds.push_back(D("unroll", {"mi"}));
   // The parallel loop: row tiles, or with `pack` column panels (fused with
   // the batch axis, if any, unless b is shared).
@@ -53,7 +53,7 @@ void gemm_at_output(const StageInfo& mm, const KnobValues& k, int lanes, int b_r
   if (pack) {
     Directive p = At("pack", "output", r > 2 && !shared ? "mf" : "no");
     p.vars = {mm.operands[1]};
-    p.factors = {clip(lanes, tn)};
+    p.factors = {vector_clip(lanes, tn)};
     mm_ds.push_back(p);
   }
   register_tile(mm, tn, tm, lanes, mm_ds);
@@ -66,7 +66,7 @@ void gemm_result_tiles(const StageInfo& mm, const KnobValues& k, int lanes, std:
   const int r = mm.rank;
   const bool pack = k[Knob::kPack] != 0 && mm.operands.size() == 2 && !mm.pairs;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(mm, r - 1)), tm = clip(k[Knob::kTm], ext(mm, r - 2));
-  Directive d = D("result_tiles", {}, {tn, tm, clip(lanes, tn)});
+  Directive d = D("result_tiles", {}, {tn, tm, vector_clip(lanes, tn)});
   if (pack) d.vars = {mm.operands[1]};
   mm_ds.push_back(d);
   register_tile(mm, tn, tm, lanes, mm_ds);
@@ -86,10 +86,10 @@ void materialise_pair_copies(const RuleContext& c, const StageInfo& mm, Schedule
     const int r = o->rank;
     ds.push_back(D("compute_root"));
     if (i == 0) {
-      ds.push_back(D("vectorize", {a(r - 1)}, {clip(2 * c.lanes, ext(*o, r - 1))}));
+      ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(2 * c.lanes, ext(*o, r - 1))}));
     } else {
       ds.push_back(D("vectorize", {a(r - 1)}, {2}));
-      ds.push_back(D("vectorize", {a(r - 2)}, {clip(c.lanes, ext(*o, r - 2))}));
+      ds.push_back(D("vectorize", {a(r - 2)}, {vector_clip(c.lanes, ext(*o, r - 2))}));
     }
     if (r >= 2) ds.push_back(D("parallel", {a(0)}));
   }
@@ -110,7 +110,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   const int r = s.rank, lanes = c.lanes;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(s, r - 1)), tm = clip(k[Knob::kTm], ext(s, r - 2));
   ds.push_back(D("compute_root"));
-  ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
+  ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, ext(s, r - 1))}));
   par_outer(r, -1, false, ds);
   ds.push_back(D("tile", {a(r - 1), a(r - 2), "no", "mo", "ni", "mi"}, {tn, tm}, 0));
   // Cache blocking (kc > 0): the k loop split into blocks of kc, and the
@@ -130,7 +130,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   }
   for (int i = r - 3; i >= 0; --i) order.push_back(a(i));
   ds.push_back(D("reorder", order, {}, 0));
-  ds.push_back(D("vectorize", {"ni"}, {clip(lanes, tn)}, 0));
+  ds.push_back(D("vectorize", {"ni"}, {vector_clip(lanes, tn)}, 0));
   if (k[Knob::kUnroll]) ds.push_back(D("unroll", {"mi"}, {}, 0));
   if (par.empty()) {
     ds.push_back(D("fuse", {a(1), a(0), "pbu"}, {}, 0));

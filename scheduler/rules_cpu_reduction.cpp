@@ -29,7 +29,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
     }
     if (mode == 1) ds.push_back(At("compute_at", "output", output_row_loop(c)));
     else ds.push_back(D("compute_root"));
-    if (r >= 1) ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
+    if (r >= 1) ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, ext(s, r - 1))}));
     if (mode == 0 && r >= 2) par_outer(r, -1, true, ds);
     return;
   }
@@ -57,14 +57,14 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
     if (rf > 0 && s.rvars == 1) ds.push_back(D("rfactor", {"r0", "u"}, {rf}));
     return;
   }
-  ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}));
+  ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, ext(s, r - 1))}));
   if (r >= 2) par_outer(r, -1, true, ds);
   if (!s.reduces_innermost) {
     std::vector<std::string> order = {a(r - 1)};
     for (int i = 0; i < s.rvars; ++i) order.push_back("r" + std::to_string(i));
     for (int i = r - 2; i >= 0; --i) order.push_back(a(i));
     ds.push_back(D("reorder", order, {}, 0));
-    ds.push_back(D("vectorize", {a(r - 1)}, {clip(lanes, ext(s, r - 1))}, 0));
+    ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, ext(s, r - 1))}, 0));
   }
   if (r >= 2) par_outer(r, 0, true, ds);
 }

@@ -87,8 +87,9 @@ std::string describe(const Directive& d, size_t i) {
 }
 
 // What the registry's forms cannot say: an operand slot names a stage this
-// stage reads as a matmul operand, and a tile's third factor (full tiles,
-// apply::tile) is 1, on the output's pure definition and variables.
+// stage reads as a matmul operand, a vector width is a power of two, and a
+// tile's third factor (full tiles, apply::tile) is 1, on the output's pure
+// definition and variables.
 Status check_specific(const Directive& d, const StageInfo& st, const std::string& where) {
   if (d.op == "result_tiles" && (st.kind != StageInfo::Kind::kMatmul || st.rank < 2))
     return Status::InvalidArgument(where + ": only a matmul stage of rank >= 2 has result tiles");
@@ -102,6 +103,12 @@ Status check_specific(const Directive& d, const StageInfo& st, const std::string
     return Status::InvalidArgument(where + ": `" + d.vars[0] + "` is not an operand of stage `" + st.name + "`" +
                                    (list.empty() ? " (it reads none)" : " (operands: " + list + ")"));
   }
+  // Vector widths are powers of two (rules_common.h, vector_clip): Halide 21
+  // aborts inside LLVM on some predicated loads of other widths.
+  const int vf = d.op == "vectorize" || d.op == "pack" ? 0 : d.op == "result_tiles" || d.op == "attention_tiles" ? 2 : -1;
+  if (vf >= 0 && vf < static_cast<int>(d.factors.size()) && (d.factors[vf] & (d.factors[vf] - 1)) != 0)
+    return Status::InvalidArgument(where + ": the vector width " + std::to_string(d.factors[vf]) +
+                                   " is not a power of two (Halide 21 aborts on predicated loads of some other widths)");
   if (d.op == "tile" && d.factors.size() == 3) {
     if (d.factors[2] != 1) return Status::InvalidArgument(where + ": the third factor (full tiles) must be 1");
     if (d.update >= 0 || st.kind != StageInfo::Kind::kOutput)

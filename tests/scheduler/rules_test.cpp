@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -29,19 +30,21 @@ namespace {
 using ::testing::HasSubstr;
 
 // Every schedule the rules make for the examples' fns, on every profile but
-// `host` (its width is the machine's), at three shapes (unknown, every dim 7,
-// every dim 64), for the default knobs, the seeds and every single-knob change
-// of the default within the knob space: one line per schedule, its knobs and
-// hash. MLK_RULES_DUMP=FILE writes the lines (with the cost model's
-// prediction) to FILE.
-std::string produced_schedules(bool with_cost) {
-  std::string lines;
+// `host` (its width is the machine's), at the shapes `sizes` (every dim that
+// value; 0: unknown), for the default knobs, the seeds and every single-knob
+// change of the default within the knob space: visit(fn, n, profile,
+// stages, knobs, schedule) for each, then space(fn, n, profile, stages) once
+// per fn, shape and profile.
+using Visit = std::function<void(const std::string&, int64_t, const Profile&, const std::vector<StageInfo>&,
+                                 const Knobs&, const Schedule&)>;
+using Space = std::function<void(const std::string&, int64_t, const Profile&, const std::vector<StageInfo>&)>;
+void for_each_produced_schedule(const std::vector<int64_t>& sizes, const Visit& visit, const Space& space = nullptr) {
   for (const char* file : {"attention.tl", "embedding.tl", "mlp.tl", "norms.tl", "softmax.tl"}) {
     auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/" + file);
     EXPECT_TRUE(fe.ok() && fe->ok()) << file;
     if (!fe.ok() || !fe->ok()) continue;
     for (const auto& f : fe->module.functions) {
-      for (int64_t n : {0, 7, 64}) {
+      for (int64_t n : sizes) {
         DimEnv dims;
         if (n > 0)
           for (const auto& d : f.dim_vars) dims[d] = n;
@@ -58,22 +61,56 @@ std::string produced_schedules(bool with_cost) {
                 k[stage][name] = v;
                 all.push_back(k);
               }
-          for (const Knobs& k : all) {
-            std::string line = f.name + " " + std::to_string(n) + " " + p.name + " " + nlohmann::json(k).dump() + " " +
-                               schedule_from_knobs(*stages, k, p).hash();
-            if (with_cost) {
-              char buf[64];
-              std::snprintf(buf, sizeof buf, " %.17g", tune::predict_ms(*stages, k, p));
-              line += buf;
-            }
-            lines += line + "\n";
-          }
-          lines += "space " + nlohmann::json(knob_space(*stages, p)).dump() + "\n";
+          for (const Knobs& k : all) visit(f.name, n, p, *stages, k, schedule_from_knobs(*stages, k, p));
+          if (space) space(f.name, n, p, *stages);
         }
       }
     }
   }
+}
+
+// The pinned lines: one per schedule at shapes unknown, 7 and 64, its knobs
+// and hash. MLK_RULES_DUMP=FILE writes them (with the cost model's
+// prediction) to FILE.
+std::string produced_schedules(bool with_cost) {
+  std::string lines;
+  for_each_produced_schedule(
+      {0, 7, 64},
+      [&](const std::string& fn, int64_t n, const Profile& p, const std::vector<StageInfo>& stages, const Knobs& k,
+          const Schedule& s) {
+        std::string line = fn + " " + std::to_string(n) + " " + p.name + " " + nlohmann::json(k).dump() + " " + s.hash();
+        if (with_cost) {
+          char buf[64];
+          std::snprintf(buf, sizeof buf, " %.17g", tune::predict_ms(stages, k, p));
+          line += buf;
+        }
+        lines += line + "\n";
+      },
+      [&](const std::string&, int64_t, const Profile& p, const std::vector<StageInfo>& stages) {
+        lines += "space " + nlohmann::json(knob_space(stages, p)).dump() + "\n";
+      });
   return lines;
+}
+
+// Halide 21 aborts inside LLVM on predicated loads of some widths that are
+// not powers of two (a MiniLM layer of 5 tokens vectorised by 5), so no rule
+// makes one, at any extent: odd small shapes here.
+TEST(Rules, EveryVectorWidthIsAPowerOfTwo) {
+  int checked = 0;
+  for_each_produced_schedule({3, 5, 9, 13}, [&](const std::string& fn, int64_t n, const Profile& p,
+                                                const std::vector<StageInfo>&, const Knobs&, const Schedule& s) {
+    for (const auto& [stage, ds] : s.stages)
+      for (const Directive& d : ds) {
+        const int vf = d.op == "vectorize" || d.op == "pack" ? 0
+                       : d.op == "result_tiles" || d.op == "attention_tiles" ? 2 : -1;
+        if (vf < 0 || vf >= static_cast<int>(d.factors.size())) continue;
+        ++checked;
+        const int64_t w = d.factors[vf];
+        EXPECT_TRUE(w > 0 && (w & (w - 1)) == 0) << fn << " at " << n << " on " << p.name << ": stage " << stage
+                                                 << " " << d.op << " width " << w;
+      }
+  });
+  EXPECT_GT(checked, 1000);
 }
 
 TEST(Rules, ProducedSchedulesAreThoseOfTheScheduleSpaceVersion) {
@@ -82,7 +119,7 @@ TEST(Rules, ProducedSchedulesAreThoseOfTheScheduleSpaceVersion) {
     out << produced_schedules(true);
   }
   const std::string digest = sha256_hex(produced_schedules(false));
-  EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-9 b8150754fd3896e34ae2177502ffe49a88d87b57eff8620bfb9e6987c1c40b4a");
+  EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-10 c4ea51461a4fcee42bea3c5783cb7d23ea13ce598a5efa0349d6607c459394d4");
 }
 
 using testing_support::ops;
@@ -134,9 +171,10 @@ TEST(Rules, CpuReductionVectorisesTheRow) {
   EXPECT_THAT(ops(s.stages["output"]), HasSubstr("fuse:a1:a0:pf"));
   s = schedule_from_knobs(t, {{"reduction0", {{"fuse", 1}, {"vred", 1}}}, {"output", {{"fuse_outer", 0}}}}, p);
   EXPECT_EQ(ops(s.stages["reduction0"]), "compute_at@output.a1 rfactor_vector:r0:u:8");
-  // Without vred: vectorised across rows (the extent, 3, clips the width).
+  // Without vred: vectorised across rows; the extent, 3, clips the width to
+  // a power of two, 2 (rules-10: Halide 21 aborts on some other widths).
   s = schedule_from_knobs(t, {{"reduction0", {{"fuse", 0}}}}, p);
-  EXPECT_EQ(ops(s.stages["reduction0"]), "compute_root vectorize:a1:3 parallel:a0 parallel:a0@u0");
+  EXPECT_EQ(ops(s.stages["reduction0"]), "compute_root vectorize:a1:2 parallel:a0 parallel:a0@u0");
   EXPECT_TRUE(validate_schedule(s, t, false).ok());
 }
 

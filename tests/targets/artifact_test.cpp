@@ -255,6 +255,12 @@ TEST(Schedule, IllegalSchedulesAreRefusedWithClearErrors) {
               HasSubstr("unknown stage `matmul7` (stages: load_a, load_b, matmul0, output)"));
   EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "split", "vars": ["a1", "o", "i"], "factors": [0]}]}})"),
               HasSubstr("stage `matmul0` directive 0 `split(a1, o, i, 0)`: factor 0 must be in [1, 65536]"));
+  // A width Halide 21 aborts on (an LLVM assertion in a predicated load): refused before Halide sees it.
+  EXPECT_THAT(msg(R"({"stages": {"output": [{"op": "vectorize", "vars": ["a1"], "factors": [9]}]}})"),
+              HasSubstr("stage `output` directive 0 `vectorize(a1, 9)`: the vector width 9 is not a power of two "
+                        "(Halide 21 aborts on predicated loads of some other widths)"));
+  EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "result_tiles", "factors": [24, 4, 6]}]}})"),
+              HasSubstr("the vector width 6 is not a power of two"));
   EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "gpu_blocks", "vars": ["a0"]}]}})"),
               HasSubstr("stage `matmul0` directive 0 `gpu_blocks(a0)`: a GPU directive, but the target profile is a CPU profile"));
   EXPECT_THAT(msg(R"({"stages": {"output": [{"op": "vectorize", "vars": ["z9"], "factors": [8]}]}})"),
