@@ -84,7 +84,8 @@ Status read_header(std::string_view bytes, json& header, std::string_view& data)
 
 }  // namespace
 
-Expected<std::string> encode_setup(const MeasureSetup& s, const std::string& source, const std::string& source_name) {
+Expected<std::string> encode_setup(const MeasureSetup& s, const std::string& source, const std::string& source_name,
+                                   const std::string& precision) {
   std::string data;
   json timing = json::array();
   for (const auto& set : s.timing) {
@@ -99,7 +100,7 @@ Expected<std::string> encode_setup(const MeasureSetup& s, const std::string& sou
     verify.push_back({{"name", c.name}, {"shape", c.shape}, {"set", c.set}, {"dims", c.dims}, {"inputs", in},
                       {"reference", tensor_ref(c.reference, data)}, {"rtol", c.tol.rtol}, {"atol", c.tol.atol}});
   }
-  json h = {{"source", source}, {"source_name", source_name}, {"fn", s.fn}, {"target", s.target},
+  json h = {{"source", source}, {"source_name", source_name}, {"precision", precision}, {"fn", s.fn}, {"target", s.target},
             {"dims", s.dims}, {"min_time_s", s.min_time_s}, {"min_reps", s.min_reps}, {"max_reps", s.max_reps},
             {"timing", timing}, {"verify", verify}};
   std::string head = h.dump();
@@ -115,6 +116,7 @@ Expected<DecodedSetup> decode_setup(std::string_view bytes) {
   try {
     d.source = h.at("source").get<std::string>();
     d.source_name = h.at("source_name").get<std::string>();
+    if (h.contains("precision")) d.precision = h.at("precision").get<std::string>();
     d.setup.fn = h.at("fn").get<std::string>();
     d.setup.target = h.at("target").get<std::string>();
     d.setup.dims = h.at("dims").get<DimEnv>();

@@ -21,13 +21,16 @@
 
 namespace mlk::tune {
 
-// `source` is the program text the setup's module was compiled from and
-// `source_name` the name diagnostics use (its file name).
-Expected<std::string> encode_setup(const MeasureSetup& setup, const std::string& source, const std::string& source_name);
+// `source` is the program text the setup's module was compiled from,
+// `source_name` the name diagnostics use (its file name) and `precision` the
+// policy applied to it (lang/precision.h: "f32", "bf16" or "f16").
+Expected<std::string> encode_setup(const MeasureSetup& setup, const std::string& source, const std::string& source_name,
+                                   const std::string& precision = "f32");
 
 struct DecodedSetup {
-  MeasureSetup setup;  // setup.module is null: compile `source` and set it
+  MeasureSetup setup;  // setup.module is null: compile `source`, apply `precision`, and set it
   std::string source, source_name;
+  std::string precision = "f32";  // a setup without the field: f32
 };
 Expected<DecodedSetup> decode_setup(std::string_view bytes);
 

@@ -20,6 +20,22 @@ FlagSetter store_dims(std::map<std::string, int64_t>& out) {
   };
 }
 
+Flag precision_flag(Precision& out) {
+  return {.name = "--precision",
+          .metavar = "P",
+          .help = "the products' precision policy: f32 (as written), bf16 or f16 (every F32 matmul's operands "
+                  "rounded to BF16 or F16, products and sums in F32, the result F32; other ops, parameters and "
+                  "results keep their dtypes). bf16 uses the CPU's BF16 dot product (vdpbf16ps) where the "
+                  "target has one. The artifact is cached under its own key",
+          .default_value = "f32",
+          .set = [&out](const std::string& flag, const std::string& value) -> Status {
+            auto p = parse_precision(value);
+            if (!p.ok()) return Status::Usage(flag + ": " + p.status().message());
+            out = *p;
+            return Status::Ok();
+          }};
+}
+
 Flag namespaces_flag(std::string& out) {
   return {.name = "--namespaces",
           .metavar = "LIST",

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "cli/flags.h"
+#include "lang/precision.h"
 
 namespace mlk::cli {
 
@@ -22,5 +23,10 @@ FlagSetter store_dims(std::map<std::string, int64_t>& out);
 // `out` after its syntax is checked ("--namespaces: the read order `a` must
 // name `own` ..."). CliCache::Open applies it, in place of $MLK_NAMESPACES.
 Flag namespaces_flag(std::string& out);
+
+// `--precision f32|bf16|f16`, the same in every command that compiles a
+// program: the policy lang/precision.h applies to the module before anything
+// else sees it (docs/numerics.md, "Precision policies").
+Flag precision_flag(Precision& out);
 
 }  // namespace mlk::cli

@@ -38,6 +38,7 @@ struct BuildArgs {
   bool no_cache = false;
   DumpStage dump_after = DumpStage::kNone;
   std::map<std::string, int64_t> dims;
+  Precision precision = Precision::kF32;  // --precision
   std::string sign_path;               // --sign KEYFILE
   std::optional<SigningKey> sign_key;  // loaded from it before anything is built
 };
@@ -65,6 +66,7 @@ CommandSpec spec(BuildArgs& b) {
                .help = "one of `mlk targets` (host, cpu_avx2, cpu_avx512, cpu_avx512_spr, cuda_sm80, cuda_sm90); "
                        "CUDA profiles build without a GPU",
                .set = store(b.target), .required = true, .required_note = " (see `mlk targets`)"},
+              precision_flag(b.precision),
               {.name = "--dims", .metavar = "N=V,...",
                .help = "the shape the schedule is made for; the kernel still runs on every valid shape",
                .default_value = "the fn's first `tune` bucket", .set = store_dims(b.dims)},
@@ -212,6 +214,7 @@ int run_build(const std::vector<std::string>& args) {
     std::fputs(fe->rendered().c_str(), stderr);
     return 1;
   }
+  fe->module = with_precision(fe->module, b.precision);
   if (Status s = complete_args(b, fe->module); !s.ok()) return usage_error("build", s.message());
   if (!b.sign_path.empty()) {
     auto k = load_signing_key(b.sign_path);

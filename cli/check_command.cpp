@@ -1,6 +1,7 @@
 // `mlk check`: the front end on files, diagnostics to stderr.
 #include <cstdio>
 
+#include "cli/args.h"
 #include "cli/command.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
@@ -11,6 +12,7 @@ namespace {
 
 struct CheckOptions {
   bool emit_ir = false, emit_tokens = false, hash = false, quiet = false;
+  Precision precision = Precision::kF32;  // --precision: the IR --emit-ir and --hash show
   std::vector<std::string> files;
 };
 
@@ -32,6 +34,7 @@ CommandSpec spec(CheckOptions& o) {
               {.name = "--hash", .help = "print the content hash of every function and of the file",
                .set = set_bool(o.hash)},
               {.name = "-q", .help = "print nothing on success", .set = set_bool(o.quiet), .aliases = {"--quiet"}},
+              precision_flag(o.precision),
           },
       .positional =
           [&o](const std::string& file) {
@@ -74,6 +77,7 @@ int run_check(const std::vector<std::string>& args) {
       status = 1;
       continue;
     }
+    r->module = with_precision(r->module, o.precision);
     if (emit_ir) std::fputs(ir::print_module(r->module).c_str(), stdout);
     if (hash) {
       for (const auto& f : r->module.functions)

@@ -63,7 +63,8 @@ std::string RemoteMeasurer::setup_digest(const tune::MeasureSetup& setup) {
   if (!setup_.empty()) return setup_;
   auto source = read_file(o_.source_path);
   if (!source.ok()) throw RemoteMeasureError(source.status().message());
-  auto bytes = tune::encode_setup(setup, *source, std::filesystem::path(o_.source_path).filename().string());
+  auto bytes =
+      tune::encode_setup(setup, *source, std::filesystem::path(o_.source_path).filename().string(), o_.precision);
   if (!bytes.ok()) throw RemoteMeasureError(bytes.status().message());
   auto d = c_->put_setup(*bytes);
   if (!d.ok()) throw RemoteMeasureError("storing the measurement setup: " + d.status().message());

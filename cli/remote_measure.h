@@ -40,6 +40,7 @@ struct RemoteMeasureOptions {
   double wait_s = 60;      // --worker-wait: the longest a job may stay unleased
   bool progress = true;
   std::string source_path;  // the .tl file the setup's module came from
+  std::string precision = "f32";  // the policy applied to it (lang/precision.h), which workers apply too
 };
 
 class RemoteMeasurer {

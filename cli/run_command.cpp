@@ -39,6 +39,7 @@ struct RunOptions {
   std::vector<std::string> inputs;  // --inputs, in order
   bool no_cache = false;
   std::map<std::string, int64_t> dims;
+  Precision precision = Precision::kF32;  // --precision
   int64_t repeat = 0;
   int64_t ranks = 0, collective_timeout = 60;
   bool reference = false;
@@ -103,6 +104,7 @@ CommandSpec spec(RunOptions& o) {
                .set = store(o.output)},
               {.name = "--dims", .metavar = "N=V,...",
                .help = "values of dimensions no input binds (and checks on the rest)", .set = store_dims(o.dims)},
+              precision_flag(o.precision),
               {.name = "--target", .metavar = "PROFILE",
                .help = "the profile to run. From the artifact cache (re-hashed, then loaded): the artifact tuned "
                        "for PROFILE, this fn and exactly this shape; else the one tuned at the nearest other shape "
@@ -329,6 +331,7 @@ int run_run(const std::vector<std::string>& args) {
     std::fputs(fe->rendered().c_str(), stderr);
     return 1;
   }
+  fe->module = with_precision(fe->module, o.precision);
   const ir::Module& m = fe->module;
   if (Status s = select_fn(o, m); !s.ok()) return usage_error("run", s.message());
   const ir::Function* f = m.find(o.fn);

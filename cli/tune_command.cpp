@@ -39,6 +39,7 @@ struct TuneArgs {
   std::string verify_levels = "cheap", require_verified;  // `mlk verify` levels run on each winner; a gate
   std::string workers, server;  // --workers KEY: measured by `mlk worker`s through --server (cli/remote_measure.h)
   double worker_wait_s = 60;
+  Precision precision = Precision::kF32;  // --precision
   std::string sign_path;                 // --sign KEYFILE
   std::optional<SigningKey> sign_key;    // loaded from it before anything is tuned
 };
@@ -68,6 +69,7 @@ CommandSpec spec(TuneArgs& t) {
   std::vector<Flag> flags = {
       {.name = "--target", .metavar = "PROFILE", .help = "the profile to tune for (see `mlk targets`)",
        .set = store(t.target), .required = true, .required_note = " (see `mlk targets`)"},
+      precision_flag(t.precision),
       {.name = "--fn", .metavar = "NAME", .help = "tune this fn only (public or not) instead of every public fn",
        .set = store(t.fn)},
       {.name = "--dims", .metavar = "N=V,...", .help = "the one shape to tune at instead of the `tune` declarations'",
@@ -308,7 +310,8 @@ RemoteMeasureOptions worker_options(const TuneArgs& t) {
           .device_key = t.workers,
           .wait_s = t.worker_wait_s,
           .progress = t.opts.progress,
-          .source_path = t.file};
+          .source_path = t.file,
+          .precision = precision_name(t.precision)};
 }
 
 // tune_jobs, with remote measurement that cannot go on (--workers) said on
@@ -429,6 +432,7 @@ int run_tune(const std::vector<std::string>& args) {
     std::fputs(fe->rendered().c_str(), stderr);
     return 1;
   }
+  fe->module = with_precision(fe->module, t.precision);
   auto jobs = plan_jobs(t, fe->module);
   if (!jobs.ok()) return fail(jobs.status());
   if (Status s = check_jobs_memory(t, fe->module, *profile, *jobs); !s.ok()) return fail(s);

@@ -39,6 +39,7 @@ struct VerifyArgs {
   std::string file, fn, target, artifact_dir, schedule_path, cache_flag, ns = cache::kDefaultNamespace, namespaces;
   std::string levels = "all";
   std::map<std::string, int64_t> dims;
+  Precision precision = Precision::kF32;  // --precision
   bool json_out = false, no_cache = false, no_store = false;
   int64_t seed = 1;
   std::string sign_path;               // --sign KEYFILE: the verifier's key
@@ -79,6 +80,7 @@ CommandSpec spec(VerifyArgs& v) {
                .set = store(v.fn)},
               {.name = "--target", .metavar = "PROFILE", .help = "the profile the artifact is for (see `mlk targets`)",
                .set = store(v.target), .required = true, .required_note = " (see `mlk targets`)"},
+              precision_flag(v.precision),
               {.name = "--dims", .metavar = "N=V,...",
                .help = "the shape the running levels use, and the cache entry's shape; keep it small",
                .default_value = "the fn's first `tune` bucket", .set = store_dims(v.dims)},
@@ -274,6 +276,7 @@ int run_verify(const std::vector<std::string>& args) {
     std::fputs(fe->rendered().c_str(), stderr);
     return 1;
   }
+  fe->module = with_precision(fe->module, v.precision);
   if (Status s = complete_args(v, fe->module); !s.ok()) return usage_error("verify", s.message());
   std::unique_ptr<client::CliCache> cc;
   if (!v.no_cache && v.artifact_dir.empty()) {

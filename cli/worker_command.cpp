@@ -104,6 +104,9 @@ Expected<Prepared*> prepare(client::JobsClient& c, const client::JobView& job, s
   Prepared p{std::move(*d), std::make_unique<FrontendResult>()};
   *p.fe = compile_source(p.d.source_name, p.d.source);
   if (!p.fe->ok()) return Status::InvalidArgument("the setup's program does not compile here:\n" + p.fe->rendered());
+  auto precision = parse_precision(p.d.precision);
+  if (!precision.ok()) return Status::InvalidArgument("the setup's " + precision.status().message());
+  p.fe->module = with_precision(p.fe->module, *precision);
   if (!p.fe->module.find(p.d.setup.fn))
     return Status::InvalidArgument("the setup's program has no fn `" + p.d.setup.fn + "`");
   p.d.setup.module = &p.fe->module;

@@ -114,14 +114,16 @@ Value broadcast(const ir::Node& n, const Value& x, const Shape64& shape) {
   return out;
 }
 
-Value matmul(const Value& a, const Value& b, const Shape64& shape) {
+// `dt`: the result's dtype, the operands' or F32 (a widening product).
+Value matmul(const Value& a, const Value& b, const Shape64& shape, DType dt) {
   size_t ra = a.shape.size(), rb = b.shape.size();
   MLK_CHECK(ra >= 2 && rb >= 2 && a.dtype == b.dtype, "matmul operands");
   int64_t M = a.shape[ra - 2], K = a.shape[ra - 1], N = b.shape[rb - 1];
   int64_t batch = a.numel() / (M * K);
   bool batched_b = rb > 2;
   MLK_CHECK(b.shape[rb - 2] == K && (!batched_b || b.numel() == batch * K * N), "matmul shapes");
-  Value out(a.dtype, shape);
+  MLK_CHECK(dt == a.dtype || (dt == DType::F32 && a.floating()), "matmul result dtype");
+  Value out(dt, shape);
   MLK_CHECK(out.numel() == batch * M * N, "matmul result shape");
   for (int64_t p = 0; p < batch; ++p) {
     const int64_t a0 = p * M * K, b0 = batched_b ? p * K * N : 0, o0 = p * M * N;
@@ -130,7 +132,7 @@ Value matmul(const Value& a, const Value& b, const Shape64& shape) {
         if (a.floating()) {
           double acc = 0;
           for (int64_t k = 0; k < K; ++k) acc += a.f[a0 + m * K + k] * b.f[b0 + k * N + j];
-          out.f[o0 + m * N + j] = round_to(a.dtype, acc);
+          out.f[o0 + m * N + j] = round_to(dt, acc);
         } else {
           uint64_t acc = 0;
           for (int64_t k = 0; k < K; ++k)
@@ -239,8 +241,8 @@ Expected<Value> kernel_broadcast(const ir::Node& n, const Args& args, const Shap
   return broadcast(n, *args[0], shape);
 }
 
-Expected<Value> kernel_matmul(const ir::Node&, const Args& args, const Shape64& shape, const DimEnv&) {
-  return matmul(*args[0], *args[1], shape);
+Expected<Value> kernel_matmul(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {
+  return matmul(*args[0], *args[1], shape, n.type.dtype);
 }
 
 Expected<Value> kernel_transpose(const ir::Node& n, const Args& args, const Shape64& shape, const DimEnv&) {

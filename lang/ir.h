@@ -50,6 +50,9 @@ using NodeRef = std::shared_ptr<const Node>;
 //   kRepeatInterleave: dims[0] = repeats;  kSlice: dims = {start, len}
 //   kFull:         literal;  kCast: the node's dtype
 //   kCall:         callee, dims = the callee's dimension variables, in order
+//   kMatmul:       the operands' dtype, or F32 of BF16 or F16 operands: a
+//                  widening product (its products and sum in F32, no rounding
+//                  to 16 bits), which only passes make (lang/precision.h)
 struct Node {
   Op op;
   Type type;

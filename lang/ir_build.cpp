@@ -77,6 +77,12 @@ NodeRef matmul(const NodeRef& a, const NodeRef& b) {
   return node(ir::Op::kMatmul, {a->type.dtype, s}, {a, b});
 }
 
+NodeRef matmul_f32(const NodeRef& a, const NodeRef& b) {
+  Shape s = a->type.shape;
+  s.back() = b->type.shape.back();
+  return node(ir::Op::kMatmul, {DType::F32, s}, {a, b});
+}
+
 NodeRef transpose(const NodeRef& x, const std::vector<int64_t>& perm) {
   bool identity = true;
   for (size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == static_cast<int64_t>(k);

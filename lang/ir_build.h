@@ -32,6 +32,8 @@ NodeRef reduce(ir::Op op, const NodeRef& x, std::vector<int64_t> axes);
 // out[j..] = x[j(axes[0]), ..]: input axis i goes to output axis axes[i].
 NodeRef broadcast(const NodeRef& x, const Shape& shape, const std::vector<int64_t>& axes);
 NodeRef matmul(const NodeRef& a, const NodeRef& b);
+// The widening product of 16-bit float operands: an F32 result (ir::Node).
+NodeRef matmul_f32(const NodeRef& a, const NodeRef& b);
 NodeRef transpose(const NodeRef& x, const std::vector<int64_t>& perm);
 NodeRef swap_last(const NodeRef& x);  // transpose of the last two axes
 NodeRef reshape(const NodeRef& x, const Shape& shape);

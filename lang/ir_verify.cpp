@@ -116,7 +116,9 @@ Status verify_matmul(const Node& n) {
   size_t ra = a.shape.size(), rb = b.shape.size();
   if (ra < 2 || rb < 2 || (rb > 2 && rb != ra) || a.dtype != b.dtype)
     return bad(n, "has operands " + a.str() + " and " + b.str() + ", which do not multiply");
-  MLK_RETURN_IF_ERROR(same_dtype(n, n.operands[0]));
+  // A widening product (ir::Node): 16-bit float operands, an F32 result.
+  const bool widening = n.type.dtype == DType::F32 && (a.dtype == DType::BF16 || a.dtype == DType::F16);
+  if (!widening) MLK_RETURN_IF_ERROR(same_dtype(n, n.operands[0]));
   if (rank(n) != ra || n.type.shape[ra - 2] != a.shape[ra - 2] || n.type.shape[ra - 1] != b.shape[rb - 1])
     return bad(n, "must be [.., M, N] for operands " + a.str() + " and " + b.str());
   return Status::Ok();

@@ -305,12 +305,15 @@ PYBIND11_MODULE(_mlk, m) {
            }),
            py::arg("cache") = "", py::arg("namespace") = "default", py::arg("token") = "", py::arg("namespaces") = "")
       .def_property_readonly("store_path", &mlk::rt::Runtime::store_path)
-      // A .tl file, or an `mlk build -o DIR` directory.
-      .def("program", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& path) {
+      // A .tl file under a precision policy ("f32", "bf16", "f16"), or an
+      // `mlk build -o DIR` directory (its program as built).
+      .def("program", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& path, const std::string& precision) {
         std::error_code ec;
         if (std::filesystem::is_directory(path, ec)) return PyProgram{rt, unwrap(rt->LoadArtifactDir(path))};
-        return PyProgram{rt, unwrap(rt->LoadProgram(path))};
-      })
+        auto p = mlk::parse_precision(precision);
+        if (!p.ok()) throw py::value_error("precision=" + precision + ": expected 'f32', 'bf16' or 'f16'");
+        return PyProgram{rt, unwrap(rt->LoadProgram(path, *p))};
+      }, py::arg("path"), py::arg("precision") = "f32")
       // A model: its program, binding ("" = next to the program) and weights (runtime/model.h).
       .def("model", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& program, const std::string& binding,
                        const std::string& weights, const std::string& targets) {

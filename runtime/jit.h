@@ -33,9 +33,11 @@ Expected<const JitPlugin*> load_jit_plugin();
 class JitKernel {
  public:
   // Compiles fn `fn`, whose program hash is `fn_hash`, of the program `text`
-  // (named `name` in messages) for `target`, extents estimated from `dims`.
+  // (named `name` in messages) under the precision policy `precision`
+  // ("f32", "bf16", "f16") for `target`, extents estimated from `dims`.
   static Expected<std::unique_ptr<JitKernel>> Compile(const JitPlugin* plugin, const std::string& name,
-                                                      const std::string& text, const std::string& fn,
+                                                      const std::string& text, const std::string& precision,
+                                                      const std::string& fn,
                                                       const std::string& fn_hash, const std::string& target,
                                                       const DimEnv& dims);
   ~JitKernel();

@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
+#include "lang/precision.h"
 #include "scheduler/kernel.h"
 
 struct mlk_jit_kernel {
@@ -42,14 +43,18 @@ extern "C" {
 
 int32_t mlk_jit_abi_version(void) { return MLK_JIT_ABI_VERSION; }
 
-int32_t mlk_jit_compile(const char* name, const char* text, const char* fn, const char* fn_hash, const char* target,
-                        const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+int32_t mlk_jit_compile(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
+                        const char* target, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                         mlk_jit_kernel** kernel, char** error) {
-  if (!name || !text || !fn || !fn_hash || !target || !kernel || ndims < 0 || (ndims > 0 && (!dim_names || !dim_values)))
+  if (!name || !text || !precision || !fn || !fn_hash || !target || !kernel || ndims < 0 ||
+      (ndims > 0 && (!dim_names || !dim_values)))
     return fail(Status::InvalidArgument("mlk_jit_compile: a NULL argument or a negative dim count"), error);
   try {
     mlk::FrontendResult r = mlk::compile_source(name, text);
     if (!r.ok()) return fail(Status::InvalidArgument(std::string(name) + " does not check:\n" + r.rendered()), error);
+    auto policy = mlk::parse_precision(precision);
+    if (!policy.ok()) return fail(policy.status(), error);
+    r.module = mlk::with_precision(r.module, *policy);
     const mlk::ir::Function* f = r.module.find(fn);
     if (!f) return fail(Status::NotFound(std::string(name) + " has no fn `" + fn + "`"), error);
     if (mlk::ir::function_hash(r.module, *f) != fn_hash)

@@ -24,17 +24,20 @@ extern "C" {
 #endif
 
 /* Bumped whenever an entry below changes; the runtime refuses another. */
-#define MLK_JIT_ABI_VERSION 1
+#define MLK_JIT_ABI_VERSION 2
 
 typedef struct mlk_jit_kernel mlk_jit_kernel;
 
 int32_t mlk_jit_abi_version(void);
 
-/* Checks the program `text` (called `name` in messages), checks that fn `fn`
- * has the program hash `fn_hash` (ir::function_hash), and compiles it with
- * the default schedule for `target` ("host" or a CPU profile's Halide
- * target), extents estimated from the dims. Sets *kernel on success. */
-int32_t mlk_jit_compile(const char* name, const char* text, const char* fn, const char* fn_hash, const char* target,
+/* Checks the program `text` (called `name` in messages), applies the
+ * precision policy `precision` ("f32", "bf16" or "f16"; lang/precision.h),
+ * checks that fn `fn` then has the program hash `fn_hash`
+ * (ir::function_hash), and compiles it with the default schedule for
+ * `target` ("host" or a CPU profile's Halide target), extents estimated from
+ * the dims. Sets *kernel on success. */
+int32_t mlk_jit_compile(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
+                        const char* target,
                         const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                         mlk_jit_kernel** kernel, char** error);
 

@@ -42,13 +42,15 @@ const char* source_name(Selection::Source s) {
 
 namespace {
 
-Expected<std::shared_ptr<Program>> compile_program(const std::string& name, const std::string& text) {
+Expected<std::shared_ptr<Program>> compile_program(const std::string& name, const std::string& text,
+                                                   Precision precision = Precision::kF32) {
   FrontendResult r = compile_source(name, text);
   if (!r.ok()) return Status::InvalidArgument(name + " does not check:\n" + r.rendered());
   auto p = std::make_shared<Program>();
   p->file = name;
   p->text = text;
-  p->module = std::move(r.module);
+  p->precision = precision;
+  p->module = with_precision(r.module, precision);
   for (const auto& f : p->module.functions) p->fn_hash[f.name] = ir::function_hash(p->module, f);
   return p;
 }
@@ -94,15 +96,22 @@ Expected<TargetPolicy> TargetPolicy::Parse(const std::string& text) {
     p.profiles.push_back(item);
   }
   if (p.profiles.empty()) return Status::InvalidArgument("target policy `" + text + "` names no profile");
-  // Options, each `require=...`, separated by `;`.
+  // Options, each `require=...` or `precision=...`, separated by `;`.
   size_t start = 0;
   while (!options.empty() && start <= options.size()) {
     size_t end = options.find(';', start);
     std::string opt = options.substr(start, end == std::string::npos ? std::string::npos : end - start);
     start = end == std::string::npos ? options.size() + 1 : end + 1;
+    if (opt.rfind("precision=", 0) == 0) {
+      auto pr = parse_precision(opt.substr(10));
+      if (!pr.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + pr.status().message());
+      p.precision = *pr;
+      continue;
+    }
     if (opt.rfind("require=", 0) != 0)
       return Status::InvalidArgument("target policy `" + text + "`: unknown option `" + opt +
-                                     "` (the only option is `require=any|tuned|exact|verified:LEVELS|signed:KEYS`)");
+                                     "` (the options are `require=any|tuned|exact|verified:LEVELS|signed:KEYS` "
+                                     "and `precision=f32|bf16|f16`)");
     if (opt.rfind("require=verified:", 0) == 0) {  // a tuned artifact whose report passes the levels
       auto lv = cache::parse_required_levels(opt.substr(17));
       if (!lv.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + lv.status().message());
@@ -140,6 +149,7 @@ std::string TargetPolicy::str() const {
     for (const auto& k : trusted) keys += (keys.empty() ? "" : ",") + k;
     s += ";require=signed:" + keys;
   }
+  if (precision != Precision::kF32) s += std::string(";precision=") + precision_name(precision);
   return s;
 }
 
@@ -223,14 +233,14 @@ Runtime::~Runtime() = default;
 
 const std::string& Runtime::store_path() const { return cache_->store_path(); }
 
-Expected<std::shared_ptr<const Program>> Runtime::LoadProgram(const std::string& file) {
+Expected<std::shared_ptr<const Program>> Runtime::LoadProgram(const std::string& file, Precision precision) {
   auto text = read_file(file);
   if (!text.ok()) return Status::NotFound(text.status().message());
-  std::string id = file + "#" + sha256_hex(*text);
+  std::string id = file + "#" + sha256_hex(*text) + "#" + precision_name(precision);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = programs_.find(id);
   if (it != programs_.end()) return it->second;
-  auto p = compile_program(file, *text);
+  auto p = compile_program(file, *text, precision);
   if (!p.ok()) return p.status();
   programs_[id] = *p;
   return std::shared_ptr<const Program>(*p);
@@ -238,7 +248,7 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadProgram(const std::string&
 
 Expected<std::shared_ptr<const Kernel>> Runtime::GetKernel(const std::string& program_file, const std::string& fn,
                                                            const TargetPolicy& policy, const DimEnv& dims) {
-  auto prog = LoadProgram(program_file);
+  auto prog = LoadProgram(program_file, policy.precision);
   if (!prog.ok()) return prog.status();
   return GetKernel(*prog, fn, policy, dims);
 }
@@ -265,7 +275,14 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::str
   auto src = read_file(dir + "/program.tl");
   if (!src.ok())
     return Status::NotFound(dir + " has no program.tl (built by an older mlk? build it again with `mlk build`)");
-  auto prog = compile_program(dir + "/program.tl", *src);
+  // The policy the artifact was built under (absent: built before policies, f32).
+  Precision precision = Precision::kF32;
+  if (const std::string name = str(m, "precision"); !name.empty()) {
+    auto p = parse_precision(name);
+    if (!p.ok()) return Status::Corruption(where + ": " + p.status().message());
+    precision = *p;
+  }
+  auto prog = compile_program(dir + "/program.tl", *src, precision);
   if (!prog.ok()) return prog.status();
   if ((*prog)->fn_hash[fn] != ir_hash)
     return Status::Corruption(dir + "/program.tl does not hash to the manifest's ir_hash of `" + fn + "`");
@@ -306,7 +323,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
     if (!art.ok()) return art.status();
     auto src = art->files.find("program.tl");
     if (src == art->files.end()) continue;
-    auto prog = compile_program("program.tl of " + e.key.substr(0, 16), src->second);
+    auto prog = compile_program("program.tl of " + e.key.substr(0, 16), src->second, policy.precision);
     if (!prog.ok()) return prog.status();
     const ir::Function* f = (*prog)->module.find(fn);
     if (!f || ir::function_hash((*prog)->module, *f) != program_hash)
@@ -429,7 +446,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
                                            plugin.status().message() + why)
                         : plugin.status());
     }
-    auto compiled = JitKernel::Compile(*plugin, prog->file, prog->text, fn, fhash,
+    auto compiled = JitKernel::Compile(*plugin, prog->file, prog->text, precision_name(prog->precision), fn, fhash,
                                        jit_profile->name == "host" ? "host" : jit_profile->halide_target, dims);
     if (!compiled.ok()) {
       jits_.erase(jid);

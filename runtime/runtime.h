@@ -24,6 +24,7 @@
 
 #include "lang/bind.h"
 #include "lang/ir.h"
+#include "lang/precision.h"
 #include "base/status.h"
 #include "runtime/boundary.h"
 #include "runtime/resolve.h"
@@ -60,9 +61,14 @@ struct TargetPolicy {
   // there is no JIT fallback. With verified:LEVELS too, only a report one of
   // these keys signed counts.
   std::vector<std::string> trusted;
+  // `;precision=bf16|f16|f32`: the program's products under that policy
+  // (lang/precision.h, docs/numerics.md): the kernels tuned with `mlk tune
+  // --precision` (their own cache keys), else the policy's default schedule.
+  Precision precision = Precision::kF32;
   // Comma-separated profile names (see `mlk targets`), optionally followed by
-  // options `;require=any|tuned|exact|verified:LEVELS|signed:KEYS` (several
-  // allowed, each after a `;`): "cpu_avx512,host;require=tuned". "" = {"host"}.
+  // options `;require=any|tuned|exact|verified:LEVELS|signed:KEYS` and
+  // `;precision=P` (several allowed, each after a `;`):
+  // "cpu_avx512,host;require=tuned;precision=bf16". "" = {"host"}.
   static Expected<TargetPolicy> Parse(const std::string& text);
   std::string str() const;
 };
@@ -92,6 +98,7 @@ const char* source_name(Selection::Source s);  // "exact", "other-shape", "defau
 struct Program {
   std::string file;  // where it was read ("" when it came from the cache)
   std::string text;  // the program's source, as checked (the JIT plugin checks it again)
+  Precision precision = Precision::kF32;  // the policy applied to `module` (lang/precision.h)
   ir::Module module;
   std::map<std::string, std::string> fn_hash;  // ir::function_hash of every fn, computed once
   struct Directory {
@@ -144,8 +151,9 @@ class Runtime {
   static Expected<std::unique_ptr<Runtime>> Open(Options options);
   ~Runtime();
 
-  // The checked program in `file` (read and checked once per path and content).
-  Expected<std::shared_ptr<const Program>> LoadProgram(const std::string& file);
+  // The checked program in `file` under `precision` (read and checked once
+  // per path, content and policy).
+  Expected<std::shared_ptr<const Program>> LoadProgram(const std::string& file, Precision precision = Precision::kF32);
   // The artifact directory `dir` written by `mlk build -o DIR`: its
   // program.tl (checked against the manifest's ir_hash), its library
   // (re-hashed against the manifest) and its required CPU features (checked

@@ -270,7 +270,8 @@ class Lowerer {
   }
 
   Value matmul(const ir::Node& n, Frame& fr) {
-    if (opts_.bf16_pairs && n.type.dtype == DType::BF16) return matmul_pairs(n, fr);
+    // BF16 operands: a BF16 product or a widening one (an F32 result).
+    if (opts_.bf16_pairs && n.operands[0]->type.dtype == DType::BF16) return matmul_pairs(n, fr);
     const ir::Type& ta = n.operands[0]->type;
     const ir::Type& tb = n.operands[1]->type;
     Value a = operand(lower(n.operands[0], fr), ta.shape), b = operand(lower(n.operands[1], fr), tb.shape);
@@ -363,6 +364,7 @@ class Lowerer {
     for (int d = r - 1; d >= 0; --d) st.extents.push_back(dim(n.type.shape[d], fr));
     st.operands = {a_name, b_name};
     st.pairs = true;
+    if (n.type.dtype == DType::F32) return {mm, DType::F32, r};  // a widening product: no rounding
     Func out(fresh("mm_round"));
     define(out, v, round_to_dtype(n.type.dtype, mm(hx)));
     return {out, n.type.dtype, r};

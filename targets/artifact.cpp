@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "lang/ir_printer.h"
+#include "lang/precision.h"
 #include "base/sha256.h"
 #include "scheduler/compile.h"
 #include "scheduler/rules.h"  // kScheduleSpaceVersion
@@ -390,6 +391,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
       {"library", lib},
       {"source", req.source_path},
       {"ir_hash", ir::function_hash(*req.module, *f)},
+      {"precision", precision_name(precision_of(*req.module, *f))},
       {"algorithm_hash", obj->algorithm_hash},
       {"signature", signature_json(*f, unbound)},
       {"profile", {{"name", prof.name}, {"kind", prof.kind}, {"halide_target", target_string}}},

@@ -154,7 +154,8 @@ class Ops:
             setattr(self, name, _Fn(self, name))
 
 
-def load(path, target="host", cache="", namespace="default", token="", require="any", namespaces="", trusted=None):
+def load(path, target="host", cache="", namespace="default", token="", require="any", namespaces="", trusted=None,
+         precision="f32"):
     """Opens the artifact cache (a store path or http://HOST:PORT; "" uses
     $MLK_CACHE or the default store) and the program at `path`: a .tl file,
     or a directory written by `mlk build -o DIR` (its artifact is used, the
@@ -181,7 +182,14 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     signed by one of them (docs/signing.md): any other is refused before it
     is loaded, with NotFoundError naming the entry and its signer, and there
     is no JIT fallback. With `require="verified:LEVELS"` too, only a report
-    one of these keys signed counts."""
+    one of these keys signed counts.
+
+    `precision="bf16"` (or "f16") runs the program's F32 products from BF16
+    (F16) operands with F32 sums, as `mlk tune --precision bf16` tunes them
+    (docs/numerics.md, "Precision policies"); arguments and results keep
+    their dtypes."""
+    if precision not in ("f32", "bf16", "f16"):
+        raise ValueError("precision=%r: expected 'f32', 'bf16' or 'f16'" % (precision,))
     if require not in ("any", "tuned", "exact") and not str(require).startswith("verified:"):
         raise ValueError("require=%r: expected 'any', 'tuned', 'exact' or 'verified:LEVELS'" % (require,))
     if isinstance(trusted, str):
@@ -194,7 +202,9 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     policy = target if require == "any" else "%s;require=%s" % (target, require)
     if trusted:
         policy += ";require=signed:" + ",".join(trusted)
-    return Ops(rt.program(str(path)), policy)
+    if precision != "f32":
+        policy += ";precision=" + precision
+    return Ops(rt.program(str(path), precision), policy)
 
 
 from . import testing  # noqa: E402,F401  (mlk.testing: numpy and torch imported on use)

@@ -96,14 +96,19 @@ class Model:
 
 
 def load_model(program, weights, binding=None, target="host", cache="", namespace="default", token="", require="any",
-               namespaces=""):
+               namespaces="", precision="f32"):
     """The model of the .tl file `program` with the weights in the safetensors
     file `weights`, bound by `binding` (default: the program's path with .tl
     replaced by .binding.json). `target`, `cache`, `namespace`, `token`,
     `namespaces` and `require` choose the kernels as in mlk.load: the tuned artifact of each
-    step for the call's shape from the cache, else the default schedule (JIT)."""
+    step for the call's shape from the cache, else the default schedule (JIT).
+    `precision` ("f32", "bf16", "f16") is the products' policy, as in mlk.load."""
+    if precision not in ("f32", "bf16", "f16"):
+        raise ValueError("precision=%r: expected 'f32', 'bf16' or 'f16'" % (precision,))
     if require not in ("any", "tuned", "exact"):
         raise ValueError("require=%r: expected 'any', 'tuned' or 'exact'" % (require,))
     rt = _mlk.Runtime(cache, namespace, token, namespaces)
     policy = target if require == "any" else "%s;require=%s" % (target, require)
+    if precision != "f32":
+        policy += ";precision=" + precision
     return Model(rt.model(str(program), "" if binding is None else str(binding), str(weights), policy))

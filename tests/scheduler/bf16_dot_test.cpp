@@ -12,6 +12,7 @@
 #include "lang/compare.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
+#include "lang/precision.h"
 #include "scheduler/kernel.h"
 #include "scheduler/lower.h"
 #include "scheduler/rules.h"
@@ -69,11 +70,13 @@ TEST(Bf16Dot, OnlyBf16ProductsForATargetWithTheDotProductAreInPairs) {
   }
 }
 
-// The assembly of `src`'s fn `f` under the seed schedule of `profile` at `d`.
-std::string assembly(const std::string& src, const Profile& profile, const DimEnv& d) {
+// The assembly of `src`'s fn `f` under the precision policy `policy` and the
+// seed schedule of `profile` at `d`.
+std::string assembly(const std::string& src, const Profile& profile, const DimEnv& d,
+                     Precision policy = Precision::kF32) {
   auto fe = compile_source("p.tl", src);
   EXPECT_TRUE(fe.ok());
-  auto p = lower::lower_function(fe.module, "f", lower::options_for(profile.halide_target));
+  auto p = lower::lower_function(with_precision(fe.module, policy), "f", lower::options_for(profile.halide_target));
   EXPECT_TRUE(p.ok());
   auto infos = lower::stage_infos(*p, d);
   Schedule s = schedule_from_knobs(infos, seed_knobs(infos, profile).at(0), profile);
@@ -105,6 +108,24 @@ TEST(Bf16Dot, TheSeedScheduleTakesDotProductsOfPairs) {
   EXPECT_GE(count(assembly(with_dtype(kProduct, "BF16"), *spr, d), "vdpbf16ps"), 24);
   // Without the instruction in the target, nothing uses it.
   EXPECT_EQ(count(assembly(with_dtype(kProduct, "BF16"), *avx512, d), "vdpbf16ps"), 0);
+}
+
+// An F32 product under the bf16 policy (lang/precision.h) is a widening
+// product of BF16 operands: in pair form, with the same dot products, where
+// the target has them.
+TEST(Bf16Dot, TheBf16PolicyTakesDotProductsOfPairs) {
+  auto spr = find_profile("cpu_avx512_spr");
+  ASSERT_TRUE(spr.ok());
+  const DimEnv d = {{"M", 256}, {"K", 384}, {"N", 256}};
+  auto fe = compile_source("p.tl", with_dtype(kProduct, "F32"));
+  ASSERT_TRUE(fe.ok());
+  const ir::Module widened = with_precision(fe.module, Precision::kBF16);
+  auto t = stage_infos_for(widened, "f", d, spr->halide_target);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_NE(stage(*t, "matmul0"), nullptr);
+  EXPECT_TRUE(stage(*t, "matmul0")->pairs);
+  EXPECT_GE(count(assembly(with_dtype(kProduct, "F32"), *spr, d, Precision::kBF16), "vdpbf16ps"), 24);
+  EXPECT_EQ(count(assembly(with_dtype(kProduct, "F32"), *spr, d), "vdpbf16ps"), 0);  // f32: as written
 }
 
 HostTensor random_tensor(DType t, std::vector<int64_t> shape, std::mt19937& rng) {
@@ -159,6 +180,40 @@ TEST(Bf16Dot, PairProductsMatchTheInterpreter) {
       ASSERT_TRUE(got.ok()) << got.status().message();
       Status cmp = compare(*want, *got, tolerance_for(DType::BF16, d.at("K")));
       EXPECT_TRUE(cmp.ok()) << cmp.message();
+    }
+  }
+}
+
+// Products under the bf16 and f16 policies as this machine's JIT runs them
+// (pair form where the CPU has the BF16 dot product, operands rounded and
+// multiplied in F32 elsewhere), against the interpreter of the same widened
+// program at F32's tolerance (docs/numerics.md, "Precision policies"); and
+// far enough from the program as written that the rounding is seen.
+TEST(Bf16Dot, PolicyProductsMatchTheInterpreterOnThisMachine) {
+  const std::string src =
+      "public fn f [B, M, K, N](a: Tensor[F32, [B, M, K]], b: Tensor[F32, [K, N]]) -> Tensor[F32, [B, M, N]] =\n"
+      "  matmul(a, b)\n";
+  auto fe = compile_source("p.tl", src);
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  std::mt19937 rng(3);
+  for (Precision policy : {Precision::kBF16, Precision::kF16}) {
+    const ir::Module m = with_precision(fe.module, policy);
+    for (const DimEnv& d : {DimEnv{{"B", 2}, {"M", 7}, {"K", 131}, {"N", 37}},
+                            DimEnv{{"B", 1}, {"M", 64}, {"K", 64}, {"N", 96}}}) {
+      SCOPED_TRACE(std::string(precision_name(policy)) + " K=" + std::to_string(d.at("K")));
+      auto k = Kernel::CompileJit(m, "f", "host", nullptr, d);
+      ASSERT_TRUE(k.ok()) << k.status().message();
+      std::vector<HostTensor> in = {random_tensor(DType::F32, {d.at("B"), d.at("M"), d.at("K")}, rng),
+                                    random_tensor(DType::F32, {d.at("K"), d.at("N")}, rng)};
+      auto want = interpret(m, "f", in, d);
+      auto as_written = interpret(fe.module, "f", in, d);
+      auto got = (*k)->Run(in, d);
+      ASSERT_TRUE(want.ok() && as_written.ok() && got.ok());
+      ASSERT_EQ(got->dtype, DType::F32);
+      Status cmp = compare(*want, *got, tolerance_for(DType::F32, d.at("K")));
+      EXPECT_TRUE(cmp.ok()) << cmp.message();
+      EXPECT_FALSE(compare(*as_written, *got, tolerance_for(DType::F32, d.at("K"))).ok())
+          << "the compiled product did not round its operands";
     }
   }
 }
