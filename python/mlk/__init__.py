@@ -23,9 +23,9 @@ from . import _mlk
 from . import _dlpack
 from . import arrow  # noqa: F401  (Dataframe arguments; loads libarrow only when used)
 from ._dlpack import NUMPY_DTYPES as _NUMPY_DTYPES, TORCH_DTYPES as _TORCH_DTYPES
-from .model import Model, load_model  # noqa: F401
+from .model import Model, load_model, pack_tokens  # noqa: F401
 
-__all__ = ["load", "Ops", "load_model", "Model", "Tensor", "empty", "Error", "BoundaryError", "NotFoundError",
+__all__ = ["load", "Ops", "load_model", "Model", "pack_tokens", "Tensor", "empty", "Error", "BoundaryError", "NotFoundError",
            "CorruptionError", "testing", "arrow"]
 
 

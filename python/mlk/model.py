@@ -12,7 +12,36 @@ runtime's kernels with the weights in place.
 """
 from . import _dlpack, _mlk
 
-__all__ = ["load_model", "Model"]
+__all__ = ["load_model", "Model", "pack_tokens", "PACKED_INPUTS"]
+
+# The inputs of a binding in the packed-token form (examples/minilm/minilm.tl, "The packed-token form").
+PACKED_INPUTS = ("input_ids", "position_ids", "pad_index", "pad_mask", "unpad_index")
+
+
+def pack_tokens(token_lists):
+    """The packed-token form of N sentences (one sequence of token ids each), as int64 numpy arrays:
+    input_ids [1, S] (every sentence's tokens back to back, S their total), position_ids [1, S] (each
+    token's position in its sentence), pad_index [N, W] (the token at slot w of sentence n, W the
+    longest sentence; past a sentence's end its last token), pad_mask [N, W] (1 where slot w holds a
+    token of sentence n) and unpad_index [1, S] (each token's slot, n * W + w). An empty list, or a
+    sentence with no token, raises mlk.BoundaryError naming it."""
+    import numpy as np
+    rows = [np.asarray(t, dtype=np.int64).reshape(-1) for t in token_lists]
+    if not rows:
+        raise _mlk.BoundaryError("the packed-token form needs at least one sentence")
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    if (lengths == 0).any():
+        raise _mlk.BoundaryError("sentence %d of the token lists has no token" % int(np.argmin(lengths)))
+    w = int(lengths.max())
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    slot = np.arange(w)[None, :]
+    return {
+        "input_ids": np.concatenate(rows)[None, :],
+        "position_ids": np.concatenate([np.arange(k, dtype=np.int64) for k in lengths])[None, :],
+        "pad_index": starts[:, None] + np.minimum(slot, lengths[:, None] - 1),
+        "pad_mask": (slot < lengths[:, None]).astype(np.int64),
+        "unpad_index": np.concatenate([i * w + np.arange(k, dtype=np.int64) for i, k in enumerate(lengths)])[None, :],
+    }
 
 
 def _torch_module(args):
@@ -77,6 +106,19 @@ class Model:
         values = self._inputs(args, kwargs)
         torch = _torch_module(values)
         return _mlk.model_call(self._native, self._capsules(values, torch), self._alloc(values, torch))
+
+    def encode(self, token_lists):
+        """Embeds sentences of different lengths without padding them: `token_lists` holds one
+        sequence of token ids per sentence (each as a tokenizer gives it, [CLS] ... [SEP]). Their
+        tokens go back to back into one row (the packed-token form, pack_tokens), so the products
+        and norms spend no FLOP on padding and attention only crosses tokens of one sentence. Needs
+        a binding whose inputs are the packed form's (examples/minilm/minilm_packed.binding.json);
+        returns one row per sentence, as a numpy array."""
+        missing = [n for n in PACKED_INPUTS if n not in self._required]
+        if missing:
+            raise _mlk.BoundaryError("encode needs a binding of the packed-token form; this model's inputs (%s) lack %s"
+                                     % (", ".join(self.input_names), ", ".join(missing)))
+        return self(**pack_tokens(token_lists))
 
     def _where(self, i):
         return "input `%s` of the model" % self.input_names[i]
