@@ -10,7 +10,11 @@ using nlohmann::json;
 
 namespace {
 
+// Version 1: the program as written. Version 2: under a precision policy
+// ("precision" in the header), which a worker of version 1 would not apply,
+// so such a worker refuses it instead of measuring the wrong program.
 constexpr std::string_view kMagic = "mlk-measure-setup 1\n";
+constexpr std::string_view kMagic2 = "mlk-measure-setup 2\n";
 constexpr size_t kMaxHeader = size_t{64} << 20;
 
 json tensor_ref(const HostTensor& t, std::string& data) {
@@ -63,8 +67,8 @@ Expected<std::vector<HostTensor>> tensors_of(const json& j, std::string_view dat
 
 Status read_header(std::string_view bytes, json& header, std::string_view& data) {
   auto bad = [](const std::string& why) { return Status::InvalidArgument("measurement setup: " + why); };
-  if (bytes.substr(0, kMagic.size()) != kMagic)
-    return bad("it does not start with `mlk-measure-setup 1` (not a setup, or of another mlk version)");
+  if (bytes.substr(0, kMagic.size()) != kMagic && bytes.substr(0, kMagic2.size()) != kMagic2)
+    return bad("it does not start with `mlk-measure-setup 1` or `2` (not a setup, or of another mlk version)");
   size_t nl = bytes.find('\n', kMagic.size());
   if (nl == std::string_view::npos || nl - kMagic.size() > 12 || nl == kMagic.size())
     return bad("no header length after the first line");
@@ -104,7 +108,7 @@ Expected<std::string> encode_setup(const MeasureSetup& s, const std::string& sou
             {"dims", s.dims}, {"min_time_s", s.min_time_s}, {"min_reps", s.min_reps}, {"max_reps", s.max_reps},
             {"timing", timing}, {"verify", verify}};
   std::string head = h.dump();
-  return std::string(kMagic) + std::to_string(head.size()) + "\n" + head + data;
+  return std::string(precision == "f32" ? kMagic : kMagic2) + std::to_string(head.size()) + "\n" + head + data;
 }
 
 Expected<DecodedSetup> decode_setup(std::string_view bytes) {

@@ -155,6 +155,8 @@ Status check_options(const RunOptions& o) {
     return Status::Usage("--dump-after shows a compiled kernel; --reference runs the interpreter");
   if (o.ranks > 0 && (o.reference || o.repeat > 0 || o.dump_after != DumpStage::kNone))
     return Status::Usage("--ranks runs the per-rank kernels; it takes none of --reference, --repeat, --dump-after");
+  if (o.ranks > 0 && o.precision != Precision::kF32)
+    return Status::Usage("--ranks runs the program as written; it takes no --precision");
   if (o.output.empty() && o.repeat == 0)
     return Status::Usage("--output OUT.safetensors is required (or --repeat K to time only)");
   return Status::Ok();
@@ -253,11 +255,12 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
       return Status::NotFound(found.status().message() + " (--require signed: only an artifact signed by a trusted key "
                               "is loaded)");
     return Status::NotFound(found.status().message() + " (--require " + rt::require_name(o.require) + "; run `mlk tune " +
-                            o.file + " --fn " + o.fn + " --target " + profile->name + " --dims " +
-                            rt::dims_str(ex.env) + "` first)");
+                            o.file + " --fn " + o.fn + " --target " + profile->name + precision_flag_text(o.precision) +
+                            " --dims " + rt::dims_str(ex.env) + "` first)");
   } else if (profile->is_gpu()) {
     return Status::NotFound(found.status().message() + "; a CUDA profile has no JIT fallback: run `mlk tune " + o.file +
-                            " --target " + profile->name + " --fn " + o.fn + "` first, or use --target host");
+                            " --target " + profile->name + precision_flag_text(o.precision) + " --fn " + o.fn +
+                            "` first, or use --target host");
   } else {
     auto k = Kernel::CompileJit(m, o.fn, profile->name == "host" ? "host" : profile->halide_target, nullptr, ex.env,
                                 o.dump_after, dump_to(stdout));

@@ -24,6 +24,10 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
+std::string precision_flag_text(Precision p) {
+  return p == Precision::kF32 ? "" : std::string(" --precision ") + precision_name(p);
+}
+
 namespace {
 
 // Rebuilds a body bottom-up; a node none of whose operands changed, and that

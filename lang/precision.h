@@ -26,6 +26,9 @@ enum class Precision { kF32, kBF16, kF16 };
 // and the choices.
 Expected<Precision> parse_precision(const std::string& name);
 const char* precision_name(Precision p);
+// The flag that asks for `p` in a command line mlk suggests: "" for f32,
+// else " --precision NAME".
+std::string precision_flag_text(Precision p);
 
 // `m` under policy `p`: every fn's body rewritten, shared nodes staying
 // shared. Fns without an F32 product come back unchanged (the same nodes,

@@ -311,7 +311,7 @@ PYBIND11_MODULE(_mlk, m) {
         std::error_code ec;
         if (std::filesystem::is_directory(path, ec)) return PyProgram{rt, unwrap(rt->LoadArtifactDir(path))};
         auto p = mlk::parse_precision(precision);
-        if (!p.ok()) throw py::value_error("precision=" + precision + ": expected 'f32', 'bf16' or 'f16'");
+        if (!p.ok()) throw py::value_error(p.status().message());
         return PyProgram{rt, unwrap(rt->LoadProgram(path, *p))};
       }, py::arg("path"), py::arg("precision") = "f32")
       // A model: its program, binding ("" = next to the program) and weights (runtime/model.h).

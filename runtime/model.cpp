@@ -183,7 +183,7 @@ Expected<std::shared_ptr<const Model>> Model::Load(std::shared_ptr<Runtime> runt
   std::shared_ptr<Model> m(new Model());
   m->rt_ = std::move(runtime);
   m->policy_ = policy;
-  auto prog = m->rt_->LoadProgram(files.program, policy.precision);
+  auto prog = m->rt_->LoadProgram(files.program, policy.precision.value_or(Precision::kF32));
   if (!prog.ok()) return prog.status();
   m->program_ = *prog;
   std::string binding_path = files.binding;

@@ -149,7 +149,7 @@ std::string TargetPolicy::str() const {
     for (const auto& k : trusted) keys += (keys.empty() ? "" : ",") + k;
     s += ";require=signed:" + keys;
   }
-  if (precision != Precision::kF32) s += std::string(";precision=") + precision_name(precision);
+  if (precision) s += std::string(";precision=") + precision_name(*precision);
   return s;
 }
 
@@ -248,7 +248,7 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadProgram(const std::string&
 
 Expected<std::shared_ptr<const Kernel>> Runtime::GetKernel(const std::string& program_file, const std::string& fn,
                                                            const TargetPolicy& policy, const DimEnv& dims) {
-  auto prog = LoadProgram(program_file, policy.precision);
+  auto prog = LoadProgram(program_file, policy.precision.value_or(Precision::kF32));
   if (!prog.ok()) return prog.status();
   return GetKernel(*prog, fn, policy, dims);
 }
@@ -323,7 +323,15 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
     if (!art.ok()) return art.status();
     auto src = art->files.find("program.tl");
     if (src == art->files.end()) continue;
-    auto prog = compile_program("program.tl of " + e.key.substr(0, 16), src->second, policy.precision);
+    // The policy the entry was built under (its manifest's; absent: f32).
+    Precision built = Precision::kF32;
+    if (auto man = art->files.find("manifest.json"); man != art->files.end()) {
+      json mj = parse_json(man->second);
+      if (mj.is_object() && mj.contains("precision") && mj["precision"].is_string())
+        if (auto p = parse_precision(mj["precision"].get<std::string>()); p.ok()) built = *p;
+    }
+    if (policy.precision && *policy.precision != built) continue;
+    auto prog = compile_program("program.tl of " + e.key.substr(0, 16), src->second, built);
     if (!prog.ok()) return prog.status();
     const ir::Function* f = (*prog)->module.find(fn);
     if (!f || ir::function_hash((*prog)->module, *f) != program_hash)
@@ -341,6 +349,12 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   const ir::Function* f = prog->module.find(fn);
   if (!f) return Status::NotFound(prog->file + " has no fn `" + fn + "`");
   if (!f->is_public) return Status::InvalidArgument("`" + fn + "` is not public; only public fns have artifacts");
+  if (policy.precision && *policy.precision != prog->precision)
+    return Status::InvalidArgument("`" + fn + "`: the target policy asks for precision " +
+                                   precision_name(*policy.precision) + ", but " +
+                                   (prog->file.empty() ? std::string("the program") : prog->file) +
+                                   " was loaded under " + precision_name(prog->precision) +
+                                   " (load it under that policy: mlk.load(..., precision=...))");
   for (const auto& d : f->dim_vars)
     if (!dims.count(d)) return Status::InvalidArgument("kernel `" + fn + "` needs a value for dimension `" + d + "`");
   const std::string& fhash = prog->fn_hash.at(fn);
@@ -442,7 +456,8 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
       return Status(plugin.status().code() == Status::Code::kNotFound
                         ? Status::NotFound("no tuned artifact of `" + fn + "` at " + dims_str(dims) + " under policy " +
                                            policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile->name +
-                                           " --dims " + dims_str(dims) + "` tunes one), and no default schedule either: " +
+                                           precision_flag_text(prog->precision) + " --dims " + dims_str(dims) +
+                                           "` tunes one), and no default schedule either: " +
                                            plugin.status().message() + why)
                         : plugin.status());
     }
@@ -458,8 +473,8 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   sel.source = Selection::Source::kDefaultJit;
   sel.profile = jit_profile->name;
   sel.reason = jit_profile->name + ": default schedule (JIT), not tuned: no tuned artifact of `" + fn + "` for " +
-               policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile->name + " --dims " + dims_str(dims) +
-               "` tunes one)";
+               policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile->name +
+               precision_flag_text(prog->precision) + " --dims " + dims_str(dims) + "` tunes one)";
   k->jit_ = jit;
   return done(std::move(sel));
 }

@@ -64,7 +64,10 @@ struct TargetPolicy {
   // `;precision=bf16|f16|f32`: the program's products under that policy
   // (lang/precision.h, docs/numerics.md): the kernels tuned with `mlk tune
   // --precision` (their own cache keys), else the policy's default schedule.
-  Precision precision = Precision::kF32;
+  // Unset: the program's own (f32 for a .tl file, its manifest's for an
+  // artifact directory or a cache entry). Set, a program loaded under
+  // another policy is refused, not run at the wrong precision.
+  std::optional<Precision> precision;
   // Comma-separated profile names (see `mlk targets`), optionally followed by
   // options `;require=any|tuned|exact|verified:LEVELS|signed:KEYS` and
   // `;precision=P` (several allowed, each after a `;`):

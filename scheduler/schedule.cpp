@@ -105,10 +105,21 @@ Status check_specific(const Directive& d, const StageInfo& st, const std::string
   }
   // Vector widths are powers of two (rules_common.h, vector_clip): Halide 21
   // aborts inside LLVM on some predicated loads of other widths.
-  const int vf = d.op == "vectorize" || d.op == "pack" ? 0 : d.op == "result_tiles" || d.op == "attention_tiles" ? 2 : -1;
-  if (vf >= 0 && vf < static_cast<int>(d.factors.size()) && (d.factors[vf] & (d.factors[vf] - 1)) != 0)
+  auto pow2 = [](int64_t w) { return w > 0 && (w & (w - 1)) == 0; };
+  const int vf = d.op == "vectorize" || d.op == "pack" || d.op == "rfactor_vector" ? 0
+                 : d.op == "result_tiles" || d.op == "attention_tiles"             ? 2
+                                                                                   : -1;
+  if (vf >= 0 && vf < static_cast<int>(d.factors.size()) && !pow2(d.factors[vf]))
     return Status::InvalidArgument(where + ": the vector width " + std::to_string(d.factors[vf]) +
                                    " is not a power of two (Halide 21 aborts on predicated loads of some other widths)");
+  const std::string& v0 = d.vars.empty() ? std::string() : d.vars[0];
+  if (d.op == "vectorize" && d.factors.empty() && v0.size() >= 2 && v0.size() <= 5 && v0[0] == 'a' &&
+      v0.find_first_not_of("0123456789", 1) == std::string::npos) {
+    const size_t i = std::stoul(v0.substr(1));
+    if (i < st.extents.size() && st.extents[i] > 0 && !pow2(st.extents[i]))
+      return Status::InvalidArgument(where + ": it vectorises all of `" + v0 + "`, whose extent " +
+                                     std::to_string(st.extents[i]) + " is not a power of two; give a factor that is");
+  }
   if (d.op == "tile" && d.factors.size() == 3) {
     if (d.factors[2] != 1) return Status::InvalidArgument(where + ": the third factor (full tiles) must be 1");
     if (d.update >= 0 || st.kind != StageInfo::Kind::kOutput)

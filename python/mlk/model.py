@@ -23,10 +23,25 @@ def pack_tokens(token_lists):
     input_ids [1, S] (every sentence's tokens back to back, S their total), position_ids [1, S] (each
     token's position in its sentence), pad_index [N, W] (the token at slot w of sentence n, W the
     longest sentence; past a sentence's end its last token), pad_mask [N, W] (1 where slot w holds a
-    token of sentence n) and unpad_index [1, S] (each token's slot, n * W + w). An empty list, or a
-    sentence with no token, raises mlk.BoundaryError naming it."""
+    token of sentence n) and unpad_index [1, S] (each token's slot, n * W + w). Each sentence is its
+    own tokens only, not a row of a padded batch. An empty list, and a sentence that is empty, not
+    one-dimensional, not of integers or with a negative id, raise mlk.BoundaryError naming it.
+    Attention costs N * W * W per head: a batch of one long sentence and many short ones is better
+    split by length."""
     import numpy as np
-    rows = [np.asarray(t, dtype=np.int64).reshape(-1) for t in token_lists]
+    rows = []
+    for i, t in enumerate(token_lists):
+        r = np.asarray(t)
+        if r.ndim != 1:
+            raise _mlk.BoundaryError("sentence %d of the token lists is %s, not a sequence of token ids (pass one "
+                                     "list of ids per sentence, unpadded)" % (i, "a scalar" if r.ndim == 0
+                                                                             else "of rank %d" % r.ndim))
+        if r.size and r.dtype.kind not in "iu":
+            raise _mlk.BoundaryError("sentence %d of the token lists holds %s values; token ids are integers"
+                                     % (i, r.dtype))
+        if r.size and r.min() < 0:
+            raise _mlk.BoundaryError("sentence %d of the token lists has a negative token id (%d)" % (i, int(r.min())))
+        rows.append(r.astype(np.int64))
     if not rows:
         raise _mlk.BoundaryError("the packed-token form needs at least one sentence")
     lengths = np.array([len(r) for r in rows], dtype=np.int64)

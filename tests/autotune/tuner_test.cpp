@@ -326,6 +326,30 @@ TEST(MeasureWire, AShapeWhoseElementCountWouldWrapIsRefused) {
   EXPECT_THAT(d.status().message(), ::testing::HasSubstr("the shape is too large"));
 }
 
+// A setup under a precision policy is version 2, which a worker from before
+// policies refuses (it would measure the program as written); f32 stays 1.
+TEST(MeasureWire, APolicySetupIsVersion2AndCarriesItsPolicy) {
+  MeasureSetup s;
+  s.fn = "f";
+  s.timing = {{HostTensor(DType::F32, {1})}};
+  VerifyCase c;
+  c.name = "c";
+  c.inputs = {HostTensor(DType::F32, {1})};
+  c.reference = HostTensor(DType::F32, {1});
+  s.verify = {c};
+  for (const char* p : {"f32", "bf16", "f16"}) {
+    auto bytes = encode_setup(s, "fn f() -> Scalar[F32] = 1.0", "f.tl", p);
+    ASSERT_TRUE(bytes.ok());
+    EXPECT_EQ(bytes->substr(0, 20), std::string(p) == "f32" ? "mlk-measure-setup 1\n" : "mlk-measure-setup 2\n") << p;
+    auto d = decode_setup(*bytes);
+    ASSERT_TRUE(d.ok()) << d.status().message();
+    EXPECT_EQ(d->precision, p);
+  }
+  auto d = decode_setup("mlk-measure-setup 3\n2\n{}");
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), ::testing::HasSubstr("does not start with `mlk-measure-setup 1` or `2`"));
+}
+
 // Verification covers what the old inputs (floats in [-1, 1), one set, one
 // shape) never exercised: a candidate wrong only on the ragged tail, or only
 // for inputs of magnitude above 1, is rejected.

@@ -77,6 +77,13 @@ raises("no sentence", lambda: packed.encode([]), mlk.BoundaryError,
        "the packed-token form needs at least one sentence", exact=True)
 raises("an empty sentence", lambda: packed.encode([[101, 102], []]), mlk.BoundaryError,
        "sentence 1 of the token lists has no token", exact=True)
+raises("a flat list", lambda: mlk.pack_tokens([101, 7, 102]), mlk.BoundaryError,
+       "sentence 0 of the token lists is a scalar, not a sequence of token ids (pass one list of ids per sentence, "
+       "unpadded)", exact=True)
+raises("float ids", lambda: mlk.pack_tokens([[101, 102], [101.0, 7.5, 102.0]]), mlk.BoundaryError,
+       "sentence 1 of the token lists holds float64 values; token ids are integers", exact=True)
+raises("a negative id", lambda: mlk.pack_tokens([[101, -3, 102]]), mlk.BoundaryError,
+       "sentence 0 of the token lists has a negative token id (-3)", exact=True)
 bad = mlk.pack_tokens([[101, 102]])
 bad["pad_index"] = bad["pad_index"] + 5  # points past the packed tokens
 raises("an index past the tokens", lambda: packed(**bad), mlk.BoundaryError,

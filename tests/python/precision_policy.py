@@ -79,6 +79,17 @@ p = subprocess.run([MLK, "check", "--precision", "bf16", "--emit-ir", MLP], capt
 check("--emit-ir shows the operands cast to BF16", p.returncode == 0 and "cast %0 : Tensor[BF16, [M, K]]" in p.stdout,
       p.stdout[:600] + p.stderr)
 
+# --- a policy the program was not loaded under is refused -----------------------
+raises("a policy in the target that the program was not loaded under",
+       lambda: mlk.load(MLP, target="host;precision=bf16").sgemm(a, b), mlk.BoundaryError,
+       "`sgemm`: the target policy asks for precision bf16, but %s was loaded under f32" % MLP)
+sel = mlk.load(MLP, cache=STORE, precision="f16").sgemm.kernel(a, b).selection
+check("the default schedule's hint tunes under the policy", "--target host --precision f16 --dims" in sel, sel)
+p = subprocess.run([MLK, "run", MLP, "--fn", "sgemm", "--ranks", "2", "--precision", "bf16", "--inputs", "x",
+                    "--output", "y"], capture_output=True, text=True)
+check("mlk run --ranks refuses a policy", p.returncode == 2 and
+      "--ranks runs the program as written; it takes no --precision" in p.stderr, p.stderr)
+
 # --- a tuned artifact is cached under the policy -------------------------------
 dims = "M=%d,K=%d,N=%d" % (M, K, N)
 p = subprocess.run([MLK, "tune", MLP, "--fn", "sgemm", "--dims", dims, "--target", "host", "--precision", "bf16",
@@ -102,6 +113,8 @@ if p.returncode == 0:
     got = np.asarray(mlk.load(art).sgemm(a, b))
     check("the directory loads under its policy", np.allclose(got, bf16(a).astype(np.float64) @ bf16(b), **TOL),
           "max |diff| %.3g" % np.abs(got - bf16(a).astype(np.float64) @ bf16(b)).max())
+    raises("a directory built under bf16, asked for f16", lambda: mlk.load(art, precision="f16").sgemm(a, b),
+           mlk.BoundaryError, "the target policy asks for precision f16, but")
 
 # --- MiniLM under bf16 against f32 ---------------------------------------------
 MODEL_DIR = minilm_model_dir(VENV_PY)

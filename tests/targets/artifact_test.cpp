@@ -261,6 +261,8 @@ TEST(Schedule, IllegalSchedulesAreRefusedWithClearErrors) {
                         "(Halide 21 aborts on predicated loads of some other widths)"));
   EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "result_tiles", "factors": [24, 4, 6]}]}})"),
               HasSubstr("the vector width 6 is not a power of two"));
+  EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "rfactor_vector", "vars": ["r0", "u"], "factors": [12]}]}})"),
+              HasSubstr("the vector width 12 is not a power of two"));
   EXPECT_THAT(msg(R"({"stages": {"matmul0": [{"op": "gpu_blocks", "vars": ["a0"]}]}})"),
               HasSubstr("stage `matmul0` directive 0 `gpu_blocks(a0)`: a GPU directive, but the target profile is a CPU profile"));
   EXPECT_THAT(msg(R"({"stages": {"output": [{"op": "vectorize", "vars": ["z9"], "factors": [8]}]}})"),
