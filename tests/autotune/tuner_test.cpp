@@ -297,10 +297,8 @@ TEST(Tuner, ACandidateThatWantsMoreMemoryThanTheWorkersLimitFailsClearly) {
   EXPECT_GE(default_worker_memory_limit(), int64_t{2} << 30);
 }
 
-// Finding 10 of the server review: a setup's tensor shape was checked only
-// after multiplying its dimensions, so 2^40 x 2^24 wrapped to 0 elements and
-// a setup with no bytes claimed a 2^64-element tensor. The check comes first.
-TEST(MeasureWire, AShapeWhoseElementCountWouldWrapIsRefused) {
+// A setup of fn `f` with one F32 tensor to time and one verification case.
+MeasureSetup one_tensor_setup() {
   MeasureSetup s;
   s.fn = "f";
   s.timing = {{HostTensor(DType::F32, {1})}};
@@ -309,6 +307,14 @@ TEST(MeasureWire, AShapeWhoseElementCountWouldWrapIsRefused) {
   c.inputs = {HostTensor(DType::F32, {1})};
   c.reference = HostTensor(DType::F32, {1});
   s.verify = {c};
+  return s;
+}
+
+// Finding 10 of the server review: a setup's tensor shape was checked only
+// after multiplying its dimensions, so 2^40 x 2^24 wrapped to 0 elements and
+// a setup with no bytes claimed a 2^64-element tensor. The check comes first.
+TEST(MeasureWire, AShapeWhoseElementCountWouldWrapIsRefused) {
+  MeasureSetup s = one_tensor_setup();
   auto bytes = encode_setup(s, "fn f() -> Scalar[F32] = 1.0", "f.tl");
   ASSERT_TRUE(bytes.ok());
   ASSERT_TRUE(decode_setup(*bytes).ok());
@@ -329,14 +335,7 @@ TEST(MeasureWire, AShapeWhoseElementCountWouldWrapIsRefused) {
 // A setup under a precision policy is version 2, which a worker from before
 // policies refuses (it would measure the program as written); f32 stays 1.
 TEST(MeasureWire, APolicySetupIsVersion2AndCarriesItsPolicy) {
-  MeasureSetup s;
-  s.fn = "f";
-  s.timing = {{HostTensor(DType::F32, {1})}};
-  VerifyCase c;
-  c.name = "c";
-  c.inputs = {HostTensor(DType::F32, {1})};
-  c.reference = HostTensor(DType::F32, {1});
-  s.verify = {c};
+  MeasureSetup s = one_tensor_setup();
   for (const char* p : {"f32", "bf16", "f16"}) {
     auto bytes = encode_setup(s, "fn f() -> Scalar[F32] = 1.0", "f.tl", p);
     ASSERT_TRUE(bytes.ok());
