@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/files.h"
+#include "base/json.h"
 #include "base/signing.h"
 #include "cache/signatures.h"
 #include "cache/paths.h"
@@ -160,6 +161,19 @@ Expected<Source> built_now(const VerifyArgs& v, const ir::Module& m, const Profi
                 .files = std::move(files).value()};
 }
 
+// An artifact built under another precision policy than --precision is a
+// different program: said plainly, not left to the identity level to fail.
+Status same_precision(const VerifyArgs& v, const Source& src) {
+  auto it = src.files.find("manifest.json");
+  if (it == src.files.end()) return Status::Ok();
+  const nlohmann::json m = parse_json(it->second);
+  if (!m.is_object() || !m.contains("precision") || !m["precision"].is_string()) return Status::Ok();
+  const std::string built = m["precision"].get<std::string>();
+  if (built == precision_name(v.precision)) return Status::Ok();
+  return Status::InvalidArgument(src.what + " was built under precision " + built + ", not " +
+                                 precision_name(v.precision) + ": verify it with --precision " + built);
+}
+
 Expected<Source> find_artifact(const VerifyArgs& v, const ir::Module& m, const Profile& p, client::CliCache* cc,
                                const std::string& scratch) {
   if (!v.artifact_dir.empty()) {
@@ -287,6 +301,7 @@ int run_verify(const std::vector<std::string>& args) {
   const std::string scratch = (fs::temp_directory_path() / ("mlk_verify_" + std::to_string(getpid()))).string();
   auto src = find_artifact(v, fe->module, *profile, cc.get(), scratch);
   if (!src.ok()) return fail(src.status());
+  if (Status s = same_precision(v, *src); !s.ok()) return fail(s);
   auto rep = verify::verify_artifact({.module = &fe->module, .fn = v.fn, .profile = *profile, .dims = v.dims,
                                       .files = src->files, .levels = *levels, .seed = static_cast<uint64_t>(v.seed)});
   std::error_code ec;

@@ -113,6 +113,13 @@ if p.returncode == 0:
     got = np.asarray(mlk.load(art).sgemm(a, b))
     check("the directory loads under its policy", np.allclose(got, bf16(a).astype(np.float64) @ bf16(b), **TOL),
           "max |diff| %.3g" % np.abs(got - bf16(a).astype(np.float64) @ bf16(b)).max())
+    verify = [MLK, "verify", MLP, "--fn", "sgemm", "--target", "host", "--dims", dims, "--artifact", art,
+              "--level", "types,identity"]
+    p = subprocess.run(verify, capture_output=True, text=True)
+    check("verify names the directory's policy", p.returncode == 1 and
+          "was built under precision bf16, not f32: verify it with --precision bf16" in p.stderr, p.stderr[-400:])
+    p = subprocess.run(verify + ["--precision", "bf16"], capture_output=True, text=True)
+    check("verify --precision bf16 passes it", p.returncode == 0, p.stdout[-400:] + p.stderr[-400:])
     raises("a directory built under bf16, asked for f16", lambda: mlk.load(art, precision="f16").sgemm(a, b),
            mlk.BoundaryError, "the target policy asks for precision f16, but")
 
