@@ -42,6 +42,17 @@ const char* source_name(Selection::Source s) {
 
 namespace {
 
+// The precision policy an artifact was built under: its manifest's
+// `precision` (absent: built before policies, f32). `where` names the
+// manifest in the Corruption error a bad value gets.
+Expected<Precision> built_precision(const json& manifest, const std::string& where) {
+  if (!manifest.is_object() || !manifest.contains("precision")) return Precision::kF32;
+  const json& p = manifest["precision"];
+  auto parsed = parse_precision(p.is_string() ? p.get<std::string>() : p.dump());
+  if (!parsed.ok()) return Status::Corruption(where + ": " + parsed.status().message());
+  return *parsed;
+}
+
 Expected<std::shared_ptr<Program>> compile_program(const std::string& name, const std::string& text,
                                                    Precision precision = Precision::kF32) {
   FrontendResult r = compile_source(name, text);
@@ -275,14 +286,9 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::str
   auto src = read_file(dir + "/program.tl");
   if (!src.ok())
     return Status::NotFound(dir + " has no program.tl (built by an older mlk? build it again with `mlk build`)");
-  // The policy the artifact was built under (absent: built before policies, f32).
-  Precision precision = Precision::kF32;
-  if (const std::string name = str(m, "precision"); !name.empty()) {
-    auto p = parse_precision(name);
-    if (!p.ok()) return Status::Corruption(where + ": " + p.status().message());
-    precision = *p;
-  }
-  auto prog = compile_program(dir + "/program.tl", *src, precision);
+  auto precision = built_precision(m, where);
+  if (!precision.ok()) return precision.status();
+  auto prog = compile_program(dir + "/program.tl", *src, *precision);
   if (!prog.ok()) return prog.status();
   if ((*prog)->fn_hash[fn] != ir_hash)
     return Status::Corruption(dir + "/program.tl does not hash to the manifest's ir_hash of `" + fn + "`");
@@ -323,15 +329,12 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
     if (!art.ok()) return art.status();
     auto src = art->files.find("program.tl");
     if (src == art->files.end()) continue;
-    // The policy the entry was built under (its manifest's; absent: f32).
-    Precision built = Precision::kF32;
-    if (auto man = art->files.find("manifest.json"); man != art->files.end()) {
-      json mj = parse_json(man->second);
-      if (mj.is_object() && mj.contains("precision") && mj["precision"].is_string())
-        if (auto p = parse_precision(mj["precision"].get<std::string>()); p.ok()) built = *p;
-    }
-    if (policy.precision && *policy.precision != built) continue;
-    auto prog = compile_program("program.tl of " + e.key.substr(0, 16), src->second, built);
+    auto man = art->files.find("manifest.json");
+    auto built = built_precision(man == art->files.end() ? json() : parse_json(man->second),
+                                 "entry " + e.key.substr(0, 16) + "'s manifest.json");
+    if (!built.ok()) return built.status();
+    if (policy.precision && *policy.precision != *built) continue;
+    auto prog = compile_program("program.tl of " + e.key.substr(0, 16), src->second, *built);
     if (!prog.ok()) return prog.status();
     const ir::Function* f = (*prog)->module.find(fn);
     if (!f || ir::function_hash((*prog)->module, *f) != program_hash)

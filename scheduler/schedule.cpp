@@ -112,7 +112,7 @@ Status check_specific(const Directive& d, const StageInfo& st, const std::string
   if (vf >= 0 && vf < static_cast<int>(d.factors.size()) && !pow2(d.factors[vf]))
     return Status::InvalidArgument(where + ": the vector width " + std::to_string(d.factors[vf]) +
                                    " is not a power of two (Halide 21 aborts on predicated loads of some other widths)");
-  const std::string& v0 = d.vars.empty() ? std::string() : d.vars[0];
+  const std::string v0 = d.vars.empty() ? std::string() : d.vars[0];
   if (d.op == "vectorize" && d.factors.empty() && v0.size() >= 2 && v0.size() <= 5 && v0[0] == 'a' &&
       v0.find_first_not_of("0123456789", 1) == std::string::npos) {
     const size_t i = std::stoul(v0.substr(1));

@@ -23,7 +23,7 @@ from . import _mlk
 from . import _dlpack
 from . import arrow  # noqa: F401  (Dataframe arguments; loads libarrow only when used)
 from ._dlpack import NUMPY_DTYPES as _NUMPY_DTYPES, TORCH_DTYPES as _TORCH_DTYPES
-from .model import Model, load_model, pack_tokens  # noqa: F401
+from .model import Model, _precision_option, load_model, pack_tokens  # noqa: F401
 
 __all__ = ["load", "Ops", "load_model", "Model", "pack_tokens", "Tensor", "empty", "Error", "BoundaryError", "NotFoundError",
            "CorruptionError", "testing", "arrow"]
@@ -188,8 +188,7 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     (F16) operands with F32 sums, as `mlk tune --precision bf16` tunes them
     (docs/numerics.md, "Precision policies"); arguments and results keep
     their dtypes."""
-    if precision not in ("f32", "bf16", "f16"):
-        raise ValueError("precision=%r: expected 'f32', 'bf16' or 'f16'" % (precision,))
+    option = _precision_option(precision)
     if require not in ("any", "tuned", "exact") and not str(require).startswith("verified:"):
         raise ValueError("require=%r: expected 'any', 'tuned', 'exact' or 'verified:LEVELS'" % (require,))
     if isinstance(trusted, str):
@@ -202,8 +201,7 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     policy = target if require == "any" else "%s;require=%s" % (target, require)
     if trusted:
         policy += ";require=signed:" + ",".join(trusted)
-    if precision != "f32":
-        policy += ";precision=" + precision
+    policy += option
     return Ops(rt.program(str(path), precision), policy)
 
 

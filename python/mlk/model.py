@@ -18,6 +18,13 @@ __all__ = ["load_model", "Model", "pack_tokens", "PACKED_INPUTS"]
 PACKED_INPUTS = ("input_ids", "position_ids", "pad_index", "pad_mask", "unpad_index")
 
 
+def _precision_option(precision):
+    """The target-policy option for a products' precision policy: "" for f32, else ";precision=P"."""
+    if precision not in ("f32", "bf16", "f16"):
+        raise ValueError("precision=%r: expected 'f32', 'bf16' or 'f16'" % (precision,))
+    return "" if precision == "f32" else ";precision=" + precision
+
+
 def pack_tokens(token_lists):
     """The packed-token form of N sentences (one sequence of token ids each), as int64 numpy arrays:
     input_ids [1, S] (every sentence's tokens back to back, S their total), position_ids [1, S] (each
@@ -160,12 +167,9 @@ def load_model(program, weights, binding=None, target="host", cache="", namespac
     `namespaces` and `require` choose the kernels as in mlk.load: the tuned artifact of each
     step for the call's shape from the cache, else the default schedule (JIT).
     `precision` ("f32", "bf16", "f16") is the products' policy, as in mlk.load."""
-    if precision not in ("f32", "bf16", "f16"):
-        raise ValueError("precision=%r: expected 'f32', 'bf16' or 'f16'" % (precision,))
+    option = _precision_option(precision)
     if require not in ("any", "tuned", "exact"):
         raise ValueError("require=%r: expected 'any', 'tuned' or 'exact'" % (require,))
     rt = _mlk.Runtime(cache, namespace, token, namespaces)
-    policy = target if require == "any" else "%s;require=%s" % (target, require)
-    if precision != "f32":
-        policy += ";precision=" + precision
+    policy = (target if require == "any" else "%s;require=%s" % (target, require)) + option
     return Model(rt.model(str(program), "" if binding is None else str(binding), str(weights), policy))
