@@ -29,7 +29,7 @@ void accumulate(std::map<const ir::Node*, ir::NodeRef>& ct, const ir::Node* n, c
 }  // namespace
 
 GradResult grad_body(const ir::NodeRef& body, const std::vector<ir::Param>& params, const std::vector<int>& wrt,
-                     const Facts& facts) {
+                     const Facts& facts, const ir::NodeRef& seed) {
   std::set<int> wanted(wrt.begin(), wrt.end());
   std::vector<ir::NodeRef> order;
   std::set<const ir::Node*> seen;
@@ -51,7 +51,7 @@ GradResult grad_body(const ir::NodeRef& body, const std::vector<ir::Param>& para
   if (out.not_differentiable) return out;
   std::map<const ir::Node*, ir::NodeRef> ct;
   std::map<int, ir::NodeRef> param_ct;
-  if (active.count(body.get())) ct[body.get()] = irb::lit(body->type, "1");
+  if (active.count(body.get())) ct[body.get()] = seed ? seed : irb::lit(body->type, "1");
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const ir::NodeRef& n = *it;
     auto c = ct.find(n.get());

@@ -53,7 +53,8 @@ bool names_count(const ast::Transform& t, size_t want, const std::string& why, D
   return false;
 }
 
-// grad / value_and_grad: `wrt` lists float parameters; the result is a float Scalar.
+// grad / value_and_grad / vjp: `wrt` lists float parameters; the result is a
+// float Scalar (any float tensor for vjp, whose cotangent is a parameter).
 bool check_grad(const ast::Transform& t, const check::Signature& src, Checked& c, DiagnosticSink& sink) {
   if (!known_keywords(t, {"wrt"}, sink)) return false;
   const ast::Expr* wrt = keyword(t, "wrt");
@@ -84,10 +85,16 @@ bool check_grad(const ast::Transform& t, const check::Signature& src, Checked& c
       c.wrt.push_back(found);
     }
   }
-  if (!is_float(src.result.dtype) || !src.result.shape.empty()) {
+  bool vjp = t.kind == "vjp";
+  if (vjp && !is_float(src.result.dtype)) {
+    sink.error(DiagKind::GradResult, t.source_span,
+               "`vjp` needs " + q(t.source) + " to return a float tensor, but it returns " + src.result.str() +
+                   "; only float results have cotangents");
+    ok = false;
+  } else if (!vjp && (!is_float(src.result.dtype) || !src.result.shape.empty())) {
     sink.error(DiagKind::GradResult, t.source_span,
                q(t.kind) + " needs " + q(t.source) + " to return a float Scalar, but it returns " + src.result.str() +
-                   "; reduce the result to a scalar loss first (e.g. with `sum` or `mean`)");
+                   "; reduce the result to a scalar loss first (e.g. with `sum` or `mean`), or take its `vjp`");
     ok = false;
   }
   bool value = t.kind == "value_and_grad";
@@ -168,6 +175,19 @@ Shape insert_axis(const Shape& s, int64_t axis, const Dim& d) {
   return out;
 }
 
+// The name of a vjp fn's cotangent parameter: `g`, or `g1`, `g2`, .. when
+// the source has a parameter `g`.
+std::string cotangent_name(const check::Signature& src) {
+  auto taken = [&](const std::string& n) {
+    for (const auto& p : src.params)
+      if (p.name == n) return true;
+    return false;
+  };
+  std::string name = "g";
+  for (int k = 1; taken(name); ++k) name = "g" + std::to_string(k);
+  return name;
+}
+
 // The signatures of the fns `c` defines, from the source's.
 std::vector<check::Signature> derived(const Checked& c, const check::Signature& src) {
   std::vector<check::Signature> out;
@@ -184,6 +204,7 @@ std::vector<check::Signature> derived(const Checked& c, const check::Signature& 
     return {base};
   }
   if (c.t->kind == "value_and_grad") out.push_back(base);
+  if (c.t->kind == "vjp") base.params.push_back({cotangent_name(src), src.result});
   for (int w : c.wrt) {
     check::Signature g = base;
     g.result = src.params[w].type;
@@ -222,9 +243,10 @@ void Transforms::declare(const ast::Program& program, std::map<std::string, chec
       stubs.push_back(&d.stub);
     }
     auto src = sigs.find(t.source);
-    if (t.kind != "grad" && t.kind != "value_and_grad" && t.kind != "vmap" && t.kind != "shard") {
+    if (t.kind != "grad" && t.kind != "value_and_grad" && t.kind != "vjp" && t.kind != "vmap" && t.kind != "shard") {
       sink.error(DiagKind::TransformDecl, t.kind_span,
-                 "unknown transform " + q(t.kind) + "; the transforms are `grad`, `value_and_grad`, `vmap` and `shard`");
+                 "unknown transform " + q(t.kind) +
+                     "; the transforms are `grad`, `value_and_grad`, `vjp`, `vmap` and `shard`");
     } else if (src == sigs.end() || !src->second.ast) {
       sink.error(DiagKind::TransformDecl, t.source_span, q(t.kind) + " of unknown function " + q(t.source));
     } else if (src->second.valid) {
@@ -268,7 +290,15 @@ std::vector<ir::NodeRef> bodies(const Checked& c, const ir::Function& src, const
   if (t.kind == "vmap") return {vmap_body(body, c.sigs[0].params, c.in_axes, c.out_axis, Dim::var(c.batch))};
   Facts facts;
   for (const Pred& p : src.refinements) facts.add(p);
-  GradResult g = grad_body(body, src.params, c.wrt, facts);
+  ir::NodeRef seed;  // grad: 1; vjp: the cotangent, its last parameter
+  if (t.kind == "vjp") {
+    ir::Node n;
+    n.op = ir::Op::kParam;
+    n.type = src.result_type;
+    n.index = static_cast<int>(src.params.size());
+    seed = ir::make(std::move(n));
+  }
+  GradResult g = grad_body(body, src.params, c.wrt, facts, seed);
   if (g.not_differentiable) {
     auto p = prov.find(g.not_differentiable);
     Span where = p != prov.end() ? p->second : t.source_span;

@@ -172,6 +172,94 @@ TEST(Grad, TypesAreTheWrtParameterTypes) {
   EXPECT_NE(ir::print_function(*g).find("d_products_c"), std::string::npos);
 }
 
+// vjp fns `vjps[k]` of `fn` for its parameters `wrt[k]`: each takes fn's
+// parameters and a cotangent g of its result; checked against central
+// finite differences of sum(g * fn(x)).
+void expect_vjp_matches_finite_differences(const std::string& fn, const std::vector<std::string>& vjps,
+                                           const std::vector<int>& wrt, const DimEnv& dims) {
+  const ir::Module& m = module();
+  const ir::Function* f = m.find(fn);
+  ASSERT_NE(f, nullptr) << fn;
+  auto in = inputs_for(*f, dims, 13);
+  auto y = run(m, fn, in, dims);
+  ASSERT_TRUE(y.ok()) << fn << ": " << y.status().message();
+  HostTensor g(y->dtype, y->shape);
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (int64_t i = 0; i < g.numel(); ++i) g.set(i, u(rng));
+  auto inner = [&] {
+    auto r = run(m, fn, in, dims);
+    EXPECT_TRUE(r.ok());
+    double s = 0;
+    for (int64_t i = 0; r.ok() && i < g.numel(); ++i) s += g.get(i) * r->get(i);
+    return s;
+  };
+  for (size_t k = 0; k < vjps.size(); ++k) {
+    const ir::Function* v = m.find(vjps[k]);
+    ASSERT_NE(v, nullptr) << vjps[k];
+    ASSERT_EQ(v->params.size(), f->params.size() + 1) << vjps[k];
+    EXPECT_EQ(v->params.back().type, f->result_type) << vjps[k];
+    EXPECT_EQ(v->result_type, f->params[wrt[k]].type) << vjps[k];
+    auto args = in;
+    args.push_back(g);
+    auto d = run(m, vjps[k], args, dims);
+    ASSERT_TRUE(d.ok()) << vjps[k] << ": " << d.status().message();
+    HostTensor& x = in[wrt[k]];
+    ASSERT_EQ(d->shape, x.shape) << vjps[k];
+    const double h = 1e-6;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double v0 = x.get(i);
+      x.set(i, v0 + h);
+      double up = inner();
+      x.set(i, v0 - h);
+      double down = inner();
+      x.set(i, v0);
+      double fd = (up - down) / (2 * h);
+      EXPECT_NEAR(d->get(i), fd, 1e-6 * (1 + std::abs(fd))) << vjps[k] << " element " << i;
+    }
+  }
+}
+
+// Odd extents throughout, so that no axis is confused with another.
+TEST(Vjp, ElementwiseBuiltinsMatchFiniteDifferences) {
+  expect_vjp_matches_finite_differences("elementwise", {"vjp_elementwise_a", "vjp_elementwise_b"}, {0, 1}, {{"N", 7}});
+}
+TEST(Vjp, SoftmaxMatmulReductionsMatchFiniteDifferences) {
+  expect_vjp_matches_finite_differences("row_stats", {"vjp_row_stats_x", "vjp_row_stats_w"}, {0, 1},
+                                        {{"N", 3}, {"C", 5}});
+}
+TEST(Vjp, GatherMatchesFiniteDifferences) {
+  expect_vjp_matches_finite_differences("pick", {"vjp_pick"}, {0}, {{"V", 5}, {"E", 3}, {"I", 7}});
+}
+TEST(Vjp, ComposedFnMatchesFiniteDifferences) {
+  expect_vjp_matches_finite_differences("gelu", {"vjp_gelu"}, {0}, {{"N", 3}, {"F", 5}});
+}
+TEST(Vjp, BroadcastMeanMinMatchFiniteDifferences) {
+  expect_vjp_matches_finite_differences("stats", {"vjp_stats_x", "vjp_stats_w", "vjp_stats_s"}, {0, 1, 2},
+                                        {{"N", 3}, {"C", 5}});
+}
+TEST(Vjp, ConcatSliceRepeatTransposeReshapeMatchFiniteDifferences) {
+  expect_vjp_matches_finite_differences("joined", {"vjp_joined_x", "vjp_joined_y"}, {0, 1}, {{"N", 3}, {"C", 5}});
+}
+TEST(Vjp, BatchedMatmulMatchesFiniteDifferences) {
+  expect_vjp_matches_finite_differences("batched", {"vjp_batched_a", "vjp_batched_b"}, {0, 1},
+                                        {{"B", 3}, {"M", 5}, {"K", 7}, {"N", 3}});
+}
+
+TEST(Vjp, OfAScalarFnAtOneIsItsGrad) {
+  const ir::Module& m = module();
+  DimEnv dims = {{"N", 5}};
+  auto in = inputs_for(*m.find("arith"), dims, 3);
+  auto g = run(m, "d_arith_a", in, dims);
+  in.push_back(HostTensor(DType::F64, {}));
+  in.back().set(0, 1.0);
+  auto v = run(m, "vjp_arith_a", in, dims);
+  ASSERT_TRUE(g.ok() && v.ok());
+  ASSERT_EQ(g->shape, v->shape);
+  for (int64_t i = 0; i < g->numel(); ++i) EXPECT_EQ(g->get(i), v->get(i)) << i;
+  EXPECT_EQ(m.find("vjp_arith_a")->params.back().name, "g");
+}
+
 // Slice `b` of axis `axis` of `t`.
 HostTensor take(const HostTensor& t, int axis, int64_t b) {
   std::vector<int64_t> shape = t.shape;
