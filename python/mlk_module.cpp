@@ -314,6 +314,13 @@ PYBIND11_MODULE(_mlk, m) {
         if (!p.ok()) throw py::value_error(p.status().message());
         return PyProgram{rt, unwrap(rt->LoadProgram(path, *p))};
       }, py::arg("path"), py::arg("precision") = "f32")
+      // A program given as text (`name` stands for its file in messages).
+      .def("program_source", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& name, const std::string& text,
+                                const std::string& precision) {
+        auto p = mlk::parse_precision(precision);
+        if (!p.ok()) throw py::value_error(p.status().message());
+        return PyProgram{rt, unwrap(rt->LoadSource(name, text, *p))};
+      }, py::arg("name"), py::arg("text"), py::arg("precision") = "f32")
       // A model: its program, binding ("" = next to the program) and weights (runtime/model.h).
       .def("model", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& program, const std::string& binding,
                        const std::string& weights, const std::string& targets) {
@@ -387,6 +394,36 @@ PYBIND11_MODULE(_mlk, m) {
              return unwrap(mlk::rt::param_shapes(*f, dims));
            })
       .def_property_readonly("source", [](const PyProgram& p) { return p.prog->text; })
+      .def_property_readonly("file", [](const PyProgram& p) { return p.prog->file; })
+      // fn's result shape for arguments of these shapes and dtypes, checked
+      // as a call checks them (dims, refinements), with no data: what
+      // mlk.torch's fake (meta) implementations return.
+      .def("result_shape",
+           [](const PyProgram& p, const std::string& fn, const std::vector<std::vector<int64_t>>& shapes,
+              const std::map<std::string, int64_t>& given) {
+             const auto* f = p.prog->module.find(fn);
+             if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
+             if (shapes.size() != f->params.size())
+               throw BoundaryError("`" + fn + "` takes " + std::to_string(f->params.size()) + " arguments, got " +
+                                   std::to_string(shapes.size()));
+             alignas(64) static const unsigned char no_data[64] = {};  // never read: only shapes are checked
+             std::vector<DLTensor> ts(shapes.size());
+             std::vector<const DLTensor*> args;
+             for (size_t i = 0; i < shapes.size(); ++i) {
+               DLTensor& t = ts[i];
+               t.data = const_cast<unsigned char*>(no_data);
+               t.device = {kDLCPU, 0};
+               t.ndim = static_cast<int32_t>(shapes[i].size());
+               t.dtype = mlk::rt::to_dl(f->params[i].type.dtype);
+               t.shape = const_cast<int64_t*>(shapes[i].data());
+               t.strides = nullptr;
+               t.byte_offset = 0;
+               args.push_back(&t);
+             }
+             mlk::rt::Placement any;
+             any.any_device = true;
+             return unwrap(mlk::rt::check_call(*f, args, nullptr, given, any)).out_shape;
+           })
       .def_property_readonly("public_fns",
                              [](const PyProgram& p) {
                                std::vector<std::string> out;

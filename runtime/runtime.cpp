@@ -247,11 +247,16 @@ const std::string& Runtime::store_path() const { return cache_->store_path(); }
 Expected<std::shared_ptr<const Program>> Runtime::LoadProgram(const std::string& file, Precision precision) {
   auto text = read_file(file);
   if (!text.ok()) return Status::NotFound(text.status().message());
-  std::string id = file + "#" + sha256_hex(*text) + "#" + precision_name(precision);
+  return LoadSource(file, *text, precision);
+}
+
+Expected<std::shared_ptr<const Program>> Runtime::LoadSource(const std::string& file, const std::string& text,
+                                                             Precision precision) {
+  std::string id = file + "#" + sha256_hex(text) + "#" + precision_name(precision);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = programs_.find(id);
   if (it != programs_.end()) return it->second;
-  auto p = compile_program(file, *text, precision);
+  auto p = compile_program(file, text, precision);
   if (!p.ok()) return p.status();
   programs_[id] = *p;
   return std::shared_ptr<const Program>(*p);

@@ -157,6 +157,11 @@ class Runtime {
   // The checked program in `file` under `precision` (read and checked once
   // per path, content and policy).
   Expected<std::shared_ptr<const Program>> LoadProgram(const std::string& file, Precision precision = Precision::kF32);
+  // The same for a program given as text; `name` stands for its file in
+  // diagnostics (a program derived from another, e.g. with the `vjp` fns
+  // mlk.torch adds to a block's program).
+  Expected<std::shared_ptr<const Program>> LoadSource(const std::string& name, const std::string& text,
+                                                      Precision precision = Precision::kF32);
   // The artifact directory `dir` written by `mlk build -o DIR`: its
   // program.tl (checked against the manifest's ir_hash), its library
   // (re-hashed against the manifest) and its required CPU features (checked

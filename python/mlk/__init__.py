@@ -147,8 +147,10 @@ class _Fn:
 class Ops:
     """The public fns of one .tl program, as attributes."""
 
-    def __init__(self, program, target):
+    def __init__(self, program, target, runtime=None, precision="f32"):
         self._program = program
+        self._runtime = runtime  # for programs derived from this one (mlk.torch's vjp fns)
+        self._precision = precision
         self.target = target
         for name in program.public_fns:
             setattr(self, name, _Fn(self, name))
@@ -202,7 +204,7 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     if trusted:
         policy += ";require=signed:" + ",".join(trusted)
     policy += option
-    return Ops(rt.program(str(path), precision), policy)
+    return Ops(rt.program(str(path), precision), policy, rt, precision)
 
 
 from . import testing  # noqa: E402,F401  (mlk.testing: numpy and torch imported on use)

@@ -1,0 +1,134 @@
+"""mlk fns as torch.library ops (mlk.torch.register) under torch.compile:
+
+1. torch.library.opcheck of each op (schema, fake implementation, autograd
+   registration) on the blocks of tests/python/bert_blocks.tl.
+2. The fake implementation's shapes come from the typed signature, and a
+   refinement it breaks is refused at trace time with the boundary's message.
+3. A module that calls the mlk attention and FFN ops between PyTorch
+   LayerNorms compiles with torch.compile(fullgraph=True) (which raises on
+   any graph break), and its output and every parameter's gradient match
+   eager PyTorch within the F32 envelope; a training step runs compiled.
+
+Needs PyTorch 2.4 or later (torch.library.register_fake/register_autograd).
+
+usage: torch_compile.py SOURCE_DIR MODULE_DIR WORK_DIR
+"""
+import math
+import os
+import shutil
+import sys
+
+SRC, MODULE_DIR, WORK = sys.argv[1:4]
+sys.path.insert(0, os.path.join(SRC, "tests", "python"))
+if MODULE_DIR != "-":
+    sys.path.insert(0, MODULE_DIR)
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import mlk  # noqa: E402
+import mlk.torch  # noqa: E402
+from check_common import check, raises, results  # noqa: E402
+
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(WORK, "inductor"))
+print("mlk from", os.path.dirname(mlk.__file__), "; torch", torch.__version__)
+
+B, S, D, H, FF = 2, 5, 16, 4, 24
+ops = mlk.load(os.path.join(SRC, "tests", "python", "bert_blocks.tl"), cache=os.path.join(WORK, "cache.db"))
+lib = mlk.torch.register(ops, namespace="mlk_test", dims={"H": H})
+gen = torch.Generator().manual_seed(3)
+
+
+def r(*shape, scale=0.3):
+    return (torch.randn(*shape, generator=gen) * scale).requires_grad_()
+
+
+mask = torch.ones(B, S, dtype=torch.int64)
+mask[1, 3:] = 0
+attn_args = [r(B, S, D), mask] + [r(D, D) if i % 2 == 0 else r(D) for i in range(8)] + [1 / math.sqrt(D // H)]
+ffn_args = [r(B, S, D), r(FF, D), r(FF), r(D, FF), r(D)]
+ln_args = [r(B, S, D), r(B, S, D), r(D), r(D), 1e-5]
+
+# --- 1. opcheck --------------------------------------------------------------------
+for name, args in [("attention_block", attn_args), ("ffn_block", ffn_args), ("add_layer_norm", ln_args)]:
+    try:
+        report = torch.library.opcheck(getattr(lib, name), args)
+        check("opcheck: mlk_test::%s (%s)" % (name, ", ".join(k for k, v in report.items() if v == "SUCCESS")),
+              all(v == "SUCCESS" for v in report.values()), str(report))
+    except Exception as e:  # noqa: BLE001
+        check("opcheck: mlk_test::%s" % name, False, str(e)[:1500])
+check("the vjp fns are ops too", hasattr(lib, "ffn_block__vjp__wi") and hasattr(lib, "attention_block__vjp__wq"))
+
+# --- 2. the fake implementation ----------------------------------------------------
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+with FakeTensorMode() as mode:
+    fx = torch.empty(3, 7, D)
+    out = lib.ffn_block(fx, torch.empty(FF, D), torch.empty(FF), torch.empty(D, FF), torch.empty(D))
+    check("fake: the result's shape from the signature (%s)" % list(out.shape), list(out.shape) == [3, 7, D])
+    raises("fake: a shape the types refuse is refused at trace time",
+           lambda: lib.ffn_block(fx, torch.empty(FF, D + 1), torch.empty(FF), torch.empty(D, FF), torch.empty(D)),
+           mlk.BoundaryError, "`ffn_block`: wi.shape[1] = 17 but D = 16, bound by x.shape[2]")
+
+
+# --- 3. torch.compile(fullgraph=True) ----------------------------------------------
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(D, D) for _ in range(4))
+        self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.fi, self.fo = nn.Linear(D, FF), nn.Linear(FF, D)
+
+    def forward(self, x, mask):
+        a = lib.attention_block(x, mask, self.q.weight, self.q.bias, self.k.weight, self.k.bias, self.v.weight,
+                                self.v.bias, self.o.weight, self.o.bias, 1 / math.sqrt(D // H))
+        x = self.ln1(x + a)
+        return self.ln2(x + lib.ffn_block(x, self.fi.weight, self.fi.bias, self.fo.weight, self.fo.bias))
+
+
+torch.manual_seed(0)
+model = Block()
+x = torch.randn(B, S, D, generator=gen)
+
+
+def run(m):
+    m.zero_grad()
+    y = m(x, mask)
+    (y * y).sum().backward()
+    return y.detach(), {n.replace("_orig_mod.", ""): p.grad.clone() for n, p in m.named_parameters()}
+
+
+want_y, want_g = run(model)
+try:
+    compiled = torch.compile(model, fullgraph=True)
+    got_y, got_g = run(compiled)
+    check("torch.compile(fullgraph=True) runs through the mlk ops (forward and backward)", True)
+    env = mlk.testing.envelope("F32", FF)
+    ok = torch.allclose(got_y, want_y, rtol=env["rtol"], atol=env["atol"])
+    check("compiled = eager: the output (rtol %.0e, atol %.1e)" % (env["rtol"], env["atol"]), ok,
+          "max diff %.3e" % (got_y - want_y).abs().max())
+    bad = [n for n in want_g if not torch.allclose(got_g[n], want_g[n], rtol=env["rtol"], atol=env["atol"])]
+    check("compiled = eager: all %d parameters' gradients" % len(want_g), not bad, "differ: %s" % bad)
+    explain = torch._dynamo.explain(model)(x, mask)
+    check("no graph break (%d graphs, %d breaks)" % (explain.graph_count, explain.graph_break_count),
+          explain.graph_break_count == 0 and explain.graph_count == 1, str(explain.break_reasons)[:800])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(5):
+        loss = compiled(x, mask).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    check("a compiled training step runs and the loss falls (%.4f -> %.4f)" % (losses[0], losses[-1]),
+          losses[-1] < losses[0])
+except Exception as e:  # noqa: BLE001
+    check("torch.compile(fullgraph=True) runs through the mlk ops", False, "%s: %s" % (type(e).__name__, str(e)[:3000]))
+
+failed = [x for x in results if not x[1]]
+for name, ok, note in results:
+    print("%s %s%s" % ("ok  " if ok else "FAIL", name, "" if ok else "\n     " + note))
+print("%d checks, %d failed" % (len(results), len(failed)))
+sys.exit(1 if failed else 0)
