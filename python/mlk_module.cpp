@@ -286,6 +286,7 @@ PYBIND11_MODULE(_mlk, m) {
         for (size_t i = 0; i < t.buf->shape().size(); ++i) s += (i ? ", " : "") + std::to_string(t.buf->shape()[i]);
         return s + "], dtype=" + mlk::dtype_name(t.buf->dtype()) + ")";
       });
+  m.attr("__version__") = MLK_VERSION;  // the project version (CMakeLists.txt), as `mlk version` prints it
   m.def("empty", [](const std::vector<int64_t>& shape, const std::string& dtype) {
     return PyTensor{unwrap(mlk::rt::HostBuffer::Allocate(dtype_of(dtype), shape))};
   });

@@ -20,6 +20,7 @@ mlk.testing.compare (mlk/testing.py).
 """
 from ._mlk import BoundaryError, CorruptionError, Error, NotFoundError, Tensor  # noqa: F401
 from . import _mlk
+from ._mlk import __version__  # noqa: F401
 from . import _dlpack
 from . import arrow  # noqa: F401  (Dataframe arguments; loads libarrow only when used)
 from ._dlpack import NUMPY_DTYPES as _NUMPY_DTYPES, TORCH_DTYPES as _TORCH_DTYPES
