@@ -1,7 +1,7 @@
 """Dataframe ingress: a FixedSizeList[F16, D] column to a tensor, against memcpy,
 and mlk's validation against pyarrow's own validate(full=True).
 
-usage: PYTHONPATH=build/python python3 bench/arrow_convert.py [--rows 1000000] [--dim 384] [--reps 7] [--json OUT]
+usage: .venv/bin/python bench/arrow_convert.py [--rows 1000000] [--dim 384] [--reps 7] [--json OUT]
 
 The issue's target (docs/interop/arrow.md, "Performance"): converting
 1,000,000 rows of FixedSizeList[F16, 384] (768 MB) to a tensor at >= 0.8x

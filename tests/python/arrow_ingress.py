@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 EXAMPLES, PKG = sys.argv[1], sys.argv[2]
-sys.path.insert(0, PKG)
+if PKG != "-":  # "-": the installed mlk package
+    sys.path.insert(0, PKG)
 import mlk  # noqa: E402
 
 failures = []

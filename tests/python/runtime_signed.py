@@ -4,7 +4,7 @@ and from `mlk run --require signed:KEYS`; a signed one loads, a
 foreign-signed one is refused naming its signer. "Before it opens it": the
 forged entry's library is not a shared library at all, so opening it could
 only fail in dlopen ("cannot load"); under the policy the error is the
-signature refusal instead. Runs under Debian's python3 with python3-torch.
+signature refusal instead. Runs in the venv (the installed mlk package, PyTorch 2.x).
 
 usage: runtime_signed.py MLK_BINARY FORGE_ENTRY EXAMPLES_DIR MODULE_DIR WORK_DIR
 """
@@ -16,7 +16,8 @@ import subprocess
 import sys
 
 MLK, FORGE, EXAMPLES, MODULE_DIR, WORK = sys.argv[1:6]
-sys.path.insert(0, MODULE_DIR)
+if MODULE_DIR != "-":  # "-": the installed mlk package
+    sys.path.insert(0, MODULE_DIR)
 import torch  # noqa: E402
 
 import mlk  # noqa: E402

@@ -1,7 +1,7 @@
 """The mlk Python module from PyTorch: per-block golden tests against torch
 (rmsnorm, softmax, attention, MLP, and F16 / mixed precision), a migration test
 (one block of a torch model replaced by an mlk kernel), and bad calls, each a
-clear Python exception. Runs under Debian's python3 with python3-torch 1.13.
+clear Python exception. Runs in the venv (the installed mlk package, PyTorch 2.x).
 
 usage: runtime_torch.py MLK_BINARY EXAMPLES_DIR MODULE_DIR WORK_DIR
 """
@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 MLK, EXAMPLES, MODULE_DIR, WORK = sys.argv[1:5]
-sys.path.insert(0, MODULE_DIR)
+if MODULE_DIR != "-":  # "-": the installed mlk package
+    sys.path.insert(0, MODULE_DIR)
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 

@@ -100,7 +100,7 @@ print("SELECTION", ops.sgemm.kernel(a, b).selection.replace(chr(10), " | "))
 """
 py_env = {k: v for k, v in os.environ.items() if k not in ("MLK_CACHE", "MLK_SERVERS", "MLK_NAMESPACES", "MLK_TOKEN")}
 py_env["MLK_LOCAL_CACHE"] = mirror("python")
-p = subprocess.run(["/usr/bin/python3", "-c", script], capture_output=True, text=True, env=py_env)
+p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=py_env)
 R.check("mlk.load(..., namespaces='own,ns-a') pulls A's artifact and runs it correctly",
         p.returncode == 0 and "CLOSE True" in p.stdout and f"namespace `ns-a`" in p.stderr and
         "tuned artifact" in p.stdout, p.stdout + p.stderr[-800:])

@@ -11,8 +11,8 @@
    blocks: the two loss curves agree within the F32 envelope of
    docs/numerics.md at every step, and both fall.
 
-Runs under any python3 with torch (1.13 or 2.x) and the mlk module. Default
-(untuned) JIT schedules.
+Runs under any python3 with torch (1.13 or 2.x) and the mlk package (in CI:
+the venv, the installed package, PyTorch 2.x). Default (untuned) JIT schedules.
 
 usage: torch_training.py SOURCE_DIR MODULE_DIR WORK_DIR
 """
