@@ -1,16 +1,28 @@
 // Halide's autoschedulers as schedule candidates: plugins loaded from the
 // Halide SDK, run on shape estimates.
+#include <dlfcn.h>
+
 #include <mutex>
 
 #include "scheduler/lower.h"
 
-#ifndef MLK_HALIDE_LIB_DIR
-#define MLK_HALIDE_LIB_DIR ""
-#endif
-
 namespace mlk::lower {
 
 namespace {
+
+// The directory of the libHalide.so this process runs, where the SDK keeps
+// its autoscheduler plugins (so an installed mlk finds them wherever the
+// `halide` wheel is); "." when it cannot be told (the load then fails,
+// naming the path).
+std::string halide_lib_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&Halide::load_plugin), &info) != 0 && info.dli_fname) {
+    std::string path = info.dli_fname;
+    auto slash = path.rfind('/');
+    if (slash != std::string::npos) return path.substr(0, slash);
+  }
+  return ".";
+}
 
 Status load_plugin_once(const std::string& name) {
   static std::mutex mu;
@@ -20,7 +32,7 @@ Status load_plugin_once(const std::string& name) {
   if (it == loaded.end()) {
     std::string lib = name;
     for (auto& c : lib) c = static_cast<char>(std::tolower(c));
-    std::string path = std::string(MLK_HALIDE_LIB_DIR) + "/libautoschedule_" + lib + ".so";
+    std::string path = halide_lib_dir() + "/libautoschedule_" + lib + ".so";
     try {
       Halide::load_plugin(path);
       it = loaded.emplace(name, "").first;
