@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -320,7 +321,12 @@ PYBIND11_MODULE(_mlk, m) {
                                 const std::string& precision) {
         auto p = mlk::parse_precision(precision);
         if (!p.ok()) throw py::value_error(p.status().message());
-        return PyProgram{rt, unwrap(rt->LoadSource(name, text, *p))};
+        std::optional<mlk::Expected<std::shared_ptr<const mlk::rt::Program>>> prog;
+        {
+          py::gil_scoped_release release;  // the runtime's lock may be held by a compile
+          prog.emplace(rt->LoadSource(name, text, *p));
+        }
+        return PyProgram{rt, unwrap(std::move(*prog))};
       }, py::arg("name"), py::arg("text"), py::arg("precision") = "f32")
       // A model: its program, binding ("" = next to the program) and weights (runtime/model.h).
       .def("model", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& program, const std::string& binding,
@@ -396,6 +402,9 @@ PYBIND11_MODULE(_mlk, m) {
            })
       .def_property_readonly("source", [](const PyProgram& p) { return p.prog->text; })
       .def_property_readonly("file", [](const PyProgram& p) { return p.prog->file; })
+      // The precision policy its module was compiled under ("f32", "bf16", "f16"); for an
+      // artifact directory, its manifest's.
+      .def_property_readonly("precision", [](const PyProgram& p) { return mlk::precision_name(p.prog->precision); })
       // fn's result shape for arguments of these shapes and dtypes, checked
       // as a call checks them (dims, refinements), with no data: what
       // mlk.torch's fake (meta) implementations return.

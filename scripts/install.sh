@@ -59,28 +59,41 @@ fi
 # CUDA libraries come with it; the tests run it on the CPU), so it lives in a
 # per-machine environment outside the checkout, installed once and shared by
 # every clone. MLK_TORCH_ENV moves it.
-torch_env="${MLK_TORCH_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/mlk/torch-env}"
+torch_env="${MLK_TORCH_ENV:-${XDG_CACHE_HOME:-${HOME:?set HOME or MLK_TORCH_ENV}/.cache}/mlk/torch-env}"
+mkdir -p "$(dirname "$torch_env")"
+torch_env="$(realpath -m "$torch_env")"
 torch_pins="torch==2.15.0 numpy==2.1.3"
+# One installer at a time per machine (clones share the environment).
+exec 9>"$torch_env.lock"
+flock 9
 if [ "$(cat "$torch_env/.pins" 2>/dev/null)" != "$torch_pins" ]; then
   echo "install: $torch_pins into $torch_env (about 3 GB, once per machine)" >&2
-  mkdir -p "$(dirname "$torch_env")"
   [ -x "$torch_env/bin/python" ] || python3 -m venv "$torch_env"
   # shellcheck disable=SC2086
   "$torch_env/bin/python" -m pip install -q --disable-pip-version-check $torch_pins
   "$torch_env/bin/python" -c 'import torch; torch.library.register_fake'
   echo "$torch_pins" > "$torch_env/.pins"
 fi
+flock -u 9
 
 # .venv sees that PyTorch through a .pth file (after its own packages), so
 # that one environment has torch 2.x, pyarrow, numpy and the mlk package
-# (scripts/build.sh installs it there from this checkout).
-torch_site=$(echo "$torch_env"/lib/python3*/site-packages)
-venv_site=$(echo .venv/lib/python3*/site-packages)
+# (scripts/build.sh installs it there from this checkout). Both must be the
+# same Python minor version.
+version='import sys; print("%d.%d" % sys.version_info[:2])'
+if [ "$("$torch_env/bin/python" -c "$version")" != "$(.venv/bin/python -c "$version")" ]; then
+  echo "install: $torch_env is Python $("$torch_env/bin/python" -c "$version") but .venv is" \
+       "$(.venv/bin/python -c "$version"); remove one of them and run this again" >&2
+  exit 1
+fi
+purelib='import sysconfig; print(sysconfig.get_paths()["purelib"])'
+torch_site="$("$torch_env/bin/python" -c "$purelib")"
+venv_site="$(.venv/bin/python -c "$purelib")"
 if [ "$(cat "$venv_site/mlk-torch-env.pth" 2>/dev/null)" != "$torch_site" ]; then
   echo "$torch_site" > "$venv_site/mlk-torch-env.pth"
 fi
 .venv/bin/python -c 'import torch, sys; sys.exit(not torch.__version__.startswith("2."))' ||
-  { echo "install: .venv does not see PyTorch 2.x from $torch_env" >&2; exit 1; }
+  { echo "install: .venv does not see PyTorch 2.x from $torch_env (through $venv_site/mlk-torch-env.pth)" >&2; exit 1; }
 
 # The S3 endpoint of scripts/cluster.sh (the tests of the PostgreSQL and S3
 # backend of `mlk serve`): moto_server, in its own virtual environment.

@@ -9,12 +9,13 @@
     y = torch.ops.mlk.ffn_block(x, wi, bi, wf, bf)   # traced by torch.compile(fullgraph=True)
 
 A fn's backward is its `vjp` (docs/interop/pytorch.md, "Training through
-mlk blocks"): for the fn's float parameters, mlk derives the program
-`public fn <fn>__vjp__<p>, .. = vjp(<fn>, wrt=[p, ..])` from the fn's own
-program on first use and runs those fns like any kernel (the cache, tuned
-artifacts and the JIT fallback apply to them; a tuned `vjp` fn is found by
-its program hash). The forward and every vjp call go through the same
-boundary checks as a plain call (dtypes, shapes, refinements, the target
+mlk blocks"): for each float parameter p that needs a gradient, the public
+fn `<fn>__vjp__<p>` of the fn's program when it defines one (a program
+written to be tuned whole), else, on first use, the program derived from it
+with `public fn <fn>__vjp__<p> = vjp(<fn>, wrt=[<p>])`; they run like any
+kernel (the cache, tuned artifacts and the JIT fallback apply). The forward
+and every vjp call go through the same boundary checks as a plain call
+(dtypes, shapes, refinements, the target policy and the program's precision
 policy); nothing is converted or broadcast.
 
 Rank-0 parameters (`Scalar[..]`) are numbers in the torch.library schema
@@ -22,6 +23,7 @@ Rank-0 parameters (`Scalar[..]`) are numbers in the torch.library schema
 tensor gets one like any tensor. Double backward is not supported.
 """
 import threading
+import warnings
 
 import torch
 
@@ -31,31 +33,59 @@ _FLOATS = ("F16", "BF16", "F32", "F64")
 _LOCK = threading.Lock()
 
 
-def _vjp_program(fn):
-    """{param index: vjp fn (an mlk fn)} for fn's float parameters, derived once per fn."""
+def _vjp_name(fn, i):
+    return "%s__vjp__%s" % (fn.__name__, fn._sig["params"][i]["name"])
+
+
+def _is_vjp_of(fn, i, sig):
+    """Whether the signature `sig` is that of fn's vjp for parameter i: fn's parameters, then a
+    cotangent of fn's result, returning parameter i's type (dtypes and ranks)."""
+    params = fn._sig["params"]
+    want = [(p["dtype"], p["rank"]) for p in params] + [(fn._sig["result_dtype"], fn._sig["result_rank"])]
+    return ([(p["dtype"], p["rank"]) for p in sig["params"]] == want
+            and (sig["result_dtype"], sig["result_rank"]) == (params[i]["dtype"], params[i]["rank"]))
+
+
+def _vjp(fn, i):
+    """The vjp fn (an mlk fn) of fn for its float parameter i, made once: the program's own public
+    fn <fn>__vjp__<param> when it defines one (so that `mlk tune` tunes it with the rest; its
+    signature must be that vjp's), else derived from fn's program by
+    `public fn <fn>__vjp__<param> = vjp(<fn>, wrt=[<param>])`, under the program's precision
+    policy. Raises BoundaryError when that parameter has no gradient (a non-differentiable op)."""
+    cache = fn.__dict__.setdefault("_vjps", {})
+    if i in cache:
+        return cache[i]
     with _LOCK:
-        cached = getattr(fn, "_vjps", None)
-        if cached is not None:
-            return cached
-        ops = fn._ops
+        if i in cache:
+            return cache[i]
+        ops, name, params = fn._ops, _vjp_name(fn, i), fn._sig["params"]
+        if params[i]["dtype"] not in _FLOATS:
+            raise BoundaryError("`%s` has no gradient for `%s`, a %s parameter"
+                                % (fn.__name__, params[i]["name"], params[i]["dtype"]))
+        if name in ops._program.public_fns:
+            if not _is_vjp_of(fn, i, ops._program.signature(name)):
+                raise BoundaryError("`%s` is a public fn of %s but not the vjp of `%s` for `%s` (its parameters "
+                                    "and a cotangent of the result, returning `%s`'s type); rename it"
+                                    % (name, ops._program.file, fn.__name__, params[i]["name"], params[i]["name"]))
+            cache[i] = getattr(ops, name)
+            return cache[i]
         if ops._runtime is None:
             raise BoundaryError("`%s`: its Ops were not made by mlk.load, so its program cannot be derived"
                                 % fn.__name__)
-        params = fn._sig["params"]
-        wrt = [i for i, p in enumerate(params) if p["dtype"] in _FLOATS]
-        names = {i: "%s__vjp__%s" % (fn.__name__, params[i]["name"]) for i in wrt}
-        out = {}
-        if wrt:
-            line = "public fn %s = vjp(%s, wrt=[%s])" % (
-                ", ".join(names[i] for i in wrt), fn.__name__, ", ".join(params[i]["name"] for i in wrt))
-            base = ops._program
-            derived = ops._runtime.program_source(base.file + " (with the vjp of `%s`)" % fn.__name__,
-                                                   base.source.rstrip("\n") + "\n\n" + line + "\n", ops._precision)
-            from . import Ops
-            vops = Ops(derived, ops.target, ops._runtime, ops._precision)
-            out = {i: getattr(vops, names[i]) for i in wrt}
-        fn._vjps = out
-        return out
+        base = ops._program
+        line = "public fn %s = vjp(%s, wrt=[%s])" % (name, fn.__name__, params[i]["name"])
+        try:
+            derived = ops._runtime.program_source("%s, with `%s`" % (base.file, line),
+                                                   base.source.rstrip("\n") + "\n" + line + "\n", base.precision)
+        except (ValueError, RuntimeError) as e:  # the checker's diagnostics
+            raise BoundaryError("`%s` has no gradient for `%s`:\n%s" % (fn.__name__, params[i]["name"], e)) from None
+        from . import Ops
+        cache[i] = getattr(Ops(derived, ops.target, ops._runtime, base.precision), name)
+        return cache[i]
+
+
+def _float_params(fn):
+    return [i for i, p in enumerate(fn._sig["params"]) if p["dtype"] in _FLOATS]
 
 
 def _plain(a):
@@ -64,10 +94,9 @@ def _plain(a):
 
 def _backward(fn, args, g, needs, dims):
     """The cotangents of fn's arguments `args` for the result's cotangent g (None where not needed)."""
-    vjps = _vjp_program(fn)
     g = g.contiguous()  # autograd gives it the result's dtype and shape; it may be expanded
     plain = [_plain(a) for a in args]
-    return tuple(vjps[i](*plain, g, dims=dims) if need and i in vjps else None for i, need in enumerate(needs))
+    return tuple(_vjp(fn, i)(*plain, g, dims=dims) if need else None for i, need in enumerate(needs))
 
 
 def _unbound(fn, dims):
@@ -124,8 +153,9 @@ def _needs_torch_library():
 
 
 def _define(lib, ns, name, fn, dims):
-    """Defines `ns::name` for mlk fn `fn` (its parameters, then `extra` schema arguments) with a CPU
-    implementation that calls it and a fake one from its typed signature."""
+    """Defines `ns::name` for mlk fn `fn` with a CPU implementation that calls it and a fake one
+    from its typed signature. Tensors are made contiguous first: inside a compiled graph the
+    caller does not choose strides (a plain mlk call refuses non-contiguous tensors instead)."""
     params = fn._sig["params"]
     schema = ", ".join("%s %s" % (_schema_type(p), p["name"]) for p in params)
     lib.define("%s(%s) -> Tensor" % (name, schema))
@@ -133,9 +163,11 @@ def _define(lib, ns, name, fn, dims):
     program, fname = fn._ops._program, fn.__name__
 
     def impl(*args):
-        return fn(*[_plain(a) for a in args], dims=dims)
+        return fn(*[a.detach().contiguous() if isinstance(a, torch.Tensor) else a for a in args], dims=dims)
 
     def fake(*args):
+        # Symbolic sizes are specialised (int()): a new shape traces again, as the
+        # result's shape is computed by the C++ checker from concrete extents.
         shapes = [[int(d) for d in a.shape] if isinstance(a, torch.Tensor) else [] for a in args]
         like = next(a for a in args if isinstance(a, torch.Tensor))
         return like.new_empty(program.result_shape(fname, shapes, dims or {}), dtype=result)
@@ -144,40 +176,77 @@ def _define(lib, ns, name, fn, dims):
     torch.library.register_fake("%s::%s" % (ns, name), fake, lib=lib)
 
 
+_REGISTERED = {}  # (id of the Ops, namespace) -> (the Ops, torch.ops.<namespace>)
+
+
 def register(ops, namespace="mlk", dims=None):
     """Registers every public fn of `ops` (mlk.load) as the torch.library op
     torch.ops.<namespace>.<fn>, with a fake implementation from its typed signature and
-    an autograd formula from its vjp (the vjp fns are ops too: <fn>__vjp__<param>), so
-    that torch.compile(fullgraph=True) traces through them. `dims` gives the values of
-    dimensions no parameter binds ({"H": 12}), for every fn that has them. Returns
-    torch.ops.<namespace>."""
+    an autograd formula from its vjp fns, which are ops too (<fn>__vjp__<param>, one per float
+    tensor parameter; the program's own when it defines them), so that
+    torch.compile(fullgraph=True) traces through them. `dims` gives the values of dimensions no
+    parameter binds ({"H": 12}), for every fn that has them. Registering the same Ops in the
+    same namespace again returns the same ops; a name the namespace already has is a ValueError
+    before anything is defined. A parameter with no gradient (a non-differentiable op on its
+    path) gets no vjp op; a backward that needs it raises BoundaryError saying why. A fn with
+    no tensor parameter cannot be dispatched by torch and is not registered (a warning names
+    it). Returns torch.ops.<namespace>."""
     _needs_torch_library()
+    key = (id(ops), namespace)
+    if key in _REGISTERED and _REGISTERED[key][0] is ops:
+        return _REGISTERED[key][1]
+    public = ops._program.public_fns
+    # The program's own vjp fns (<fn>__vjp__<p> of a public fn) become ops as vjp fns only.
+    own_vjps = {"%s__vjp__%s" % (n, p["name"]) for n in public for p in ops._program.signature(n)["params"]}
+    plan = []  # (name, fn, fixed dims, {param index: vjp fn}, {param index: why it has none})
+    for name in public:
+        fn = getattr(ops, name)
+        if name in own_vjps:
+            continue
+        if not any(p["rank"] > 0 for p in fn._sig["params"]):
+            warnings.warn("mlk.torch.register: `%s` has no tensor parameter, so torch cannot dispatch it; "
+                          "call ops.%s directly" % (name, name))
+            continue
+        fixed = _unbound(fn, dims)
+        vjps, why = {}, {}
+        for i in _float_params(fn):
+            if fn._sig["params"][i]["rank"] == 0:
+                continue  # a number in the schema: no gradient
+            try:
+                vjps[i] = _vjp(fn, i)
+            except BoundaryError as e:
+                why[i] = e
+        plan.append((name, fn, fixed, vjps, why))
+    names = [n for name, _, _, vjps, _ in plan for n in [name] + [v.__name__ for v in vjps.values()]]
+    ns = getattr(torch.ops, namespace)
+    taken = [n for n in names if hasattr(ns, n)]
+    if taken or len(set(names)) != len(names):
+        raise ValueError("mlk.torch.register: namespace `%s` already has %s; register each program once, or "
+                         "give another namespace" % (namespace, ", ".join("`%s`" % n for n in taken) or "a name twice"))
     lib = torch.library.Library(namespace, "FRAGMENT")
     _LIBRARIES.append(lib)  # an op lives as long as its Library object
-    for name in ops._program.public_fns:
-        fn = getattr(ops, name)
-        fixed = _unbound(fn, dims)
+    for name, fn, fixed, vjps, why in plan:
         _define(lib, namespace, name, fn, fixed)
-        vjps = _vjp_program(fn)
-        for i, v in vjps.items():
+        for v in vjps.values():
             _define(lib, namespace, v.__name__, v, fixed)
-        params = fn._sig["params"]
-        # Gradients only for tensor parameters: a number in the schema has none.
-        grads = {i: getattr(torch.ops, namespace).__getattr__(v.__name__) for i, v in vjps.items()
-                 if params[i]["rank"] > 0}
+        grads = {i: getattr(ns, v.__name__) for i, v in vjps.items()}
 
         def setup_context(ctx, inputs, output):
             ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in inputs]
             ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)])
 
-        def backward(ctx, g, grads=grads, n=len(params)):
+        def backward(ctx, g, grads=grads, why=why, n=len(fn._sig["params"])):
+            for i, e in why.items():
+                if ctx.needs_input_grad[i]:
+                    raise e
             saved = iter(ctx.saved_tensors)
             args = [next(saved) if a is None else a for a in ctx.scalars]
             g = g.contiguous()
             return tuple(grads[i](*args, g) if i in grads and ctx.needs_input_grad[i] else None for i in range(n))
 
         torch.library.register_autograd("%s::%s" % (namespace, name), backward, setup_context=setup_context, lib=lib)
-    return getattr(torch.ops, namespace)
+    _REGISTERED[key] = (ops, ns)
+    return ns
 
 
 _LIBRARIES = []

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "lang/frontend.h"
@@ -69,6 +70,17 @@ double scalar(const ir::Module& m, const std::string& fn, const std::vector<Host
   return r.ok() ? r->get(0) : NAN;
 }
 
+// (f(x + h e_i) - f(x - h e_i)) / 2h, with element i of x moved and put back.
+double central_difference(HostTensor& x, int64_t i, double h, const std::function<double()>& f) {
+  double v = x.get(i);
+  x.set(i, v + h);
+  double up = f();
+  x.set(i, v - h);
+  double down = f();
+  x.set(i, v);
+  return (up - down) / (2 * h);
+}
+
 // grad fns `grads[k]` of `loss` with respect to its parameters `wrt[k]`.
 void expect_matches_finite_differences(const std::string& loss, const std::vector<std::string>& grads,
                                        const std::vector<int>& wrt, const DimEnv& dims, double tol = 1e-6,
@@ -83,13 +95,7 @@ void expect_matches_finite_differences(const std::string& loss, const std::vecto
     HostTensor& x = in[wrt[k]];
     ASSERT_EQ(g->shape, x.shape) << grads[k];
     for (int64_t i = 0; i < x.numel(); ++i) {
-      double v = x.get(i);
-      x.set(i, v + h);
-      double up = scalar(m, loss, in, dims);
-      x.set(i, v - h);
-      double down = scalar(m, loss, in, dims);
-      x.set(i, v);
-      double fd = (up - down) / (2 * h);
+      double fd = central_difference(x, i, h, [&] { return scalar(m, loss, in, dims); });
       EXPECT_NEAR(g->get(i), fd, tol * (1 + std::abs(fd))) << grads[k] << " element " << i;
     }
   }
@@ -206,15 +212,8 @@ void expect_vjp_matches_finite_differences(const std::string& fn, const std::vec
     ASSERT_TRUE(d.ok()) << vjps[k] << ": " << d.status().message();
     HostTensor& x = in[wrt[k]];
     ASSERT_EQ(d->shape, x.shape) << vjps[k];
-    const double h = 1e-6;
     for (int64_t i = 0; i < x.numel(); ++i) {
-      double v0 = x.get(i);
-      x.set(i, v0 + h);
-      double up = inner();
-      x.set(i, v0 - h);
-      double down = inner();
-      x.set(i, v0);
-      double fd = (up - down) / (2 * h);
+      double fd = central_difference(x, i, 1e-6, inner);
       EXPECT_NEAR(d->get(i), fd, 1e-6 * (1 + std::abs(fd))) << vjps[k] << " element " << i;
     }
   }

@@ -7,7 +7,7 @@ agrees with numpy; the Arrow ingress loads (libarrow from `pyarrow`); every
 binary in the wheel finds its libraries through relative RPATHs, never the
 build tree. Also: the test venv (.venv) runs the same installed package.
 
-usage: wheel_install.py WHEEL_DIR PROJECT_VERSION EXAMPLES_DIR WORK_DIR
+usage: wheel_install.py WHEEL_DIR PROJECT_VERSION EXAMPLES_DIR WORK_DIR SOURCE_DIR BUILD_DIR HALIDE_ROOT
 """
 import glob
 import os
@@ -16,7 +16,7 @@ import subprocess
 import sys
 import zipfile
 
-WHEEL_DIR, VERSION, EXAMPLES, WORK = sys.argv[1:5]
+WHEEL_DIR, VERSION, EXAMPLES, WORK, SRC, BUILD, HALIDE_ROOT = sys.argv[1:8]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_common import check, results  # noqa: E402
 
@@ -55,6 +55,32 @@ for b in bins:
             if any(p and not p.startswith("$ORIGIN") for p in path.split(":")):
                 bad.append("%s: %s" % (b, path))
 check("every RPATH in the wheel is relative ($ORIGIN)", not bad, "\n".join(bad))
+# No path of the build machine's Halide SDK compiled in (the autoscheduler plugins are found
+# next to the libHalide.so the process loaded).
+sdk = os.path.join(HALIDE_ROOT, "lib64").encode()
+bad = [b for b in bins if sdk in open(os.path.join(WORK, "unpacked", b), "rb").read()]
+check("no binary of the wheel names the build's Halide SDK directory", not bad, str(bad))
+
+# The installed package is this tree's: its Python files are the sources', its modules
+# the build's (the GNU build ID survives stripping). Stale after an edit without
+# scripts/build.sh, which installs it.
+import hashlib  # noqa: E402
+
+
+def build_id(path):
+    notes = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    return [line.split(":", 1)[1].strip() for line in notes.splitlines() if "Build ID" in line]
+
+
+pkg = os.path.dirname(os.path.abspath(mlk.__file__))
+stale = [f for f in os.listdir(os.path.join(SRC, "python", "mlk")) if f.endswith(".py") and
+         hashlib.sha256(open(os.path.join(SRC, "python", "mlk", f), "rb").read()).digest() !=
+         hashlib.sha256(open(os.path.join(pkg, f), "rb").read()).digest()]
+for mod in [m for m in os.listdir(pkg) if m.endswith(".so")]:
+    if build_id(os.path.join(pkg, mod)) != build_id(os.path.join(BUILD, "python", "mlk", mod)):
+        stale.append(mod)
+check("the package .venv imports is this tree's (run scripts/build.sh after an edit)", not stale,
+      "differs from the tree: %s" % stale)
 
 # A fresh venv: the wheel and its dependencies (numpy, halide, pyarrow) only.
 venv = os.path.join(WORK, "venv")
