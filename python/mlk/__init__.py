@@ -148,10 +148,9 @@ class _Fn:
 class Ops:
     """The public fns of one .tl program, as attributes."""
 
-    def __init__(self, program, target, runtime=None, precision="f32"):
+    def __init__(self, program, target, runtime=None):
         self._program = program
         self._runtime = runtime  # for programs derived from this one (mlk.torch's vjp fns)
-        self._precision = precision
         self.target = target
         for name in program.public_fns:
             setattr(self, name, _Fn(self, name))
@@ -205,7 +204,7 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     if trusted:
         policy += ";require=signed:" + ",".join(trusted)
     policy += option
-    return Ops(rt.program(str(path), precision), policy, rt, precision)
+    return Ops(rt.program(str(path), precision), policy, rt)
 
 
 from . import testing  # noqa: E402,F401  (mlk.testing: numpy and torch imported on use)

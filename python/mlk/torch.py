@@ -59,9 +59,6 @@ def _vjp(fn, i):
         if i in cache:
             return cache[i]
         ops, name, params = fn._ops, _vjp_name(fn, i), fn._sig["params"]
-        if params[i]["dtype"] not in _FLOATS:
-            raise BoundaryError("`%s` has no gradient for `%s`, a %s parameter"
-                                % (fn.__name__, params[i]["name"], params[i]["dtype"]))
         if name in ops._program.public_fns:
             if not _is_vjp_of(fn, i, ops._program.signature(name)):
                 raise BoundaryError("`%s` is a public fn of %s but not the vjp of `%s` for `%s` (its parameters "
@@ -80,7 +77,7 @@ def _vjp(fn, i):
         except (ValueError, RuntimeError) as e:  # the checker's diagnostics
             raise BoundaryError("`%s` has no gradient for `%s`:\n%s" % (fn.__name__, params[i]["name"], e)) from None
         from . import Ops
-        cache[i] = getattr(Ops(derived, ops.target, ops._runtime, base.precision), name)
+        cache[i] = getattr(Ops(derived, ops.target, ops._runtime), name)
         return cache[i]
 
 

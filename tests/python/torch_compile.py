@@ -108,12 +108,22 @@ with open(os.path.join(SRC, "tests", "python", "bert_blocks.tl")) as f:
 public fn ffn_block__vjp__wi = vjp(ffn_block, wrt=[wi])
 public fn rounded [N](x: Tensor[F32, [N]]) -> Tensor[F32, [N]] = cast(cast(x, I32), F32)
 public fn odd_names [N](def: Tensor[F32, [N]], in: Tensor[F32, [N]]) -> Tensor[F32, [N]] = def * in
+public fn squared(s: Scalar[F32]) -> Scalar[F32] = s * s
 """
 own_path = os.path.join(WORK, "own_vjps.tl")
 with open(own_path, "w") as f:
     f.write(own_text)
 own = mlk.load(own_path, cache=os.path.join(WORK, "cache.db"))
-lib2 = mlk.torch.register(own, namespace="mlk_test_own", dims={"H": H})
+import warnings  # noqa: E402
+
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    lib2 = mlk.torch.register(own, namespace="mlk_test_own", dims={"H": H})
+check("a fn with no tensor parameter is skipped with a warning naming it",
+      not hasattr(lib2, "squared") and any("`squared` has no tensor parameter, so torch cannot dispatch it" in str(w.message)
+                                           for w in said), str([str(w.message) for w in said]))
+raises("result_shape counts the arguments", lambda: own._program.result_shape("rounded", [], {}), mlk.BoundaryError,
+       "`rounded` takes 1 arguments, got 0")
 check("a program's own vjp fn is one op, registered once (no duplicate definition)",
       hasattr(lib2, "ffn_block__vjp__wi") and hasattr(lib2, "ffn_block__vjp__x")
       and own.ffn_block._vjps[1] is own.ffn_block__vjp__wi and own.ffn_block._vjps[0]._ops is not own)

@@ -123,6 +123,14 @@ p = subprocess.run([os.path.join(venv, "bin", "mlk"), "check", os.path.join(EXAM
                    capture_output=True, text=True, cwd=WORK)
 check("the `mlk` entry point checks a program", p.returncode == 0, p.stdout + p.stderr)
 
+# The entry point of a package without its command says so (exit 127), naming the path.
+bare = os.path.join(WORK, "bare", "mlk")
+os.makedirs(bare)
+shutil.copy(os.path.join(SRC, "python", "mlk", "_cli.py"), bare)
+p = subprocess.run([sys.executable, os.path.join(bare, "_cli.py"), "version"], capture_output=True, text=True)
+check("the entry point without its bundled command exits 127 naming it", p.returncode == 127 and
+      "mlk: %s is missing; this mlk package has no command" % os.path.join(bare, "bin", "mlk") in p.stderr, p.stderr)
+
 failed = [x for x in results if not x[1]]
 for name, ok, note in results:
     print("%s %s%s" % ("ok  " if ok else "FAIL", name, "" if ok else "\n     " + note))
