@@ -67,36 +67,37 @@ json work(const MeasureSetup& s, const Schedule& sched, int fd) {
   if (s.errors_only) {
     std::vector<double> errs;
     for (const VerifyCase& c : s.verify) {
-      auto out = (*k)->Run(c.inputs, c.dims);
+      auto out = (*k)->RunAll(c.inputs, c.dims);
       if (!out.ok())
         return {{"verdict", "error"}, {"detail", c.name + ": " + out.status().message()}, {"compile_ms", compile_ms}};
-      errs.push_back(error_stats(c.reference, *out).max_abs);
+      for (size_t k = 0; k < c.references.size() && k < out->size(); ++k)
+        errs.push_back(error_stats(c.references[k], (*out)[k]).max_abs);
     }
     return {{"verdict", "ok"}, {"compile_ms", compile_ms}, {"case_errors", errs}};
   }
   ErrorStats worst;
   for (const VerifyCase& c : s.verify) {
-    auto out = (*k)->Run(c.inputs, c.dims);
+    auto out = (*k)->RunAll(c.inputs, c.dims);
     if (!out.ok())
       return {{"verdict", "error"}, {"detail", c.name + ": " + out.status().message()}, {"compile_ms", compile_ms}};
-    if (s.fault) s.fault(sched, c, *out);
-    Status cmp = compare(c.reference, *out, c.tol);
+    if (s.fault) s.fault(sched, c, (*out)[0]);
+    Status cmp = compare_case(c, *out);
     if (!cmp.ok()) return {{"verdict", "wrong"}, {"detail", c.name + ": " + cmp.message()}, {"compile_ms", compile_ms}};
-    ErrorStats e = error_stats(c.reference, *out);
+    ErrorStats e = error_stats(c, *out);
     worst.max_abs = std::max(worst.max_abs, e.max_abs);
     worst.max_rel = std::max(worst.max_rel, e.max_rel);
   }
   // Warm-up, then timed runs rotating over the input sets, into one output
   // buffer (the kernel is timed, not the allocator).
-  HostTensor result;
-  Status w = (*k)->RunInto(s.timing[0], s.dims, result);
+  std::vector<HostTensor> result((*k)->function().results().size());
+  Status w = (*k)->RunAllInto(s.timing[0], s.dims, result);
   if (!w.ok()) return {{"verdict", "error"}, {"detail", w.message()}, {"compile_ms", compile_ms}};
   std::vector<double> times;
   auto start = Clock::now();
   for (int i = 0; i < s.max_reps; ++i) {
     const auto& in = s.timing[i % s.timing.size()];
     auto t = Clock::now();
-    Status r = (*k)->RunInto(in, s.dims, result);
+    Status r = (*k)->RunAllInto(in, s.dims, result);
     double ms = ms_since(t);
     if (!r.ok()) return {{"verdict", "error"}, {"detail", r.message()}, {"compile_ms", compile_ms}};
     times.push_back(ms);
@@ -127,6 +128,28 @@ ErrorStats error_stats(const HostTensor& expected, const HostTensor& actual) {
     if (x != 0) e.max_rel = std::max(e.max_rel, d / std::fabs(x));
   }
   return e;
+}
+
+ErrorStats error_stats(const VerifyCase& c, const std::vector<HostTensor>& outs) {
+  ErrorStats worst;
+  for (size_t i = 0; i < c.references.size() && i < outs.size(); ++i) {
+    ErrorStats e = error_stats(c.references[i], outs[i]);
+    worst.max_abs = std::max(worst.max_abs, e.max_abs);
+    worst.max_rel = std::max(worst.max_rel, e.max_rel);
+  }
+  return worst;
+}
+
+Status compare_case(const VerifyCase& c, const std::vector<HostTensor>& outs) {
+  if (outs.size() != c.references.size())
+    return Status::InvalidArgument(std::to_string(outs.size()) + " results, expected " +
+                                   std::to_string(c.references.size()));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    Status s = compare(c.references[i], outs[i], c.tols[i]);
+    if (!s.ok())
+      return outs.size() == 1 ? s : Status::InvalidArgument("result " + std::to_string(i) + ": " + s.message());
+  }
+  return Status::Ok();
 }
 
 int64_t default_worker_memory_limit() {

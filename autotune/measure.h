@@ -35,7 +35,8 @@ struct Measurement {
   // elements where both are NaN or the same infinity count as 0.
   double max_abs_error = 0, max_rel_error = 0;
   // MeasureSetup::errors_only: the largest |actual - expected| of each
-  // verification case, in order (nothing compared, nothing timed).
+  // result of each verification case, case by case (a case's results
+  // together, in order; nothing compared, nothing timed).
   std::vector<double> case_max_abs_errors;
   bool ok() const { return verdict == Verdict::kOk; }
 };
@@ -43,15 +44,16 @@ struct Measurement {
 const char* verdict_name(Measurement::Verdict v);
 
 // One verification case: inputs at a shape and the reference interpreter's
-// output for them, compared with `tol`.
+// value of each result for them (one, but for a fn with several), each
+// compared with its tolerance.
 struct VerifyCase {
   std::string name;  // "verification shape, set 0", "ragged shape, set 1", ...
   std::string shape; // "verification" or "ragged"
   int set = 0;       // which input set (0, 1)
   DimEnv dims;
   std::vector<HostTensor> inputs;
-  HostTensor reference;
-  Tolerance tol;
+  std::vector<HostTensor> references;  // one per result
+  std::vector<Tolerance> tols;         // one per result
 };
 
 struct ErrorStats {
@@ -60,6 +62,11 @@ struct ErrorStats {
 // The largest absolute and relative differences between `expected` and
 // `actual` (same dtype and shape; see Measurement::max_abs_error).
 ErrorStats error_stats(const HostTensor& expected, const HostTensor& actual);
+// Over every result of a case: `outs` holds one tensor per reference.
+ErrorStats error_stats(const VerifyCase& c, const std::vector<HostTensor>& outs);
+// compare() of every result with its reference and tolerance; the message
+// names the result ("result 2: ...") when the fn has several.
+Status compare_case(const VerifyCase& c, const std::vector<HostTensor>& outs);
 
 struct MeasureSetup {
   const ir::Module* module = nullptr;

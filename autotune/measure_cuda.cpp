@@ -95,7 +95,9 @@ Measurement measure_cuda(const MeasureSetup& setup, const Profile& p, const Sche
   };
   // Verification: every case, as the CPU worker checks it.
   for (const VerifyCase& vc : setup.verify) {
-    HostTensor got(vc.reference.dtype, vc.reference.shape);
+    if (vc.references.size() != 1) return failed(Verdict::kError, "CUDA artifacts take fns with one result");
+    const HostTensor& want = vc.references[0];
+    HostTensor got(want.dtype, want.shape);
     DeviceCall c{d};
     Status st = c.upload(vc.inputs, got);
     if (st.ok()) st = run(c, vc.dims);
@@ -104,9 +106,9 @@ Measurement measure_cuda(const MeasureSetup& setup, const Profile& p, const Sche
       if (int rc = d->memcpy_dtoh(got.bytes.data(), c.ptrs.back(), got.bytes.size()); rc != 0)
         st = Status::IOError("cuMemcpyDtoH: " + cuda::error_name(rc));
     if (!st.ok()) return failed(Verdict::kError, vc.name + ": " + st.message());
-    Status cmp = compare(vc.reference, got, vc.tol);
+    Status cmp = compare(want, got, vc.tols[0]);
     if (!cmp.ok()) return failed(Verdict::kWrong, vc.name + ": " + cmp.message());
-    ErrorStats e = error_stats(vc.reference, got);
+    ErrorStats e = error_stats(want, got);
     m.max_abs_error = std::max(m.max_abs_error, e.max_abs);
     m.max_rel_error = std::max(m.max_rel_error, e.max_rel);
   }

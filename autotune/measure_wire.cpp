@@ -101,8 +101,11 @@ Expected<std::string> encode_setup(const MeasureSetup& s, const std::string& sou
   for (const auto& c : s.verify) {
     json in = json::array();
     for (const auto& t : c.inputs) in.push_back(tensor_ref(t, data));
+    json refs = json::array();
+    for (size_t i = 0; i < c.references.size(); ++i)
+      refs.push_back({{"tensor", tensor_ref(c.references[i], data)}, {"rtol", c.tols[i].rtol}, {"atol", c.tols[i].atol}});
     verify.push_back({{"name", c.name}, {"shape", c.shape}, {"set", c.set}, {"dims", c.dims}, {"inputs", in},
-                      {"reference", tensor_ref(c.reference, data)}, {"rtol", c.tol.rtol}, {"atol", c.tol.atol}});
+                      {"references", refs}});
   }
   json h = {{"source", source}, {"source_name", source_name}, {"precision", precision}, {"fn", s.fn}, {"target", s.target},
             {"dims", s.dims}, {"min_time_s", s.min_time_s}, {"min_reps", s.min_reps}, {"max_reps", s.max_reps},
@@ -143,10 +146,14 @@ Expected<DecodedSetup> decode_setup(std::string_view bytes) {
       auto in = tensors_of(c.at("inputs"), data, "the inputs of `" + v.name + "`");
       if (!in.ok()) return in.status();
       v.inputs = std::move(*in);
-      auto ref = tensor_of(c.at("reference"), data, "the reference of `" + v.name + "`");
-      if (!ref.ok()) return ref.status();
-      v.reference = std::move(*ref);
-      v.tol = Tolerance{c.at("rtol").get<double>(), c.at("atol").get<double>()};
+      const json& refs = c.at("references");
+      if (!refs.is_array() || refs.empty() || refs.size() > 64) return bad("`" + v.name + "` has no references");
+      for (const auto& r : refs) {
+        auto ref = tensor_of(r.at("tensor"), data, "a reference of `" + v.name + "`");
+        if (!ref.ok()) return ref.status();
+        v.references.push_back(std::move(*ref));
+        v.tols.push_back(Tolerance{r.at("rtol").get<double>(), r.at("atol").get<double>()});
+      }
       d.setup.verify.push_back(std::move(v));
     }
   } catch (const json::exception& e) {

@@ -79,7 +79,7 @@ class ParamUses {
       top->views.push_back({static_cast<int>(i)});
     }
     params_ = &f.params;
-    deps(*top, f.body);
+    for (const ir::Result& r : f.results()) deps(*top, r.body);
   }
   // The smallest extent of a gathered axis the param indexes; -1: none.
   int64_t index_extent(size_t p) const { return index_extent_[p]; }
@@ -294,7 +294,9 @@ bool valid_shape(const ir::Function& f, const DimEnv& env) {
   };
   for (const auto& p : f.params)
     if (!shape_ok(p.type.shape)) return false;
-  return shape_ok(f.result_type.shape);
+  for (const auto& r : f.results())
+    if (!shape_ok(r.type.shape)) return false;
+  return true;
 }
 
 // The shape candidates are verified at: the tuning shape itself (the cached
@@ -342,6 +344,13 @@ std::string dims_text(const DimEnv& d) {
   std::string s;
   for (const auto& [k, v] : d) s += (s.empty() ? "" : " ") + k + "=" + std::to_string(v);
   return s;
+}
+
+bool has_nan(const HostTensor& t);
+bool has_nan(const std::vector<HostTensor>& ts) {
+  for (const auto& t : ts)
+    if (has_nan(t)) return true;
+  return false;
 }
 
 bool has_nan(const HostTensor& t) {
@@ -481,7 +490,7 @@ class Search {
     int64_t red = 1;
     for (const auto& s : stages_)
       for (int64_t e : s.rextents) red = std::max(red, e);
-    const Tolerance base_tol = tolerance_for(f.result_type.dtype, red);
+    const std::vector<ir::Result> results = f.results();
     // The verification shape (the tuning shape, or a capped one) and the
     // ragged one, each with two independent input sets.
     std::vector<std::pair<std::string, DimEnv>> shapes = {{"verification", verification_dims(f, dims_, stages_)}};
@@ -506,7 +515,7 @@ class Search {
         c.name = shape_name + " shape [" + dims_text(env) + "], input set " + std::to_string(set);
         c.dims = env;
         for (size_t i = 0; i < f.params.size(); ++i) c.inputs.push_back(random_input(f.params[i], ranges[i], env, data_rng));
-        auto ref = interpret(m_, fn_, c.inputs, env);
+        auto ref = interpret_all(m_, fn_, c.inputs, env);
         if (!ref.ok())
           return Status::InvalidArgument("the reference interpreter failed on random inputs at the " + c.name + ": " +
                                          ref.status().message());
@@ -525,7 +534,7 @@ class Search {
             HostTensor& t = c.inputs[i];
             for (int64_t e = 0; e < t.numel(); ++e) t.set(e, std::fabs(t.get(e)));
             non_negative.push_back(f.params[i].name);
-            auto again = interpret(m_, fn_, c.inputs, env);
+            auto again = interpret_all(m_, fn_, c.inputs, env);
             if (!again.ok())
               return Status::InvalidArgument("the reference interpreter failed on random inputs at the " + c.name +
                                              ": " + again.status().message());
@@ -533,27 +542,33 @@ class Search {
             if (!has_nan(*ref)) break;
           }
         }
-        c.reference = *ref;
-        c.tol = base_tol;
-        // Rounding errors of a dot product scale with the magnitude of its
-        // terms, which for random data is the typical magnitude of the
-        // results: the absolute tolerance is relative to the reference's RMS
-        // when that exceeds 1 (chained matmuls, as in `mlp`, produce results
-        // in the hundreds). NaN and infinite elements are left out of it.
-        if (is_float(f.result_type.dtype) && c.reference.numel() > 0) {
-          double sq = 0;
-          int64_t n = 0;
-          for (int64_t i = 0; i < c.reference.numel(); ++i) {
-            double v = c.reference.get(i);
-            if (!std::isfinite(v)) continue;
-            sq += v * v;
-            ++n;
+        c.references = *ref;
+        json tols_j = json::array();
+        for (size_t k = 0; k < results.size(); ++k) {
+          const HostTensor& want = c.references[k];
+          Tolerance tol = tolerance_for(results[k].type.dtype, red);
+          // Rounding errors of a dot product scale with the magnitude of its
+          // terms, which for random data is the typical magnitude of the
+          // results: the absolute tolerance is relative to the reference's
+          // RMS when that exceeds 1 (chained matmuls, as in `mlp`, produce
+          // results in the hundreds). NaN and infinite elements are left out.
+          if (is_float(results[k].type.dtype) && want.numel() > 0) {
+            double sq = 0;
+            int64_t n = 0;
+            for (int64_t i = 0; i < want.numel(); ++i) {
+              double v = want.get(i);
+              if (!std::isfinite(v)) continue;
+              sq += v * v;
+              ++n;
+            }
+            const double rms = n ? std::sqrt(sq / static_cast<double>(n)) : 0;
+            if (std::isfinite(rms) && rms > 1) tol.atol *= rms;
           }
-          const double rms = n ? std::sqrt(sq / static_cast<double>(n)) : 0;
-          if (std::isfinite(rms) && rms > 1) c.tol.atol *= rms;
+          c.tols.push_back(tol);
+          tols_j.push_back({{"rtol", tol.rtol}, {"atol", tol.atol}});
         }
         cases_j.push_back({{"shape", shape_name}, {"input_set", set}, {"dims", env},
-                           {"tolerance", {{"rtol", c.tol.rtol}, {"atol", c.tol.atol}}},
+                           {"tolerance", results.size() == 1 ? tols_j[0] : tols_j},
                            {"made_non_negative", non_negative}});
         setup_.verify.push_back(std::move(c));
       }
@@ -568,7 +583,8 @@ class Search {
         {"shapes", shapes_j},
         {"cases", cases_j},
         {"tolerance_from", std::string("tolerance_for(") + dtype_name(f.result_type.dtype) + ", " + std::to_string(red) +
-                               "), atol scaled by the reference RMS when above 1"},
+                               "), atol scaled by the reference RMS when above 1" +
+                               (results.size() > 1 ? "; per result, by its dtype and RMS" : "")},
     };
     if (!ragged_note.empty()) verification_["ragged_shape_skipped"] = ragged_note;
     reference_ = "reference interpreter on 2 random input sets at " + dims_text(shapes[0].second);
@@ -849,24 +865,34 @@ class Search {
     s.errors_only = true;
     s.compile_timeout_s = compile_limit();
     const Measurement em = measure(s, sched);
-    if (!em.ok() || em.case_max_abs_errors.size() != setup_.verify.size()) return false;
-    std::vector<double> errs;
-    for (size_t ci = 0; ci < setup_.verify.size(); ++ci) {
-      const VerifyCase& c = setup_.verify[ci];
-      double sq = 0;
-      int64_t n = 0;
-      for (int64_t i = 0; i < c.reference.numel(); ++i)
-        if (std::isfinite(c.reference.get(i))) sq += c.reference.get(i) * c.reference.get(i), ++n;
-      const double scale = std::max(1.0, n ? std::sqrt(sq / static_cast<double>(n)) : 0.0);
-      const double e = em.case_max_abs_errors[ci];
-      if (!std::isfinite(e) || e > 0.01 * scale) return false;
-      errs.push_back(e);
-    }
+    // One error per result of each case (case-major); each result's
+    // tolerance is calibrated on its own error and scale.
+    const size_t results = setup_.verify.empty() ? 0 : setup_.verify[0].references.size();
+    if (!em.ok() || em.case_max_abs_errors.size() != setup_.verify.size() * results) return false;
+    const std::vector<double>& errs = em.case_max_abs_errors;
+    for (size_t ci = 0; ci < setup_.verify.size(); ++ci)
+      for (size_t k = 0; k < results; ++k) {
+        const HostTensor& want = setup_.verify[ci].references[k];
+        double sq = 0;
+        int64_t n = 0;
+        for (int64_t i = 0; i < want.numel(); ++i)
+          if (std::isfinite(want.get(i))) sq += want.get(i) * want.get(i), ++n;
+        const double scale = std::max(1.0, n ? std::sqrt(sq / static_cast<double>(n)) : 0.0);
+        const double e = errs[ci * results + k];
+        if (!std::isfinite(e) || e > 0.01 * scale) return false;
+      }
     json cal = json::array();
-    for (size_t i = 0; i < errs.size(); ++i) {
-      VerifyCase& c = setup_.verify[i];
-      c.tol.atol = std::max(c.tol.atol, 4 * errs[i]);
-      cal.push_back({{"case", c.name}, {"default_max_abs_error", errs[i]}, {"atol", c.tol.atol}});
+    for (size_t ci = 0; ci < setup_.verify.size(); ++ci) {
+      VerifyCase& c = setup_.verify[ci];
+      json atols = json::array(), found = json::array();
+      for (size_t k = 0; k < results; ++k) {
+        c.tols[k].atol = std::max(c.tols[k].atol, 4 * errs[ci * results + k]);
+        atols.push_back(c.tols[k].atol);
+        found.push_back(errs[ci * results + k]);
+      }
+      cal.push_back({{"case", c.name},
+                     {"default_max_abs_error", results == 1 ? found[0] : found},
+                     {"atol", results == 1 ? atols[0] : atols}});
     }
     verification_["calibrated_on_default"] = cal;
     log_linef(LogLevel::kNote, "[tune %s %s] the default schedule misses the tolerance by rounding alone (ill-conditioned "

@@ -1,17 +1,15 @@
 """The value and gradients of a two-layer MLP's loss (bench/grad_mlp.tl, the
-`value_and_grad` transform: five public fns) through mlk's runtime against
+`value_and_grad` transform: one public fn with five results) through mlk's runtime against
 PyTorch autograd's forward + backward on the same inputs, the same thread
 count, in one process, interleaved in rounds; the best median per contender.
 The gradients are checked against autograd's first.
 
-usage: .venv-bench/bin/python bench/grad_mlp.py BUILD_DIR [--threads N] [--rounds R]
+usage: .venv/bin/python bench/grad_mlp.py [--threads N] [--rounds R]   (the installed mlk package)
        (tune first: build/mlk tune bench/grad_mlp.tl --target host --budget 240 --cache C.db,
         then run with MLK_CACHE=C.db)
 """
 import os
 import sys
-
-BUILD = os.path.abspath(sys.argv[1])
 
 
 def arg(name, default):
@@ -20,7 +18,6 @@ def arg(name, default):
 
 THREADS, ROUNDS = arg("--threads", 2), arg("--rounds", 5)
 N, D, F = 256, 512, 2048
-sys.path.insert(0, os.path.join(BUILD, "python"))
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 import numpy as np  # noqa: E402
@@ -37,11 +34,11 @@ def main():
     w1, b1 = torch.randn(D, F) / D ** 0.5, torch.randn(F) * 0.1
     w2, b2 = torch.randn(F, D) / F ** 0.5, torch.randn(D) * 0.1
     params = [w1, b1, w2, b2]
-    ops = mlk.load(os.path.join(HERE, "grad_mlp.tl"), target="host", cache=os.environ.get("MLK_CACHE"))
+    ops = mlk.load(os.path.join(HERE, "grad_mlp.tl"), target="host", cache=os.environ.get("MLK_CACHE", ""))
     args = [t.numpy() for t in (x, w1, b1, w2, b2, y)]
 
     def mlk_step():
-        return [ops.loss(*args), ops.d_w1(*args), ops.d_b1(*args), ops.d_w2(*args), ops.d_b2(*args)]
+        return list(ops.step(*args))
 
     def torch_step():
         ps = [p.clone().requires_grad_(True) for p in params]
@@ -57,8 +54,8 @@ def main():
         print("%-5s max |mlk - autograd| / max |autograd| = %.2e" % (name, rel))
         if rel > 1e-3:
             sys.exit("mlk's %s differs from autograd's: not timing" % name)
-    print("mlk kernels:", [ops.selection(n) if hasattr(ops, "selection") else n for n in names])
-    contenders = {"mlk (5 fns)": mlk_step, "PyTorch autograd": torch_step}
+    print("mlk kernel:", ops.step.kernel(*args).selection)
+    contenders = {"mlk (1 fn)": mlk_step, "PyTorch autograd": torch_step}
     for fn in contenders.values():
         fn()
     best = {k: float("inf") for k in contenders}
@@ -69,7 +66,7 @@ def main():
     print("CPU: %s (%s), %d threads; N=%d D=%d F=%d; torch %s" % (name, ", ".join(flags), THREADS, N, D, F,
                                                                   torch.__version__))
     for k, v in best.items():
-        print("%-17s %8.2f ms   mlk is %.2fx faster" % (k, v, v / best["mlk (5 fns)"]))
+        print("%-17s %8.2f ms   mlk is %.2fx faster" % (k, v, v / best["mlk (1 fn)"]))
 
 
 main()

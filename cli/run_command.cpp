@@ -86,7 +86,8 @@ CommandSpec spec(RunOptions& o) {
       .summary = "compute a fn on safetensors inputs or Arrow streams (Halide JIT or --reference)",
       .positionals = "FILE.tl",
       .description = "Computes fn NAME of FILE.tl on the tensors of IN.safetensors (and the columns of\n"
-                     "IN.arrows streams) and writes its result as the tensor \"output\" of OUT.safetensors.\n",
+                     "IN.arrows streams) and writes its result as the tensor \"output\" of OUT.safetensors\n"
+                     "(a fn with several results: \"output0\", \"output1\", .. in that one file).\n",
       .flags =
           {
               {.name = "--fn", .metavar = "NAME", .help = "the fn to run; may be omitted when the file has one public fn",
@@ -279,23 +280,25 @@ struct Computation {
   const std::vector<HostTensor>& inputs;
   Executor& ex;
 
-  Expected<HostTensor> run_once() const {
-    if (o.reference) return interpret(m, o.fn, inputs, o.dims);
-    if (ex.tuned) return ex.tuned->Run(f, inputs, ex.env);
-    return ex.kernel->Run(inputs, o.dims);
+  // Every result of the fn (one, but for a fn with several).
+  Expected<std::vector<HostTensor>> run_once() const {
+    if (o.reference) return interpret_all(m, o.fn, inputs, o.dims);
+    std::vector<HostTensor> out(f.results().size());
+    MLK_RETURN_IF_ERROR(run_into(out));
+    return out;
   }
   // The same into `reuse`, so that timed runs time the kernel, not the allocator.
-  Status run_into(HostTensor& reuse) const {
+  Status run_into(std::vector<HostTensor>& reuse) const {
     if (o.reference) return run_once().status();
-    if (ex.tuned) return ex.tuned->RunInto(f, inputs, ex.env, reuse);
-    return ex.kernel->RunInto(inputs, o.dims, reuse);
+    if (ex.tuned) return ex.tuned->RunAllInto(f, inputs, ex.env, reuse);
+    return ex.kernel->RunAllInto(inputs, o.dims, reuse);
   }
 };
 
 // --repeat K: K timed runs into one reused buffer (a copy of `first`); prints
 // their median and minimum on stdout.
-Status time_runs(const Computation& c, const HostTensor& first) {
-  HostTensor reuse = first;
+Status time_runs(const Computation& c, const std::vector<HostTensor>& first) {
+  std::vector<HostTensor> reuse = first;
   std::vector<double> ms;
   for (int64_t i = 0; i < c.o.repeat; ++i) {
     auto t0 = std::chrono::steady_clock::now();
@@ -309,11 +312,17 @@ Status time_runs(const Computation& c, const HostTensor& first) {
   return Status::Ok();
 }
 
-// --output: the result as the safetensors tensor "output".
-Status write_output(const std::string& path, const HostTensor& result) {
-  Status s = write_safetensors(path, {{"output", result}});
+// --output: the result as the safetensors tensor "output"; the results of a
+// fn with several as "output0", "output1", .. in one file.
+Status write_output(const std::string& path, const std::vector<HostTensor>& results) {
+  std::map<std::string, HostTensor> named;
+  for (size_t i = 0; i < results.size(); ++i)
+    named[results.size() == 1 ? "output" : "output" + std::to_string(i)] = results[i];
+  Status s = write_safetensors(path, named);
   if (!s.ok()) return s;
-  std::fprintf(stderr, "wrote %s: \"output\" %s %s\n", path.c_str(), dtype_name(result.dtype), result.shape_str().c_str());
+  for (const auto& [name, t] : named)
+    std::fprintf(stderr, "wrote %s: \"%s\" %s %s\n", path.c_str(), name.c_str(), dtype_name(t.dtype),
+                 t.shape_str().c_str());
   return Status::Ok();
 }
 

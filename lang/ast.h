@@ -77,7 +77,8 @@ using ExprPtr = std::unique_ptr<Expr>;
 // (dimension lists, axes, dtypes) which are parsed as ordinary expressions and
 // interpreted by the checker according to the builtin's signature.
 struct Expr {
-  enum class Kind { kInt, kFloat, kBool, kName, kDType, kList, kUnary, kBinary, kCall };
+  // kTuple: `(a, b, ..)`, only the result of a fn with several results.
+  enum class Kind { kInt, kFloat, kBool, kName, kDType, kList, kUnary, kBinary, kCall, kTuple };
   Kind kind = Kind::kInt;
   Span span;
   int depth = 1;     // height of the tree below (the parser bounds it)
@@ -113,7 +114,8 @@ struct Function {
   std::string name;
   std::vector<std::pair<std::string, Span>> dims;
   std::vector<Param> params;
-  Type result;
+  Type result;                    // the result; of `-> (T, U, ..)`, T
+  std::vector<Type> more_results;  // of `-> (T, U, ..)`: U, ..
   std::vector<Let> lets;
   ExprPtr body;        // null when the body failed to parse
   bool signature_complete = false;  // parsed through the `=` before the body

@@ -80,7 +80,7 @@ FnChecker::FnChecker(const SourceFile& file, DiagnosticSink& sink, const std::ma
   for (const Pred& p : self.refinements) facts_.add(p);
 }
 
-ir::NodeRef FnChecker::check_body() {
+std::vector<ir::NodeRef> FnChecker::check_body() {
   const ast::Function& f = *self_.ast;
   size_t errors_before = sink_.count();
   for (size_t i = 0; i < self_.params.size(); ++i) {
@@ -141,18 +141,42 @@ ir::NodeRef FnChecker::check_body() {
       locals_[l.name] = v;
     }
   }
-  if (!f.body) return nullptr;
-  Val body = expr(*f.body);
-  if (body.error) return nullptr;
-  body = coerce(body, self_.result);
-  if (body.error) return nullptr;
-  if (!same_type(body.type(), self_.result)) {
-    error(DiagKind::ReturnType, f.body->span,
-          q(f.name) + " returns " + self_.result.str() + " but its body is " + body.type().str() +
-              where_bound(body.type().shape));
-    return nullptr;
+  if (!f.body) return {};
+  // A fn with several results ends in a tuple of as many values, each
+  // checked against its declared type.
+  std::vector<ir::Type> want = {self_.result};
+  want.insert(want.end(), self_.more_results.begin(), self_.more_results.end());
+  std::vector<const ast::Expr*> tail = {f.body.get()};
+  if (want.size() > 1 || f.body->kind == ast::Expr::Kind::kTuple) {
+    if (f.body->kind != ast::Expr::Kind::kTuple || f.body->args.size() != want.size()) {
+      size_t got = f.body->kind == ast::Expr::Kind::kTuple ? f.body->args.size() : 1;
+      error(DiagKind::ReturnType, f.body->span,
+            q(f.name) + " returns " + std::to_string(want.size()) + (want.size() == 1 ? " result" : " results") +
+                " but its body ends in " + std::to_string(got) + (got == 1 ? " value" : " values") +
+                (want.size() > 1 ? "; end it in a tuple `(" + std::string(want.size() == 2 ? "a, b" : "a, b, ..") + ")`"
+                                 : "; declare the results as `-> (T, U, ..)`"));
+      return {};
+    }
+    tail.clear();
+    for (const auto& a : f.body->args) tail.push_back(a.get());
   }
-  return sink_.count() == errors_before ? body.node : nullptr;
+  std::vector<ir::NodeRef> out;
+  for (size_t i = 0; i < want.size(); ++i) {
+    Val body = expr(*tail[i]);
+    if (body.error) return {};
+    body = coerce(body, want[i]);
+    if (body.error) return {};
+    if (!same_type(body.type(), want[i])) {
+      std::string which = want.size() == 1 ? "" : " as its result " + std::to_string(i + 1);
+      error(DiagKind::ReturnType, tail[i]->span,
+            q(f.name) + " returns " + want[i].str() + which + " but its body is " + body.type().str() +
+                where_bound(body.type().shape));
+      return {};
+    }
+    out.push_back(body.node);
+  }
+  if (sink_.count() != errors_before) return {};
+  return out;
 }
 
 Val FnChecker::expr(const ast::Expr& e) {
@@ -194,6 +218,10 @@ Val FnChecker::expr_at(const ast::Expr& e) {
       return Val::Error(e.span);
     case K::kList:
       error(DiagKind::BadArguments, e.span, "a list is not a value; lists are arguments of builtins only");
+      return Val::Error(e.span);
+    case K::kTuple:
+      error(DiagKind::BadArguments, e.span,
+            "a tuple `(a, b, ..)` is not a value; it is only the whole result of a fn with several results");
       return Val::Error(e.span);
     case K::kUnary: return unary(e);
     case K::kBinary: return binary(e);
@@ -491,6 +519,19 @@ Val FnChecker::call_fn(const ast::Expr& e, const Signature& callee) {
     bad = bad || args.back().error;
   }
   if (!callee.valid) return Val::Error(e.span);
+  if (callee.split_part) {
+    error(DiagKind::BadArguments, e.callee_span,
+          q(callee.ast->name) + " is a part of a `vjp_split` (the values it passes between its forward and "
+                                 "backward are known once the source is checked); it is not called from .tl");
+    return Val::Error(e.span);
+  }
+  if (!callee.more_results.empty()) {
+    error(DiagKind::BadArguments, e.callee_span,
+          q(callee.ast->name) + " has " + std::to_string(1 + callee.more_results.size()) +
+              " results, and a fn with several results cannot be called from .tl yet; call it from the runtime, "
+              "or call the fns it is made of");
+    return Val::Error(e.span);
+  }
   auto slot = match_args(e, callee);
   if (!slot || bad) return Val::Error(e.span);
   std::map<std::string, Dim> m;
@@ -762,9 +803,18 @@ Signature check_signature(const ast::Function& f, DiagnosticSink& sink) {
   }
   auto r = resolve_type(f.result, s.dims, facts, true, sink, nullptr);
   if (r) s.result = *r;
-  if (!f.result.preds.empty())
-    sink.error(DiagKind::Syntax, f.result.preds.front().span,
-               "a result type takes no refinements; put them on the parameters");
+  for (const auto& m : f.more_results)
+    if (auto t = resolve_type(m, s.dims, facts, true, sink, nullptr)) s.more_results.push_back(*t);
+  std::vector<const ast::Type*> results = {&f.result};
+  for (const auto& m : f.more_results) results.push_back(&m);
+  if (results.size() > ir::kMaxResults)
+    sink.error(DiagKind::Syntax, f.more_results[ir::kMaxResults - 1].span,
+               "`" + f.name + "` declares " + std::to_string(results.size()) + " results; a fn has at most " +
+                   std::to_string(ir::kMaxResults));
+  for (const ast::Type* t : results)
+    if (!t->preds.empty())
+      sink.error(DiagKind::Syntax, t->preds.front().span,
+                 "a result type takes no refinements; put them on the parameters");
   s.valid = sink.count() == before;
   return s;
 }
@@ -857,8 +907,8 @@ ir::Module check_program(const SourceFile& file, const ast::Program& program, Di
     if (it == sigs.end() || it->second.ast != &f || !it->second.valid || f.had_syntax_error) continue;
     check::FnChecker fc(file, sink, sigs, it->second);
     fc.provenance = &provenance;
-    ir::NodeRef body = fc.check_body();
-    if (!body) continue;
+    std::vector<ir::NodeRef> bodies = fc.check_body();
+    if (bodies.empty()) continue;
     ir::Function out;
     out.name = f.name;
     out.is_public = f.is_public;
@@ -866,7 +916,8 @@ ir::Module check_program(const SourceFile& file, const ast::Program& program, Di
     out.params = it->second.params;
     out.refinements = it->second.refinements;
     out.result_type = it->second.result;
-    out.body = body;
+    out.body = bodies[0];
+    for (size_t i = 1; i < bodies.size(); ++i) out.more_results.push_back({it->second.more_results[i - 1], bodies[i]});
     m.functions.push_back(std::move(out));
   }
   transforms.build(file, m, provenance, sink);

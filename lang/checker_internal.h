@@ -23,9 +23,13 @@ struct Signature {
   std::vector<ir::Param> params;
   std::vector<Pred> refinements;
   ir::Type result;
+  std::vector<ir::Type> more_results;  // a fn with several results: the second and later
   // For a fn defined by `vmap` (lang/transforms.h): its batch dimension,
   // which every mapped parameter's extent must agree on at a call.
   std::string vmap_batch;
+  // One of the two fns of a `vjp_split` (lang/transforms.h): its residuals
+  // are known only once its body is, so it is not called from .tl.
+  bool split_part = false;
 };
 
 // The value of a checked expression: a typed node, an untyped literal still
@@ -62,8 +66,9 @@ class FnChecker {
   FnChecker(const SourceFile& file, DiagnosticSink& sink, const std::map<std::string, Signature>& sigs,
             const Signature& self);
 
-  // Checks the body; null when it has errors.
-  ir::NodeRef check_body();
+  // Checks the body: the value of each result (one but for a fn with
+  // several); empty when it has errors.
+  std::vector<ir::NodeRef> check_body();
 
   // --- used by builtins.cpp ---
   Val expr(const ast::Expr& e);

@@ -43,20 +43,24 @@ Status too_big(const std::string& what, const std::vector<int64_t>& shape) {
                                  ", more than the interpreter's limit of 2^31 elements; use smaller dimensions");
 }
 
-// Post-order of the DAG under `root`, each node once, without recursion.
-std::vector<const ir::Node*> topo_order(const ir::Node* root) {
+// Post-order of the DAG under `roots`, each node once, without recursion.
+std::vector<const ir::Node*> topo_order(const std::vector<const ir::Node*>& roots) {
   std::vector<const ir::Node*> order;
-  std::unordered_set<const ir::Node*> seen = {root};
-  std::vector<std::pair<const ir::Node*, size_t>> stack = {{root, 0}};  // node, next operand
-  while (!stack.empty()) {
-    auto& [n, next] = stack.back();
-    if (next < n->operands.size()) {
-      const ir::Node* c = n->operands[next++].get();
-      if (seen.insert(c).second) stack.push_back({c, 0});  // invalidates n, next: loop again
-      continue;
+  std::unordered_set<const ir::Node*> seen;
+  std::vector<std::pair<const ir::Node*, size_t>> stack;  // node, next operand
+  for (const ir::Node* root : roots) {  // one walk per root: a root may be below another
+    if (!seen.insert(root).second) continue;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->operands.size()) {
+        const ir::Node* c = n->operands[next++].get();
+        if (seen.insert(c).second) stack.push_back({c, 0});  // invalidates n, next: loop again
+        continue;
+      }
+      order.push_back(n);
+      stack.pop_back();
     }
-    order.push_back(n);
-    stack.pop_back();
   }
   return order;
 }
@@ -65,11 +69,16 @@ class Evaluator {
  public:
   explicit Evaluator(const ir::Module& m) : m_(m) {}
 
-  // Evaluates `f` with parameters `args` under the bound dimensions `env`.
-  Expected<ValueRef> call(const ir::Function& f, const std::vector<ValueRef>& args, const DimEnv& env, int depth) {
+  // Evaluates `f` with parameters `args` under the bound dimensions `env`:
+  // the value of each of its results.
+  Expected<std::vector<ValueRef>> call(const ir::Function& f, const std::vector<ValueRef>& args, const DimEnv& env,
+                                       int depth) {
     MLK_CHECK(f.body != nullptr && args.size() == f.params.size(), "call of a malformed function");
-    std::vector<const ir::Node*> order = topo_order(f.body.get());
+    std::vector<const ir::Node*> roots;
+    for (const ir::Result& r : f.results()) roots.push_back(r.body.get());
+    std::vector<const ir::Node*> order = topo_order(roots);
     std::unordered_map<const ir::Node*, int> uses;
+    for (const ir::Node* n : roots) ++uses[n];  // results are never freed
     for (const ir::Node* n : order)
       for (const auto& o : n->operands) ++uses[o.get()];
     std::unordered_map<const ir::Node*, ValueRef> memo;
@@ -82,9 +91,12 @@ class Evaluator {
       for (const auto& o : n->operands)
         if (--uses[o.get()] == 0) memo.erase(o.get());  // its last use: free it
     }
-    ValueRef result = memo.at(f.body.get());
-    MLK_CHECK(result->dtype == f.result_type.dtype, "result dtype differs from the declared one");
-    return result;
+    std::vector<ValueRef> results;
+    for (const ir::Result& r : f.results()) {
+      results.push_back(memo.at(r.body.get()));
+      MLK_CHECK(results.back()->dtype == r.type.dtype, "result dtype differs from the declared one");
+    }
+    return results;
   }
 
  private:
@@ -150,7 +162,9 @@ class Evaluator {
     }
     auto genv = bind_dims(*g, shapes, given);
     if (!genv) return Status::InvalidArgument(where + genv.status().message());
-    return call(*g, operands, *genv, depth + 1);
+    auto r = call(*g, operands, *genv, depth + 1);
+    if (!r) return r.status();
+    return (*r)[0];  // a callee has one result (the checker refuses other calls)
   }
 
   const ir::Module& m_;
@@ -184,6 +198,16 @@ HostTensor to_host(const Value& v) {
 
 Expected<HostTensor> interpret(const ir::Module& m, const std::string& fn, const std::vector<HostTensor>& inputs,
                                const DimEnv& given) {
+  if (const ir::Function* f = m.find(fn); f && !f->more_results.empty())
+    return Status::InvalidArgument("`" + fn + "` has " + std::to_string(f->results().size()) +
+                                   " results; interpret_all() gives them all");
+  auto r = interpret_all(m, fn, inputs, given);
+  if (!r) return r.status();
+  return std::move((*r)[0]);
+}
+
+Expected<std::vector<HostTensor>> interpret_all(const ir::Module& m, const std::string& fn,
+                                                const std::vector<HostTensor>& inputs, const DimEnv& given) {
   const ir::Function* f = m.find(fn);
   if (!f) return Status::NotFound("no function `" + fn + "` in the module");
   for (size_t k = 0; k < inputs.size() && k < f->params.size(); ++k)
@@ -208,7 +232,9 @@ Expected<HostTensor> interpret(const ir::Module& m, const std::string& fn, const
     }
     auto r = Evaluator(m).call(*f, args, *env, 0);
     if (!r) return r.status();
-    return to_host(**r);
+    std::vector<HostTensor> out;
+    for (const ValueRef& v : *r) out.push_back(to_host(*v));
+    return out;
   } catch (const std::bad_alloc&) {
     return Status::InvalidArgument("the interpreter ran out of memory evaluating `" + fn + "`; use smaller dimensions");
   }

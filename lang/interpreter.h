@@ -36,6 +36,10 @@ namespace mlk {
 Expected<HostTensor> interpret(const ir::Module& m, const std::string& fn, const std::vector<HostTensor>& inputs,
                                const DimEnv& given);
 
+// The same for a fn with several results (or one): the value of each.
+Expected<std::vector<HostTensor>> interpret_all(const ir::Module& m, const std::string& fn,
+                                                const std::vector<HostTensor>& inputs, const DimEnv& given);
+
 // The most elements any single value may have in the interpreter (2^31).
 constexpr int64_t kMaxInterpreterElements = int64_t{1} << 31;
 

@@ -34,6 +34,12 @@ std::vector<std::string> Function::unbound_dims() const {
   return out;
 }
 
+std::vector<Result> Function::results() const {
+  std::vector<Result> r = {{result_type, body}};
+  r.insert(r.end(), more_results.begin(), more_results.end());
+  return r;
+}
+
 const Function* Module::find(const std::string& name) const {
   for (const auto& f : functions)
     if (f.name == name) return &f;

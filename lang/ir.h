@@ -73,14 +73,31 @@ struct Param {
   Type type;
 };
 
+// The most results a fn has (artifacts, the tuner's wire format and the
+// runtime's checks rely on it).
+constexpr size_t kMaxResults = 64;
+
+// One result of a fn: its type and value.
+struct Result {
+  Type type;
+  NodeRef body;
+};
+
 struct Function {
   std::string name;
   bool is_public = false;
   std::vector<std::string> dim_vars;
   std::vector<Param> params;
   std::vector<Pred> refinements;  // all parameters' refinements, in order
-  Type result_type;
-  NodeRef body;
+  Type result_type;  // the result; of a fn with several, the first
+  NodeRef body;      // its value
+  // A fn with several results (`-> (T, U, ..)`, or one value_and_grad or vjp
+  // fn): the second and later. Shared nodes are shared across results (one
+  // DAG), so that lowering computes them once. Layers that handle one result
+  // only refuse such a fn by its name (see results()).
+  std::vector<Result> more_results;
+  // Every result, in order (the first is {result_type, body}).
+  std::vector<Result> results() const;
   // Dataframe parameters, each already its column parameters (`df.col`);
   // not part of the IR's text or hash (the kernel sees only the tensors).
   std::vector<Frame> frames;

@@ -25,14 +25,22 @@ class Printer {
     out_ += "] (";
     for (size_t i = 0; i < f.params.size(); ++i)
       out_ += (i ? ", " : "") + f.params[i].name + ": " + f.params[i].type.str();
-    out_ += ") -> " + f.result_type.str() + (f.is_public ? " public" : "") + "\n";
+    // Several results print as a tuple, in the signature and at `return`.
+    std::string rt = f.result_type.str(), ret_open, ret_close;
+    if (!f.more_results.empty()) {
+      for (const Result& r : f.more_results) rt += ", " + r.type.str();
+      rt = "(" + rt + ")";
+      ret_open = "(", ret_close = ")";
+    }
+    out_ += ") -> " + rt + (f.is_public ? " public" : "") + "\n";
     if (!f.refinements.empty()) {
       out_ += "  where [";
       for (size_t i = 0; i < f.refinements.size(); ++i) out_ += (i ? ", " : "") + f.refinements[i].str();
       out_ += "]\n";
     }
-    std::string ret = visit(f.body);
-    out_ += "  return " + ret + "\n";
+    std::string ret;
+    for (const Result& r : f.results()) ret += (ret.empty() ? "" : ", ") + visit(r.body);
+    out_ += "  return " + ret_open + ret + ret_close + "\n";
     return out_;
   }
 
@@ -112,7 +120,7 @@ std::string print_module(const Module& m) {
 std::string function_hash(const Module& m, const Function& f) {
   std::set<std::string> callees;
   std::set<const Node*> seen;
-  collect_callees(f.body, callees, seen);
+  for (const Result& r : f.results()) collect_callees(r.body, callees, seen);
   std::string text = print_function(f);
   for (const auto& c : callees) {
     const Function* g = m.find(c);

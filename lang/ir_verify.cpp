@@ -210,6 +210,7 @@ Status verify_in_context(const Module& m, const Function& f, const Node& n) {
     // are checked against its signature alone); nothing to compare then.
     const Function* g = m.find(n.callee);
     if (!g) return Status::Ok();
+    if (!g->more_results.empty()) return bad(n, "calls `" + g->name + "`, which has several results");
     if (g->params.size() != n.operands.size() || g->dim_vars.size() != n.dims.size() ||
         g->result_type.dtype != n.type.dtype || g->result_type.shape.size() != rank(n))
       return bad(n, "does not match the signature of `" + g->name + "`");
@@ -236,9 +237,12 @@ Status verify_node(const Node& n) {
 
 Status verify_module(const Module& m) {
   for (const Function& f : m.functions) {
-    if (!f.body) return Status::Internal("ir verifier: `" + f.name + "` has no body");
-    std::unordered_set<const Node*> seen = {f.body.get()};
-    std::vector<const Node*> todo = {f.body.get()};
+    std::unordered_set<const Node*> seen;
+    std::vector<const Node*> todo;
+    for (const Result& r : f.results()) {
+      if (!r.body) return Status::Internal("ir verifier: `" + f.name + "` has no body");
+      if (seen.insert(r.body.get()).second) todo.push_back(r.body.get());
+    }
     while (!todo.empty()) {
       const Node* n = todo.back();
       todo.pop_back();
@@ -248,9 +252,10 @@ Status verify_module(const Module& m) {
       for (const auto& o : n->operands)
         if (seen.insert(o.get()).second) todo.push_back(o.get());
     }
-    if (f.body->type.dtype != f.result_type.dtype || rank(*f.body) != f.result_type.shape.size())
-      return Status::Internal("ir verifier: the body of `" + f.name + "` is " + f.body->type.str() +
-                              ", not of the result type " + f.result_type.str());
+    for (const Result& r : f.results())
+      if (r.body->type.dtype != r.type.dtype || rank(*r.body) != r.type.shape.size())
+        return Status::Internal("ir verifier: a body of `" + f.name + "` is " + r.body->type.str() +
+                                ", not of its result type " + r.type.str());
   }
   return Status::Ok();
 }

@@ -75,9 +75,14 @@ std::vector<Token> lex(const SourceFile& file, DiagnosticSink& sink) {
   const std::string& s = file.text();
   std::vector<Token> out;
   uint32_t i = 0, n = static_cast<uint32_t>(s.size());
-  auto push = [&](Tok k, uint32_t b, uint32_t e) { out.push_back({k, {b, e}, s.substr(b, e - b)}); };
+  bool line_start = true;  // no token yet on this line
+  auto push = [&](Tok k, uint32_t b, uint32_t e) {
+    out.push_back({k, {b, e}, s.substr(b, e - b), line_start});
+    line_start = false;
+  };
   while (i < n) {
     char c = s[i];
+    if (c == '\n') line_start = true;
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') { ++i; continue; }
     if (c == '/' && i + 1 < n && s[i + 1] == '/') {
       while (i < n && s[i] != '\n') ++i;

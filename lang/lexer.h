@@ -28,6 +28,7 @@ struct Token {
   Tok kind;
   Span span;
   std::string text;  // the source text of the token
+  bool line_start = false;  // the first token on its line
 };
 
 std::vector<Token> lex(const SourceFile& file, DiagnosticSink& sink);

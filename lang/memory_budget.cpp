@@ -69,7 +69,8 @@ int64_t sat_add(int64_t a, int64_t b, bool* overflow) {
 TensorBytes tensor_bytes(const ir::Function& f, const DimEnv& dims) {
   TensorBytes t;
   for (const auto& p : f.params) t.inputs = sat_add(t.inputs, shape_bytes(p.type.shape, p.type.dtype, dims, &t.overflow), &t.overflow);
-  t.result = shape_bytes(f.result_type.shape, f.result_type.dtype, dims, &t.overflow);
+  for (const ir::Result& r : f.results())
+    t.result = sat_add(t.result, shape_bytes(r.type.shape, r.type.dtype, dims, &t.overflow), &t.overflow);
   return t;
 }
 

@@ -110,7 +110,14 @@ class Parser {
       }
       expect(Tok::kRParen);
       expect(Tok::kArrow);
-      f.result = type();
+      if (accept(Tok::kLParen)) {  // several results: `-> (T, U, ..)`
+        f.result = type();
+        while (accept(Tok::kComma) && !at(Tok::kRParen)) f.more_results.push_back(type());
+        expect(Tok::kRParen);
+        if (f.more_results.empty()) error_expected("`,` and a second result type (a fn with one result is written without parentheses)");
+      } else {
+        f.result = type();
+      }
       expect(Tok::kAssign);
       f.signature_complete = true;
     } catch (SyntaxError&) {
@@ -540,6 +547,14 @@ class Parser {
       case Tok::kLParen: {
         uint32_t b = advance().span.begin;
         auto inner = expr();
+        if (at(Tok::kComma)) {  // `(a, b, ..)`: a tuple
+          e->kind = ast::Expr::Kind::kTuple;
+          e = with_child(std::move(e), std::move(inner));
+          while (accept(Tok::kComma) && !at(Tok::kRParen)) e = with_child(std::move(e), expr());
+          if (e->args.size() < 2) error_expected("a second value of the tuple (one value is written without parentheses)");
+          e->span = {b, expect(Tok::kRParen).span.end};
+          return e;
+        }
         inner->span = {b, expect(Tok::kRParen).span.end};
         return inner;
       }
@@ -577,7 +592,9 @@ class Parser {
       expect(Tok::kRBracket);
       if (!at(Tok::kLParen)) error_expected("`(` after explicit dimensions");
     }
-    if (!at(Tok::kLParen)) {
+    // A `(` that starts a line opens a new expression (the tuple that ends a
+    // fn with several results), never the arguments of a call.
+    if (!at(Tok::kLParen) || (cur().line_start && e->dim_args.empty())) {
       e->kind = ast::Expr::Kind::kName;
       return e;
     }

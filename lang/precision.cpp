@@ -66,7 +66,10 @@ ir::Module with_precision(const ir::Module& m, Precision p) {
   if (p == Precision::kF32) return m;
   ir::Module out = m;
   Rewriter rw(p == Precision::kBF16 ? DType::BF16 : DType::F16);
-  for (ir::Function& f : out.functions) f.body = rw(f.body);
+  for (ir::Function& f : out.functions) {
+    f.body = rw(f.body);
+    for (ir::Result& r : f.more_results) r.body = rw(r.body);  // one memo: shared nodes stay shared
+  }
   ir::debug_verify(out, "precision");
   return out;
 }
@@ -90,7 +93,10 @@ DType widening_dtype(const ir::Module& m, const ir::NodeRef& n, std::set<const i
 
 Precision precision_of(const ir::Module& m, const ir::Function& f) {
   std::set<const ir::Node*> seen;
-  switch (widening_dtype(m, f.body, seen)) {
+  DType d = DType::F32;
+  for (const ir::Result& r : f.results())
+    if (d == DType::F32) d = widening_dtype(m, r.body, seen);
+  switch (d) {
     case DType::BF16: return Precision::kBF16;
     case DType::F16: return Precision::kF16;
     default: return Precision::kF32;

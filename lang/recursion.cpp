@@ -19,7 +19,7 @@ void reject_recursion(const ast::Program& program, ir::Module& module, Diagnosti
   std::map<std::string, std::set<std::string>> graph;
   for (const auto& f : module.functions) {
     std::set<const ir::Node*> seen;
-    callees(f.body, graph[f.name], seen);
+    for (const ir::Result& r : f.results()) callees(r.body, graph[f.name], seen);
   }
   std::set<std::string> on_cycle;
   for (const auto& f : program.functions) {

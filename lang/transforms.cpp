@@ -2,6 +2,10 @@
 // and the driver that builds their bodies.
 #include "lang/transforms.h"
 
+#include <set>
+
+#include "lang/residuals.h"
+
 #include <algorithm>
 #include <set>
 
@@ -85,7 +89,8 @@ bool check_grad(const ast::Transform& t, const check::Signature& src, Checked& c
       c.wrt.push_back(found);
     }
   }
-  bool vjp = t.kind == "vjp";
+  const bool split = t.kind == "vjp_split";
+  bool vjp = t.kind == "vjp" || split;
   if (vjp && !is_float(src.result.dtype)) {
     sink.error(DiagKind::GradResult, t.source_span,
                "`vjp` needs " + q(t.source) + " to return a float tensor, but it returns " + src.result.str() +
@@ -97,9 +102,22 @@ bool check_grad(const ast::Transform& t, const check::Signature& src, Checked& c
                    "; reduce the result to a scalar loss first (e.g. with `sum` or `mean`), or take its `vjp`");
     ok = false;
   }
+  if (split)  // the forward with its residuals, then the backward
+    return ok && names_count(t, 2, "the forward, which also returns what the backward reads, then the backward", sink);
   bool value = t.kind == "value_and_grad";
-  return ok && names_count(t, c.wrt.size() + (value ? 1 : 0),
-                           value ? "the value, then one per `wrt` entry" : "one per `wrt` entry", sink);
+  size_t results = c.wrt.size() + (value ? 1 : 0);
+  // One name for several results: one fn returning them all.
+  c.one_fn = ok && results > 1 && t.names.size() == 1;
+  if (c.one_fn && results > ir::kMaxResults) {
+    sink.error(DiagKind::TransformDecl, wrt->span,
+               q(t.kind) + " of " + q(t.source) + " as one fn would have " + std::to_string(results) +
+                   " results; a fn has at most " + std::to_string(ir::kMaxResults) + " (give one name per result)");
+    return false;
+  }
+  return ok && (c.one_fn || names_count(t, results,
+                                        std::string(value ? "the value, then one per `wrt` entry" : "one per `wrt` entry") +
+                                            (results > 1 ? "; or give one name for one fn with every result" : ""),
+                                        sink));
 }
 
 std::optional<int64_t> axis_literal(const ast::Expr& e) {
@@ -203,12 +221,25 @@ std::vector<check::Signature> derived(const Checked& c, const check::Signature& 
     base.vmap_batch = c.batch;
     return {base};
   }
+  if (c.t->kind == "vjp_split") {
+    // Its residuals are known once the body is: the two fns are not called
+    // from .tl (their signatures here are the source's parameters only).
+    check::Signature fwd = base, bwd = base;
+    fwd.split_part = bwd.split_part = true;
+    bwd.result = src.params[c.wrt[0]].type;
+    return {fwd, bwd};
+  }
   if (c.t->kind == "value_and_grad") out.push_back(base);
   if (c.t->kind == "vjp") base.params.push_back({cotangent_name(src), src.result});
   for (int w : c.wrt) {
     check::Signature g = base;
     g.result = src.params[w].type;
     out.push_back(g);
+  }
+  if (c.one_fn) {
+    check::Signature all = out[0];
+    for (size_t i = 1; i < out.size(); ++i) all.more_results.push_back(out[i].result);
+    return {all};
   }
   return out;
 }
@@ -243,12 +274,18 @@ void Transforms::declare(const ast::Program& program, std::map<std::string, chec
       stubs.push_back(&d.stub);
     }
     auto src = sigs.find(t.source);
-    if (t.kind != "grad" && t.kind != "value_and_grad" && t.kind != "vjp" && t.kind != "vmap" && t.kind != "shard") {
+    if (t.kind != "grad" && t.kind != "value_and_grad" && t.kind != "vjp" && t.kind != "vjp_split" &&
+        t.kind != "vmap" && t.kind != "shard") {
       sink.error(DiagKind::TransformDecl, t.kind_span,
                  "unknown transform " + q(t.kind) +
-                     "; the transforms are `grad`, `value_and_grad`, `vjp`, `vmap` and `shard`");
+                     "; the transforms are `grad`, `value_and_grad`, `vjp`, `vjp_split`, `vmap` and `shard`");
     } else if (src == sigs.end() || !src->second.ast) {
       sink.error(DiagKind::TransformDecl, t.source_span, q(t.kind) + " of unknown function " + q(t.source));
+    } else if (!src->second.more_results.empty()) {
+      sink.error(DiagKind::TransformDecl, t.source_span,
+                 q(t.kind) + " of " + q(t.source) + ", which has " +
+                     std::to_string(1 + src->second.more_results.size()) +
+                     " results; transforms take a fn with one result");
     } else if (src->second.valid) {
       c.valid = t.kind == "vmap"    ? check_vmap(t, src->second, c, sink)
                 : t.kind == "shard" ? check_shard(t, src->second, c.shard, sink)
@@ -291,7 +328,7 @@ std::vector<ir::NodeRef> bodies(const Checked& c, const ir::Function& src, const
   Facts facts;
   for (const Pred& p : src.refinements) facts.add(p);
   ir::NodeRef seed;  // grad: 1; vjp: the cotangent, its last parameter
-  if (t.kind == "vjp") {
+  if (t.kind == "vjp" || t.kind == "vjp_split") {
     ir::Node n;
     n.op = ir::Op::kParam;
     n.type = src.result_type;
@@ -309,9 +346,57 @@ std::vector<ir::NodeRef> bodies(const Checked& c, const ir::Function& src, const
     return {};
   }
   std::vector<ir::NodeRef> out;
-  if (t.kind == "value_and_grad") out.push_back(src.body);
+  // One fn with every result shares the forward's nodes (the inlined body)
+  // between its value and its gradients.
+  if (t.kind == "value_and_grad") out.push_back(c.one_fn ? body : src.body);
   out.insert(out.end(), g.cotangents.begin(), g.cotangents.end());
   return out;
+}
+
+// A name for a new parameter of `f`'s backward: `base`, else `base` with a
+// number, whichever no parameter of `f` has.
+std::string fresh_param(const ir::Function& f, const std::string& base, const std::set<std::string>& more) {
+  auto taken = [&](const std::string& n) {
+    if (more.count(n)) return true;
+    for (const auto& p : f.params)
+      if (p.name == n) return true;
+    return false;
+  };
+  std::string name = base;
+  for (int k = 1; taken(name); ++k) name = base + "_" + std::to_string(k);
+  return name;
+}
+
+// The two fns of `vjp_split(f, wrt=[..])` (lang/residuals.h): the forward
+// returns f's result, then the residuals; the backward takes f's
+// parameters, the residuals (`res0`, `res1`, ..) and the cotangent, and
+// returns the cotangents of the `wrt` parameters.
+void add_split(const Checked& c, const ir::Function& src, const ir::NodeRef& body,
+               const std::vector<ir::NodeRef>& cotangents, ir::Module& m, DiagnosticSink& sink) {
+  const int n = static_cast<int>(src.params.size());
+  VjpSplit s = split_vjp(body, cotangents, n);
+  if (s.residuals.size() + 1 > ir::kMaxResults || cotangents.size() > ir::kMaxResults) {
+    sink.error(DiagKind::TransformDecl, c.t->source_span,
+               "`vjp_split` of " + q(c.t->source) + " would return " + std::to_string(s.residuals.size() + 1) +
+                   " values from its forward and " + std::to_string(cotangents.size()) +
+                   " from its backward; a fn has at most " + std::to_string(ir::kMaxResults) +
+                   " results (split a smaller fn)");
+    return;
+  }
+  ir::Function fwd = function_of(c.sigs[0], body);
+  for (const auto& r : s.residuals) fwd.more_results.push_back({r->type, r});
+  ir::Function bwd = function_of(c.sigs[1], s.cotangents[0]);
+  std::set<std::string> names;
+  for (size_t i = 0; i < s.residuals.size(); ++i) {
+    std::string name = fresh_param(src, "res" + std::to_string(i), names);
+    names.insert(name);
+    bwd.params.push_back({name, s.residuals[i]->type});
+  }
+  bwd.params.push_back({fresh_param(src, "g", names), src.result_type});
+  for (size_t i = 1; i < s.cotangents.size(); ++i)
+    bwd.more_results.push_back({src.params[c.wrt[i]].type, s.cotangents[i]});
+  m.functions.push_back(std::move(fwd));
+  m.functions.push_back(std::move(bwd));
 }
 
 // The per-rank kernels and the plan of the shard `c` defines (`f`, global).
@@ -359,6 +444,16 @@ void Transforms::build(const SourceFile& file, ir::Module& m, Provenance& prov, 
     }
     ir::Function source = *src;
     auto bs = bodies(c, source, *body, file, prov, sink);
+    if (c.t->kind == "vjp_split" && !bs.empty()) {
+      add_split(c, source, *body, bs, m, sink);
+      continue;
+    }
+    if (c.one_fn && !bs.empty()) {
+      ir::Function f = function_of(c.sigs[0], bs[0]);
+      for (size_t i = 1; i < bs.size(); ++i) f.more_results.push_back({c.sigs[0].more_results[i - 1], bs[i]});
+      m.functions.push_back(std::move(f));
+      continue;
+    }
     for (size_t i = 0; i < bs.size(); ++i) m.functions.push_back(function_of(c.sigs[i], bs[i]));
     if (c.t->kind == "shard" && !bs.empty()) add_spmd(c, ir::Function(m.functions.back()), file, prov, m, sink);
   }

@@ -1,5 +1,7 @@
 // Program transformations as definitions: `fn g = grad(f, wrt=[w])`,
 // `fn v, g = value_and_grad(f, wrt=[w])`, `fn fb = vmap(f, axes=[0, none])`,
+// `fn step = value_and_grad(f, wrt=[w, b])` (one name for several results:
+// one fn with several results, sharing the forward and backward stages),
 // `fn p = shard(f, mesh=mesh(x=2), spec=[..], out=[..])` (phase-0/transforms.md). Each defines named fns that are ordinary fns for
 // calls, check/run/tune/build, the cache and the runtime.
 //
@@ -43,6 +45,9 @@ struct Checked {
   std::string batch;
   ShardSpec shard;                     // shard
   std::vector<check::Signature> sigs;  // one per defined fn
+  // grad, value_and_grad, vjp with one name for several results: the one fn
+  // returns all of them (sigs[0] has them as its results).
+  bool one_fn = false;
 };
 
 class Transforms {

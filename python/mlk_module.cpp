@@ -258,6 +258,10 @@ py::dict signature(const mlk::ir::Function& f) {
   s["frames"] = frames;
   s["result_dtype"] = mlk::dtype_name(f.result_type.dtype);
   s["result_rank"] = f.result_type.shape.size();
+  py::list results;  // every result (one, but for a fn with several)
+  for (const auto& r : f.results())
+    results.append(py::dict(py::arg("dtype") = mlk::dtype_name(r.type.dtype), py::arg("rank") = r.type.shape.size()));
+  s["results"] = results;
   s["unbound_dims"] = f.unbound_dims();
   return s;
 }
@@ -432,7 +436,9 @@ PYBIND11_MODULE(_mlk, m) {
              }
              mlk::rt::Placement any;
              any.any_device = true;
-             return unwrap(mlk::rt::check_call(*f, args, nullptr, given, any)).out_shape;
+             auto c = unwrap(mlk::rt::check_call_all(*f, args, {}, given, any));
+             if (c.out_shapes.size() == 1) return py::cast(c.out_shape);
+             return py::object(py::cast(c.out_shapes));  // a fn with several results: one shape each
            })
       .def_property_readonly("public_fns",
                              [](const PyProgram& p) {
@@ -488,6 +494,38 @@ PYBIND11_MODULE(_mlk, m) {
     return py::object(made[0]);
   }, py::arg("program"), py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("alloc"),
      py::arg("stream") = 0);
+
+  // The same for a fn with several results: `allocs` holds one alloc per
+  // result; returns the tuple of results, computed by one run.
+  m.def("call_all", [](const PyProgram& p, const std::string& fn, const std::string& targets, const py::list& caps,
+                       const std::map<std::string, int64_t>& given, const py::list& allocs) {
+    const auto* f = p.prog->module.find(fn);
+    if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
+    Consumed args = consume_all(caps, f);
+    mlk::rt::Placement any;
+    any.any_device = true;
+    auto checked = unwrap(mlk::rt::check_call_all(*f, args.tensors, {}, given, any));
+    if (allocs.size() != checked.out_shapes.size())
+      throw BoundaryError("`" + fn + "` has " + std::to_string(checked.out_shapes.size()) + " results, got " +
+                          std::to_string(allocs.size()) + " outputs");
+    auto k = unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), checked.dims));
+    py::tuple results(checked.out_shapes.size());
+    std::vector<mlk::rt::ConsumedTensor> outs;
+    std::vector<DLTensor*> out_ptrs;
+    for (size_t i = 0; i < checked.out_shapes.size(); ++i) {
+      py::tuple made = allocs[i](py::cast(checked.out_shapes[i]));
+      results[i] = made[0];
+      outs.push_back(consume_output(made[1], "output " + std::to_string(i) + " of `" + fn + "`"));
+    }
+    for (auto& o : outs) out_ptrs.push_back(const_cast<DLTensor*>(o.tensor()));
+    Status s;
+    {
+      py::gil_scoped_release release;
+      s = k->RunAll(args.tensors, out_ptrs);
+    }
+    if (!s.ok()) raise(s);
+    return results;
+  }, py::arg("program"), py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("allocs"));
 
   py::class_<PyKernel>(m, "Kernel")
       .def_property_readonly("selection", [](const PyKernel& k) { return k.k->selection().explain(); })

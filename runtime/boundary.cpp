@@ -137,9 +137,23 @@ Status check_tensor(const DLTensor& t, const std::string& what, DType dtype, siz
 
 Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const DLTensor*>& args, const DLTensor* out,
                                  const DimEnv& given, const Placement& where) {
+  if (out && !f.more_results.empty())
+    return Status::InvalidArgument("`" + f.name + "` has " + std::to_string(f.results().size()) +
+                                   " results; give one output per result");
+  return check_call_all(f, args, out ? std::vector<const DLTensor*>{out} : std::vector<const DLTensor*>{}, given,
+                        where);
+}
+
+Expected<CheckedCall> check_call_all(const ir::Function& f, const std::vector<const DLTensor*>& args,
+                                     const std::vector<const DLTensor*>& outs, const DimEnv& given,
+                                     const Placement& where) {
   if (args.size() != f.params.size())
     return Status::InvalidArgument("`" + f.name + "` takes " + std::to_string(f.params.size()) + " arguments, got " +
                                    std::to_string(args.size()));
+  const std::vector<ir::Result> results = f.results();
+  if (!outs.empty() && outs.size() != results.size())
+    return Status::InvalidArgument("`" + f.name + "` has " + std::to_string(results.size()) + " results, got " +
+                                   std::to_string(outs.size()) + " outputs");
   CheckedCall c;
   std::vector<Span> spans;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -160,22 +174,43 @@ Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const 
   auto dims = bind_dims(f, c.shapes, given);
   if (!dims.ok()) return Status::InvalidArgument("`" + f.name + "`: " + dims.status().message());
   c.dims = *dims;
-  auto shape = concrete_shape(f.result_type.shape, c.dims);
-  if (!shape.ok()) return shape.status();
-  c.out_shape = *shape;
-  if (!out) return c;
-  std::string what = "the output of `" + f.name + "`";
-  std::vector<int64_t> oshape;
-  Span ospan{};
-  MLK_RETURN_IF_ERROR(check_tensor(*out, what, f.result_type.dtype, f.result_type.shape.size(), &c.out, &oshape, &ospan,
-                                   where, &c.out_on_device));
-  if (oshape != c.out_shape)
-    return Status::InvalidArgument(what + ": shape " + list(oshape) + " but the result is " + list(c.out_shape));
-  for (size_t i = 0; i < spans.size(); ++i)
-    if (ospan.begin < ospan.end && spans[i].begin < spans[i].end && ospan.begin < spans[i].end &&
-        spans[i].begin < ospan.end)
-      return Status::InvalidArgument(what + ": shares memory with argument " + std::to_string(i) + " `" +
-                                     f.params[i].name + "`; mlk kernels do not run in place");
+  for (const ir::Result& r : results) {
+    auto shape = concrete_shape(r.type.shape, c.dims);
+    if (!shape.ok()) return shape.status();
+    c.out_shapes.push_back(*shape);
+  }
+  c.out_shape = c.out_shapes[0];
+  if (outs.empty()) return c;
+  std::vector<Span> ospans;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    std::string what = results.size() == 1 ? "the output of `" + f.name + "`"
+                                           : "output " + std::to_string(k) + " of `" + f.name + "`";
+    if (!outs[k]) return Status::InvalidArgument(what + " is NULL");
+    std::vector<int64_t> oshape;
+    Span ospan{};
+    void* data = nullptr;
+    bool dev = false;
+    MLK_RETURN_IF_ERROR(check_tensor(*outs[k], what, results[k].type.dtype, results[k].type.shape.size(), &data,
+                                     &oshape, &ospan, where, &dev));
+    if (oshape != c.out_shapes[k])
+      return Status::InvalidArgument(what + ": shape " + list(oshape) + " but the result is " + list(c.out_shapes[k]));
+    auto overlaps = [&](const Span& a) {
+      return ospan.begin < ospan.end && a.begin < a.end && ospan.begin < a.end && a.begin < ospan.end;
+    };
+    for (size_t i = 0; i < spans.size(); ++i)
+      if (overlaps(spans[i]))
+        return Status::InvalidArgument(what + ": shares memory with argument " + std::to_string(i) + " `" +
+                                       f.params[i].name + "`; mlk kernels do not run in place");
+    for (size_t j = 0; j < ospans.size(); ++j)
+      if (overlaps(ospans[j]))
+        return Status::InvalidArgument(what + ": shares memory with output " + std::to_string(j) +
+                                       "; each result needs its own");
+    ospans.push_back(ospan);
+    c.outs.push_back(data);
+    c.outs_on_device.push_back(dev);
+  }
+  c.out = c.outs[0];
+  c.out_on_device = c.outs_on_device[0];
   return c;
 }
 

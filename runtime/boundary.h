@@ -21,7 +21,8 @@
 //   dims    every symbol consistent across arguments, the refinements hold
 //           (lang/bind.h, same messages as `mlk run`)
 //   output  the result's dtype and concrete shape, compact, and no byte in
-//           common with any argument
+//           common with any argument (a fn with several results: one output
+//           per result, none sharing a byte with an argument or another)
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -57,8 +58,11 @@ struct CheckedCall {
   bool out_on_device = false;
   std::vector<void*> args;          // data + byte_offset per argument
   std::vector<std::vector<int64_t>> shapes;
-  void* out = nullptr;
-  std::vector<int64_t> out_shape;
+  void* out = nullptr;               // the first result's (as outs[0])
+  std::vector<int64_t> out_shape;    // the first result's (as out_shapes[0])
+  std::vector<void*> outs;                       // one per result (when outputs were given)
+  std::vector<std::vector<int64_t>> out_shapes;  // one per result
+  std::vector<bool> outs_on_device;              // one per result (when outputs were given)
 };
 
 // `given`: dims the caller fixes (the fn's unbound dims must be here).
@@ -67,5 +71,10 @@ struct CheckedCall {
 // `where`: the kernel's placement (default: a CPU kernel).
 Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const DLTensor*>& args, const DLTensor* out,
                                  const DimEnv& given, const Placement& where = {});
+// The same with one output per result of `f` (`outs` empty: the arguments
+// only). The one-output form refuses a fn with several results.
+Expected<CheckedCall> check_call_all(const ir::Function& f, const std::vector<const DLTensor*>& args,
+                                     const std::vector<const DLTensor*>& outs, const DimEnv& given,
+                                     const Placement& where = {});
 
 }  // namespace mlk::rt

@@ -141,4 +141,41 @@ int mlk_kernel_run_on_stream(const mlk_kernel_t* k, const DLTensor* const* args,
 
 int mlk_kernel_on_cuda(const mlk_kernel_t* k) { return k && k->k->on_cuda() ? 1 : 0; }
 
+int32_t mlk_kernel_num_results(const mlk_kernel_t* k) {
+  return k ? static_cast<int32_t>(k->k->signature().results().size()) : 0;
+}
+
+int mlk_kernel_result_shape(const mlk_kernel_t* k, const DLTensor* const* args, int32_t nargs, int32_t index,
+                            int64_t* shape, int32_t max_rank, int32_t* rank) {
+  return guarded([&]() -> int {
+    if (!k || (!args && nargs) || nargs < 0 || !rank) return invalid("mlk_kernel_result_shape: NULL argument");
+    const int32_t n = static_cast<int32_t>(k->k->signature().results().size());
+    if (index < 0 || index >= n)
+      return invalid("mlk_kernel_result_shape: result " + std::to_string(index) + " of a fn with " +
+                     std::to_string(n) + (n == 1 ? " result" : " results"));
+    auto s = k->k->OutputShapes(arg_list(args, nargs));
+    if (!s.ok()) return code_of(s.status());
+    const std::vector<int64_t>& one = (*s)[static_cast<size_t>(index)];
+    if (static_cast<int32_t>(one.size()) > max_rank || (!shape && !one.empty()))
+      return invalid("mlk_kernel_result_shape: result " + std::to_string(index) + " has rank " +
+                     std::to_string(one.size()) + ", max_rank is " + std::to_string(max_rank));
+    *rank = static_cast<int32_t>(one.size());
+    for (size_t i = 0; i < one.size(); ++i) shape[i] = one[i];
+    return MLK_RT_OK;
+  });
+}
+
+int mlk_kernel_run_all(const mlk_kernel_t* k, const DLTensor* const* args, int32_t nargs, DLTensor* const* outs,
+                       int32_t nouts) {
+  return guarded([&]() -> int {
+    if (!k || (!args && nargs) || nargs < 0 || !outs || nouts < 0)
+      return invalid("mlk_kernel_run_all: NULL kernel, arguments or outputs");
+    const int32_t n = static_cast<int32_t>(k->k->signature().results().size());
+    if (nouts != n)
+      return invalid("mlk_kernel_run_all: `" + k->k->signature().name + "` has " + std::to_string(n) +
+                     (n == 1 ? " result" : " results") + ", got " + std::to_string(nouts) + " outputs");
+    return code_of(k->k->RunAll(arg_list(args, nargs), std::vector<DLTensor*>(outs, outs + nouts)));
+  });
+}
+
 }  // extern "C"

@@ -141,7 +141,7 @@ Expected<std::unique_ptr<JitKernel>> JitKernel::Compile(const JitPlugin* plugin,
 
 JitKernel::~JitKernel() { plugin_->release(handle_); }
 
-Status JitKernel::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& dims) const {
+Status JitKernel::Call(const std::vector<mlk_tensor_t>& args, std::vector<mlk_tensor_t>& outs, const DimEnv& dims) const {
   std::vector<const char*> names;
   std::vector<int64_t> values;
   for (const auto& [k, v] : dims) {
@@ -149,7 +149,8 @@ Status JitKernel::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out,
     values.push_back(v);
   }
   char* error = nullptr;
-  int32_t rc = plugin_->call(handle_, args.data(), static_cast<int32_t>(args.size()), &out, names.data(), values.data(),
+  int32_t rc = plugin_->call(handle_, args.data(), static_cast<int32_t>(args.size()), outs.data(),
+                             static_cast<int32_t>(outs.size()), names.data(), values.data(),
                              static_cast<int32_t>(names.size()), &error);
   return rc == 0 ? Status::Ok() : plugin_error(*plugin_, rc, error);
 }

@@ -46,7 +46,8 @@ class JitKernel {
 
   // On arguments the caller has checked; `dims` gives every dimension
   // variable. Not thread-safe: callers serialise calls of one kernel.
-  Status Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& dims) const;
+  // `outs`: one per result of the fn.
+  Status Call(const std::vector<mlk_tensor_t>& args, std::vector<mlk_tensor_t>& outs, const DimEnv& dims) const;
 
  private:
   JitKernel(const JitPlugin* plugin, mlk_jit_kernel* handle) : plugin_(plugin), handle_(handle) {}

@@ -73,13 +73,20 @@ int32_t mlk_jit_compile(const char* name, const char* text, const char* precisio
   }
 }
 
-int32_t mlk_jit_call(mlk_jit_kernel* kernel, const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out,
-                     const char* const* dim_names, const int64_t* dim_values, int32_t ndims, char** error) {
-  if (!kernel || !out || nargs < 0 || (nargs > 0 && !args) || ndims < 0 || (ndims > 0 && (!dim_names || !dim_values)))
+int32_t mlk_jit_call(mlk_jit_kernel* kernel, const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* outs,
+                     int32_t nouts, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                     char** error) {
+  if (!kernel || !outs || nargs < 0 || (nargs > 0 && !args) || ndims < 0 || (ndims > 0 && (!dim_names || !dim_values)))
     return fail(Status::InvalidArgument("mlk_jit_call: a NULL argument or a negative count"), error);
+  const size_t results = kernel->kernel->function().results().size();
+  if (nouts < 0 || static_cast<size_t>(nouts) != results)
+    return fail(Status::InvalidArgument("mlk_jit_call: `" + kernel->kernel->function().name + "` has " +
+                                        std::to_string(results) + " results, got " + std::to_string(nouts) + " outputs"),
+                error);
   try {
     std::vector<mlk_tensor_t> a(args, args + nargs);
-    Status s = kernel->kernel->Call(a, *out, dims_of(dim_names, dim_values, ndims));
+    std::vector<mlk_tensor_t> o(outs, outs + nouts);
+    Status s = kernel->kernel->CallAll(a, o, dims_of(dim_names, dim_values, ndims));
     return s.ok() ? 0 : fail(s, error);
   } catch (const std::exception& e) {
     return fail(Status::Internal(std::string("the JIT plugin failed running a kernel: ") + e.what()), error);

@@ -23,8 +23,9 @@
 extern "C" {
 #endif
 
-/* Bumped whenever an entry below changes; the runtime refuses another. */
-#define MLK_JIT_ABI_VERSION 2
+/* Bumped whenever an entry below changes; the runtime refuses another.
+ * 3: mlk_jit_call takes one output per result of the fn, and their count. */
+#define MLK_JIT_ABI_VERSION 3
 
 typedef struct mlk_jit_kernel mlk_jit_kernel;
 
@@ -42,9 +43,11 @@ int32_t mlk_jit_compile(const char* name, const char* text, const char* precisio
                         mlk_jit_kernel** kernel, char** error);
 
 /* Runs the kernel on arguments the caller has checked (runtime/boundary.h)
- * into `out`; the dims give every dimension variable of the fn. */
-int32_t mlk_jit_call(mlk_jit_kernel* kernel, const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out,
-                     const char* const* dim_names, const int64_t* dim_values, int32_t ndims, char** error);
+ * into `outs`, one tensor per result of the fn (nouts must be their count);
+ * the dims give every dimension variable of the fn. */
+int32_t mlk_jit_call(mlk_jit_kernel* kernel, const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* outs,
+                     int32_t nouts, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                     char** error);
 
 void mlk_jit_release(mlk_jit_kernel* kernel);
 void mlk_jit_free_error(char* error);

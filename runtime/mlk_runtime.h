@@ -94,6 +94,24 @@ int mlk_kernel_run_on_stream(const mlk_kernel_t* k, const DLTensor* const* args,
 /* 1 when the kernel is a CUDA artifact (it takes kDLCUDA tensors), else 0. */
 int mlk_kernel_on_cuda(const mlk_kernel_t* k);
 
+/* Fns with several results (`-> (T, U, ..)`, or one value_and_grad or vjp
+ * fn). mlk_kernel_output_shape and mlk_kernel_run refuse such a fn
+ * (MLK_RT_ERR_INVALID); these take any fn. */
+
+/* How many results the kernel's fn has (1 for most; 0 for a NULL kernel). */
+int32_t mlk_kernel_num_results(const mlk_kernel_t* k);
+
+/* The rank and shape of result `index` (0-based) for these arguments. */
+int mlk_kernel_result_shape(const mlk_kernel_t* k, const DLTensor* const* args, int32_t nargs, int32_t index,
+                            int64_t* shape, int32_t max_rank, int32_t* rank);
+
+/* Runs once into `outs`, one caller-allocated tensor per result, in order
+ * (nouts = mlk_kernel_num_results), each checked as mlk_kernel_run checks its
+ * output and none sharing memory with an argument or another output. CPU
+ * kernels only. */
+int mlk_kernel_run_all(const mlk_kernel_t* k, const DLTensor* const* args, int32_t nargs, DLTensor* const* outs,
+                       int32_t nouts);
+
 #ifdef __cplusplus
 }
 #endif

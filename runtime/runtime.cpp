@@ -192,11 +192,50 @@ Expected<Placement> Kernel::placement() const {
 }
 
 Expected<std::vector<int64_t>> Kernel::OutputShape(const std::vector<const DLTensor*>& args) const {
+  if (!fn_->more_results.empty())
+    return Status::InvalidArgument("`" + fn_->name + "` has " + std::to_string(fn_->results().size()) +
+                                   " results; ask for the shape of each (OutputShapes)");
   auto where = placement();
   if (!where.ok()) return where.status();
   auto c = check_call(*fn_, args, nullptr, unbound_, *where);
   if (!c.ok()) return c.status();
   return c->out_shape;
+}
+
+Expected<std::vector<std::vector<int64_t>>> Kernel::OutputShapes(const std::vector<const DLTensor*>& args) const {
+  auto where = placement();
+  if (!where.ok()) return where.status();
+  auto c = check_call_all(*fn_, args, {}, unbound_, *where);
+  if (!c.ok()) return c.status();
+  return c->out_shapes;
+}
+
+Status Kernel::RunAll(const std::vector<const DLTensor*>& args, const std::vector<DLTensor*>& outs,
+                      const RunOptions& options) const {
+  const size_t count = fn_->results().size();
+  if (outs.size() != count)
+    return Status::InvalidArgument("`" + fn_->name + "` has " + std::to_string(count) + " results, got " +
+                                   std::to_string(outs.size()) + " outputs");
+  if (count == 1) return Run(args, outs[0], options);
+  auto where = placement();
+  if (!where.ok()) return where.status();
+  if (where->cuda) return Status::Unsupported("`" + fn_->name + "`: CUDA kernels have one result");
+  auto c = check_call_all(*fn_, args, std::vector<const DLTensor*>(outs.begin(), outs.end()), unbound_, *where);
+  if (!c.ok()) return c.status();
+  std::vector<mlk_tensor_t> a;
+  for (size_t i = 0; i < args.size(); ++i)
+    a.push_back({c->args[i], abi_dtype(fn_->params[i].type.dtype), static_cast<int32_t>(c->shapes[i].size()),
+                 c->shapes[i].data(), nullptr});
+  const std::vector<ir::Result> results = fn_->results();
+  std::vector<mlk_tensor_t> o;
+  for (size_t k = 0; k < results.size(); ++k)
+    o.push_back({c->outs[k], abi_dtype(results[k].type.dtype), static_cast<int32_t>(c->out_shapes[k].size()),
+                 c->out_shapes[k].data(), nullptr});
+  if (jit_) {
+    std::lock_guard<std::mutex> lock(jit_->mu);
+    return jit_->kernel->Call(a, o, c->dims);
+  }
+  return artifact_->CallAll(a, o, c->dims, fn_->name);
 }
 
 Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, const RunOptions& options) const {
@@ -213,7 +252,8 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, cons
                  c->out_shape.data(), nullptr};
   if (jit_) {
     std::lock_guard<std::mutex> lock(jit_->mu);
-    return jit_->kernel->Call(a, o, c->dims);
+    std::vector<mlk_tensor_t> os = {o};
+    return jit_->kernel->Call(a, os, c->dims);
   }
   if (!where->cuda) return artifact_->Call(a, o, c->dims, fn_->name);
   // CUDA: the driver and the process's context first, so that a machine

@@ -134,6 +134,13 @@ class Kernel {
   // a CPU kernel takes CPU tensors (runtime/boundary.h, the device rule).
   // Without a CUDA driver a CUDA kernel's run fails with Unsupported.
   Status Run(const std::vector<const DLTensor*>& args, DLTensor* out, const RunOptions& options = {}) const;
+  // A fn with several results (or one): the shape of each, and a run into
+  // one output per result (each as Run's `out`, none sharing memory with
+  // another). One call of the kernel computes them all. Run and OutputShape
+  // refuse a fn with several results. CPU kernels only.
+  Expected<std::vector<std::vector<int64_t>>> OutputShapes(const std::vector<const DLTensor*>& args) const;
+  Status RunAll(const std::vector<const DLTensor*>& args, const std::vector<DLTensor*>& outs,
+                const RunOptions& options = {}) const;
   // Whether it runs on a GPU (a CUDA artifact).
   bool on_cuda() const;
 

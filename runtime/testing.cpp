@@ -88,6 +88,9 @@ Envelope envelope_for(DType dtype, int64_t reduction_length, bool through_erf) {
 }
 
 Expected<Envelope> envelope_of(const ir::Module& m, const ir::Function& f, const DimEnv& dims) {
+  if (!f.more_results.empty())
+    return Status::InvalidArgument("`" + f.name + "` has " + std::to_string(f.results().size()) +
+                                   " results; an envelope is of a fn with one result");
   for (const auto& d : f.dim_vars)
     if (!dims.count(d)) return Status::InvalidArgument("`" + f.name + "`: dimension `" + d + "` is not given");
   Walk w(m);

@@ -86,11 +86,15 @@ AlgorithmSummary summarize_pipeline(const lower::Pipeline& p) {
     s.dim_params.push_back(name);
     out << "param dim_" << name << ": int32\n";
   }
-  HI::Function outf = p.output.function();
-  s.output = {strip_uniquifiers(outf.name()), type_str(outf.output_types()[0]), outf.dimensions()};
-  out << "output " << outf.name() << ": " << s.output.type << " rank " << s.output.rank << "\n";
-  std::map<std::string, HI::Function> funcs = HI::find_transitive_calls(outf);
-  funcs.emplace(outf.name(), outf);
+  std::map<std::string, HI::Function> funcs;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    HI::Function outf = p.outputs[i].func.function();
+    AlgorithmBuffer b{strip_uniquifiers(outf.name()), type_str(outf.output_types()[0]), outf.dimensions()};
+    (i == 0 ? s.output : s.more_outputs.emplace_back()) = b;
+    out << "output " << outf.name() << ": " << b.type << " rank " << b.rank << "\n";
+    for (auto& [name, f] : HI::find_transitive_calls(outf)) funcs.emplace(name, f);
+    funcs.emplace(outf.name(), outf);
+  }
   for (const auto& [name, f] : funcs) {
     out << "func " << name << "\n";
     std::vector<Halide::Expr> pure;
@@ -423,6 +427,9 @@ Expected<EvaluatedAlgorithm> evaluate_algorithm(const ir::Module& m, const std::
     }
     shapes["in_" + prm.name] = s;
   }
+  if (!f->more_results.empty())
+    return Status::Unsupported("`" + fn + "` has " + std::to_string(f->results().size()) +
+                               " results; the algorithm is evaluated for fns with one result");
   EvaluatedAlgorithm out;
   int64_t n = 1;
   for (const Dim& d : f->result_type.shape) {
@@ -433,7 +440,7 @@ Expected<EvaluatedAlgorithm> evaluate_algorithm(const ir::Module& m, const std::
   }
   try {
     Evaluator ev(*p, shapes, dims);
-    HI::Function outf = p->output.function();
+    HI::Function outf = p->outputs[0].func.function();
     const int rank = static_cast<int>(out.shape.size());
     for (int64_t flat = 0; flat < n; ++flat) {
       std::vector<int64_t> h(rank);

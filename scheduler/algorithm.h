@@ -29,10 +29,11 @@ struct AlgorithmBuffer {
 };
 
 struct AlgorithmSummary {
-  std::string text;  // every Func reachable from the output, by name: pure and update definitions
+  std::string text;  // every Func reachable from the outputs, by name: pure and update definitions
   std::string hash;  // sha256 hex of `text`
   std::vector<AlgorithmBuffer> inputs;  // the ImageParams, in parameter order
-  AlgorithmBuffer output;
+  AlgorithmBuffer output;                     // the first result
+  std::vector<AlgorithmBuffer> more_outputs;  // a fn with several results: the others
   std::vector<std::string> dim_params;  // dimensions no input binds (sorted)
 };
 

@@ -34,7 +34,8 @@ std::string ir_text(const ir::Module& m, const ir::Function& f) {
   std::vector<const ir::Node*> todo;
   std::set<const ir::Node*> seen;
   auto visit_fn = [&](const ir::Function& g) {
-    if (g.body) todo.push_back(g.body.get());
+    for (const ir::Result& r : g.results())
+      if (r.body) todo.push_back(r.body.get());
   };
   visit_fn(f);
   while (!todo.empty()) {
@@ -166,7 +167,7 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
   MLK_RETURN_IF_ERROR(lower::apply_schedule(a.lowered, a.schedule, gpu));
   try {
     a.target = halide_target_of(req);
-    a.pipeline = Halide::Pipeline(a.lowered.output);
+    a.pipeline = Halide::Pipeline(a.lowered.output_funcs());
     if (!a.schedule.autoscheduler.empty())
       MLK_RETURN_IF_ERROR(
           lower::apply_autoscheduler(a.lowered, a.pipeline, a.schedule.autoscheduler, req.dims, a.target));

@@ -96,10 +96,20 @@ Halide::Buffer<> wrap(const mlk_tensor_t& t, DType dt) {
 }  // namespace
 
 Status Kernel::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& dims) {
+  std::vector<mlk_tensor_t> outs = {out};
+  return CallAll(args, outs, dims);
+}
+
+Status Kernel::CallAll(const std::vector<mlk_tensor_t>& args, const std::vector<mlk_tensor_t>& outs,
+                       const DimEnv& dims) {
   const ir::Function& f = *impl_->fn;
+  const std::vector<ir::Result> results = f.results();
   if (args.size() != f.params.size())
     return Status::InvalidArgument("`" + f.name + "` takes " + std::to_string(f.params.size()) + " tensors, got " +
                                    std::to_string(args.size()));
+  if (outs.size() != results.size())
+    return Status::InvalidArgument("`" + f.name + "` has " + std::to_string(results.size()) + " results, got " +
+                                   std::to_string(outs.size()) + " output tensors");
   try {
     for (size_t i = 0; i < args.size(); ++i) impl_->jit->lowered.inputs[i].set(wrap(args[i], f.params[i].type.dtype));
     for (auto& [name, prm] : impl_->jit->lowered.dim_params) {
@@ -107,8 +117,9 @@ Status Kernel::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, co
       if (it == dims.end()) return Status::InvalidArgument("`" + f.name + "`: no value for dimension `" + name + "`");
       prm.set(static_cast<int32_t>(it->second));
     }
-    Halide::Buffer<> ob = wrap(out, f.result_type.dtype);
-    impl_->jit->pipeline.realize(ob, impl_->jit->target);
+    std::vector<Halide::Buffer<>> bufs;
+    for (size_t i = 0; i < outs.size(); ++i) bufs.push_back(wrap(outs[i], results[i].type.dtype));
+    impl_->jit->pipeline.realize(Halide::Realization(std::move(bufs)), impl_->jit->target);
   } catch (const Halide::Error& e) {
     return Status::InvalidArgument(std::string("`") + f.name + "` failed at run time: " + clean_runtime_error(e.what()));
   }
@@ -122,23 +133,45 @@ Expected<HostTensor> Kernel::Run(const std::vector<HostTensor>& inputs, const Di
 }
 
 Status Kernel::RunInto(const std::vector<HostTensor>& inputs, const DimEnv& given, HostTensor& out) {
+  std::vector<HostTensor> outs(1);
+  outs[0] = std::move(out);
+  Status s = RunAllInto(inputs, given, outs);
+  out = std::move(outs[0]);
+  return s;
+}
+
+Expected<std::vector<HostTensor>> Kernel::RunAll(const std::vector<HostTensor>& inputs, const DimEnv& given) {
+  std::vector<HostTensor> outs(impl_->fn->results().size());
+  MLK_RETURN_IF_ERROR(RunAllInto(inputs, given, outs));
+  return outs;
+}
+
+Status Kernel::RunAllInto(const std::vector<HostTensor>& inputs, const DimEnv& given, std::vector<HostTensor>& outs) {
   const ir::Function& f = *impl_->fn;
+  const std::vector<ir::Result> results = f.results();
+  if (outs.size() != results.size())
+    return Status::InvalidArgument("`" + f.name + "` has " + std::to_string(results.size()) +
+                                   " results; run it with as many outputs (Kernel::RunAll)");
   MLK_RETURN_IF_ERROR(check_input_dtypes(f, inputs));
   std::vector<std::vector<int64_t>> shapes;
   for (const auto& t : inputs) shapes.push_back(t.shape);
   auto env = bind_dims(f, shapes, given);
   if (!env.ok()) return env.status();
-  auto out_shape = concrete_shape(f.result_type.shape, *env);
-  if (!out_shape.ok()) return out_shape.status();
-  // A default-made `out` already has the shape of a scalar, [], but no bytes.
-  if (out.dtype != f.result_type.dtype || out.shape != *out_shape ||
-      out.bytes.size() != static_cast<size_t>(out.numel()) * out.elem_size())
-    out = HostTensor(f.result_type.dtype, *out_shape);
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto out_shape = concrete_shape(results[i].type.shape, *env);
+    if (!out_shape.ok()) return out_shape.status();
+    HostTensor& out = outs[i];
+    // A default-made `out` already has the shape of a scalar, [], but no bytes.
+    if (out.dtype != results[i].type.dtype || out.shape != *out_shape ||
+        out.bytes.size() != static_cast<size_t>(out.numel()) * out.elem_size())
+      out = HostTensor(results[i].type.dtype, *out_shape);
+  }
   try {
     for (size_t i = 0; i < inputs.size(); ++i) impl_->jit->lowered.inputs[i].set(wrap(inputs[i]));
     for (auto& [name, prm] : impl_->jit->lowered.dim_params) prm.set(static_cast<int32_t>(env->at(name)));
-    Halide::Buffer<> ob = wrap(out);
-    impl_->jit->pipeline.realize(ob, impl_->jit->target);
+    std::vector<Halide::Buffer<>> bufs;
+    for (const HostTensor& out : outs) bufs.push_back(wrap(out));
+    impl_->jit->pipeline.realize(Halide::Realization(std::move(bufs)), impl_->jit->target);
   } catch (const Halide::Error& e) {
     return Status::InvalidArgument(std::string("`") + f.name + "` failed at run time: " + clean_runtime_error(e.what()));
   }

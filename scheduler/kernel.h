@@ -45,12 +45,19 @@ class Kernel {
   // The same, writing into `out`, which is reallocated only when its dtype or
   // shape is not the result's (so repeated runs reuse one buffer).
   Status RunInto(const std::vector<HostTensor>& inputs, const DimEnv& given, HostTensor& out);
+  // Every result of a fn with several (or one): one realization of the
+  // pipeline, so that stages the results share are computed once. Run and
+  // RunInto refuse a fn with several results.
+  Expected<std::vector<HostTensor>> RunAll(const std::vector<HostTensor>& inputs, const DimEnv& given);
+  Status RunAllInto(const std::vector<HostTensor>& inputs, const DimEnv& given, std::vector<HostTensor>& outs);
 
   // The same on caller-owned memory described as the C ABI describes it
   // (targets/abi.h): the caller has checked dtypes, ranks, extents and
   // refinements (runtime/boundary.h) and gives every dimension in `dims`.
   // No copy is made; strides NULL means compact row-major. Not thread-safe.
   Status Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& dims);
+  // The same with one output tensor per result, in order.
+  Status CallAll(const std::vector<mlk_tensor_t>& args, const std::vector<mlk_tensor_t>& outs, const DimEnv& dims);
 
   const ir::Function& function() const;
 

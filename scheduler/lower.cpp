@@ -167,7 +167,8 @@ class Lowerer {
     static const char* kNames[] = {"reduction", "matmul", "softmax_max", "softmax_exp", "softmax_sum", "output", "load",
                                    "operand"};
     int n = kind_count_[k]++;
-    std::string name = k == Stage::Kind::kOutput ? "output" : std::string(kNames[static_cast<int>(k)]) + std::to_string(n);
+    std::string name = k == Stage::Kind::kOutput ? (n == 0 ? "output" : "output" + std::to_string(n))
+                                                 : std::string(kNames[static_cast<int>(k)]) + std::to_string(n);
     std::vector<Var> h(tl_vars.rbegin(), tl_vars.rend());
     p_.stages.push_back({name, k, f, h, std::move(rvars), reduces_innermost, top_shape(std::move(shape)),
                          top_shape(std::move(rshape))});
@@ -632,6 +633,13 @@ class Lowerer {
 
  public:
   Value call_function(const ir::Function& f, Frame& fr) { return lower(f.body, fr); }
+  // Every result of the lowered fn, lowered in one frame: nodes the results
+  // share become one Func.
+  std::vector<Value> results(const ir::Function& f, Frame& fr) {
+    std::vector<Value> out;
+    for (const ir::Result& r : f.results()) out.push_back(lower(r.body, fr));
+    return out;
+  }
   void add_input_stage(const std::string& name, Func f, const std::vector<Var>& tl_vars, const Shape& shape) {
     std::vector<Var> h(tl_vars.rbegin(), tl_vars.rend());
     p_.stages.push_back({name, Stage::Kind::kInput, f, h, {}, false, shape, {}});
@@ -772,6 +780,12 @@ LowerOptions options_for(const std::string& halide_target) {
   return options_for(Halide::Target(halide_target));
 }
 
+std::vector<Halide::Func> Pipeline::output_funcs() const {
+  std::vector<Halide::Func> fs;
+  for (const Output& o : outputs) fs.push_back(o.func);
+  return fs;
+}
+
 Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn, const LowerOptions& o) {
   install_reporter();
   const ir::Function* f = m.find(fn);
@@ -813,15 +827,17 @@ Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn, co
         p.dim_params.emplace(d, prm);
         fr.dims[d] = prm;
       }
-    Value body = low.call_function(*f, fr);
-    p.out_rank = body.rank;
-    p.out_dtype = f->result_type.dtype;
-    Func out("output");
-    auto v = make_vars(body.rank);
-    define(out, v, Halide::cast(storage_type(p.out_dtype), body.at(as_exprs(v))));
-    p.output = out;
-    Stage& os = low.add_stage(Stage::Kind::kOutput, out, v, {}, false, f->result_type.shape);
-    for (int d = 0; d < body.rank; ++d) os.extents.push_back(out.output_buffer().dim(d).extent());
+    const std::vector<ir::Result> results = f->results();
+    const std::vector<Value> bodies = low.results(*f, fr);
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      const Value& body = bodies[i];
+      Func out(i == 0 ? "output" : "output" + std::to_string(i));
+      auto v = make_vars(body.rank);
+      define(out, v, Halide::cast(storage_type(results[i].type.dtype), body.at(as_exprs(v))));
+      p.outputs.push_back({out, results[i].type.dtype, body.rank});
+      Stage& os = low.add_stage(Stage::Kind::kOutput, out, v, {}, false, results[i].type.shape);
+      for (int d = 0; d < body.rank; ++d) os.extents.push_back(out.output_buffer().dim(d).extent());
+    }
     return p;
   } catch (const Halide::Error& e) {
     return Status::Internal(std::string("Halide rejected the lowered pipeline of `") + fn + "`: " + e.what());

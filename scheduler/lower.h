@@ -26,8 +26,9 @@ inline int halide_dim(int rank, int axis) { return rank - 1 - axis; }
 Halide::Type storage_type(DType t);
 
 // A stage a schedule may address. Names are stable for a given function:
-// "matmul0", "reduction1", "softmax_max0", ..., "output", and "load_<param>"
-// for the loads of each input.
+// "matmul0", "reduction1", "softmax_max0", ..., "output" (and "output1", ..
+// for a fn with several results), and "load_<param>" for the loads of each
+// input. Stages shared by several results are computed once.
 struct Stage {
   using Kind = StageInfo::Kind;
   std::string name;
@@ -57,13 +58,20 @@ struct LowerOptions {
 LowerOptions options_for(const std::string& halide_target);
 LowerOptions options_for(const Halide::Target& t);
 
+// One result of the fn: a storage-typed Func. Stage "output" is the first;
+// a fn with several results has "output1", "output2", ... after it.
+struct Output {
+  Halide::Func func;
+  DType dtype = DType::F32;
+  int rank = 0;
+};
+
 struct Pipeline {
   std::vector<Halide::ImageParam> inputs;           // one per parameter, in order
   std::map<std::string, Halide::Param<int32_t>> dim_params;  // dims no input binds
-  Halide::Func output;                               // storage-typed result
-  DType out_dtype = DType::F32;
-  int out_rank = 0;
-  std::vector<Stage> stages;                         // in creation order; output last
+  std::vector<Output> outputs;                       // one per result, in order
+  std::vector<Stage> stages;                         // in creation order; outputs last
+  std::vector<Halide::Func> output_funcs() const;    // for Halide::Pipeline
 };
 
 // Lowers function `fn` of `m` (callees inlined). Halide errors become Status.

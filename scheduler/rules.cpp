@@ -3,6 +3,8 @@
 #include "scheduler/rules.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "scheduler/rules_common.h"
 
@@ -20,7 +22,58 @@ bool searched(const KnobDecl& d, const StageInfo& s, const std::vector<StageInfo
   return (!d.searched || d.searched(s, out)) && (!d.searched_in || d.searched_in(s, stages));
 }
 
+// The output stages that read `s`, through the stages between (readers).
+const std::set<std::string>& outputs_reading(const std::string& s, const std::map<std::string, const StageInfo*>& by_name,
+                                             std::map<std::string, std::set<std::string>>& memo) {
+  auto it = memo.find(s);
+  if (it != memo.end()) return it->second;
+  std::set<std::string> outs;
+  auto st = by_name.find(s);
+  if (st != by_name.end()) {
+    if (st->second->kind == Kind::kOutput) outs.insert(s);
+    for (const auto& r : st->second->readers)
+      for (const auto& o : outputs_reading(r, by_name, memo)) outs.insert(o);
+  }
+  return memo[s] = std::move(outs);
+}
+
 }  // namespace
+
+void confine_to_outputs(const std::vector<StageInfo>& stages, Schedule& sched) {
+  std::map<std::string, const StageInfo*> by_name;
+  int outputs = 0;
+  for (const auto& s : stages) {
+    by_name[s.name] = &s;
+    outputs += s.kind == Kind::kOutput;
+  }
+  if (outputs < 2) return;
+  std::map<std::string, std::set<std::string>> memo;
+  // The stages a directive computes `name` inside: its at_stage, and the
+  // stages an attention chain runs in (the operand of `pack` or
+  // `result_tiles` is only copied there, not moved).
+  auto places = [&](const Directive& d, const std::string& name) {
+    std::vector<std::string> at;
+    if (!d.at_stage.empty()) at.push_back(d.at_stage);
+    if (d.op == "attention_tiles")
+      for (const auto& v : d.vars)
+        if (by_name.count(v) && v != name) at.push_back(v);
+    return at;
+  };
+  for (auto& [name, ds] : sched.stages) {
+    auto self = by_name.find(name);
+    if (self == by_name.end() || self->second->kind == Kind::kOutput) continue;
+    const std::set<std::string> mine = outputs_reading(name, by_name, memo);
+    bool moved = false;
+    for (const Directive& d : ds)
+      for (const auto& p : places(d, name))
+        moved = moved || outputs_reading(p, by_name, memo) != mine;
+    if (!moved) continue;
+    std::vector<Directive> kept = {rules::D("compute_root")};
+    for (const Directive& d : ds)
+      if (places(d, name).empty() && d.op != "compute_root" && d.op != "compute_inline") kept.push_back(d);
+    ds = std::move(kept);
+  }
+}
 
 int vector_lanes(const Profile& p) { return std::max(4, p.vector_bits / 32); }
 
@@ -87,9 +140,10 @@ Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& 
   Schedule sched;
   for (const auto& s : stages) {
     const Rule* rule = rule_for(s, p);
-    if (!rule || (ctx.output_owner && s.kind == Kind::kOutput)) continue;
+    if (!rule || (ctx.output_owner && &s == ctx.output)) continue;
     rule->schedule(ctx, s, values(s), sched);
   }
+  confine_to_outputs(stages, sched);
   for (auto it = sched.stages.begin(); it != sched.stages.end();)
     it = it->second.empty() ? sched.stages.erase(it) : std::next(it);
   return sched;

@@ -46,6 +46,15 @@ Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p);
 std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profile& p);
 Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p);
 
+// A pipeline with several outputs (a fn with several results) realises each
+// output in its own loop nest. A stage placed in another stage's loops
+// (compute_at, store_at, pack's loop, an attention chain's tiles) stays there
+// only when the outputs that read it are exactly those that read that
+// stage; otherwise it is computed once, at root, for all its readers, with
+// its own directives kept. schedule_from_knobs applies it; no-op with one
+// output.
+void confine_to_outputs(const std::vector<StageInfo>& stages, Schedule& sched);
+
 // Checks knobs read from outside (a tuning log): every stage is one of
 // `stages`, every knob is registered for the profile kind and the stage's
 // kind, and every value is one of its choices. Errors name the stage and knob.

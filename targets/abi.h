@@ -17,6 +17,14 @@
  * mlk_NAME, CUDA artifacts take and return host memory: inputs are uploaded,
  * the result copied back and device copies released within the call.
  *
+ * A fn with several results (manifest.json lists them under "results") is
+ * exported instead as
+ *   int mlk_NAME_results(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* outs,
+ *                        int32_t nouts, const int64_t* dims, int32_t ndims);
+ * outs: nouts tensors, one per result in order (MLK_ERR_NARGS unless nouts is
+ * their count), each checked like out; one call computes them all. The
+ * manifest's entry_symbol names the entry an artifact exports.
+ *
  * CUDA artifacts also export
  *   int mlk_NAME_cuda(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out,
  *                     const int64_t* dims, int32_t ndims, const mlk_cuda_call_t* call);

@@ -51,6 +51,11 @@ Expected<ArtifactManifest> parse_artifact_manifest(std::string_view text, const 
         m.unbound_dims.push_back(d.get<std::string>());
       }
     }
+    if (auto r = sig->find("results"); r != sig->end()) {
+      if (!r->is_array() || r->empty() || r->size() > 64)
+        return bad("`signature.results` must be a list of 1 to 64 result types");
+      m.results = r->size();
+    }
   }
   if (auto prof = j.find("profile"); prof != j.end() && prof->is_object()) {
     if (auto k = prof->find("kind"); k != prof->end() && k->is_string()) m.profile_kind = k->get<std::string>();

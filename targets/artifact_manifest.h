@@ -21,6 +21,7 @@ struct ArtifactManifest {
   std::string entry_symbol;
   int64_t abi_version = 0;
   std::vector<std::string> unbound_dims;     // signature.unbound_dims (absent: none)
+  size_t results = 1;                        // the length of signature.results (absent: 1)
   std::string profile_kind;                  // profile.kind: "cpu", "cuda" ("" when absent)
   std::string profile_name;                  // profile.name ("" when absent)
   std::string cuda_entry_symbol;             // cuda.entry_symbol: the device-memory entry ("" when absent)

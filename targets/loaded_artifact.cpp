@@ -103,6 +103,13 @@ Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::LoadPrivate(const std:
   std::unique_ptr<LoadedArtifact> a(new LoadedArtifact());
   a->manifest_ = *text;
   a->unbound_ = m->unbound_dims;
+  a->results_ = m->results;
+  const std::string tail = "_results";
+  const bool results_entry = m->entry_symbol.size() > tail.size() &&
+                             m->entry_symbol.compare(m->entry_symbol.size() - tail.size(), tail.size(), tail) == 0;
+  if ((a->results_ > 1) != results_entry)
+    return Status::Corruption("manifest.json lists " + std::to_string(a->results_) + " results but names the entry " +
+                              m->entry_symbol + "; refusing to load it");
   std::string lib = (fs::path(dir) / m->library).string();
   a->handle_ = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!a->handle_) return Status::InvalidArgument("cannot load " + m->library + ": " + dlerror());
@@ -147,18 +154,38 @@ Expected<HostTensor> LoadedArtifact::Run(const ir::Function& f, const std::vecto
 
 Status LoadedArtifact::RunInto(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env,
                                HostTensor& out) {
-  auto shape = concrete_shape(f.result_type.shape, env);
-  if (!shape.ok()) return shape.status();
-  // A default HostTensor reads as an F32 scalar but holds no bytes: allocate.
-  if (out.dtype != f.result_type.dtype || out.shape != *shape || out.bytes.empty())
-    out = HostTensor(f.result_type.dtype, *shape);
+  if (!f.more_results.empty())
+    return Status::InvalidArgument("`" + f.name + "` has " + std::to_string(f.results().size()) +
+                                   " results; run it with as many outputs");
+  std::vector<HostTensor> outs(1);
+  outs[0] = std::move(out);
+  Status s = RunAllInto(f, inputs, env, outs);
+  out = std::move(outs[0]);
+  return s;
+}
+
+Status LoadedArtifact::RunAllInto(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env,
+                                  std::vector<HostTensor>& outs) {
+  const std::vector<ir::Result> results = f.results();
+  if (outs.size() != results.size())
+    return Status::InvalidArgument("`" + f.name + "` has " + std::to_string(results.size()) + " results, got " +
+                                   std::to_string(outs.size()) + " outputs");
+  std::vector<mlk_tensor_t> os;
+  for (size_t k = 0; k < results.size(); ++k) {
+    auto shape = concrete_shape(results[k].type.shape, env);
+    if (!shape.ok()) return shape.status();
+    HostTensor& out = outs[k];
+    // A default HostTensor reads as an F32 scalar but holds no bytes: allocate.
+    if (out.dtype != results[k].type.dtype || out.shape != *shape || out.bytes.empty())
+      out = HostTensor(results[k].type.dtype, *shape);
+    os.push_back({out.bytes.data(), abi_dtype(out.dtype), static_cast<int32_t>(out.shape.size()), out.shape.data(),
+                  nullptr});
+  }
   std::vector<mlk_tensor_t> args;
   for (const auto& t : inputs)
     args.push_back({const_cast<uint8_t*>(t.bytes.data()), abi_dtype(t.dtype), static_cast<int32_t>(t.shape.size()),
                     t.shape.data(), nullptr});
-  mlk_tensor_t o{out.bytes.data(), abi_dtype(out.dtype), static_cast<int32_t>(out.shape.size()), out.shape.data(),
-                 nullptr};
-  return Call(args, o, env, f.name);
+  return CallAll(args, os, env, f.name);
 }
 
 Expected<std::vector<int64_t>> LoadedArtifact::unbound_values(const DimEnv& env) const {
@@ -188,12 +215,29 @@ Status LoadedArtifact::CallCuda(const std::vector<mlk_tensor_t>& args, mlk_tenso
 
 Status LoadedArtifact::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& env,
                             const std::string& fn) {
+  std::vector<mlk_tensor_t> outs = {out};
+  return CallAll(args, outs, env, fn);
+}
+
+Status LoadedArtifact::CallAll(const std::vector<mlk_tensor_t>& args, std::vector<mlk_tensor_t>& outs,
+                               const DimEnv& env, const std::string& fn) {
+  if (outs.size() != results_)
+    return Status::InvalidArgument("`" + fn + "`: its artifact has " + std::to_string(results_) + " results, got " +
+                                   std::to_string(outs.size()) + " output tensors");
   auto dimsv = unbound_values(env);
   if (!dimsv.ok()) return dimsv.status();
   const std::vector<int64_t>& dims = *dimsv;
-  using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
-  int rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), &out, dims.data(),
-                                           static_cast<int32_t>(dims.size()));
+  int rc;
+  if (results_ == 1) {
+    using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
+    rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), outs.data(), dims.data(),
+                                         static_cast<int32_t>(dims.size()));
+  } else {  // mlk_NAME_results (targets/abi.h)
+    using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, int32_t, const int64_t*, int32_t);
+    rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), outs.data(),
+                                         static_cast<int32_t>(outs.size()), dims.data(),
+                                         static_cast<int32_t>(dims.size()));
+  }
   if (rc == MLK_ERR_CUDA) return Status::Unsupported("`" + fn + "` (CUDA): " + last_error_());
   if (rc != 0) return Status::InvalidArgument("`" + fn + "` failed (code " + std::to_string(rc) + "): " + last_error_());
   return Status::Ok();

@@ -38,11 +38,19 @@ class LoadedArtifact {
   Expected<HostTensor> Run(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env);
   // The same into `out` (reallocated only when its dtype or shape differs).
   Status RunInto(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env, HostTensor& out);
+  // Every result of a fn with several (or one), into `outs` (one per
+  // result, each reallocated only when its dtype or shape differs).
+  Status RunAllInto(const ir::Function& f, const std::vector<HostTensor>& inputs, const DimEnv& env,
+                    std::vector<HostTensor>& outs);
 
   // The C ABI entry on tensors the caller has checked and described (shape
   // arrays live until the call returns); `env` supplies the unbound dims.
   // Thread-safe: the entry is reentrant. `fn` names the fn in messages.
   Status Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& env, const std::string& fn);
+  // The same with one output tensor per result (`outs` as many as the
+  // manifest's "results"; the caller has checked them).
+  Status CallAll(const std::vector<mlk_tensor_t>& args, std::vector<mlk_tensor_t>& outs, const DimEnv& env,
+                 const std::string& fn);
 
   // CUDA artifacts (profile kind "cuda"): whether it is one, and the entry
   // that takes device memory (mlk_NAME_cuda, targets/abi.h; absent from CUDA
@@ -69,6 +77,7 @@ class LoadedArtifact {
   const char* (*last_error_)() = nullptr;
   std::string manifest_;
   std::vector<std::string> unbound_;
+  size_t results_ = 1;  // the manifest's "results" (one when it lists none)
 };
 
 }  // namespace mlk

@@ -53,11 +53,21 @@ std::string signature_mismatch(const ir::Function& f, const json& sig) {
       return "parameter " + std::to_string(i) + " is `" + ps[i].dump() + "` in the artifact, `" + p.name + ": " +
              p.type.str() + "` in the fn";
   }
-  json want = json::array();
-  for (const Dim& d : f.result_type.shape) want.push_back(d.str());
-  const json res = sig.value("result", json::object());
-  if (res.value("dtype", "") != dtype_name(f.result_type.dtype) || res.value("shape", json()) != want)
-    return "the result is `" + res.dump() + "` in the artifact, `" + f.result_type.str() + "` in the fn";
+  const std::vector<ir::Result> results = f.results();
+  // "results" lists every result (an artifact built before it existed: "result" alone).
+  const json listed = sig.contains("results") ? sig["results"] : json::array({sig.value("result", json::object())});
+  if (!listed.is_array() || listed.size() != results.size())
+    return "the artifact has " + std::to_string(listed.is_array() ? listed.size() : 0) + " results, the fn " +
+           std::to_string(results.size());
+  for (size_t k = 0; k < results.size(); ++k) {
+    json want = json::array();
+    for (const Dim& d : results[k].type.shape) want.push_back(d.str());
+    const json& res = listed[k];
+    if (!res.is_object() || res.value("dtype", "") != dtype_name(results[k].type.dtype) ||
+        res.value("shape", json()) != want)
+      return "result " + std::to_string(k) + " is `" + res.dump() + "` in the artifact, `" + results[k].type.str() +
+             "` in the fn";
+  }
   return "";
 }
 
@@ -93,10 +103,17 @@ LevelReport check_types(const Context& c) {
       return fail("pipeline input " + b.name + " is " + b.type + " of rank " + std::to_string(b.rank) + ", parameter `" +
                   p.name + "` is " + p.type.str());
   }
-  if (alg->output.type != halide_storage(c.f.result_type.dtype) ||
-      alg->output.rank != static_cast<int>(c.f.result_type.shape.size()))
-    return fail("the pipeline's output is " + alg->output.type + " of rank " + std::to_string(alg->output.rank) +
-                ", the result is " + c.f.result_type.str());
+  const std::vector<ir::Result> results = c.f.results();
+  std::vector<AlgorithmBuffer> outputs = {alg->output};
+  outputs.insert(outputs.end(), alg->more_outputs.begin(), alg->more_outputs.end());
+  if (outputs.size() != results.size())
+    return fail("the pipeline has " + std::to_string(outputs.size()) + " outputs, the fn " +
+                std::to_string(results.size()) + " results");
+  for (size_t k = 0; k < results.size(); ++k)
+    if (outputs[k].type != halide_storage(results[k].type.dtype) ||
+        outputs[k].rank != static_cast<int>(results[k].type.shape.size()))
+      return fail("the pipeline's output " + outputs[k].name + " is " + outputs[k].type + " of rank " +
+                  std::to_string(outputs[k].rank) + ", the result is " + results[k].type.str());
   r.evidence.push_back("pipeline: " + std::to_string(alg->inputs.size()) + " inputs and the output match in type and rank");
   auto infos = stage_infos_for(c.m, c.fn, c.dims, c.profile.halide_target);
   if (!infos.ok()) return fail("the stage table cannot be made: " + infos.status().message());
@@ -113,7 +130,9 @@ LevelReport check_types(const Context& c) {
   for (const StageInfo& st : *infos) {
     std::vector<int64_t> want;
     std::string what;
-    if (st.name == "output") want = extents_of(c.f.result_type.shape), what = "the result " + shape_text(c.f.result_type.shape);
+    for (size_t k = 0; k < results.size(); ++k)
+      if (st.name == (k == 0 ? std::string("output") : "output" + std::to_string(k)))
+        want = extents_of(results[k].type.shape), what = "the result " + shape_text(results[k].type.shape);
     for (const auto& p : c.f.params)
       if (st.name == "load_" + p.name) want = extents_of(p.type.shape), what = "`" + p.name + "` " + shape_text(p.type.shape);
     if (what.empty()) continue;

@@ -61,9 +61,10 @@ class _Fn:
         self._sig = ops._program.signature(name)
         self._allocs = {}  # output kind -> alloc(shape), made on first use
         self.__name__ = name
+        results = self._sig["results"]
         self.__doc__ = "mlk kernel `%s`(%s) -> %s" % (
             name, ", ".join("%s: %s rank %d" % (p["name"], p["dtype"], p["rank"]) for p in self._sig["params"]),
-            self._sig["result_dtype"])
+            self._sig["result_dtype"] if len(results) == 1 else "(%s)" % ", ".join(r["dtype"] for r in results))
 
     def _where(self, i):
         p = self._sig["params"][i]
@@ -119,8 +120,26 @@ class _Fn:
             alloc = self._allocs[kind] = _dlpack.allocator(kind, self._sig["result_dtype"], _torch())
         return alloc
 
+    def _call_all(self, args, caps, dims, out, use_torch):
+        """A fn with several results: one run, a tuple of results (each allocated like a
+        single result, or the tensors of the tuple `out`)."""
+        results = self._sig["results"]
+        if out is not None:
+            if not isinstance(out, (tuple, list)) or len(out) != len(results):
+                raise BoundaryError("`%s` has %d results: `out` must be a tuple of %d tensors"
+                                    % (self.__name__, len(results), len(results)))
+            allocs = [_dlpack.given_output(o, _torch() if _is_torch(o) else None) for o in out]
+        else:
+            kind = "torch" if use_torch else _dlpack.output_kind(args)
+            key = ("all", kind)
+            allocs = self._allocs.get(key)
+            if allocs is None:
+                allocs = self._allocs[key] = [_dlpack.allocator(kind, r["dtype"], _torch()) for r in results]
+        return _mlk.call_all(self._ops._program, self.__name__, self._ops.target, caps, dims or {}, allocs)
+
     def __call__(self, *args, dims=None, out=None, stream=None):
-        """Runs the kernel on `args` (dims: values of dims no argument binds). The result is
+        """Runs the kernel on `args` (dims: values of dims no argument binds). A fn with several
+        results returns a tuple of them (`out`: a tuple of tensors), computed by one run. The result is
         allocated like the arguments (torch, numpy, else an mlk.Tensor; on the CUDA device of
         torch CUDA arguments), or is `out`: a writable tensor of the result's dtype and shape,
         disjoint from every argument. CUDA tensors go to a CUDA kernel in place, on `stream`
@@ -129,6 +148,9 @@ class _Fn:
         if self._sig.get("frames"):
             args = arrow.expand(self, args, dims)
         use_torch = any(_is_torch(a) for a in args)
+        if len(self._sig["results"]) > 1:  # a tuple of results, on the CPU
+            keep, caps = self._capsules(args, use_torch)
+            return self._call_all(args, caps, dims, out, use_torch)
         device = _dlpack.cuda_device(list(args) + ([out] if out is not None else []))
         if device is not None and stream is None:
             stream = _dlpack.current_stream(_torch() if use_torch else None, device)

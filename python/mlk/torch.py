@@ -9,11 +9,16 @@
     y = torch.ops.mlk.ffn_block(x, wi, bi, wf, bf)   # traced by torch.compile(fullgraph=True)
 
 A fn's backward is its `vjp` (docs/interop/pytorch.md, "Training through
-mlk blocks"): for each float parameter p that needs a gradient, the public
-fn `<fn>__vjp__<p>` of the fn's program when it defines one (a program
-written to be tuned whole), else, on first use, the program derived from it
-with `public fn <fn>__vjp__<p> = vjp(<fn>, wrt=[<p>])`; they run like any
-kernel (the cache, tuned artifacts and the JIT fallback apply). The forward
+mlk blocks"): one fn with a result per float parameter that needs a
+gradient, so that the forward and backward stages they share are computed
+once: `<fn>__vjp` when every float tensor parameter needs one,
+`<fn>__vjp__<p>__<q>..` for a few, `<fn>__vjp__<p>` for one. The program's
+own public fn of that name is used when it defines one (a program written
+to be tuned whole), else, on first use, the program derived from it with
+`public fn <name> = vjp(<fn>, wrt=[<p>, ..])`; they run like any kernel (the
+cache, tuned artifacts and the JIT fallback apply). When some parameter has
+no gradient, the others' come from one vjp fn each, and a backward that
+needs the missing one says why. The forward
 and every vjp call go through the same boundary checks as a plain call
 (dtypes, shapes, refinements, the target policy and the program's precision
 policy); nothing is converted or broadcast.
@@ -33,52 +38,125 @@ _FLOATS = ("F16", "BF16", "F32", "F64")
 _LOCK = threading.Lock()
 
 
-def _vjp_name(fn, i):
-    return "%s__vjp__%s" % (fn.__name__, fn._sig["params"][i]["name"])
+def _tensor_floats(fn):
+    return [i for i, p in enumerate(fn._sig["params"]) if p["dtype"] in _FLOATS and p["rank"] > 0]
 
 
-def _is_vjp_of(fn, i, sig):
-    """Whether the signature `sig` is that of fn's vjp for parameter i: fn's parameters, then a
-    cotangent of fn's result, returning parameter i's type (dtypes and ranks)."""
+def _vjp_name(fn, idxs):
+    """The name of fn's vjp fn for its parameters `idxs` (see the module's docstring)."""
+    params = fn._sig["params"]
+    if len(idxs) == 1:
+        return "%s__vjp__%s" % (fn.__name__, params[idxs[0]]["name"])
+    if list(idxs) == _tensor_floats(fn):
+        return "%s__vjp" % fn.__name__
+    return "%s__vjp__%s" % (fn.__name__, "__".join(params[i]["name"] for i in idxs))
+
+
+def _is_vjp_of(fn, idxs, sig):
+    """Whether the signature `sig` is that of fn's vjp for parameters idxs: fn's parameters, then a
+    cotangent of fn's result, returning those parameters' types (dtypes and ranks), in order."""
     params = fn._sig["params"]
     want = [(p["dtype"], p["rank"]) for p in params] + [(fn._sig["result_dtype"], fn._sig["result_rank"])]
-    return ([(p["dtype"], p["rank"]) for p in sig["params"]] == want
-            and (sig["result_dtype"], sig["result_rank"]) == (params[i]["dtype"], params[i]["rank"]))
+    return ([(p["dtype"], p["rank"]) for p in sig["params"]] == want and len(fn._sig["results"]) == 1
+            and [(r["dtype"], r["rank"]) for r in sig["results"]] == [(params[i]["dtype"], params[i]["rank"])
+                                                                      for i in idxs])
 
 
-def _vjp(fn, i):
-    """The vjp fn (an mlk fn) of fn for its float parameter i, made once: the program's own public
-    fn <fn>__vjp__<param> when it defines one (so that `mlk tune` tunes it with the rest; its
-    signature must be that vjp's), else derived from fn's program by
-    `public fn <fn>__vjp__<param> = vjp(<fn>, wrt=[<param>])`, under the program's precision
-    policy. Raises BoundaryError when that parameter has no gradient (a non-differentiable op)."""
+def _vjp(fn, idxs):
+    """The vjp fn (an mlk fn) of fn for its float parameters idxs (a list, in order), made once:
+    the program's own public fn of that name (_vjp_name) when it defines one (so that `mlk tune`
+    tunes it with the rest; its signature must be that vjp's), else derived from fn's program by
+    `public fn <name> = vjp(<fn>, wrt=[..])`, under the program's precision policy. With several
+    parameters it returns a tuple, one cotangent per parameter. Raises BoundaryError when a
+    parameter has no gradient (a non-differentiable op); that answer is kept too."""
+    idxs = list(idxs)
     cache = fn.__dict__.setdefault("_vjps", {})
-    if i in cache:
-        return cache[i]
-    with _LOCK:
-        if i in cache:
-            return cache[i]
-        ops, name, params = fn._ops, _vjp_name(fn, i), fn._sig["params"]
-        if name in ops._program.public_fns:
-            if not _is_vjp_of(fn, i, ops._program.signature(name)):
-                raise BoundaryError("`%s` is a public fn of %s but not the vjp of `%s` for `%s` (its parameters "
-                                    "and a cotangent of the result, returning `%s`'s type); rename it"
-                                    % (name, ops._program.file, fn.__name__, params[i]["name"], params[i]["name"]))
-            cache[i] = getattr(ops, name)
-            return cache[i]
-        if ops._runtime is None:
-            raise BoundaryError("`%s`: its Ops were not made by mlk.load, so its program cannot be derived"
-                                % fn.__name__)
-        base = ops._program
-        line = "public fn %s = vjp(%s, wrt=[%s])" % (name, fn.__name__, params[i]["name"])
-        try:
-            derived = ops._runtime.program_source("%s, with `%s`" % (base.file, line),
-                                                   base.source.rstrip("\n") + "\n" + line + "\n", base.precision)
-        except (ValueError, RuntimeError) as e:  # the checker's diagnostics
-            raise BoundaryError("`%s` has no gradient for `%s`:\n%s" % (fn.__name__, params[i]["name"], e)) from None
-        from . import Ops
-        cache[i] = getattr(Ops(derived, ops.target, ops._runtime), name)
-        return cache[i]
+    key = tuple(idxs)
+    if key not in cache:
+        with _LOCK:
+            if key not in cache:
+                cache[key] = _make_vjp(fn, idxs)
+    made = cache[key]
+    if isinstance(made, str):
+        raise BoundaryError(made)
+    return made
+
+
+def _make_vjp(fn, idxs):
+    """_vjp's work: the vjp fn, or the text of why there is none."""
+    ops, name, params = fn._ops, _vjp_name(fn, idxs), fn._sig["params"]
+    which = ", ".join("`%s`" % params[i]["name"] for i in idxs)
+    if name in ops._program.public_fns:
+        if not _is_vjp_of(fn, idxs, ops._program.signature(name)):
+            raise BoundaryError("`%s` is a public fn of %s but not the vjp of `%s` for %s (its parameters "
+                                "and a cotangent of the result, returning their types); rename it"
+                                % (name, ops._program.file, fn.__name__, which))
+        return getattr(ops, name)
+    if ops._runtime is None:
+        raise BoundaryError("`%s`: its Ops were not made by mlk.load, so its program cannot be derived"
+                            % fn.__name__)
+    base = ops._program
+    line = "public fn %s = vjp(%s, wrt=[%s])" % (name, fn.__name__, ", ".join(params[i]["name"] for i in idxs))
+    try:
+        derived = ops._runtime.program_source("%s, with `%s`" % (base.file, line),
+                                               base.source.rstrip("\n") + "\n" + line + "\n", base.precision)
+    except (ValueError, RuntimeError) as e:  # the checker's diagnostics
+        return "`%s` has no gradient for %s:\n%s" % (fn.__name__, which, e)
+    from . import Ops
+    return getattr(Ops(derived, ops.target, ops._runtime), name)
+
+
+class _Split:
+    """fn's vjp split in two (`vjp_split`, phase-0/transforms.md): `fwd` returns fn's result and
+    the values its backward reads, `bwd` takes fn's arguments, those values and the cotangent
+    and returns the cotangents of the parameters `wrt` (every float parameter)."""
+
+    def __init__(self, fwd, bwd, wrt):
+        self.fwd, self.bwd, self.wrt = fwd, bwd, wrt
+
+
+def _split(fn):
+    """fn's _Split, made once: the program's own public `<fn>__fwd` and `<fn>__bwd` when it defines
+    them (its signatures checked), else derived by `public fn <fn>__fwd, <fn>__bwd =
+    vjp_split(<fn>, wrt=[every float parameter])`. None (kept) when some float parameter has no
+    gradient: the backward then runs the vjp fns of the parameters that need one."""
+    cache = fn.__dict__.setdefault("_vjps", {})
+    if "split" not in cache:
+        with _LOCK:
+            if "split" not in cache:
+                cache["split"] = _make_split(fn)
+    return cache["split"]
+
+
+def _make_split(fn):
+    ops, params = fn._ops, fn._sig["params"]
+    wrt = _float_params(fn)
+    if not wrt or len(fn._sig["results"]) != 1:
+        return None
+    fwd, bwd = "%s__fwd" % fn.__name__, "%s__bwd" % fn.__name__
+    public = ops._program.public_fns
+    if fwd in public and bwd in public:
+        f, b = ops._program.signature(fwd), ops._program.signature(bwd)
+        shape = [(p["dtype"], p["rank"]) for p in params]
+        if ([(p["dtype"], p["rank"]) for p in f["params"]] != shape
+                or [(p["dtype"], p["rank"]) for p in b["params"]][:len(params)] != shape
+                or [(r["dtype"], r["rank"]) for r in b["results"]] != [shape[i] for i in wrt]):
+            raise BoundaryError("`%s` and `%s` are public fns of %s but not the vjp_split of `%s` over every float "
+                                "parameter; rename them" % (fwd, bwd, ops._program.file, fn.__name__))
+        return _Split(getattr(ops, fwd), getattr(ops, bwd), wrt)
+    if ops._runtime is None:
+        return None
+    base = ops._program
+    line = "public fn %s, %s = vjp_split(%s, wrt=[%s])" % (fwd, bwd, fn.__name__,
+                                                            ", ".join(params[i]["name"] for i in wrt))
+    try:
+        derived = ops._runtime.program_source("%s, with `%s`" % (base.file, line),
+                                               base.source.rstrip("\n") + "\n" + line + "\n", base.precision)
+    except (ValueError, RuntimeError):
+        return None  # a parameter with no gradient: the per-parameter vjp fns say which
+    from . import Ops
+    d = Ops(derived, ops.target, ops._runtime)
+    return _Split(getattr(d, fwd), getattr(d, bwd), wrt)
 
 
 def _float_params(fn):
@@ -90,10 +168,20 @@ def _plain(a):
 
 
 def _backward(fn, args, g, needs, dims):
-    """The cotangents of fn's arguments `args` for the result's cotangent g (None where not needed)."""
+    """The cotangents of fn's arguments `args` for the result's cotangent g (None where not needed):
+    one vjp fn for every parameter that needs one, else (a parameter with no gradient) one each."""
     g = g.contiguous()  # autograd gives it the result's dtype and shape; it may be expanded
     plain = [_plain(a) for a in args]
-    return tuple(_vjp(fn, i)(*plain, g, dims=dims) if need else None for i, need in enumerate(needs))
+    want = [i for i, need in enumerate(needs) if need]
+    if len(want) > 1:
+        try:
+            together = _vjp(fn, want)
+        except BoundaryError:
+            together = None  # one of them has no gradient: the loop below names it
+        if together is not None:
+            got = dict(zip(want, together(*plain, g, dims=dims)))
+            return tuple(got.get(i) for i in range(len(needs)))
+    return tuple(_vjp(fn, [i])(*plain, g, dims=dims) if need else None for i, need in enumerate(needs))
 
 
 def _unbound(fn, dims):
@@ -114,21 +202,46 @@ def function(fn, dims=None):
     if not hasattr(fn, "_sig") or not hasattr(fn, "_ops"):
         raise TypeError("mlk.torch.function takes an mlk fn (an attribute of mlk.load(...)), not %s"
                         % type(fn).__name__)
+    if len(fn._sig["results"]) > 1:
+        raise TypeError("mlk.torch.function takes a fn with one result; `%s` has %d (call it directly, or "
+                        "through mlk.torch.register, with no autograd)" % (fn.__name__, len(fn._sig["results"])))
     dims = _unbound(fn, dims)
 
     class MlkFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
             ctx.args = [None if isinstance(a, torch.Tensor) else a for a in args]
-            ctx.save_for_backward(*[a for a in args if isinstance(a, torch.Tensor)])
-            return fn(*[_plain(a) for a in args], dims=dims)
+            plain = [_plain(a) for a in args]
+            split = _split(fn) if any(ctx.needs_input_grad) else None
+            ctx.split = split
+            if split is None:
+                ctx.save_for_backward(*[a for a in args if isinstance(a, torch.Tensor)])
+                return fn(*plain, dims=dims)
+            # The forward keeps what the backward reads (the residuals), so the
+            # backward does not compute the forward again.
+            try:
+                got = split.fwd(*plain, dims=dims)
+            except BoundaryError as e:  # the arguments are fn's: say so in fn's name
+                raise BoundaryError(str(e).replace("`%s`" % split.fwd.__name__, "`%s`" % fn.__name__)) from None
+            y, residuals = (got[0], got[1:]) if isinstance(got, tuple) else (got, ())
+            ctx.residuals = len(residuals)
+            ctx.save_for_backward(*[a for a in args if isinstance(a, torch.Tensor)], *residuals)
+            return y
 
         @staticmethod
         @torch.autograd.function.once_differentiable
         def backward(ctx, g):
-            saved = iter(ctx.saved_tensors)
-            args = [next(saved) if a is None else a for a in ctx.args]
-            return _backward(fn, args, g, ctx.needs_input_grad, dims)
+            saved = list(ctx.saved_tensors)
+            if ctx.split is None:
+                saved = iter(saved)
+                args = [next(saved) if a is None else a for a in ctx.args]
+                return _backward(fn, args, g, ctx.needs_input_grad, dims)
+            residuals = saved[len(saved) - ctx.residuals:]
+            saved = iter(saved[:len(saved) - ctx.residuals])
+            args = [_plain(next(saved)) if a is None else a for a in ctx.args]
+            got = ctx.split.bwd(*args, *residuals, g.contiguous(), dims=dims)
+            got = dict(zip(ctx.split.wrt, got if isinstance(got, tuple) else (got,)))
+            return tuple(got[i] if need else None for i, need in enumerate(ctx.needs_input_grad))
 
     MlkFunction.__name__ = MlkFunction.__qualname__ = "mlk_" + fn.__name__
     MlkFunction.__doc__ = fn.__doc__
@@ -173,8 +286,10 @@ def _define(lib, ns, name, fn, dims):
     """Defines `ns::name` for mlk fn `fn` with a CPU implementation that calls it and a fake one
     from its typed signature. Tensors are made contiguous first: inside a compiled graph the
     caller does not choose strides (a plain mlk call refuses non-contiguous tensors instead)."""
-    lib.define("%s(%s) -> Tensor" % (name, _schema_args(fn)))
-    result = getattr(torch, _TORCH_DTYPES[fn._sig["result_dtype"]])
+    results = [getattr(torch, _TORCH_DTYPES[r["dtype"]]) for r in fn._sig["results"]]
+    several = len(results) > 1  # a tuple of tensors
+    lib.define("%s(%s) -> %s" % (name, _schema_args(fn),
+                                 "(%s)" % ", ".join(["Tensor"] * len(results)) if several else "Tensor"))
     program, fname = fn._ops._program, fn.__name__
 
     def impl(*args):
@@ -185,10 +300,52 @@ def _define(lib, ns, name, fn, dims):
         # result's shape is computed by the C++ checker from concrete extents.
         shapes = [[int(d) for d in a.shape] if isinstance(a, torch.Tensor) else [] for a in args]
         like = next(a for a in args if isinstance(a, torch.Tensor))
-        return like.new_empty(program.result_shape(fname, shapes, dims or {}), dtype=result)
+        got = program.result_shape(fname, shapes, dims or {})
+        if not several:
+            return like.new_empty(got, dtype=results[0])
+        return tuple(like.new_empty(s, dtype=t) for s, t in zip(got, results))
 
     lib.impl(name, impl, "CPU")
     torch.library.register_fake("%s::%s" % (ns, name), fake, lib=lib)
+
+
+def _define_split(lib, ns, name, fn, dims, split):
+    """`ns::name` for a fn with a vjp_split: a composite op that, when an argument needs a gradient,
+    runs `ns::<fn>__fwd` (the result and the residuals; its autograd formula runs `ns::<fn>__bwd` on
+    them, so the backward computes no forward value again), else `ns::<name>__plain` (the fn alone).
+    torch.compile traces through the composite to those ops."""
+    _define(lib, ns, name + "__plain", fn, dims)
+    _define(lib, ns, split.fwd.__name__, split.fwd, dims)
+    _define(lib, ns, split.bwd.__name__, split.bwd, dims)
+    ops = getattr(torch.ops, ns)
+    plain, fwd, bwd = getattr(ops, name + "__plain"), getattr(ops, split.fwd.__name__), getattr(ops, split.bwd.__name__)
+    lib.define("%s(%s) -> Tensor" % (name, _schema_args(fn)))
+
+    def composite(*args):
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            got = fwd(*args)
+            return got[0] if isinstance(got, tuple) else got  # no residuals: the forward is the fn
+        return plain(*args)
+
+    lib.impl(name, composite, "CompositeImplicitAutograd")
+    n = len(fn._sig["params"])
+
+    def setup_context(ctx, inputs, output):
+        ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in inputs]
+        residuals = output[1:] if isinstance(output, tuple) else ()
+        ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)], *residuals)
+
+    def backward(ctx, g, *residual_grads):  # the residuals are the backward's own: no gradient flows to them
+        saved = list(ctx.saved_tensors)
+        k = len(saved) - sum(a is None for a in ctx.scalars)
+        residuals, saved = saved[len(saved) - k:], iter(saved[:len(saved) - k])
+        args = [next(saved) if a is None else a for a in ctx.scalars]
+        got = bwd(*args, *residuals, g.contiguous())
+        got = dict(zip(split.wrt, got if isinstance(got, tuple) else (got,)))
+        return tuple(got[i] if ctx.needs_input_grad[i] else None for i in range(n))
+
+    torch.library.register_autograd("%s::%s" % (ns, split.fwd.__name__), backward, setup_context=setup_context,
+                                    lib=lib)
 
 
 _REGISTERED = {}  # (id of the Ops, namespace) -> (the Ops, dims, torch.ops.<namespace>)
@@ -199,7 +356,8 @@ def register(ops, namespace="mlk", dims=None):
     """Registers every public fn of `ops` (mlk.load) as the torch.library op
     torch.ops.<namespace>.<fn>, with a fake implementation from its typed signature and
     an autograd formula from its vjp fns, which are ops too (<fn>__vjp__<param>, one per float
-    tensor parameter; the program's own when it defines them), so that
+    tensor parameter, and <fn>__vjp, one op returning them all, which a backward that needs
+    several runs; the program's own when it defines them), so that
     torch.compile(fullgraph=True) traces through them. `dims` gives the values of dimensions no
     parameter binds ({"H": 12}), for every fn that has them. Registering the same Ops in the
     same namespace again (with the same dims) returns the same ops; a name the namespace already
@@ -207,7 +365,8 @@ def register(ops, namespace="mlk", dims=None):
     (`def`, `in`) become positional names a0, a1, ... A parameter with no gradient (a non-differentiable op on its
     path) gets no vjp op; a backward that needs it raises BoundaryError saying why. A fn with
     no tensor parameter cannot be dispatched by torch and is not registered (a warning names
-    it). Returns torch.ops.<namespace>."""
+    it). A fn with several results becomes an op returning a tuple, with no autograd formula.
+    Returns torch.ops.<namespace>."""
     _needs_torch_library()
     with _REGISTER_LOCK:
         return _register(ops, namespace, dims)
@@ -227,10 +386,18 @@ def _register(ops, namespace, dims):
     for n in public:
         f = getattr(ops, n)
         for i in _float_params(f):
-            v = _vjp_name(f, i)
-            if f._sig["params"][i]["rank"] > 0 and v in public and _is_vjp_of(f, i, ops._program.signature(v)):
+            v = _vjp_name(f, [i])
+            if f._sig["params"][i]["rank"] > 0 and v in public and _is_vjp_of(f, [i], ops._program.signature(v)):
                 own_vjps.add(v)
-    plan = []  # (name, fn, fixed dims, {param index: vjp fn}, {param index: why it has none})
+        every = _tensor_floats(f)
+        v = _vjp_name(f, every)
+        if len(every) > 1 and v in public and _is_vjp_of(f, every, ops._program.signature(v)):
+            own_vjps.add(v)
+        if "%s__fwd" % n in public and "%s__bwd" % n in public:  # its own vjp_split (checked by _split)
+            own_vjps.update(["%s__fwd" % n, "%s__bwd" % n])
+    # (name, fn, fixed dims, {param index: vjp fn}, {param index: why it has none}, the vjp fn of
+    # every parameter with a gradient, when there are several, or the fn's _Split)
+    plan = []
     for name in public:
         fn = getattr(ops, name)
         if name in own_vjps:
@@ -241,15 +408,27 @@ def _register(ops, namespace, dims):
             continue
         fixed = _unbound(fn, dims)
         vjps, why = {}, {}
+        if len(fn._sig["results"]) > 1:  # an op returning a tuple; transforms take one result
+            plan.append((name, fn, fixed, vjps, why, None))
+            continue
+        split = _split(fn)
+        if split is not None:  # the forward keeps what the backward reads
+            plan.append((name, fn, fixed, vjps, why, split))
+            continue
         for i in _float_params(fn):
             if fn._sig["params"][i]["rank"] == 0:
                 continue  # a number in the schema: no gradient
             try:
-                vjps[i] = _vjp(fn, i)
+                vjps[i] = _vjp(fn, [i])
             except BoundaryError as e:
                 why[i] = str(e)  # the text only: a kept exception would keep every failed call's frames
-        plan.append((name, fn, fixed, vjps, why))
-    names = [n for name, _, _, vjps, _ in plan for n in [name] + [v.__name__ for v in vjps.values()]]
+        together = _vjp(fn, sorted(vjps)) if len(vjps) > 1 else None
+        plan.append((name, fn, fixed, vjps, why, together))
+    def made(name, vjps, together):
+        if isinstance(together, _Split):
+            return [name, name + "__plain", together.fwd.__name__, together.bwd.__name__]
+        return [name] + [v.__name__ for v in vjps.values()] + ([together.__name__] if together else [])
+    names = [n for name, _, _, vjps, _, together in plan for n in made(name, vjps, together)]
     ns = getattr(torch.ops, namespace)
     taken = [n for n in names if _has_op(namespace, n)]
     if taken or len(set(names)) != len(names):
@@ -257,23 +436,35 @@ def _register(ops, namespace, dims):
                          "give another namespace" % (namespace, ", ".join("`%s`" % n for n in taken) or "a name twice"))
     lib = torch.library.Library(namespace, "FRAGMENT")
     _LIBRARIES.append(lib)  # an op lives as long as its Library object
-    for name, fn, fixed, vjps, why in plan:
+    for name, fn, fixed, vjps, why, together in plan:
+        if isinstance(together, _Split):
+            _define_split(lib, namespace, name, fn, fixed, together)
+            continue
         _define(lib, namespace, name, fn, fixed)
+        if len(fn._sig["results"]) > 1:
+            continue
         for v in vjps.values():
             _define(lib, namespace, v.__name__, v, fixed)
         grads = {i: getattr(ns, v.__name__) for i, v in vjps.items()}
+        if together is not None:
+            _define(lib, namespace, together.__name__, together, fixed)
+        every = (sorted(vjps), getattr(ns, together.__name__)) if together is not None else None
 
         def setup_context(ctx, inputs, output):
             ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in inputs]
             ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)])
 
-        def backward(ctx, g, grads=grads, why=why, n=len(fn._sig["params"])):
+        def backward(ctx, g, grads=grads, why=why, every=every, n=len(fn._sig["params"])):
             for i, text in why.items():
                 if ctx.needs_input_grad[i]:
                     raise BoundaryError(text) from None
             saved = iter(ctx.saved_tensors)
             args = [next(saved) if a is None else a for a in ctx.scalars]
             g = g.contiguous()
+            need = [i for i in grads if ctx.needs_input_grad[i]]
+            if every is not None and len(need) > 1:  # one op for them all: shared stages once
+                got = dict(zip(every[0], every[1](*args, g)))
+                return tuple(got[i] if i in need else None for i in range(n))
             return tuple(grads[i](*args, g) if i in grads and ctx.needs_input_grad[i] else None for i in range(n))
 
         torch.library.register_autograd("%s::%s" % (namespace, name), backward, setup_context=setup_context, lib=lib)

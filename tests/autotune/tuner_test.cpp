@@ -305,7 +305,8 @@ MeasureSetup one_tensor_setup() {
   VerifyCase c;
   c.name = "c";
   c.inputs = {HostTensor(DType::F32, {1})};
-  c.reference = HostTensor(DType::F32, {1});
+  c.references = {HostTensor(DType::F32, {1})};
+  c.tols = {Tolerance{}};
   s.verify = {c};
   return s;
 }

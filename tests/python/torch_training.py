@@ -119,8 +119,23 @@ raises("function() takes an mlk fn", lambda: mlk.torch.function(torch_ffn), Type
        "mlk.torch.function takes an mlk fn")
 first = dict(ops64.ffn_block._vjps)
 ffn64.apply(*args).sum().backward()
-check("the vjp fns are derived once per parameter, for the float parameters that needed one",
-      sorted(first) == [0, 1, 2, 3, 4] and all(ops64.ffn_block._vjps[i] is first[i] for i in first))
+split = first.get("split")
+check("the forward keeps what the backward reads (vjp_split, derived once): no vjp fn recomputes the forward",
+      sorted(first) == ["split"] and ops64.ffn_block._vjps["split"] is split
+      and (split.fwd.__name__, split.bwd.__name__, split.wrt) == ("ffn_block__fwd", "ffn_block__bwd", [0, 1, 2, 3, 4])
+      and len(split.fwd._sig["results"]) > 1, str(sorted(first)))
+# A few parameters need one: the same backward, the others dropped; the same gradients.
+few = [args[0].detach(), args[1], args[2].detach(), args[3], args[4].detach()]
+got = torch.autograd.grad(ffn64.apply(*few).sum(), [few[1], few[3]])
+want = torch.autograd.grad(ffn64.apply(*args).sum(), [args[1], args[3]])
+check("a few parameters: their gradients, the same", all(torch.equal(a, b) for a, b in zip(got, want)))
+# The vjp fns (what register's ops and a parameter with no gradient use): one for several parameters.
+together = mlk.torch._vjp(ops64.ffn_block, [1, 3])
+g1 = torch.ones(B, S, D, dtype=torch.float64)
+by_vjp = together(*[a.detach() for a in args], g1)
+check("the vjp fn of a few parameters is one fn (ffn_block__vjp__wi__wf) with their cotangents",
+      together.__name__ == "ffn_block__vjp__wi__wf" and len(by_vjp) == 2
+      and all(torch.allclose(a, b, rtol=1e-12, atol=1e-12) for a, b in zip(by_vjp, want)))
 
 # A parameter whose path has a non-differentiable op: the others still get their gradients.
 PARTIAL = os.path.join(WORK, "partial.tl")
@@ -137,22 +152,35 @@ check("a differentiable parameter gets its gradient when another has none", torc
 raises("a parameter with no gradient says why, when one is needed",
        lambda: q.apply(xq.clone().requires_grad_(), wq_).sum().backward(), mlk.BoundaryError,
        "`q` has no gradient for `x`:")
+check("the missing gradient is found once: the answer is kept, not derived again",
+      partial.q._vjps["split"] is None and isinstance(partial.q._vjps[(0, 1)], str)
+      and "`q` has no gradient for `x`, `w`:" in partial.q._vjps[(0, 1)], repr(partial.q._vjps.get((0, 1)))[:300])
 raises("a public fn named like a vjp fn but of another signature is refused",
-       lambda: mlk.torch.function(partial.clash).apply(xq.clone().requires_grad_()).sum().backward(),
+       lambda: mlk.torch._vjp(partial.clash, [0]),
        mlk.BoundaryError, "`clash__vjp__x` is a public fn of")
 
 # A program that defines a vjp fn itself (to tune it with the rest): that one is used,
 # the others are derived; the gradients are the same.
 OWN = os.path.join(WORK, "own_vjp_f64.tl")
 with open(OWN, "w") as f:
-    f.write(text.replace("F32", "F64") + "\npublic fn ffn_block__vjp__wi = vjp(ffn_block, wrt=[wi])\n")
+    f.write(text.replace("F32", "F64") + "\npublic fn ffn_block__vjp__wi = vjp(ffn_block, wrt=[wi])\n"
+            "public fn ffn_block__vjp = vjp(ffn_block, wrt=[x, wi, bi, wf, bf])\n"
+            "public fn ffn_block__fwd, ffn_block__bwd = vjp_split(ffn_block, wrt=[x, wi, bi, wf, bf])\n")
 own = mlk.load(OWN, cache=os.path.join(WORK, "f64.db"))
 own_ffn = mlk.torch.function(own.ffn_block)
 got = torch.autograd.grad(own_ffn.apply(*args).sum(), args[1:])
 want = torch.autograd.grad(ffn64.apply(*args).sum(), args[1:])
-check("a program's own vjp fn is used, the others derived; the same gradients",
-      own.ffn_block._vjps[1] is own.ffn_block__vjp__wi and own.ffn_block._vjps[2]._ops is not own
+check("a program's own vjp_split is used; the same gradients",
+      own.ffn_block._vjps["split"].fwd is own.ffn_block__fwd and own.ffn_block._vjps["split"].bwd is own.ffn_block__bwd
       and all(torch.equal(a, b) for a, b in zip(got, want)))
+g1 = torch.ones(B, S, D, dtype=torch.float64)
+plain = [a.detach() for a in args]
+check("a program's own vjp fns are used (every parameter, one parameter), another derived; the same cotangents",
+      mlk.torch._vjp(own.ffn_block, [0, 1, 2, 3, 4]) is own.ffn_block__vjp
+      and mlk.torch._vjp(own.ffn_block, [1]) is own.ffn_block__vjp__wi
+      and mlk.torch._vjp(own.ffn_block, [2])._ops is not own
+      and torch.allclose(own.ffn_block__vjp__wi(*plain, g1), want[0], rtol=1e-12, atol=1e-12)
+      and torch.allclose(mlk.torch._vjp(own.ffn_block, [2])(*plain, g1), want[1], rtol=1e-12, atol=1e-12))
 
 # --- 3. training, scenario 7 literally ---------------------------------------------
 ops = mlk.load(BLOCKS, cache=os.path.join(WORK, "f32.db"))

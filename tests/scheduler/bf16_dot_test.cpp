@@ -86,7 +86,7 @@ std::string assembly(const std::string& src, const Profile& profile, const DimEn
   for (const Halide::ImageParam& in : p->inputs) args.push_back(in);
   for (const auto& [name, param] : p->dim_params) args.push_back(param);
   const std::string path = ::testing::TempDir() + "bf16_dot.s";
-  Halide::Pipeline(p->output).compile_to_assembly(path, args, "f", Halide::Target(profile.halide_target));
+  Halide::Pipeline(p->outputs[0].func).compile_to_assembly(path, args, "f", Halide::Target(profile.halide_target));
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();

@@ -52,7 +52,7 @@ Census census(const std::string& src, const std::string& input) {
   EXPECT_TRUE(fe.ok()) << src;
   auto p = lower::lower_function(fe.module, "f");
   EXPECT_TRUE(p.ok()) << p.status().message();
-  Halide::Func out = p->output;
+  Halide::Func out = p->outputs[0].func;
   out.vectorize(out.args()[0], 8);
   std::vector<Halide::Argument> args;
   for (const Halide::ImageParam& in : p->inputs) args.push_back(in);
