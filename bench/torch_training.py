@@ -25,6 +25,10 @@ THREADS, ROUNDS = arg("--threads", 2), arg("--rounds", 3)
 COMPILE = "--no-compile" not in sys.argv
 V, B, S, D, H, FF, LAYERS, C = 1000, 8, 128, 256, 4, 1024, 2, 2
 
+# A fresh inductor cache: a graph compiled against other mlk ops (an older
+# registration) must not be reused.
+import tempfile  # noqa: E402
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mlk-bench-inductor-"))
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

@@ -124,6 +124,8 @@ with FakeTensorMode() as mode:
 with open(os.path.join(SRC, "tests", "python", "bert_blocks.tl")) as f:
     own_text = f.read() + """
 public fn q2 [N](x: Tensor[F32, [N]], w: Tensor[F32, [N]]) -> Tensor[F32, [N]] = w * cast(cast(x, I32), F32)
+public fn lin [N, I, O](x: Tensor[F32, [N, I]], w: Tensor[F32, [O, I]], b: Tensor[F32, [O]]) -> Tensor[F32, [N, O]] =
+  matmul(x, transpose(w, [1, 0])) + broadcast(b, [N, O], axes=[1])
 public fn q2__vjp__w = vjp(q2, wrt=[w])
 public fn rounded [N](x: Tensor[F32, [N]]) -> Tensor[F32, [N]] = cast(cast(x, I32), F32)
 public fn odd_names [N](def: Tensor[F32, [N]], in: Tensor[F32, [N]]) -> Tensor[F32, [N]] = def * in
@@ -149,6 +151,16 @@ xq = torch.randn(5) * 3
 wq2 = torch.randn(5, requires_grad=True)
 got = torch.autograd.grad(lib2.q2(xq, wq2).sum(), wq2)[0]
 check("the own vjp fn gives the gradient", torch.equal(got, xq.to(torch.int32).float()))
+# A block whose backward reads no product (a linear layer): its split keeps nothing, the
+# forward is the fn; the op still gives the result and autograd's gradients.
+lx, lw, lb = torch.randn(6, 5, requires_grad=True), torch.randn(4, 5, requires_grad=True), torch.randn(4, requires_grad=True)
+got_y = lib2.lin(lx, lw, lb)
+want_y = F.linear(lx, lw, lb)
+got = torch.autograd.grad((got_y * got_y).sum(), [lx, lw, lb])
+want = torch.autograd.grad((want_y * want_y).sum(), [lx, lw, lb])
+check("a split with no residuals (a linear layer): the result and every gradient",
+      len(own.lin._vjps["split"].fwd._sig["results"]) == 1 and torch.allclose(got_y, want_y, atol=1e-5)
+      and all(torch.allclose(a, b, rtol=1e-4, atol=1e-4) for a, b in zip(got, want)))
 xr = torch.randn(5, requires_grad=True)
 check("a fn with no derivative is still an op", torch.equal(lib2.rounded(xr.detach()), xr.detach().to(torch.int32).float()))
 raises("its backward says why", lambda: lib2.rounded(xr).sum().backward(), mlk.BoundaryError,
