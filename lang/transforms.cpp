@@ -2,14 +2,11 @@
 // and the driver that builds their bodies.
 #include "lang/transforms.h"
 
-#include <set>
-
-#include "lang/residuals.h"
-
 #include <algorithm>
 #include <set>
 
 #include "lang/grad.h"
+#include "lang/residuals.h"
 #include "lang/spmd.h"
 #include "lang/vmap.h"
 
