@@ -210,6 +210,26 @@ Expected<std::vector<std::vector<int64_t>>> Kernel::OutputShapes(const std::vect
   return c->out_shapes;
 }
 
+namespace {
+
+// The checked call's arguments and outputs as the C ABI describes them.
+struct AbiCall {
+  std::vector<mlk_tensor_t> args, outs;
+};
+AbiCall abi_call(const ir::Function& f, const CheckedCall& c) {
+  AbiCall a;
+  for (size_t i = 0; i < c.args.size(); ++i)
+    a.args.push_back({c.args[i], abi_dtype(f.params[i].type.dtype), static_cast<int32_t>(c.shapes[i].size()),
+                      c.shapes[i].data(), nullptr});
+  const std::vector<ir::Result> results = f.results();
+  for (size_t k = 0; k < c.outs.size(); ++k)
+    a.outs.push_back({c.outs[k], abi_dtype(results[k].type.dtype), static_cast<int32_t>(c.out_shapes[k].size()),
+                      c.out_shapes[k].data(), nullptr});
+  return a;
+}
+
+}  // namespace
+
 Status Kernel::RunAll(const std::vector<const DLTensor*>& args, const std::vector<DLTensor*>& outs,
                       const RunOptions& options) const {
   const size_t count = fn_->results().size();
@@ -222,20 +242,12 @@ Status Kernel::RunAll(const std::vector<const DLTensor*>& args, const std::vecto
   if (where->cuda) return Status::Unsupported("`" + fn_->name + "`: CUDA kernels have one result");
   auto c = check_call_all(*fn_, args, std::vector<const DLTensor*>(outs.begin(), outs.end()), unbound_, *where);
   if (!c.ok()) return c.status();
-  std::vector<mlk_tensor_t> a;
-  for (size_t i = 0; i < args.size(); ++i)
-    a.push_back({c->args[i], abi_dtype(fn_->params[i].type.dtype), static_cast<int32_t>(c->shapes[i].size()),
-                 c->shapes[i].data(), nullptr});
-  const std::vector<ir::Result> results = fn_->results();
-  std::vector<mlk_tensor_t> o;
-  for (size_t k = 0; k < results.size(); ++k)
-    o.push_back({c->outs[k], abi_dtype(results[k].type.dtype), static_cast<int32_t>(c->out_shapes[k].size()),
-                 c->out_shapes[k].data(), nullptr});
+  AbiCall a = abi_call(*fn_, *c);
   if (jit_) {
     std::lock_guard<std::mutex> lock(jit_->mu);
-    return jit_->kernel->Call(a, o, c->dims);
+    return jit_->kernel->Call(a.args, a.outs, c->dims);
   }
-  return artifact_->CallAll(a, o, c->dims, fn_->name);
+  return artifact_->CallAll(a.args, a.outs, c->dims, fn_->name);
 }
 
 Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, const RunOptions& options) const {
@@ -244,18 +256,12 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, cons
   if (!where.ok()) return where.status();
   auto c = check_call(*fn_, args, out, unbound_, *where);
   if (!c.ok()) return c.status();
-  std::vector<mlk_tensor_t> a;
-  for (size_t i = 0; i < args.size(); ++i)
-    a.push_back({c->args[i], abi_dtype(fn_->params[i].type.dtype), static_cast<int32_t>(c->shapes[i].size()),
-                 c->shapes[i].data(), nullptr});
-  mlk_tensor_t o{c->out, abi_dtype(fn_->result_type.dtype), static_cast<int32_t>(c->out_shape.size()),
-                 c->out_shape.data(), nullptr};
+  AbiCall a = abi_call(*fn_, *c);
   if (jit_) {
     std::lock_guard<std::mutex> lock(jit_->mu);
-    std::vector<mlk_tensor_t> os = {o};
-    return jit_->kernel->Call(a, os, c->dims);
+    return jit_->kernel->Call(a.args, a.outs, c->dims);
   }
-  if (!where->cuda) return artifact_->Call(a, o, c->dims, fn_->name);
+  if (!where->cuda) return artifact_->CallAll(a.args, a.outs, c->dims, fn_->name);
   // CUDA: the driver and the process's context first, so that a machine
   // without them gets a Status, before the artifact is entered.
   auto ctx = cuda::process_context(where->device);
@@ -267,7 +273,7 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, cons
   std::vector<uint8_t> on_device(c->on_device.begin(), c->on_device.end());
   on_device.push_back(c->out_on_device ? 1 : 0);
   mlk_cuda_call_t call{where->device, 0, *ctx, options.cuda_stream, on_device.data()};
-  return artifact_->CallCuda(a, o, c->dims, fn_->name, call);
+  return artifact_->CallCuda(a.args, a.outs[0], c->dims, fn_->name, call);
 }
 
 Expected<std::unique_ptr<Runtime>> Runtime::Open(Options options) {

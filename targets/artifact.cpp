@@ -119,6 +119,12 @@ std::string c_dim_expr(const Dim& d) {
   return "(" + s + ")";
 }
 
+// The C entry of `f` (targets/abi.h): mlk_NAME, or mlk_NAME_results for a fn
+// with several results.
+std::string entry_symbol(const ir::Function& f) {
+  return "mlk_" + f.name + (f.more_results.empty() ? "" : "_results");
+}
+
 // The C wrapper: mlk ABI -> Halide's AOT entry point.
 // For a CUDA profile (`gpu`) it also exports mlk_NAME_cuda (targets/abi.h),
 // with the CUDA half from targets/cuda_entry.h.
@@ -244,13 +250,13 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
     << "  return rc;\n}\n\n"
     << "__attribute__((visibility(\"default\")))\n";
   if (nr == 1) {
-    c << "int mlk_" << f.name << "(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out, const int64_t* dims, int32_t ndims) {\n"
+    c << "int " << entry_symbol(f) << "(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out, const int64_t* dims, int32_t ndims) {\n"
       << "  return mlkabi_run(args, nargs, out, dims, ndims, NULL);\n}\n";
   } else {
     // Several results: an entry of its own, which takes their count, so that
     // a caller of the one-result entry finds no symbol instead of passing
     // one tensor where several are read.
-    c << "int mlk_" << f.name << "_results(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* outs, int32_t nouts,\n"
+    c << "int " << entry_symbol(f) << "(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* outs, int32_t nouts,\n"
       << "    const int64_t* dims, int32_t ndims) {\n"
       << "  if (nouts != " << nr << ") {\n"
       << "    snprintf(mlkabi_err, sizeof mlkabi_err, \"" << c_fmt_text(f.name) << " has " << nr
@@ -358,8 +364,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   MLK_RETURN_IF_ERROR(write_file((dir / "mlk_abi.h").string(), abi_header_text()));
   MLK_RETURN_IF_ERROR(write_file((dir / (req.fn + "_abi.c")).string(), wrapper_source(*f, unbound, hname, gpu)));
   MLK_RETURN_IF_ERROR(write_file((dir / "exports.map").string(),
-                                 "{ global: mlk_abi_version; mlk_last_error; mlk_" + req.fn +
-                                     (f->more_results.empty() ? "" : "_results") + ";" +
+                                 "{ global: mlk_abi_version; mlk_last_error; " + entry_symbol(*f) + ";" +
                                      (gpu ? " mlk_" + req.fn + "_cuda;" : "") + " local: *; };\n"));
   const std::string lib = "lib" + req.fn + ".so";
   const char* cc = std::getenv("CC");
@@ -416,7 +421,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   json m = {
       {"format", "mlk-artifact-1"},
       {"function", req.fn},
-      {"entry_symbol", "mlk_" + req.fn + (f->more_results.empty() ? "" : "_results")},
+      {"entry_symbol", entry_symbol(*f)},
       {"abi_version", 1},
       {"library", lib},
       {"source", req.source_path},

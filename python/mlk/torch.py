@@ -8,18 +8,20 @@
     mlk.torch.register(ops, namespace="mlk")  # every public fn a torch.library op
     y = torch.ops.mlk.ffn_block(x, wi, bi, wf, bf)   # traced by torch.compile(fullgraph=True)
 
-A fn's backward is its `vjp` (docs/interop/pytorch.md, "Training through
-mlk blocks"): one fn with a result per float parameter that needs a
-gradient, so that the forward and backward stages they share are computed
-once: `<fn>__vjp` when every float tensor parameter needs one,
-`<fn>__vjp__<p>__<q>..` for a few, `<fn>__vjp__<p>` for one. The program's
-own public fn of that name is used when it defines one (a program written
-to be tuned whole), else, on first use, the program derived from it with
-`public fn <name> = vjp(<fn>, wrt=[<p>, ..])`; they run like any kernel (the
-cache, tuned artifacts and the JIT fallback apply). When some parameter has
-no gradient, the others' come from one vjp fn each, and a backward that
-needs the missing one says why. The forward
-and every vjp call go through the same boundary checks as a plain call
+Training runs a fn's `vjp_split` (docs/interop/pytorch.md, "Training
+through mlk blocks"): when an argument needs a gradient, the forward runs
+`<fn>__fwd`, which also returns the values its backward reads (autograd
+keeps them), and the backward runs `<fn>__bwd` on them, so no forward value
+is computed twice. When some float parameter has no gradient there is no
+split, and the backward runs vjp fns: one with a result per parameter that
+needs a gradient (`<fn>__vjp` when every float tensor parameter needs one,
+`<fn>__vjp__<p>__<q>..` for a few, `<fn>__vjp__<p>` for one), else one
+each, and a backward that needs the missing one says why. Every such fn is
+the program's own public fn of that name when it defines one (a program
+written to be tuned whole), else derived once from the program with a
+`vjp_split` or `vjp` line; they run like any kernel (the cache, tuned
+artifacts and the JIT fallback apply). The forward and every backward call
+go through the same boundary checks as a plain call
 (dtypes, shapes, refinements, the target policy and the program's precision
 policy); nothing is converted or broadcast.
 
@@ -62,6 +64,30 @@ def _is_vjp_of(fn, idxs, sig):
                                                                       for i in idxs])
 
 
+def _kept(fn, key, make):
+    """make(), once per fn and key (under _LOCK), kept on the fn."""
+    cache = fn.__dict__.setdefault("_vjps", {})
+    if key not in cache:
+        with _LOCK:
+            if key not in cache:
+                cache[key] = make()
+    return cache[key]
+
+
+def _derive(fn, line):
+    """The Ops of fn's program with `line` added (checked under the program's precision policy);
+    ValueError or RuntimeError carrying the checker's diagnostics when it does not check."""
+    ops = fn._ops
+    if ops._runtime is None:
+        raise BoundaryError("`%s`: its Ops were not made by mlk.load, so its program cannot be derived"
+                            % fn.__name__)
+    base = ops._program
+    derived = ops._runtime.program_source("%s, with `%s`" % (base.file, line),
+                                          base.source.rstrip("\n") + "\n" + line + "\n", base.precision)
+    from . import Ops
+    return Ops(derived, ops.target, ops._runtime)
+
+
 def _vjp(fn, idxs):
     """The vjp fn (an mlk fn) of fn for its float parameters idxs (a list, in order), made once:
     the program's own public fn of that name (_vjp_name) when it defines one (so that `mlk tune`
@@ -70,13 +96,7 @@ def _vjp(fn, idxs):
     parameters it returns a tuple, one cotangent per parameter. Raises BoundaryError when a
     parameter has no gradient (a non-differentiable op); that answer is kept too."""
     idxs = list(idxs)
-    cache = fn.__dict__.setdefault("_vjps", {})
-    key = tuple(idxs)
-    if key not in cache:
-        with _LOCK:
-            if key not in cache:
-                cache[key] = _make_vjp(fn, idxs)
-    made = cache[key]
+    made = _kept(fn, tuple(idxs), lambda: _make_vjp(fn, idxs))
     if isinstance(made, str):
         raise BoundaryError(made)
     return made
@@ -92,18 +112,11 @@ def _make_vjp(fn, idxs):
                                 "and a cotangent of the result, returning their types); rename it"
                                 % (name, ops._program.file, fn.__name__, which))
         return getattr(ops, name)
-    if ops._runtime is None:
-        raise BoundaryError("`%s`: its Ops were not made by mlk.load, so its program cannot be derived"
-                            % fn.__name__)
-    base = ops._program
     line = "public fn %s = vjp(%s, wrt=[%s])" % (name, fn.__name__, ", ".join(params[i]["name"] for i in idxs))
     try:
-        derived = ops._runtime.program_source("%s, with `%s`" % (base.file, line),
-                                               base.source.rstrip("\n") + "\n" + line + "\n", base.precision)
+        return getattr(_derive(fn, line), name)
     except (ValueError, RuntimeError) as e:  # the checker's diagnostics
         return "`%s` has no gradient for %s:\n%s" % (fn.__name__, which, e)
-    from . import Ops
-    return getattr(Ops(derived, ops.target, ops._runtime), name)
 
 
 class _Split:
@@ -120,12 +133,7 @@ def _split(fn):
     them (its signatures checked), else derived by `public fn <fn>__fwd, <fn>__bwd =
     vjp_split(<fn>, wrt=[every float parameter])`. None (kept) when some float parameter has no
     gradient: the backward then runs the vjp fns of the parameters that need one."""
-    cache = fn.__dict__.setdefault("_vjps", {})
-    if "split" not in cache:
-        with _LOCK:
-            if "split" not in cache:
-                cache["split"] = _make_split(fn)
-    return cache["split"]
+    return _kept(fn, "split", lambda: _make_split(fn))
 
 
 def _make_split(fn):
@@ -145,17 +153,13 @@ def _make_split(fn):
                                 "parameter; rename them" % (fwd, bwd, ops._program.file, fn.__name__))
         return _Split(getattr(ops, fwd), getattr(ops, bwd), wrt)
     if ops._runtime is None:
-        return None
-    base = ops._program
+        return None  # the vjp fns say why nothing can be derived
     line = "public fn %s, %s = vjp_split(%s, wrt=[%s])" % (fwd, bwd, fn.__name__,
                                                             ", ".join(params[i]["name"] for i in wrt))
     try:
-        derived = ops._runtime.program_source("%s, with `%s`" % (base.file, line),
-                                               base.source.rstrip("\n") + "\n" + line + "\n", base.precision)
+        d = _derive(fn, line)
     except (ValueError, RuntimeError):
         return None  # a parameter with no gradient: the per-parameter vjp fns say which
-    from . import Ops
-    d = Ops(derived, ops.target, ops._runtime)
     return _Split(getattr(d, fwd), getattr(d, bwd), wrt)
 
 
@@ -165,6 +169,28 @@ def _float_params(fn):
 
 def _plain(a):
     return a.detach() if isinstance(a, torch.Tensor) else a
+
+
+def _save(ctx, args, residuals=()):
+    """Saves a call's arguments (tensors for autograd, the rest as they are) and its residuals."""
+    ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in args]
+    ctx.residuals = len(residuals)
+    ctx.save_for_backward(*[a for a in args if isinstance(a, torch.Tensor)], *residuals)
+
+
+def _saved(ctx):
+    """What _save kept: (the arguments, detached; the residuals)."""
+    saved = list(ctx.saved_tensors)
+    tensors = iter(saved[:len(saved) - ctx.residuals])
+    return [_plain(next(tensors)) if a is None else a for a in ctx.scalars], saved[len(saved) - ctx.residuals:]
+
+
+def _split_backward(bwd, wrt, args, residuals, g, needs, **kw):
+    """The cotangents of a call's arguments from a split's backward `bwd` (an mlk fn or its op),
+    which returns those of the parameters `wrt`; None where not needed."""
+    got = bwd(*args, *residuals, g.contiguous(), **kw)
+    got = dict(zip(wrt, got if isinstance(got, tuple) else (got,)))
+    return tuple(got[i] if need else None for i, need in enumerate(needs))
 
 
 def _backward(fn, args, g, needs, dims):
@@ -210,12 +236,11 @@ def function(fn, dims=None):
     class MlkFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
-            ctx.args = [None if isinstance(a, torch.Tensor) else a for a in args]
             plain = [_plain(a) for a in args]
             split = _split(fn) if any(ctx.needs_input_grad) else None
             ctx.split = split
             if split is None:
-                ctx.save_for_backward(*[a for a in args if isinstance(a, torch.Tensor)])
+                _save(ctx, args)
                 return fn(*plain, dims=dims)
             # The forward keeps what the backward reads (the residuals), so the
             # backward does not compute the forward again.
@@ -224,24 +249,16 @@ def function(fn, dims=None):
             except BoundaryError as e:  # the arguments are fn's: say so in fn's name
                 raise BoundaryError(str(e).replace("`%s`" % split.fwd.__name__, "`%s`" % fn.__name__)) from None
             y, residuals = (got[0], got[1:]) if isinstance(got, tuple) else (got, ())
-            ctx.residuals = len(residuals)
-            ctx.save_for_backward(*[a for a in args if isinstance(a, torch.Tensor)], *residuals)
+            _save(ctx, args, residuals)
             return y
 
         @staticmethod
         @torch.autograd.function.once_differentiable
         def backward(ctx, g):
-            saved = list(ctx.saved_tensors)
+            args, residuals = _saved(ctx)
             if ctx.split is None:
-                saved = iter(saved)
-                args = [next(saved) if a is None else a for a in ctx.args]
                 return _backward(fn, args, g, ctx.needs_input_grad, dims)
-            residuals = saved[len(saved) - ctx.residuals:]
-            saved = iter(saved[:len(saved) - ctx.residuals])
-            args = [_plain(next(saved)) if a is None else a for a in ctx.args]
-            got = ctx.split.bwd(*args, *residuals, g.contiguous(), dims=dims)
-            got = dict(zip(ctx.split.wrt, got if isinstance(got, tuple) else (got,)))
-            return tuple(got[i] if need else None for i, need in enumerate(ctx.needs_input_grad))
+            return _split_backward(ctx.split.bwd, ctx.split.wrt, args, residuals, g, ctx.needs_input_grad, dims=dims)
 
     MlkFunction.__name__ = MlkFunction.__qualname__ = "mlk_" + fn.__name__
     MlkFunction.__doc__ = fn.__doc__
@@ -328,21 +345,13 @@ def _define_split(lib, ns, name, fn, dims, split):
         return plain(*args)
 
     lib.impl(name, composite, "CompositeImplicitAutograd")
-    n = len(fn._sig["params"])
 
     def setup_context(ctx, inputs, output):
-        ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in inputs]
-        residuals = output[1:] if isinstance(output, tuple) else ()
-        ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)], *residuals)
+        _save(ctx, inputs, output[1:] if isinstance(output, tuple) else ())
 
     def backward(ctx, g, *residual_grads):  # the residuals are the backward's own: no gradient flows to them
-        saved = list(ctx.saved_tensors)
-        k = len(saved) - sum(a is None for a in ctx.scalars)
-        residuals, saved = saved[len(saved) - k:], iter(saved[:len(saved) - k])
-        args = [next(saved) if a is None else a for a in ctx.scalars]
-        got = bwd(*args, *residuals, g.contiguous())
-        got = dict(zip(split.wrt, got if isinstance(got, tuple) else (got,)))
-        return tuple(got[i] if ctx.needs_input_grad[i] else None for i in range(n))
+        args, residuals = _saved(ctx)
+        return _split_backward(bwd, split.wrt, args, residuals, g, ctx.needs_input_grad)
 
     torch.library.register_autograd("%s::%s" % (ns, split.fwd.__name__), backward, setup_context=setup_context,
                                     lib=lib)
@@ -355,9 +364,11 @@ _REGISTER_LOCK = threading.Lock()  # one register() at a time (it takes _LOCK in
 def register(ops, namespace="mlk", dims=None):
     """Registers every public fn of `ops` (mlk.load) as the torch.library op
     torch.ops.<namespace>.<fn>, with a fake implementation from its typed signature and
-    an autograd formula from its vjp fns, which are ops too (<fn>__vjp__<param>, one per float
-    tensor parameter, and <fn>__vjp, one op returning them all, which a backward that needs
-    several runs; the program's own when it defines them), so that
+    autograd through ops too: for a fn with a vjp_split, a composite op over <fn>__fwd (whose
+    autograd formula runs <fn>__bwd on the values it kept) when an argument needs a gradient,
+    else over <fn>__plain; for a fn without one, the autograd formula of its vjp fns
+    (<fn>__vjp__<param> per float tensor parameter, and <fn>__vjp returning them all, which a
+    backward that needs several runs); the program's own fns when it defines them, so that
     torch.compile(fullgraph=True) traces through them. `dims` gives the values of dimensions no
     parameter binds ({"H": 12}), for every fn that has them. Registering the same Ops in the
     same namespace again (with the same dims) returns the same ops; a name the namespace already
@@ -451,15 +462,13 @@ def _register(ops, namespace, dims):
         every = (sorted(vjps), getattr(ns, together.__name__)) if together is not None else None
 
         def setup_context(ctx, inputs, output):
-            ctx.scalars = [None if isinstance(a, torch.Tensor) else a for a in inputs]
-            ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)])
+            _save(ctx, inputs)
 
         def backward(ctx, g, grads=grads, why=why, every=every, n=len(fn._sig["params"])):
             for i, text in why.items():
                 if ctx.needs_input_grad[i]:
                     raise BoundaryError(text) from None
-            saved = iter(ctx.saved_tensors)
-            args = [next(saved) if a is None else a for a in ctx.scalars]
+            args, _ = _saved(ctx)
             g = g.contiguous()
             need = [i for i in grads if ctx.needs_input_grad[i]]
             if every is not None and len(need) > 1:  # one op for them all: shared stages once

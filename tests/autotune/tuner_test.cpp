@@ -333,6 +333,30 @@ TEST(MeasureWire, AShapeWhoseElementCountWouldWrapIsRefused) {
   EXPECT_THAT(d.status().message(), ::testing::HasSubstr("the shape is too large"));
 }
 
+// Each verification case carries a reference and tolerance per result; a
+// case with none, or with more than a fn has, is refused.
+TEST(MeasureWire, ACaseCarriesAReferencePerResult) {
+  MeasureSetup s = one_tensor_setup();
+  s.verify[0].references.push_back(HostTensor(DType::F32, {2}));
+  s.verify[0].tols.push_back(Tolerance{1e-3, 1e-4});
+  auto bytes = encode_setup(s, "fn f() -> Scalar[F32] = 1.0", "f.tl");
+  ASSERT_TRUE(bytes.ok());
+  auto d = decode_setup(*bytes);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_EQ(d->setup.verify[0].references.size(), 2u);
+  EXPECT_EQ(d->setup.verify[0].references[1].shape, std::vector<int64_t>{2});
+  EXPECT_EQ(d->setup.verify[0].tols[1].rtol, 1e-3);
+  const std::string magic = "mlk-measure-setup 1\n";
+  size_t nl = bytes->find('\n', magic.size());
+  size_t len = std::stoul(bytes->substr(magic.size(), nl - magic.size()));
+  nlohmann::json h = nlohmann::json::parse(bytes->substr(nl + 1, len));
+  h["verify"][0]["references"] = nlohmann::json::array();
+  std::string head = h.dump();
+  auto none = decode_setup(magic + std::to_string(head.size()) + "\n" + head + bytes->substr(nl + 1 + len));
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(), ::testing::HasSubstr("measurement setup: `c` has no references"));
+}
+
 // A setup under a precision policy is version 2, which a worker from before
 // policies refuses (it would measure the program as written); f32 stays 1.
 TEST(MeasureWire, APolicySetupIsVersion2AndCarriesItsPolicy) {

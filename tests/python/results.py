@@ -96,6 +96,10 @@ raises("an output that is an argument is refused", lambda: ops.step(x, w, b, out
        mlk.BoundaryError, "output 1 of `step`: shares memory with argument 1 `w`")
 check("the shapes of every result, from the types", ops._program.result_shape("step", [[48, 40], [40, 40], [40]], {})
       == [[], [40, 40], [40]])
+import mlk.torch  # noqa: E402
+raises("mlk.torch.function refuses a fn with several results (its transforms take one)",
+       lambda: mlk.torch.function(ops.step), TypeError,
+       "mlk.torch.function takes a fn with one result; `step` has 3 (call it directly")
 check("the signature lists every result", [r["dtype"] for r in ops._program.signature("step")["results"]] == ["F32"] * 3)
 
 failed = [r for r in results if not r[1]]

@@ -16,8 +16,11 @@
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
 #include "lang/ir_printer.h"
+#include "base/files.h"
+#include "runtime/jit.h"
 #include "runtime/mlk_runtime.h"
 #include "runtime/runtime.h"
+#include "runtime/testing.h"
 #include "scheduler/kernel.h"
 #include "scheduler/rules.h"
 #include "targets/artifact.h"
@@ -25,6 +28,7 @@
 #include "targets/loaded_artifact.h"
 #include "tests/runtime/dl_tensor.h"
 #include "tests/test_support.h"
+#include "verify/verify.h"
 
 namespace mlk {
 namespace {
@@ -95,6 +99,38 @@ TEST(Results, OneValueAndGradFnIsItsSeparateFnsInOne) {
   auto refused = interpret(m, "step", step_inputs(), {});
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("`step` has 3 results; interpret_all() gives them all"));
+}
+
+// The most results a fn has (ir::kMaxResults), by each way of making one.
+TEST(Results, AFnHasAtMost64Results) {
+  auto diagnostics = [](const std::string& text) {
+    FrontendResult fe = compile_source("many.tl", text);
+    std::string all;
+    for (const auto& d : fe.diagnostics) all += d.message + "\n";
+    return all;
+  };
+  std::string written = "fn many [N](x: Tensor[F32, [N]]) -> (Tensor[F32, [N]]";
+  for (int i = 1; i < 65; ++i) written += ", Tensor[F32, [N]]";
+  written += ") =\n  (x";
+  for (int i = 1; i < 65; ++i) written += ", x";
+  written += ")\n";
+  EXPECT_THAT(diagnostics(written), HasSubstr("`many` declares 65 results; a fn has at most 64"));
+  std::string params, wrt, sum = "x0";
+  for (int i = 0; i < 64; ++i) {
+    params += (i ? ", x" : "x") + std::to_string(i) + ": Scalar[F32]";
+    wrt += (i ? ", x" : "x") + std::to_string(i);
+    if (i) sum += " + x" + std::to_string(i);
+  }
+  EXPECT_THAT(diagnostics("fn l(" + params + ") -> Scalar[F32] = " + sum + "\nfn all = value_and_grad(l, wrt=[" +
+                          wrt + "])\n"),
+              HasSubstr("`value_and_grad` of `l` as one fn would have 65 results; a fn has at most 64 (give one "
+                        "name per result)"));
+  std::string product = "exp(sum(x, axes=[0]))";
+  for (int i = 1; i < 65; ++i) product += " * exp(sum(x * " + std::to_string(i) + ".0, axes=[0]))";
+  EXPECT_THAT(diagnostics("fn p [N](x: Tensor[F32, [N]]) -> Scalar[F32] = " + product +
+                          "\nfn p_fwd, p_bwd = vjp_split(p, wrt=[x])\n"),
+              HasSubstr("`vjp_split` of `p` would return 66 values from its forward and 1 from its backward; a fn "
+                        "has at most 64 results (split a smaller fn)"));
 }
 
 TEST(Results, TheSharedForwardIsLoweredOnce) {
@@ -176,7 +212,46 @@ TEST(Results, TheJitRunsEveryResultLikeTheInterpreter) {
     auto one = (*k)->Run(in, {});
     ASSERT_FALSE(one.ok()) << fn;
     EXPECT_THAT(one.status().message(), HasSubstr("results; run it with as many outputs (Kernel::RunAll)"));
+    std::vector<mlk_tensor_t> none, two(2);
+    EXPECT_THAT((*k)->CallAll(none, two, {}).message(), HasSubstr("` takes "));
   }
+  auto k = Kernel::CompileJit(m, "step");
+  ASSERT_TRUE(k.ok());
+  std::vector<mlk_tensor_t> args(3), two(2);
+  EXPECT_THAT((*k)->CallAll(args, two, {}).message(), HasSubstr("`step` has 3 results, got 2 output tensors"));
+}
+
+// What checks one result refuses a fn with several, rather than check a part.
+TEST(Results, OneResultChecksRefuseAFnWithSeveral) {
+  ir::Module m = program();
+  const ir::Function& f = *m.find("step");
+  const DimEnv dims = {{"N", 5}, {"D", 7}, {"F", 3}};
+  auto env = rt::envelope_of(m, f, dims);
+  ASSERT_FALSE(env.ok());
+  EXPECT_THAT(env.status().message(), HasSubstr("`step` has 3 results; an envelope is of a fn with one result"));
+  auto cuda = resolve_profile("cuda_sm90");
+  ASSERT_TRUE(cuda.ok());
+  auto gpu = build_artifact({&m, "step", "results.tl", *cuda, dims, {}, testing_support::scratch_dir("mlk_results", "gpu")});
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_THAT(gpu.status().message(), HasSubstr("`step` has 3 results; CUDA artifacts take fns with one result"));
+  const std::string dir = testing_support::scratch_dir("mlk_results", "verify");
+  auto built = build_artifact({&m, "step", "results.tl", host_profile(), dims, {}, dir});
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  verify::VerifyRequest req{&m, "step", host_profile(), dims, {}, {verify::Level::kTypes, verify::Level::kEnvelope}};
+  for (const auto& e : fs::directory_iterator(dir)) req.files[e.path().filename()] = *read_file(e.path());
+  auto rep = verify::verify_artifact(req);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  EXPECT_TRUE(rep->levels[0].pass) << rep->levels[0].counterexample;
+  EXPECT_FALSE(rep->levels[1].pass);
+  EXPECT_EQ(rep->levels[1].counterexample, "`step` has 3 results; the envelope level checks fns with one result");
+  auto man = nlohmann::json::parse(req.files["manifest.json"]);
+  man["signature"]["results"].erase(2);
+  req.files["manifest.json"] = man.dump();
+  req.levels = {verify::Level::kTypes};
+  rep = verify::verify_artifact(req);
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->levels[0].counterexample, "the artifact has 2 results, the fn 3");
+  fs::remove_all(dir);
 }
 
 // A stage placed inside one output's loops but read by two goes to root,
@@ -236,6 +311,8 @@ TEST(Results, AnArtifactComputesEveryResultThroughItsCEntry) {
   auto want = interpret_all(m, "step", in, {});
   ASSERT_TRUE(want.ok());
   expect_close(*want, outs, 35);
+  std::vector<HostTensor> short_outs(2);
+  EXPECT_THAT((*a)->RunAllInto(f, in, {}, short_outs).message(), HasSubstr("`step` has 3 results, got 2 outputs"));
   HostTensor one;
   Status refused = (*a)->RunInto(f, in, {}, one);
   EXPECT_THAT(refused.message(), HasSubstr("`step` has 3 results; run it with as many outputs"));
@@ -335,9 +412,15 @@ TEST_F(RuntimeResults, TheCAbiCountsShapesAndRunsEveryResult) {
   EXPECT_EQ(rank, 0);
   EXPECT_EQ(mlk_kernel_result_shape(k, args, 2, 3, shape, 2, &rank), MLK_RT_ERR_INVALID);
   EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("result 3 of a fn with 3 results"));
+  EXPECT_EQ(mlk_kernel_result_shape(k, args, 2, 0, shape, 0, &rank), MLK_RT_ERR_INVALID);
+  EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("mlk_kernel_result_shape: result 0 has rank 1, max_rank is 0"));
+  EXPECT_EQ(mlk_kernel_result_shape(k, args, 2, 0, shape, 2, nullptr), MLK_RT_ERR_INVALID);
+  EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("mlk_kernel_result_shape: NULL argument"));
   DLTensor* outs[3] = {&y.d, &k2.d, &s.d};
   EXPECT_EQ(mlk_kernel_run_all(k, args, 2, outs, 2), MLK_RT_ERR_INVALID);
   EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("`mixed` has 3 results, got 2 outputs"));
+  EXPECT_EQ(mlk_kernel_run_all(k, args, 2, nullptr, 3), MLK_RT_ERR_INVALID);
+  EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("mlk_kernel_run_all: NULL kernel, arguments or outputs"));
   EXPECT_EQ(mlk_kernel_run(k, args, 2, &y.d), MLK_RT_ERR_INVALID);
   EXPECT_THAT(mlk_runtime_last_error(), HasSubstr("`mixed` has 3 results"));
   ASSERT_EQ(mlk_kernel_run_all(k, args, 2, outs, 3), MLK_RT_OK) << mlk_runtime_last_error();
@@ -345,6 +428,22 @@ TEST_F(RuntimeResults, TheCAbiCountsShapesAndRunsEveryResult) {
   ASSERT_TRUE(want.ok());
   expect_close(*want, {y.t, k2.t, s.t}, 9);
   mlk_runtime_close(rt);
+}
+
+// The JIT plugin's call takes the count of its outputs and refuses another.
+TEST(Results, TheJitPluginChecksTheCountOfOutputs) {
+  auto plugin = rt::load_jit_plugin();
+  ASSERT_TRUE(plugin.ok()) << plugin.status().message();
+  ir::Module m = program();
+  auto k = rt::JitKernel::Compile(*plugin, "results.tl", kProgram, "f32", "mixed",
+                                  ir::function_hash(m, *m.find("mixed")), "host", {{"N", 9}});
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  Dl x(DType::F32, {9}, 4), kk(DType::I32, {9}, 5), y(DType::F32, {9});
+  int64_t n9[1] = {9};
+  std::vector<mlk_tensor_t> args = {{x.t.bytes.data(), MLK_F32, 1, n9, nullptr}, {kk.t.bytes.data(), MLK_I32, 1, n9, nullptr}};
+  std::vector<mlk_tensor_t> one = {{y.t.bytes.data(), MLK_F32, 1, n9, nullptr}};
+  Status s = (*k)->Call(args, one, {{"N", 9}});
+  EXPECT_THAT(s.message(), HasSubstr("mlk_jit_call: `mixed` has 3 results, got 1 outputs"));
 }
 
 }  // namespace
