@@ -61,6 +61,14 @@ struct InputRange {
   Kind kind = Kind::kFloat;
   double lo = 0, hi = 0;  // integers: [lo, hi]; floats: magnitudes [lo, hi]
   std::string why;
+  // A Dataframe column's parameter: the column, whose rules (`where a >= 1`)
+  // every value obeys, as the reader of a table would demand; `rules` as
+  // written. Integers: [lo, hi] already within them. Floats: drawn as above
+  // until one passes, else uniformly from [alt_lo, alt_hi] (integers the
+  // rules allow, from [-4, 4] or nearest to it).
+  const ir::FrameColumn* column = nullptr;
+  std::vector<std::string> rules;
+  double alt_lo = 0, alt_hi = 0;
 };
 
 // What a function does with its parameters: which integer params feed a
@@ -193,6 +201,31 @@ class ParamUses {
   std::vector<bool> arith_;
 };
 
+// `r` of parameter `i` within the rules of the column it is, if it is one.
+void within_column_rules(const ir::Function& f, size_t i, const DimEnv& env, InputRange& r) {
+  const ir::FrameColumn* c = ir::column_of_param(f.frames, static_cast<int>(i));
+  if (c != nullptr && c->categories) {  // a Category's codes: [0, K - 1] (just 0 when K is not known at `env`)
+    const auto k = c->categories->eval(env);
+    const double top = k ? static_cast<double>(std::max<int64_t>(*k - 1, 0)) : 0;
+    if (r.kind != InputRange::Kind::kIndex) r.kind = InputRange::Kind::kInt, r.hi = top;
+    r.lo = 0, r.hi = std::min(r.hi, top);
+    r.why += "; a Category's codes, in [0, " + c->categories->str() + ")";
+    return;
+  }
+  if (c == nullptr || c->rules.empty()) return;
+  r.column = c;
+  for (const auto& rule : c->rules) r.rules.push_back(ir::rule_str(*c, rule));
+  if (r.kind == InputRange::Kind::kFloat) {
+    r.alt_lo = -4, r.alt_hi = 4;
+    ir::narrow_to_rules(*c, env, r.alt_lo, r.alt_hi);
+    r.alt_hi = std::max(r.alt_hi, r.alt_lo);
+  } else {
+    ir::narrow_to_rules(*c, env, r.lo, r.hi);
+    r.hi = std::max(r.hi, r.lo);  // rules no value passes: the reader refuses every table anyway
+  }
+  r.why += "; within the column's rules";
+}
+
 // The range of every parameter at shape `env`:
 // - floats: see kFloatLog10Min;
 // - a gather index: the whole table, [0, V - 1] (V the smallest gathered
@@ -204,7 +237,8 @@ class ParamUses {
 //   values summed over up to 2^10 (I32) or 2^22 (I64) terms still fits;
 // - other integers (compared, cast, selected): the whole range, I64 within
 //   +-2^53 (what the double-valued tensor API holds exactly);
-// - Bool: both values.
+// - Bool: both values;
+// - a Dataframe column's parameter: within the column's rules as well.
 std::vector<InputRange> input_ranges(const ir::Module& m, const ir::Function& f, const DimEnv& env) {
   ParamUses uses(m, f, env);
   std::vector<InputRange> out;
@@ -232,6 +266,7 @@ std::vector<InputRange> input_ranges(const ir::Module& m, const ir::Function& f,
       r.why = arith && (dt == DType::I32 || dt == DType::I64) ? "integer arithmetic: bounded so that it cannot overflow"
                                                               : "the whole range";
     }
+    within_column_rules(f, i, env, r);
     out.push_back(r);
   }
   return out;
@@ -243,12 +278,19 @@ HostTensor random_input(const ir::Param& p, const InputRange& r, const DimEnv& e
   HostTensor t(p.type.dtype, shape);
   std::uniform_real_distribution<double> u(kFloatLog10Min, kFloatLog10Max);
   std::uniform_int_distribution<int64_t> iu(static_cast<int64_t>(r.lo), static_cast<int64_t>(r.hi));
+  std::uniform_real_distribution<double> alt(r.alt_lo, r.alt_hi);
   for (int64_t i = 0; i < t.numel(); ++i) {
-    if (r.kind == InputRange::Kind::kFloat) {
-      double mag = std::pow(10.0, u(rng));
-      t.set(i, (rng() & 1) ? -mag : mag);
-    } else {
-      t.set(i, static_cast<double>(iu(rng)));
+    // Redrawn (as stored: F16 rounds) until the column's rules pass.
+    for (int tries = 0;; ++tries) {
+      if (r.kind == InputRange::Kind::kFloat && r.column != nullptr && tries >= 16) {
+        t.set(i, alt(rng));
+      } else if (r.kind == InputRange::Kind::kFloat) {
+        double mag = std::pow(10.0, u(rng));
+        t.set(i, (rng() & 1) ? -mag : mag);
+      } else {
+        t.set(i, static_cast<double>(iu(rng)));
+      }
+      if (r.column == nullptr || tries >= 64 || ir::passes_rules(*r.column, t.get(i), env)) break;
     }
   }
   return t;
@@ -264,6 +306,7 @@ json range_json(const ir::Param& p, const InputRange& r) {
   } else {
     j["range"] = {static_cast<int64_t>(r.lo), static_cast<int64_t>(r.hi)};
   }
+  if (!r.rules.empty()) j["rules"] = r.rules;
   return j;
 }
 

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "base/files.h"
 #include "bench/stats.h"
 
 namespace mlk::bench {
@@ -235,15 +235,9 @@ Expected<BenchReport> report_from_json(const std::string& text, const std::strin
 }
 
 Expected<BenchReport> read_report(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int e = errno;
-    return std::filesystem::exists(path) ? Status::IOError("cannot read " + path + ": " + std::strerror(e))
-                                         : Status::NotFound("cannot read " + path + ": no such file");
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return report_from_json(ss.str(), path);
+  auto text = read_file(path);  // "cannot read PATH: No such file or directory", "... Permission denied"
+  if (!text.ok()) return text.status();
+  return report_from_json(*text, path);
 }
 
 Status write_text_file(const std::string& path, const std::string& text) {

@@ -106,7 +106,8 @@ std::string report_to_json(const BenchReport& r);
 // `where` (the file name): "B.json: kernels[1].mlk.samples_ms: ...".
 Expected<BenchReport> report_from_json(const std::string& text, const std::string& where);
 
-// Reads `path` (NotFound / IOError naming it) and parses it.
+// Reads `path` (read_file's IOError: "cannot read PATH: No such file or
+// directory") and parses it.
 Expected<BenchReport> read_report(const std::string& path);
 // Writes atomically (a temporary file renamed over `path`).
 Status write_report(const std::string& path, const BenchReport& r);

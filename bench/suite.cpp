@@ -1,10 +1,9 @@
 #include "bench/suite.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "base/files.h"
 #include "lang/bind.h"
 
 namespace mlk::bench {
@@ -13,13 +12,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 Expected<std::vector<KernelSpec>> read_suite(const std::string& path, const std::string& default_target) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound("cannot read suite " + path + ": no such file or not readable");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto text = read_file(path);  // "cannot read PATH: No such file or directory", "... Permission denied"
+  if (!text.ok()) return text.status();
   json j;
   try {
-    j = json::parse(ss.str());
+    j = json::parse(*text);
   } catch (const json::exception& e) {
     return Status::InvalidArgument(path + ": not valid JSON (" + e.what() + ")");
   }

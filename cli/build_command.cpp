@@ -1,11 +1,9 @@
 // `mlk build`: one function, one target profile -> an artifact directory.
 #include <cstdio>
-#include <fstream>
-#include <optional>
-
-#include <sstream>
-
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "autotune/cached_tune.h"
 #include "base/files.h"
@@ -185,13 +183,12 @@ Status sign_directory(const std::string& dir, const SigningKey& key) {
   return Status::Ok();
 }
 
-// The schedule of --schedule FILE.
+// The schedule of --schedule FILE; a file that cannot be read is
+// read_file's IOError ("cannot read nope.json: No such file or directory").
 Expected<Schedule> read_schedule(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::IOError("cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto s = Schedule::from_json(ss.str());
+  auto text = read_file(path);
+  if (!text.ok()) return text.status();
+  auto s = Schedule::from_json(*text);
   if (!s.ok()) return Status::InvalidArgument(path + ": " + s.status().message());
   return *s;
 }
@@ -250,23 +247,82 @@ int run_build(const std::vector<std::string>& args) {
   return 0;
 }
 
-CommandSpec targets_spec() {
+namespace {
+
+struct TargetsOptions {
+  bool json = false;
+};
+
+CommandSpec targets_spec(TargetsOptions& o) {
   return {
       .name = "targets",
       .summary = "list target profiles and what this machine can run",
       .description = "Lists the target capability profiles, whether each can run on this machine\n"
                      "(and why not), and what was detected: CPU features by cpuid, CUDA devices\n"
-                     "through the driver (loaded at run time; none is needed to build).\n",
+                     "through the driver (loaded at run time; none is needed to build).\n"
+                     "With --json, one JSON object: {\"format\": \"mlk-targets-1\", \"profiles\",\n"
+                     "\"machine\", \"cuda\"} (docs/cli.md).\n",
+      .flags = {{.name = "--json", .help = "print the profiles and what was detected as one JSON object",
+                 .set = set_bool(o.json)}},
   };
 }
 
+// A profile as `mlk targets` shows it: `host` made concrete.
+Profile shown_profile(const Profile& p) { return p.name == "host" ? host_profile() : p; }
+
+nlohmann::json profile_json(const Profile& p, const Runnable& rn) {
+  nlohmann::json j = {{"name", p.name}, {"kind", p.kind}, {"runs", rn.ok},
+                      {"reason", rn.reason.empty() ? nlohmann::json(nullptr) : nlohmann::json(rn.reason)},
+                      {"halide_target", p.halide_target}};
+  if (p.is_gpu()) {
+    j["compute_capability"] = p.compute_capability;
+    j["sm_count"] = p.sm_count;
+  } else {
+    j["vector_bits"] = p.vector_bits;
+  }
+  return j;
+}
+
+// The --json document: every profile, this machine's CPU and its CUDA
+// devices (an empty list and `why_not` when there is none).
+void print_targets_json(const CpuInfo& cpu, const CudaInfo& cuda) {
+  nlohmann::json profiles = nlohmann::json::array(), devices = nlohmann::json::array();
+  for (const Profile& p : all_profiles()) {
+    Profile shown = shown_profile(p);
+    profiles.push_back(profile_json(shown, can_run(shown, cpu, cuda)));
+  }
+  for (const auto& d : cuda.devices)
+    devices.push_back({{"name", d.name}, {"compute_capability", d.compute_capability}, {"sm_count", d.sm_count}});
+  const nlohmann::json j = {
+      {"format", "mlk-targets-1"},
+      {"profiles", profiles},
+      {"machine", {{"cores", cpu.cores}, {"cpu_features", cpu.features}}},
+      {"cuda",
+       {{"driver_loaded", cuda.driver_loaded},
+        {"devices", devices},
+        {"why_not", cuda.devices.empty() ? nlohmann::json(cuda.why_not) : nlohmann::json(nullptr)}}}};
+  std::printf("%s\n", j.dump().c_str());
+}
+
+}  // namespace
+
+CommandSpec targets_spec() {
+  static TargetsOptions scratch;
+  return targets_spec(scratch);
+}
+
 int run_targets(const std::vector<std::string>& args) {
-  if (int bad = parse_or_usage_error(targets_spec(), args)) return bad;
+  TargetsOptions o;
+  if (int bad = parse_or_usage_error(targets_spec(o), args)) return bad;
   CpuInfo cpu = detect_cpu();
   CudaInfo cuda = detect_cuda();
+  if (o.json) {
+    print_targets_json(cpu, cuda);
+    return 0;
+  }
   std::printf("%-16s %-5s %-4s %s\n", "PROFILE", "KIND", "RUNS", "DETAILS");
   for (const Profile& p : all_profiles()) {
-    Profile shown = p.name == "host" ? host_profile() : p;
+    Profile shown = shown_profile(p);
     Runnable rn = can_run(shown, cpu, cuda);
     std::string detail = shown.is_gpu() ? "sm_" + std::to_string(shown.compute_capability) + ", " +
                                               std::to_string(shown.sm_count) + " SMs, " + shown.halide_target

@@ -61,7 +61,7 @@ FlagSetter store_size(std::optional<int64_t>& out) {
 // argument) and the flags that belong to them.
 std::vector<Form> subcommands() {
   return {
-      {"ls", {}, "list entries: namespace, key, bytes, files, pin, last use, producer"},
+      {"ls", {"--json"}, "list entries: namespace, key, bytes, files, pin, last use, producer, verified"},
       {"show KEY", {}, "print an entry's manifest and provenance as JSON"},
       {"verify", {"--repair"}, "re-hash every blob and entry, check references and the database file; damaged items are quarantined"},
       {"gc", {"!--max-size"},
@@ -100,6 +100,10 @@ CommandSpec spec(CacheArgs& o) {
               {.name = "--max-size", .metavar = "SIZE",
                .help = "gc: the limit; bytes, or a number with K, M or G (powers of 1024): 512M",
                .set = store_size(o.max_size), .required_note = " (e.g. 10G)"},
+              {.name = "--json",
+               .help = "ls: print one JSON object (the entries, the namespaces' charged bytes, the blobs) "
+                       "instead of the table",
+               .set = set_bool(o.json)},
               {.name = "--repair",
                .help = "verify: also drop entries with missing blobs and rebuild the reference index",
                .set = set_bool(o.repair)},
@@ -181,9 +185,56 @@ Expected<std::string> resolve_key(Store& store, const std::string& ns, const std
   return (*keys)[0];
 }
 
+// The levels `mlk verify` passed (docs/verification.md); "?" when the metadata is unreadable.
+std::string verified_levels(const EntryInfo& e) {
+  auto v = cache::parse_verified(e.manifest.meta_json.empty() ? "{}" : e.manifest.meta_json);
+  return v.ok() ? v->str() : "?";
+}
+
+// One entry of `ls --json`: the table's columns, each under its own name;
+// producer and verified are null for a damaged entry.
+json entry_row_json(const EntryInfo& e) {
+  return json{{"namespace", e.ns},
+              {"key", e.key},
+              {"size", e.size},
+              {"file_count", e.manifest.files.size()},
+              {"pinned", e.pinned},
+              {"created", iso_time(e.created)},
+              {"last_used", iso_time(e.last_used)},
+              {"damaged", e.damaged},
+              {"producer", e.damaged ? json(nullptr) : json(e.manifest.provenance.producer)},
+              {"verified", e.damaged ? json(nullptr) : json(verified_levels(e))}};
+}
+
+// The `ls --json` document of `store` (an empty one, "exists": false and no
+// blobs, when there is no store at `path`). The namespaces' usage and the
+// blob counts are null when the store cannot report them.
+json list_json(const std::string& path, Store* store, const std::vector<EntryInfo>& listed,
+               const std::optional<std::string>& ns) {
+  json rows = json::array(), namespaces = json::array(), blobs = 0, blob_bytes = 0;
+  for (const auto& e : listed) rows.push_back(entry_row_json(e));
+  if (store) {
+    auto usage = store->usage();
+    auto stats = store->stats();
+    if (!usage.ok()) namespaces = nullptr;
+    else
+      for (const auto& u : *usage)
+        if (!ns || u.ns == *ns) namespaces.push_back({{"namespace", u.ns}, {"entries", u.entries}, {"bytes", u.bytes}});
+    blobs = stats.ok() ? json(stats->blobs) : json(nullptr);
+    blob_bytes = stats.ok() ? json(stats->blob_bytes) : json(nullptr);
+  }
+  return json{{"format", "mlk-cache-ls-1"}, {"store", path},           {"exists", store != nullptr},
+              {"entries", rows},            {"namespaces", namespaces}, {"blobs", blobs},
+              {"blob_bytes", blob_bytes}};
+}
+
 Status list(Store& store, const CacheArgs& o, std::ostream& out) {
   auto listed = store.list(o.ns);
   if (!listed.ok()) return listed.status();
+  if (o.json) {
+    out << list_json(store.path(), &store, *listed, o.ns).dump() << "\n";
+    return Status::Ok();
+  }
   char line[512];
   if (listed->empty()) {
     out << "no entries" << (o.ns ? " in namespace `" + *o.ns + "`" : std::string()) << " in " << store.path() << "\n";
@@ -193,9 +244,7 @@ Status list(Store& store, const CacheArgs& o, std::ostream& out) {
     out << line;
   }
   for (const auto& e : *listed) {
-    // The levels `mlk verify` passed (docs/verification.md); "?" when the metadata is unreadable.
-    auto v = cache::parse_verified(e.manifest.meta_json.empty() ? "{}" : e.manifest.meta_json);
-    const std::string verified = v.ok() ? v->str() : "?";
+    const std::string verified = verified_levels(e);
     std::snprintf(line, sizeof line, "%-16s %-64s %12" PRId64 " %5zu %3s %-20s %-12s %s\n", e.ns.c_str(), e.key.c_str(),
                   e.size, e.manifest.files.size(), e.pinned ? "yes" : "-", iso_time(e.last_used).c_str(),
                   e.damaged ? "DAMAGED (run `mlk cache verify`)" : e.manifest.provenance.producer.c_str(),
@@ -252,7 +301,8 @@ int run_cache_cli(const std::vector<std::string>& args, std::ostream& out, std::
   if (!opened.ok()) {
     bool nothing_there = opened.status().code() == Status::Code::kNotFound;
     if (nothing_there && (o.command == "ls" || o.command == "verify" || o.command == "gc")) {
-      out << "no cache store at " << path << " (nothing has been cached yet)\n";
+      (o.json ? err : out) << "no cache store at " << path << " (nothing has been cached yet)\n";
+      if (o.json) out << list_json(path, nullptr, {}, o.ns).dump() << "\n";
       return 0;
     }
     return fail(err, opened.status());

@@ -23,6 +23,7 @@ struct CacheArgs {
   std::optional<std::string> ns;  // validated
   std::optional<int64_t> max_size;
   bool repair = false;
+  bool json = false;  // ls: one JSON object on stdout instead of the table
   std::string remote;  // an http:// URL when given
   std::string require_verified;  // push: the levels the entry's report must pass ("" = none)
   std::string sign;              // push: sign the entry with this key file first (docs/signing.md; "" = no)

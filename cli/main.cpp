@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/completion.h"
 #include "cli/usage.h"
+#include "targets/toolchain.h"
 
 namespace mlk::cli {
 
@@ -80,8 +82,8 @@ const Command* find_command(const std::string& name) {
   return nullptr;
 }
 
-// `mlk help`, `mlk help NAME` (NAME's usage) and, for docs/cli.md, the
-// unlisted `mlk help --markdown`.
+// `mlk help`, `mlk help NAME` (NAME's usage), `mlk help --bash|--zsh|--man`
+// (cli/completion.h) and, for docs/cli.md, the unlisted `mlk help --markdown`.
 int help(const std::vector<std::string>& args) {
   if (args.size() <= 1) {
     print_help(stdout);
@@ -89,6 +91,15 @@ int help(const std::vector<std::string>& args) {
   }
   if (args.size() == 2 && args[1] == "--markdown") {
     std::fputs(markdown(command_specs()).c_str(), stdout);
+    return 0;
+  }
+  if (args.size() == 2 && (args[1] == "--bash" || args[1] == "--zsh" || args[1] == "--man")) {
+    const auto specs = command_specs();
+    std::fputs((args[1] == "--bash"  ? bash_completion(specs)
+                : args[1] == "--zsh" ? zsh_completion(specs)
+                                     : man_page(specs, mlk_version()))
+                   .c_str(),
+               stdout);
     return 0;
   }
   const Command* c = args.size() == 2 ? find_command(args[1]) : nullptr;

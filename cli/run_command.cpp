@@ -96,9 +96,10 @@ CommandSpec spec(RunOptions& o) {
                .help = "one tensor per parameter, matched by name; dtypes must match exactly and every other tensor "
                        "in the file is an error. Repeatable: each parameter from exactly one file. A file ending in "
                        ".arrows is an Arrow IPC stream whose columns bind the parameters of their names, Tensor[T, "
-                       "[N]] from a column of T and Tensor[T, [N, D]] from a FixedSizeList[T, D] column, non-nullable; "
+                       "[N]] from a column of T and Tensor[T, [N, D]] from a FixedSizeList[T, D] column, with no null row; "
                        "for a fn with a Dataframe parameter the stream binds it, checked against its Schema "
-                       "(NAME=IN.arrows names the parameter when there are several) (docs/interop/arrow.md)",
+                       "(NAME=IN.arrows names the parameter when there are several); stderr says that its columns "
+                       "were copied into the input tensors (docs/interop/arrow.md)",
                .set = append(o.inputs), .required = true, .repeatable = true},
               {.name = "--output", .metavar = "OUT.safetensors",
                .help = "where to write the result (written atomically); required unless --repeat is given",
@@ -348,8 +349,10 @@ int run_run(const std::vector<std::string>& args) {
   if (Status s = select_fn(o, m); !s.ok()) return usage_error("run", s.message());
   const ir::Function* f = m.find(o.fn);
   if (!f) return fail(Status::NotFound(o.file + " has no fn `" + o.fn + "`"));
-  auto inputs = read_run_inputs(o.inputs, *f, o.dims);
+  std::vector<std::string> stream_notes;
+  auto inputs = read_run_inputs(o.inputs, *f, o.dims, &stream_notes);
   if (!inputs.ok()) return fail(inputs.status());
+  for (const auto& note : stream_notes) std::fprintf(stderr, "mlk run: %s\n", note.c_str());
   if (Status s = check_result_memory(o, *f, *inputs); !s.ok()) return fail(s);
   if (o.ranks > 0) {
     SpmdRun r{o.file, o.fn, o.output, o.cache, o.ns, o.no_cache, o.inputs, o.dims, o.ranks,

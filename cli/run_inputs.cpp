@@ -44,13 +44,23 @@ Expected<arrow_ipc::ColumnDecl> column_of(const std::string& path, const ir::Fun
   one.columns.push_back(c);
   if (Status s = arrow_ipc::validate_decl(one); !s.ok())
     return Status::InvalidArgument(path + ": column `" + p.name + "` cannot bind parameter `" + p.name + "` (" +
-                                   p.type.str() + "): columns are I32, I64, F16, F32 or F64");
+                                   p.type.str() + "): columns are I32, I64, F16, BF16, F32, F64 or Bool");
   return c;
+}
+
+// What `mlk run` did with a stream's data: it is read once into memory and
+// each column copied once into its input tensor (the kernels take tensors of
+// their own, so the Arrow memory is never used in place).
+std::string copy_note(const std::string& path, const arrow_ipc::Table& t) {
+  return path + ": " + std::to_string(t.rows) + " rows in " + std::to_string(t.batches) + " record batch" +
+         (t.batches == 1 ? "" : "es") + ", " + std::to_string(t.columns.size()) + " column" +
+         (t.columns.size() == 1 ? "" : "s") + " copied into the input tensors (read once, copied once; not used in place)";
 }
 
 // The tensors of one stream, by column name.
 Expected<std::map<std::string, HostTensor>> read_stream_inputs(const std::string& path, const ir::Function& f,
-                                                               const std::map<std::string, int64_t>& dims) {
+                                                               const std::map<std::string, int64_t>& dims,
+                                                               std::vector<std::string>* notes) {
   arrow_ipc::DeclareFn declare = [&](const std::vector<std::string>& names) -> Expected<arrow_ipc::SchemaDecl> {
     arrow_ipc::SchemaDecl decl;
     for (const auto& name : names) {
@@ -66,6 +76,7 @@ Expected<std::map<std::string, HostTensor>> read_stream_inputs(const std::string
   };
   auto table = arrow_ipc::read_stream_file(path, declare);
   if (!table.ok()) return table.status();
+  if (notes != nullptr) notes->push_back(copy_note(path, *table));
   std::map<std::string, HostTensor> out;
   for (auto& col : table->columns) out[col.name] = std::move(col.values);
   return out;
@@ -93,12 +104,14 @@ Expected<const ir::Frame*> frame_for(const std::string& spec, const ir::Function
 // The column tensors of the Dataframe parameter a stream binds, by parameter
 // name (`df.col`); the stream is read against the declaration the type makes.
 Expected<std::map<std::string, HostTensor>> read_frame_inputs(const std::string& spec, const ir::Function& f,
-                                                              const std::map<std::string, int64_t>& dims) {
+                                                              const std::map<std::string, int64_t>& dims,
+                                                              std::vector<std::string>* notes) {
   std::string path;
   auto fr = frame_for(spec, f, path);
   if (!fr.ok()) return fr.status();
   auto table = arrow_ipc::read_stream_file(path, arrow_ipc::schema_of(**fr, dims));
   if (!table.ok()) return table.status();
+  if (notes != nullptr) notes->push_back(copy_note(path, *table));
   std::map<std::string, HostTensor> out;
   for (size_t i = 0; i < (*fr)->columns.size(); ++i) {
     const ir::FrameColumn& c = (*fr)->columns[i];
@@ -138,7 +151,8 @@ bool is_arrow_stream(const std::string& path) {
 }
 
 Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>& files, const ir::Function& f,
-                                                  const std::map<std::string, int64_t>& dims) {
+                                                  const std::map<std::string, int64_t>& dims,
+                                                  std::vector<std::string>* notes) {
   std::map<std::string, HostTensor> by_name;
   std::map<std::string, std::string> source;  // parameter -> the file that gave it
   // With Dataframes, safetensors files first: their shapes give dims the
@@ -150,8 +164,8 @@ Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>
     if (!f.frames.empty() && is_arrow_stream(path)) ordered.push_back(path);
   for (const auto& path : ordered) {
     auto tensors = !is_arrow_stream(path) ? read_safetensors(path)
-                   : f.frames.empty()      ? read_stream_inputs(path, f, dims)
-                                           : read_frame_inputs(path, f, with_tensor_dims(dims, f, by_name));
+                   : f.frames.empty()      ? read_stream_inputs(path, f, dims, notes)
+                                           : read_frame_inputs(path, f, with_tensor_dims(dims, f, by_name), notes);
     if (!tensors.ok()) return tensors.status();
     const char* what = is_arrow_stream(path) ? "column" : "tensor";
     for (auto& [name, t] : *tensors) {

@@ -22,14 +22,17 @@ bool is_arrow_stream(const std::string& path);
 // stream binds a parameter of the same name of type Tensor[T, [N]] (an
 // Arrow column of T) or Tensor[T, [N, D]] (a FixedSizeList[T, D] column;
 // its size must equal D where `dims` or a constant fixes D), T one of I32,
-// I64, F16, F32, F64; the column must be non-nullable, and the stream is
-// read as strictly as interop/arrow_reader.h says. A fn with Dataframe
+// I64, F16, BF16, F32, F64, Bool; its rows must hold no null, and the stream
+// is read as strictly as interop/arrow_reader.h says. A fn with Dataframe
 // parameters takes streams for them instead: a stream binds the fn's one
 // Dataframe parameter (or the one named NAME by `--inputs NAME=FILE.arrows`),
 // read against the schema its type declares (interop/arrow_schema.h), and
 // gives the tensors of its non-nullable columns. Messages name the file and
-// the parameter or column.
+// the parameter or column. With `notes`, one line per stream read says what
+// was done with its data (its rows and batches; its columns copied into the
+// input tensors: `mlk run` never computes on a stream's memory in place).
 Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>& files, const ir::Function& f,
-                                                  const std::map<std::string, int64_t>& dims);
+                                                  const std::map<std::string, int64_t>& dims,
+                                                  std::vector<std::string>* notes = nullptr);
 
 }  // namespace mlk::cli

@@ -215,6 +215,12 @@ CommandSpec spec(ServeArgs& a) {
                .help = "how long an uploaded blob no entry uses stays charged to its namespace and readable by it",
                .default_value = "3600", .set = store_count(o.api.staged_ttl_s)},
               {.name = "--access-log", .help = "one line per request on stderr", .set = set_bool(o.access_log)},
+              {.name = "--access-log-json",
+               .help = "the access log as JSON lines (time, client, method, target, status, bytes, ms, team, ended)",
+               .set = [&o](const std::string&, const std::string&) {
+                 o.access_log = o.access_log_json = true;
+                 return Status::Ok();
+               }},
           },
       .epilogue = "SIZE is bytes, or a whole number with K, M or G (powers of 1024).\n",
   };

@@ -172,7 +172,8 @@ std::string main_help(const std::vector<CommandSpec>& specs) {
   out +=
       "\n"
       "`mlk COMMAND --help` describes one command. Exit status: 0 success,\n"
-      "1 bad program or input, 2 bad usage, 3 internal error (a bug in mlk).\n";
+      "1 bad program or input, 2 bad usage, 3 internal error (a bug in mlk).\n"
+      "`mlk help --bash`, `--zsh` and `--man` print shell completion and the man page.\n";
   return out;
 }
 

@@ -1,5 +1,5 @@
-// The strict Arrow IPC stream reader (interop/arrow_reader.h): the one
-// translation unit that includes Arrow C++.
+// The strict Arrow IPC stream reader (interop/arrow_reader.h); with
+// interop/arrow_columns.cpp (the column types), the code that includes Arrow C++.
 //
 // The stream is walked message by message here (framing checks with byte
 // offsets), each message is decoded by Arrow (arrow::ipc::Message::Open
@@ -15,6 +15,7 @@
 #include <arrow/util/bit_util.h>
 #include <arrow/util/config.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -23,9 +24,15 @@
 #include <set>
 
 #include "base/files.h"
+#include "interop/arrow_columns.h"
 
 namespace mlk::arrow_ipc {
 namespace {
+
+using detail::arrow_type_of;
+using detail::copy_elements;
+using detail::field_mismatch;
+using detail::load_value;
 
 Status Bad(const std::string& source, const std::string& what) { return Status::InvalidArgument(source + ": " + what); }
 
@@ -86,41 +93,6 @@ std::optional<std::string> body_compression(const arrow::ipc::Message& m) {
   const uint8_t* codec = fb_field(base, size, comp, 0);
   int c = codec == nullptr ? 0 : static_cast<int8_t>(*codec);
   return std::string(c == 0 ? "LZ4_FRAME" : c == 1 ? "ZSTD" : "codec " + std::to_string(c));
-}
-
-std::shared_ptr<arrow::DataType> arrow_type_of(DType t) {
-  switch (t) {
-    case DType::I32: return arrow::int32();
-    case DType::I64: return arrow::int64();
-    case DType::F16: return arrow::float16();
-    case DType::F32: return arrow::float32();
-    case DType::F64: return arrow::float64();
-    default: return nullptr;
-  }
-}
-
-// "" when the stream's field matches the declared column, else what differs.
-std::string field_mismatch(const ColumnDecl& c, const arrow::Field& f) {
-  const auto& type = *f.type();
-  std::string col = "column `" + c.name + "`: ";
-  if (type.id() == arrow::Type::DICTIONARY ||
-      (type.id() == arrow::Type::FIXED_SIZE_LIST &&
-       static_cast<const arrow::FixedSizeListType&>(type).value_type()->id() == arrow::Type::DICTIONARY))
-    return col + "dictionary-encoded columns are refused (the stream has " + type.ToString() + ")";
-  bool same = false;
-  if (c.list_size || c.any_list_size) {
-    if (type.id() == arrow::Type::FIXED_SIZE_LIST) {
-      const auto& l = static_cast<const arrow::FixedSizeListType&>(type);
-      same = (c.any_list_size || l.list_size() == *c.list_size) && l.value_type()->Equals(*arrow_type_of(c.dtype));
-    }
-  } else {
-    same = type.Equals(*arrow_type_of(c.dtype));
-  }
-  if (!same) return col + "declared " + type_text(c) + ", the stream has " + type.ToString();
-  if (f.nullable() != c.nullable)
-    return col + (c.nullable ? "declared nullable, the stream's field is non-nullable"
-                             : "declared non-nullable, the stream's field is nullable");
-  return "";
 }
 
 std::string column_list(const arrow::Schema& s) {
@@ -184,17 +156,6 @@ bool passes(long double v, Refinement::Op op, long double b) {
   return false;
 }
 
-// The element at physical index `i` of a value buffer of dtype `t`.
-long double load_value(DType t, const uint8_t* values, int64_t i) {
-  switch (t) {
-    case DType::I32: { int32_t v; std::memcpy(&v, values + 4 * i, 4); return v; }
-    case DType::I64: { int64_t v; std::memcpy(&v, values + 8 * i, 8); return v; }
-    case DType::F16: { uint16_t v; std::memcpy(&v, values + 2 * i, 2); return half_bits_to_float(v); }
-    case DType::F32: { float v; std::memcpy(&v, values + 4 * i, 4); return v; }
-    default: { double v; std::memcpy(&v, values + 8 * i, 8); return v; }
-  }
-}
-
 // Where a column's values of one batch are: the (offset-adjusted) validity of
 // its rows, its value buffer and the physical index of its first element.
 struct ColumnSlice {
@@ -204,17 +165,21 @@ struct ColumnSlice {
   const uint8_t* values = nullptr;
   int64_t first = 0;  // physical index of the first element of row 0
   int64_t width = 1;  // elements per row
+  DType phys = DType::F32;  // the values' dtype in the stream: the column's, or a Category's index dtype
 };
 
 ColumnSlice slice_of(const ColumnDecl& c, const arrow::Array& a) {
   ColumnSlice s;
-  s.row_valid = a.null_bitmap_data();
+  // A bitmap with no null unset is no bitmap: the rows are all valid (a
+  // nullable field whose batch holds no null is then read like a non-nullable one).
+  s.row_valid = a.null_count() == 0 ? nullptr : a.null_bitmap_data();
   s.row_offset = a.offset();
+  s.phys = c.category ? detail::index_dtype(*a.type()).value_or(DType::I32) : c.dtype;
   if (c.list_size) {
     const auto& list = static_cast<const arrow::FixedSizeListArray&>(a);
     const arrow::Array& child = *list.values();
     s.width = *c.list_size;
-    s.elem_valid = child.null_bitmap_data();
+    s.elem_valid = child.null_count() == 0 ? nullptr : child.null_bitmap_data();
     s.values = child.data()->buffers[1] ? child.data()->buffers[1]->data() : nullptr;
     s.first = child.offset() + a.offset() * s.width;
   } else {
@@ -243,7 +208,7 @@ Status check_values(const ColumnDecl& c, const ColumnSlice& s, int64_t rows, int
       if (s.elem_valid != nullptr && !arrow::bit_util::GetBit(s.elem_valid, static_cast<uint64_t>(e)))
         return Bad(where, "column `" + c.name + "`: " + at() + " is null (the elements of a FixedSizeList column cannot be null)");
       if (c.refinements.empty()) continue;
-      long double v = load_value(c.dtype, s.values, e);
+      long double v = load_value(s.phys, s.values, e);
       for (const Refinement& ref : c.refinements)
         if (!passes(v, ref.op, static_cast<long double>(ref.bound)))
           return Bad(where, rule_text(c, ref) + " fails at " + at() + ": value " +
@@ -341,6 +306,53 @@ Expected<std::shared_ptr<arrow::RecordBatch>> read_batch(const Framed& f, const 
   return *batch;
 }
 
+// Replays framed messages (the Schema, the dictionaries, the record batches)
+// to Arrow's stream reader, which applies each dictionary batch to the record
+// batches after it; `at` says which message was read last.
+class Replay : public arrow::ipc::MessageReader {
+ public:
+  Replay(std::vector<Framed> messages, std::string* at) : m_(std::move(messages)), at_(at) {}
+  arrow::Result<std::unique_ptr<arrow::ipc::Message>> ReadNextMessage() override {
+    if (next_ == m_.size()) return std::unique_ptr<arrow::ipc::Message>();
+    *at_ = message_at(m_[next_]);
+    return std::move(m_[next_++].message);
+  }
+
+ private:
+  std::vector<Framed> m_;
+  size_t next_ = 0;
+  std::string* at_;
+};
+
+// The record batches of a stream with dictionary-encoded columns (`messages`
+// framed and checked by the walker, the Schema first), decoded by Arrow's
+// stream reader and each validated in full. A dictionary that changes is
+// caught after (bind_categories).
+Expected<std::vector<std::shared_ptr<arrow::RecordBatch>>> read_replayed(std::vector<Framed> messages,
+                                                                        const std::string& src) {
+  std::string at = message_at(messages.front());
+  arrow::ipc::IpcReadOptions ro = arrow::ipc::IpcReadOptions::Defaults();
+  ro.use_threads = false;
+  auto reader = arrow::ipc::RecordBatchStreamReader::Open(std::make_unique<Replay>(std::move(messages), &at), ro);
+  if (!reader.ok()) return Bad(src, at + ": invalid schema: " + reader.status().message());
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  for (;;) {
+    std::shared_ptr<arrow::RecordBatch> b;
+    if (arrow::Status st = (*reader)->ReadNext(&b); !st.ok())
+      return Bad(src, at + ": invalid record batch: " + st.message());
+    if (b == nullptr) return batches;
+    if (arrow::Status v = b->ValidateFull(); !v.ok())
+      return Bad(src, at + ": the record batch fails full validation: " + v.message());
+    batches.push_back(std::move(b));
+  }
+}
+
+bool has_dictionaries(const arrow::Schema& s) {
+  for (const auto& f : s.fields())
+    if (f->type()->id() == arrow::Type::DICTIONARY) return true;
+  return false;
+}
+
 // The row dimension and the dimension bounds of the refinements, once every
 // batch is read: a row count against a known row dimension, a bound that
 // names a dimension nothing gives.
@@ -381,14 +393,53 @@ Status check_all_values(const SchemaDecl& decl, const std::vector<std::shared_pt
   return Status::Ok();
 }
 
+// The dictionary of Category column `i` (the same in every batch: bind_categories).
+std::vector<std::string> dictionary_of(size_t i, const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches) {
+  const auto& a = static_cast<const arrow::DictionaryArray&>(*batches[0]->column(static_cast<int>(i)));
+  return detail::dictionary_text(*a.dictionary());
+}
+
+// Each Category column's one dictionary: the same in every batch (a delta or
+// a replacement makes a batch's differ: refused, naming the batch), its size
+// against a constant or known dimension, then bound to category_dim. Before
+// resolve_dims, so that a rule may name the dimension.
+Status bind_categories(SchemaDecl& decl, const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
+                       const std::string& src) {
+  for (size_t i = 0; i < decl.columns.size(); ++i) {
+    const ColumnDecl& c = decl.columns[i];
+    if (!c.category) continue;
+    std::shared_ptr<arrow::Array> first;
+    for (size_t b = 0; b < batches.size(); ++b) {
+      const auto& a = static_cast<const arrow::DictionaryArray&>(*batches[b]->column(static_cast<int>(i)));
+      if (first == nullptr) first = a.dictionary();
+      else if (!a.dictionary()->Equals(*first))
+        return Bad(src, "column `" + c.name + "`: record batch " + std::to_string(b) + " has another dictionary (" +
+                            std::to_string(a.dictionary()->length()) + " values) than record batch 0 (" +
+                            std::to_string(first->length()) +
+                            " values): a delta or a replacement; a Category column has one dictionary per stream");
+    }
+    const int64_t size = first == nullptr ? 0 : first->length();
+    std::optional<int64_t> want = c.categories;
+    if (!want && !c.category_dim.empty())
+      if (auto it = decl.dims.find(c.category_dim); it != decl.dims.end()) want = it->second;
+    if (want && *want != size)
+      return Bad(src, "column `" + c.name + "`: declared " + type_text(c) +
+                          (c.categories ? "" : " with " + c.category_dim + " = " + std::to_string(*want)) +
+                          ", the stream's dictionary has " + std::to_string(size) + " values");
+    if (!c.category_dim.empty()) decl.dims[c.category_dim] = size;
+  }
+  return Status::Ok();
+}
+
 // The values of column `i` in place, when the layout allows: one batch, no
-// validity bitmap (rows nor elements), aligned to the element size.
+// null (rows nor elements; a bitmap with every bit set is fine), aligned to
+// the element size, not Bool (bit-packed).
 const uint8_t* view_of(const ColumnDecl& c, size_t i, const std::vector<std::shared_ptr<arrow::RecordBatch>>& batches,
                        size_t elem_size) {
-  if (batches.size() != 1) return nullptr;
+  if (batches.size() != 1 || !detail::viewable(c.dtype)) return nullptr;
   const arrow::Array& a = *batches[0]->column(static_cast<int>(i));
   ColumnSlice s = slice_of(c, a);
-  if (s.row_valid != nullptr || s.elem_valid != nullptr || s.values == nullptr) return nullptr;
+  if (s.row_valid != nullptr || s.elem_valid != nullptr || s.values == nullptr || s.phys != c.dtype) return nullptr;
   const uint8_t* p = s.values + static_cast<size_t>(s.first) * elem_size;
   return reinterpret_cast<uintptr_t>(p) % elem_size == 0 ? p : nullptr;
 }
@@ -404,6 +455,7 @@ Table assemble(const SchemaDecl& decl, const std::vector<std::shared_ptr<arrow::
     const ColumnDecl& c = decl.columns[i];
     Column col;
     col.name = c.name;
+    if (c.category) col.dictionary = batches.empty() ? std::vector<std::string>{} : dictionary_of(i, batches);
     std::vector<int64_t> shape{rows};
     if (c.list_size) shape.push_back(*c.list_size);
     if (zero_copy && rows > 0) {
@@ -411,6 +463,10 @@ Table assemble(const SchemaDecl& decl, const std::vector<std::shared_ptr<arrow::
       col.values.shape = shape;
       col.view = view_of(c, i, batches, col.values.elem_size());
       if (col.view != nullptr) {
+        if (c.nullable) {  // a view has no null row
+          col.valid = HostTensor(DType::Bool, {rows});
+          std::fill(col.valid->bytes.begin(), col.valid->bytes.end(), uint8_t{1});
+        }
         t.columns.push_back(std::move(col));
         continue;
       }
@@ -424,13 +480,12 @@ Table assemble(const SchemaDecl& decl, const std::vector<std::shared_ptr<arrow::
       ColumnSlice s = slice_of(c, a);
       uint8_t* out = col.values.bytes.data() + static_cast<size_t>(row0 * s.width) * es;
       const int64_t len = a.length();
-      if (s.row_valid == nullptr && len > 0) {
-        std::memcpy(out, s.values + static_cast<size_t>(s.first) * es, static_cast<size_t>(len * s.width) * es);
-      }
+      // A Category's int8 and int16 codes are widened to int32.
+      auto copy = s.phys == c.dtype ? copy_elements : detail::widen_codes;
+      if (s.row_valid == nullptr) copy(s.phys, s.values, s.first, len * s.width, out);
       for (int64_t r = 0; r < len && s.row_valid != nullptr; ++r)
         if (row_is_valid(s, r))
-          std::memcpy(out + static_cast<size_t>(r * s.width) * es,
-                      s.values + static_cast<size_t>(s.first + r * s.width) * es, static_cast<size_t>(s.width) * es);
+          copy(s.phys, s.values, s.first + r * s.width, s.width, out + static_cast<size_t>(r * s.width) * es);
       if (col.valid)
         for (int64_t r = 0; r < len; ++r) col.valid->bytes[static_cast<size_t>(row0 + r)] = row_is_valid(s, r) ? 1 : 0;
       row0 += len;
@@ -452,6 +507,7 @@ Expected<Table> read_checked(std::shared_ptr<arrow::Buffer> data, const SchemaDe
   MessageWalker walker(std::move(data), src);
   std::shared_ptr<arrow::Schema> schema;
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  std::vector<Framed> replay;  // with dictionary-encoded columns: every message, for read_replayed
   int64_t rows = 0;
   for (;;) {
     auto f = walker.next();
@@ -476,18 +532,33 @@ Expected<Table> read_checked(std::shared_ptr<arrow::Buffer> data, const SchemaDe
       }
       MLK_RETURN_IF_ERROR(check_schema(decl, **s, src));
       schema = *s;
+      if (has_dictionaries(*schema)) replay.push_back(std::move(*f));
       continue;
     }
-    if (type == arrow::ipc::MessageType::DICTIONARY_BATCH)
+    if (type == arrow::ipc::MessageType::DICTIONARY_BATCH && replay.empty())
       return Bad(src, at + ": dictionary batches are refused (dictionary-encoded columns are not read)");
-    if (type != arrow::ipc::MessageType::RECORD_BATCH)
+    if (type != arrow::ipc::MessageType::RECORD_BATCH && type != arrow::ipc::MessageType::DICTIONARY_BATCH)
       return Bad(src, at + ": a " + message_type_name(type) + " message; only Schema and RecordBatch messages are read");
+    if (auto codec = body_compression(*f->message);
+        codec && !options.allow_compressed_bodies && type == arrow::ipc::MessageType::RECORD_BATCH && !replay.empty())
+      return Bad(src, at + ": the record batch body is compressed (" + *codec + "); compressed bodies are refused");
+    if (!replay.empty()) {
+      replay.push_back(std::move(*f));
+      continue;
+    }
     auto b = read_batch(*f, schema, src, options);
     if (!b.ok()) return b.status();
     rows += (*b)->num_rows();
     batches.push_back(std::move(*b));
   }
   if (schema == nullptr) return Bad(src, "empty stream: no Schema message");
+  if (!replay.empty()) {
+    auto b = read_replayed(std::move(replay), src);
+    if (!b.ok()) return b.status();
+    batches = std::move(*b);
+    for (const auto& x : batches) rows += x->num_rows();
+  }
+  MLK_RETURN_IF_ERROR(bind_categories(decl, batches, src));
   MLK_RETURN_IF_ERROR(resolve_dims(decl, rows, src));
   MLK_RETURN_IF_ERROR(check_all_values(decl, batches, src));
   Table t = assemble(decl, batches, rows, options.zero_copy);
@@ -515,6 +586,7 @@ Expected<Table> read_c_checked(ArrowArrayStream* stream, const SchemaDecl& fixed
     rows += b->num_rows();
     batches.push_back(std::move(b));
   }
+  MLK_RETURN_IF_ERROR(bind_categories(decl, batches, src));
   MLK_RETURN_IF_ERROR(resolve_dims(decl, rows, src));
   MLK_RETURN_IF_ERROR(check_all_values(decl, batches, src));
   Table t = assemble(decl, batches, rows, options.zero_copy);
@@ -540,6 +612,8 @@ std::string type_text(const ColumnDecl& c) {
   std::string t = dtype_name(c.dtype);
   if (c.list_size) t = "FixedSizeList[" + t + ", " + std::to_string(*c.list_size) + "]";
   if (c.any_list_size && !c.list_size) t = "FixedSizeList[" + t + ", *]";
+  if (c.category)
+    t = "Category[" + t + ", " + (c.categories ? std::to_string(*c.categories) : c.category_dim.empty() ? "*" : c.category_dim) + "]";
   return t;
 }
 
@@ -557,7 +631,10 @@ Status validate_decl(const SchemaDecl& decl) {
       return Status::InvalidArgument("schema declaration: column `" + c.name + "` is declared twice");
     if (arrow_type_of(c.dtype) == nullptr)
       return Status::InvalidArgument("schema declaration: column `" + c.name + "` has type " + dtype_name(c.dtype) +
-                                     "; columns are I32, I64, F16, F32 or F64, or a FixedSizeList of one");
+                                     "; columns are I32, I64, F16, BF16, F32, F64 or Bool, or a FixedSizeList of one");
+    if (c.category && (c.list_size || c.any_list_size || c.dtype != DType::I32))
+      return Status::InvalidArgument("schema declaration: column `" + c.name +
+                                     "` is a Category: its codes are I32, without a list size");
     if (c.list_size && c.any_list_size)
       return Status::InvalidArgument("schema declaration: column `" + c.name + "` has both a list size and any list size");
     if (c.list_size && *c.list_size < 1)

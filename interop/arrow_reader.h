@@ -2,17 +2,21 @@
 // declared schema, delivering one HostTensor per column.
 //
 // This header is Arrow-free: the declaration and the result are plain data.
-// The implementation (interop/arrow_reader.cpp, the one translation unit that
-// includes Arrow C++) uses the reference implementation, libarrow from the
+// The implementation (interop/arrow_reader.cpp and arrow_columns.cpp, the
+// code that includes Arrow C++) uses the reference implementation, libarrow from the
 // pinned pyarrow wheel, and adds the checks docs/interop/arrow.md lists:
 //   - framing: every message starts with the continuation marker FFFFFFFF, a
 //     metadata size that is a non-negative multiple of 8 and fits, a body
 //     length that is a non-negative multiple of 8 and fits; after the
 //     end-of-stream marker nothing follows; metadata version V5 only;
-//   - messages: one Schema first, then RecordBatch messages; dictionary
-//     batches, tensors and compressed bodies are refused;
+//   - messages: one Schema first, then RecordBatch messages (and, for
+//     Category columns, their dictionaries before the first batch; a
+//     dictionary that changes, by a delta or a replacement, is refused);
+//     tensors and compressed bodies are refused;
 //   - the schema equals the declaration exactly: column names and order,
-//     types (FixedSizeList with its size), nullability, little-endian;
+//     types (FixedSizeList with its size), little-endian; a column declared
+//     nullable needs a nullable field, a non-nullable one takes either (its
+//     rows may then hold no null: the value check names the first);
 //   - every batch passes Arrow's full validation (ValidateFull);
 //   - values: no null in a non-nullable column nor in the elements of a
 //     FixedSizeList, and every refinement holds on every valid row.
@@ -59,7 +63,9 @@ struct Refinement {
 // "=", "!=", "<", "<=", ">", ">=".
 const char* op_text(Refinement::Op op);
 
-// One declared column. `dtype` is one of I32, I64, F16, F32, F64; with
+// One declared column. `dtype` is one of I32, I64, F16, BF16, F32, F64, Bool
+// (Arrow's types for them: interop/arrow_columns.h; BF16 is the extension
+// type mlk.bfloat16 on uint16, Bool is unpacked to a byte per value); with
 // `list_size` the column is FixedSizeList[dtype, list_size] (size >= 1);
 // with `any_list_size` (and no list_size) it is a FixedSizeList of dtype of
 // whatever size the stream has, for a size that is a dim bound later
@@ -74,6 +80,14 @@ struct ColumnDecl {
   std::string list_dim;
   bool nullable = false;
   std::vector<Refinement> refinements;
+  // Category[I32, K]: a dictionary-encoded field (indices int8, int16 or
+  // int32, widened to the I32 codes; any value type) with one dictionary per
+  // stream. `dtype` is then I32 and there is no list size. `categories`
+  // fixes the dictionary's size; else `category_dim` (if set) is bound to it,
+  // and a value SchemaDecl::dims already has must match.
+  bool category = false;
+  std::optional<int64_t> categories;
+  std::string category_dim;
 };
 
 // The declared type as mlk writes it: "I32", "FixedSizeList[F16, 384]".
@@ -91,14 +105,15 @@ struct SchemaDecl {
 
 // InvalidArgument for a declaration the reader cannot check against: no
 // columns, an empty or repeated name, another dtype, a list size below 1 (or
-// both a list size and any_list_size).
+// both a list size and any_list_size), a Category that is not I32 or has a
+// list size.
 Status validate_decl(const SchemaDecl& decl);
 
 struct ReadOptions {
   // Compressed record batch bodies (LZ4 frame, ZSTD) are refused unless set.
   bool allow_compressed_bodies = false;
   // Columns whose layout allows it are not copied but viewed (Column::view):
-  // one batch, no validity bitmap, values aligned to their element size.
+  // one batch, no null, values aligned to their element size, not Bool.
   bool zero_copy = false;
 };
 
@@ -113,6 +128,10 @@ struct Column {
   // With ReadOptions::zero_copy, where the layout allows: the values in the
   // stream's own memory (row-major, values.shape), alive while Table::owner is.
   const uint8_t* view = nullptr;
+  // A Category column's dictionary, each value as text (a string as it is,
+  // anything else as Arrow prints the scalar, "null" for a null); code c
+  // names dictionary[c]. Empty for other columns.
+  std::optional<std::vector<std::string>> dictionary;
   const uint8_t* data() const { return view != nullptr ? view : values.bytes.data(); }
 };
 
@@ -151,8 +170,8 @@ Expected<Table> read_stream_file(const std::string& path, const DeclareFn& decla
 // Table's or RecordBatchReader's `__arrow_c_stream__`, any C++ producer):
 // the schema against `decl`, every batch validated in full, the values. The
 // stream is consumed (released) whatever the outcome. There is no framing,
-// so compression and dictionary batches do not occur; dictionary-encoded
-// columns are refused by the schema check. `source` names it in messages.
+// so compression does not occur; a Category column's dictionary must be the
+// same in every batch. `source` names it in messages.
 Expected<Table> read_c_stream(struct ArrowArrayStream* stream, const SchemaDecl& decl, const std::string& source,
                               const ReadOptions& options = {});
 

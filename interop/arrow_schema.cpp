@@ -37,6 +37,11 @@ SchemaDecl schema_of(const ir::Frame& frame, const std::map<std::string, int64_t
         c.list_dim = fc.list_size->str();
       }
     }
+    if (fc.categories) {
+      c.category = true;
+      if (auto v = fc.categories->eval({})) c.categories = *v;
+      else c.category_dim = fc.categories->str();
+    }
     for (const ir::ColumnRule& r : fc.rules) {
       Refinement ref;
       ref.op = op_of(r.op);

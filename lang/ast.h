@@ -51,6 +51,7 @@ struct ColumnDecl {
   std::string dtype;  // always a known dtype name (the lexer's kDType)
   bool nullable = false;
   std::unique_ptr<DimExpr> list_size;  // FixedSizeList[dtype, list_size]
+  std::unique_ptr<DimExpr> categories;  // Category[dtype, categories]: the codes, K the dictionary's size
   std::vector<ColumnRule> rules;
 };
 
@@ -67,6 +68,28 @@ struct Type {
   std::vector<std::unique_ptr<DimExpr>> shape;
   std::vector<Pred> preds;
   std::unique_ptr<FrameType> frame;  // set for a Dataframe type (dtype, shape unused)
+  // A record type (lang/records.h; dtype, shape unused): `Linear[D, 4]` names
+  // the record in `record` and its dimension arguments in `record_args`;
+  // `Array[T, N]` has `record` "Array", T in `element` and N as its one argument.
+  std::string record;
+  Span record_span;
+  std::vector<std::unique_ptr<DimExpr>> record_args;
+  std::unique_ptr<Type> element;
+};
+
+// `record Linear [I, O] { w: Tensor[F32, [O, I]], b: Tensor[F32, [O]] }`:
+// named fields over the record's dimensions (lang/records.h).
+struct Field {
+  Span name_span;
+  std::string name;
+  Type type;
+};
+
+struct Record {
+  Span span, name_span;
+  std::string name;
+  std::vector<std::pair<std::string, Span>> dims;
+  std::vector<Field> fields;
 };
 
 struct Expr;
@@ -146,9 +169,22 @@ struct Transform {
   std::vector<std::string> keywords;
   std::vector<Span> keyword_spans;
   std::vector<ExprPtr> values;
+  bool had_error = false;  // reported before the checker (a `wrt` path, an import): its fns are invalid
+};
+
+// `import std.nn`, `import std.nn[F64] as nn64`, `import "layers.tl" as layers`
+// (lang/modules.h).
+struct Import {
+  Span span;
+  std::string module;  // "std.nn", or the path as written (without quotes)
+  bool is_path = false;
+  std::string dtype;   // `[F64]`: every F32 of the module becomes this dtype; empty: as written
+  std::string alias;   // the name its fns are called by: `as NAME`, else the module's last part
 };
 
 struct Program {
+  std::vector<Import> imports;
+  std::vector<Record> records;
   std::vector<Function> functions;
   std::vector<Tune> tunes;
   std::vector<Transform> transforms;

@@ -115,9 +115,14 @@ std::vector<ir::NodeRef> FnChecker::check_body() {
         if (dim && prove_or_report({Pred::Op::kGe, *dim, Dim::constant(1)}, d->span, "dimension " + q(dim->str()), ""))
           t.shape.push_back(*dim);
       }
-      if (!l.ascription->preds.empty())
-        error(DiagKind::Syntax, l.ascription->preds.front().span,
-              "a `let` ascription takes no refinements; put them on the parameters");
+      // Refinements of an ascription are claims: proven from the facts in
+      // scope, or refused (a let adds no facts of its own).
+      for (const auto& p : l.ascription->preds) {
+        auto a = resolve_dim(*p.lhs, self_.dims, facts_, true, sink_);
+        auto b = resolve_dim(*p.rhs, self_.dims, facts_, true, sink_);
+        if (a && b)
+          prove_or_report({static_cast<Pred::Op>(p.op), *a, *b}, p.span, "`let " + l.name + " : " + t.str() + "`", "");
+      }
       if (sink_.count() == before) {
         Val c = coerce(v, t);
         if (c.error) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 
+#include "lang/ast_clone.h"
 #include "lang/dtype.h"
 
 namespace mlk {
@@ -14,21 +15,13 @@ namespace {
 
 std::string q(const std::string& s) { return "`" + s + "`"; }
 
+// The dtypes the Arrow reader reads (interop/arrow_columns.h).
 bool is_column_dtype(DType t) {
-  return t == DType::I32 || t == DType::I64 || t == DType::F16 || t == DType::F32 || t == DType::F64;
+  return t == DType::I32 || t == DType::I64 || t == DType::F16 || t == DType::BF16 || t == DType::F32 ||
+         t == DType::F64 || t == DType::Bool;
 }
 
-std::unique_ptr<ast::DimExpr> clone(const ast::DimExpr& d) {
-  auto c = std::make_unique<ast::DimExpr>();
-  c->kind = d.kind;
-  c->span = d.span;
-  c->depth = d.depth;
-  c->value = d.value;
-  c->name = d.name;
-  if (d.lhs) c->lhs = clone(*d.lhs);
-  if (d.rhs) c->rhs = clone(*d.rhs);
-  return c;
-}
+using ast::clone;
 
 bool declared(const ast::Function& f, const std::string& name) {
   for (const auto& [d, span] : f.dims)
@@ -50,6 +43,23 @@ std::optional<Dim> frame_dim(const ast::DimExpr& d, const ast::Function& f, cons
   return std::nullopt;
 }
 
+// The `K` of `Category[I32, K]` (the codes' dtype is I32 only: Arrow's int8
+// and int16 indices are widened to it by the reader), or nullopt after a diagnostic.
+std::optional<Dim> category_dim(const ast::ColumnDecl& c, DType t, const ast::Function& f, DiagnosticSink& sink) {
+  if (t != DType::I32) {
+    sink.error(DiagKind::ColumnType, c.dtype_span,
+               "column " + q(c.name) + " is Category[" + dtype_name(t) + ", ..]; a Category's codes are I32 "
+               "(Arrow indices int8, int16 and int32 are read as I32)");
+    return std::nullopt;
+  }
+  return frame_dim(*c.categories, f, "the number of categories of a Category", sink);
+}
+
+// A dimension as written: `K`, `4`.
+std::string dim_text(const ast::DimExpr& d) {
+  return d.kind == ast::DimExpr::Kind::kName ? d.name : std::to_string(d.value);
+}
+
 ir::ColumnRule::Op rule_op(ast::Pred::Op op) {
   switch (op) {
     case ast::Pred::Op::kEq: return ir::ColumnRule::Op::kEq;
@@ -67,6 +77,17 @@ std::optional<ir::ColumnRule> column_rule(const ast::ColumnRule& r, const ast::C
   if (r.subject != c.name) {
     sink.error(DiagKind::ColumnRule, r.subject_span,
                "a refinement of column " + q(c.name) + " compares " + q(c.name) + ", found " + q(r.subject));
+    return std::nullopt;
+  }
+  if (t == DType::Bool) {
+    sink.error(DiagKind::ColumnRule, r.subject_span,
+               "column " + q(c.name) + " is Bool; a Bool column takes no `where` rule");
+    return std::nullopt;
+  }
+  if (c.categories) {
+    sink.error(DiagKind::ColumnRule, r.subject_span,
+               "column " + q(c.name) + " is a Category; its codes are in [0, " + dim_text(*c.categories) +
+                   ") by construction, and it takes no `where` rule");
     return std::nullopt;
   }
   ir::ColumnRule out;
@@ -135,8 +156,9 @@ ir::Frame frame_of(const ast::Param& p, const ast::Function& f, std::vector<ast:
     if (!is_column_dtype(col.dtype))
       sink.error(DiagKind::ColumnType, c.dtype_span,
                  "column " + q(c.name) + " has dtype " + dtype_name(col.dtype) +
-                     "; a column is I32, I64, F16, F32 or F64, or a FixedSizeList of one");
+                     "; a column is I32, I64, F16, BF16, F32, F64 or Bool, or a FixedSizeList of one");
     if (c.list_size) col.list_size = frame_dim(*c.list_size, f, "the size of a FixedSizeList", sink);
+    if (c.categories) col.categories = category_dim(c, col.dtype, f, sink);
     for (const auto& r : c.rules)
       if (auto rule = column_rule(r, c, col.dtype, ft, f, sink)) col.rules.push_back(*rule);
     if (!c.nullable) {

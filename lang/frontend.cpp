@@ -5,6 +5,8 @@
 #include "lang/checker.h"
 #include "lang/dataframe.h"
 #include "lang/parser.h"
+#include "lang/modules.h"
+#include "lang/records.h"
 #include "lang/recursion.h"
 
 namespace mlk {
@@ -17,13 +19,22 @@ FrontendResult compile_source(std::string name, std::string text) {
   DiagnosticSink sink;
   r.tokens = lex(*r.file, sink);
   ast::Program program = parse(*r.file, r.tokens, sink);
-  auto frames = lower_dataframes(program, sink);
-  r.module = check_program(*r.file, program, sink);
-  for (auto& f : r.module.functions)
-    if (auto it = frames.find(f.name); it != frames.end()) f.frames = it->second;
-  reject_recursion(program, r.module, sink);
+  resolve_imports(*r.file, program, sink);
+  r.module = check_resolved(*r.file, program, sink);
   r.diagnostics = sink.diagnostics();
   return r;
+}
+
+ir::Module check_resolved(const SourceFile& file, ast::Program& program, DiagnosticSink& sink) {
+  auto records = lower_records(file, program, sink);
+  auto frames = lower_dataframes(program, sink);
+  ir::Module m = check_program(file, program, sink);
+  for (auto& f : m.functions) {
+    if (auto it = frames.find(f.name); it != frames.end()) f.frames = it->second;
+    if (auto it = records.find(f.name); it != records.end()) f.records = it->second;
+  }
+  reject_recursion(program, m, sink);
+  return m;
 }
 
 Expected<FrontendResult> compile_file(const std::string& path) {

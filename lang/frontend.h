@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lang/ast.h"
 #include "lang/diagnostics.h"
 #include "lang/ir.h"
 #include "lang/lexer.h"
@@ -28,6 +29,10 @@ struct FrontendResult {
 
 // Runs lex, parse and check on `text`, reported under `name`.
 FrontendResult compile_source(std::string name, std::string text);
+
+// The front end after the parser and the imports (lang/modules.h, which
+// checks each module with it): records, Dataframes, the checker, recursion.
+ir::Module check_resolved(const SourceFile& file, ast::Program& program, DiagnosticSink& sink);
 
 // Reads `path` and compiles it; a file that cannot be read is a Status.
 Expected<FrontendResult> compile_file(const std::string& path);

@@ -101,6 +101,15 @@ struct Function {
   // Dataframe parameters, each already its column parameters (`df.col`);
   // not part of the IR's text or hash (the kernel sees only the tensors).
   std::vector<Frame> frames;
+  // Record parameters (lang/records.h), each already its leaves' parameters;
+  // not part of the IR's text or hash either.
+  struct RecordParam {
+    std::string name;  // the parameter as written ("params")
+    std::string type;  // "Params[D, H]"
+    int first = 0;     // its leaves: params[first, first + count)
+    int count = 0;
+  };
+  std::vector<RecordParam> records;
   // Dimension variables no parameter shape binds (must be given explicitly).
   std::vector<std::string> unbound_dims() const;
 };

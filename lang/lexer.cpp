@@ -23,6 +23,9 @@ const char* tok_name(Tok t) {
     case Tok::kTrue: return "`true`";
     case Tok::kFalse: return "`false`";
     case Tok::kTune: return "`tune`";
+    case Tok::kRecord: return "`record`";
+    case Tok::kImport: return "`import`";
+    case Tok::kString: return "a string";
     case Tok::kDType: return "a dtype";
     case Tok::kLParen: return "`(`";
     case Tok::kRParen: return "`)`";
@@ -58,7 +61,8 @@ Tok keyword_or_ident(const std::string& s) {
   static const std::unordered_map<std::string, Tok> kw = {
       {"fn", Tok::kFn},         {"public", Tok::kPublic}, {"let", Tok::kLet},   {"mod", Tok::kMod},
       {"Tensor", Tok::kTensor}, {"Scalar", Tok::kScalar}, {"true", Tok::kTrue}, {"false", Tok::kFalse},
-      {"tune", Tok::kTune}};
+      {"tune", Tok::kTune},     {"record", Tok::kRecord},
+      {"import", Tok::kImport}};
   auto it = kw.find(s);
   if (it != kw.end()) return it->second;
   if (parse_dtype(s)) return Tok::kDType;
@@ -118,6 +122,19 @@ std::vector<Token> lex(const SourceFile& file, DiagnosticSink& sink) {
         continue;
       }
       push(is_float ? Tok::kFloat : Tok::kInt, b, i);
+      continue;
+    }
+    if (c == '"') {  // a string: printable ASCII up to the closing quote on this line
+      uint32_t e = i + 1;
+      while (e < n && s[e] != '"' && s[e] != '\n' && s[e] >= 0x20 && s[e] < 0x7f) ++e;
+      if (e >= n || s[e] != '"') {
+        sink.error(DiagKind::UnexpectedChar, {i, e}, "unterminated string (a string is printable ASCII on one line)");
+        push(Tok::kError, i, e);
+        i = e;
+        continue;
+      }
+      push(Tok::kString, i, e + 1);
+      i = e + 1;
       continue;
     }
     auto two = [&](char next) { return i + 1 < n && s[i + 1] == next; };

@@ -14,11 +14,12 @@ namespace mlk {
 enum class Tok {
   kEof, kError, kIdent, kInt, kFloat,
   // keywords
-  kFn, kPublic, kLet, kMod, kTensor, kScalar, kTrue, kFalse, kTune, kDType,
+  kFn, kPublic, kLet, kMod, kTensor, kScalar, kTrue, kFalse, kTune, kRecord, kImport, kDType,
   // punctuation
   kLParen, kRParen, kLBracket, kRBracket, kComma, kColon, kAssign, kArrow,
   kPlus, kMinus, kStar, kSlash, kEq, kNe, kLt, kLe, kGt, kGe, kAndAnd, kOrOr, kBang,
   kDot, kLBrace, kRBrace,  // `df.column`, `Schema{..}` (lang/dataframe.h)
+  kString,  // `"path.tl"` in an import: printable ASCII on one line, no escapes; text keeps the quotes
 };
 
 // How a token kind is named in "expected X, found Y" messages.

@@ -27,6 +27,22 @@ class Parser {
         }
         continue;
       }
+      if (at(Tok::kImport)) {
+        try {
+          p.imports.push_back(import());
+        } catch (SyntaxError&) {
+          skip_to_item();
+        }
+        continue;
+      }
+      if (at(Tok::kRecord)) {
+        try {
+          p.records.push_back(record());
+        } catch (SyntaxError&) {
+          skip_to_item();
+        }
+        continue;
+      }
       if (at_transform()) {
         try {
           p.transforms.push_back(transform());
@@ -40,7 +56,7 @@ class Parser {
         continue;
       }
       try {
-        error_expected("`fn`, `public fn` or `tune`");
+        error_expected("`fn`, `public fn`, `record`, `import` or `tune`");
       } catch (SyntaxError&) {
         advance();  // the stray token itself, then up to the next item
         skip_to_item();
@@ -73,7 +89,10 @@ class Parser {
     if (!at(k)) error_expected(tok_name(k));
     return advance();
   }
-  bool at_item_start() const { return at(Tok::kFn) || at(Tok::kPublic) || at(Tok::kTune) || at(Tok::kEof); }
+  bool at_item_start() const {
+    return at(Tok::kFn) || at(Tok::kPublic) || at(Tok::kTune) || at(Tok::kRecord) || at(Tok::kImport) ||
+           at(Tok::kEof);
+  }
   // Skips to the next top-level item; the token that starts it is kept.
   void skip_to_item() {
     while (!at_item_start()) advance();
@@ -175,6 +194,10 @@ class Parser {
     const Token& src = expect(Tok::kIdent);
     t.source = src.text;
     t.source_span = src.span;
+    while (accept(Tok::kDot)) {  // a module's fn: `nn.mse`
+      t.source += "." + expect(Tok::kIdent).text;
+      t.source_span.end = t_[pos_ - 1].span.end;
+    }
     while (accept(Tok::kComma) && !at(Tok::kRParen)) {
       if (!(at(Tok::kIdent) && peek().kind == Tok::kAssign)) error_expected("a keyword argument `NAME=...`");
       const Token& kw = advance();
@@ -186,6 +209,68 @@ class Parser {
     t.span = {begin, expect(Tok::kRParen).span.end};
     if (!at_item_start()) error_expected("`fn`, `public fn`, `tune` or end of file after a transform");
     return t;
+  }
+
+  // import := 'import' (IDENT ('.' IDENT)* | STRING) ('[' DTYPE ']')? ('as' IDENT)?
+  ast::Import import() {
+    ast::Import im;
+    uint32_t begin = expect(Tok::kImport).span.begin;
+    if (at(Tok::kString)) {
+      const std::string& t = advance().text;
+      im.module = t.substr(1, t.size() - 2);
+      im.is_path = true;
+    } else {
+      im.module = expect(Tok::kIdent).text;
+      while (accept(Tok::kDot)) im.module += "." + expect(Tok::kIdent).text;
+      im.alias = im.module.substr(im.module.rfind('.') + 1);
+    }
+    if (accept(Tok::kLBracket)) {
+      im.dtype = expect(Tok::kDType).text;
+      expect(Tok::kRBracket);
+    }
+    if (at(Tok::kIdent) && cur().text == "as") {
+      advance();
+      im.alias = expect(Tok::kIdent).text;
+    } else if (im.is_path) {
+      error_expected("`as NAME` after an imported file (`import \"" + im.module + "\" as NAME`)");
+    }
+    im.span = {begin, t_[pos_ - 1].span.end};
+    if (!at_item_start()) error_expected("`fn`, `public fn`, `record`, `import`, `tune` or end of file after an import");
+    return im;
+  }
+
+  // record := 'record' IDENT ('[' IDENT (',' IDENT)* ']')? '{' (IDENT ':' type ','?)* '}'
+  ast::Record record() {
+    ast::Record r;
+    uint32_t begin = expect(Tok::kRecord).span.begin;
+    const Token& n = expect(Tok::kIdent);
+    r.name = n.text;
+    r.name_span = n.span;
+    if (accept(Tok::kLBracket)) {
+      do {
+        const Token& d = expect(Tok::kIdent);
+        r.dims.emplace_back(d.text, d.span);
+      } while (accept(Tok::kComma) && !at(Tok::kRBracket));
+      expect(Tok::kRBracket);
+    }
+    expect(Tok::kLBrace);
+    while (!at(Tok::kRBrace)) {
+      ast::Field f;
+      const Token& fn = expect(Tok::kIdent);
+      f.name = fn.text;
+      f.name_span = fn.span;
+      expect(Tok::kColon);
+      f.type = type(/*param=*/true);
+      if (f.type.frame) {
+        sink_.error(DiagKind::Syntax, f.type.span, "a field's type is a Tensor, a Scalar, a record or an Array, not a Dataframe");
+        throw SyntaxError{};
+      }
+      r.fields.push_back(std::move(f));
+      if (!accept(Tok::kComma)) break;
+    }
+    r.span = {begin, expect(Tok::kRBrace).span.end};
+    if (!at_item_start()) error_expected("`fn`, `public fn`, `record`, `tune` or end of file after a record");
+    return r;
   }
 
   ast::Let let() {
@@ -229,7 +314,8 @@ class Parser {
     return v;
   }
 
-  // `param`: a Dataframe type is allowed (parameters only).
+  // `param`: a Dataframe, record or Array type is allowed (parameters and
+  // record fields only).
   ast::Type type(bool param = false) {
     ast::Type ty;
     uint32_t begin = cur().span.begin;
@@ -240,6 +326,7 @@ class Parser {
       }
       return frame_type();
     }
+    if (at(Tok::kIdent) && param) return record_type();  // a record or an Array: parameters and fields only
     if (accept(Tok::kScalar)) {
       expect(Tok::kLBracket);
       const Token& d = expect(Tok::kDType);
@@ -273,6 +360,40 @@ class Parser {
     return ty;
   }
 
+  // NAME ('[' dim (',' dim)* ']')?  |  'Array' '[' type ',' dim ']'
+  ast::Type record_type() {
+    ast::Type ty;
+    const Token& n = advance();
+    ty.record = n.text;
+    uint32_t end = n.span.end;
+    while (at(Tok::kDot) && peek().kind == Tok::kIdent) {  // a module's record: `nn.Linear`
+      advance();
+      ty.record += "." + advance().text;
+      end = t_[pos_ - 1].span.end;
+    }
+    ty.record_span = {n.span.begin, end};
+    if (n.text == "Array") {
+      expect(Tok::kLBracket);
+      ty.element = std::make_unique<ast::Type>(type(/*param=*/true));
+      if (ty.element->frame) {
+        sink_.error(DiagKind::Syntax, ty.element->span, "an Array holds Tensors, Scalars or records, not Dataframes");
+        throw SyntaxError{};
+      }
+      expect(Tok::kComma);
+      ty.record_args.push_back(dim());
+      end = expect(Tok::kRBracket).span.end;
+    } else if (accept(Tok::kLBracket)) {
+      if (!at(Tok::kRBracket)) {
+        do ty.record_args.push_back(dim());
+        while (accept(Tok::kComma) && !at(Tok::kRBracket));
+      }
+      end = expect(Tok::kRBracket).span.end;
+    }
+    ty.span = {n.span.begin, end};
+    ty.dtype_span = ty.span;
+    return ty;
+  }
+
   // Dataframe[rows, Schema{ name: ctype (where rule (&& rule)*)?, ... }]
   ast::Type frame_type() {
     ast::Type ty;
@@ -294,7 +415,7 @@ class Parser {
     return ty;
   }
 
-  // name: I32 | Nullable[ctype] | FixedSizeList[dtype, dim], then `where` rules.
+  // name: I32 | Nullable[ctype] | FixedSizeList[dtype, dim] | Category[dtype, dim], then `where` rules.
   ast::ColumnDecl column() {
     ast::ColumnDecl c;
     const Token& n = expect(Tok::kIdent);
@@ -307,15 +428,17 @@ class Parser {
       expect(Tok::kLBracket);
       c.nullable = true;
     }
-    if (at(Tok::kIdent) && cur().text == "FixedSizeList") {
+    const bool list = at(Tok::kIdent) && cur().text == "FixedSizeList";
+    if (list || (at(Tok::kIdent) && cur().text == "Category")) {
       uint32_t b = advance().span.begin;
       expect(Tok::kLBracket);
       c.dtype = expect(Tok::kDType).text;
       expect(Tok::kComma);
-      c.list_size = dim();
+      (list ? c.list_size : c.categories) = dim();
       c.dtype_span = {b, expect(Tok::kRBracket).span.end};
     } else {
-      if (!at(Tok::kDType)) error_expected("a column type (a dtype, `FixedSizeList[..]` or `Nullable[..]`)");
+      if (!at(Tok::kDType))
+        error_expected("a column type (a dtype, `FixedSizeList[..]`, `Category[..]` or `Nullable[..]`)");
       c.dtype_span = cur().span;
       c.dtype = advance().text;
     }
@@ -573,13 +696,20 @@ class Parser {
     }
     const Token& name = advance();
     e->name = name.text;
-    if (at(Tok::kDot)) {  // `df.column`: one name, resolved by lang/dataframe.cpp
-      advance();
-      e->name += "." + expect(Tok::kIdent).text;
-      e->span.end = t_[pos_ - 1].span.end;
-      e->kind = ast::Expr::Kind::kName;
-      return e;
+    // `df.column`, `p.layers[2].wq`: one name, the path written with `.`
+    // (`p.layers.2.wq`), resolved by lang/records.cpp and lang/dataframe.cpp.
+    bool path = false;
+    while (at(Tok::kDot) || (at(Tok::kLBracket) && peek().kind == Tok::kInt && peek(2).kind == Tok::kRBracket)) {
+      if (accept(Tok::kDot)) {
+        e->name += "." + expect(Tok::kIdent).text;
+      } else {
+        advance();
+        e->name += "." + advance().text;
+        advance();
+      }
+      path = true;
     }
+    if (path) e->span.end = t_[pos_ - 1].span.end;  // a module's fn is called by its path: `nn.gelu(x)`
     if (at(Tok::kLBracket) && peek().kind == Tok::kIdent && peek(2).kind == Tok::kAssign) {
       advance();
       do {
@@ -599,7 +729,7 @@ class Parser {
       return e;
     }
     e->kind = ast::Expr::Kind::kCall;
-    e->callee_span = name.span;
+    e->callee_span = path ? Span{name.span.begin, e->span.end} : name.span;
     advance();
     while (!at(Tok::kRParen)) {
       if (at(Tok::kIdent) && peek().kind == Tok::kAssign) {

@@ -54,18 +54,28 @@ bool names_count(const ast::Transform& t, size_t want, const std::string& why, D
   return false;
 }
 
-// grad / value_and_grad / vjp: `wrt` lists float parameters; the result is a
+// grad / value_and_grad / vjp: `wrt` lists float parameters (none: every float
+// parameter, in order); the result is a
 // float Scalar (any float tensor for vjp, whose cotangent is a parameter).
 bool check_grad(const ast::Transform& t, const check::Signature& src, Checked& c, DiagnosticSink& sink) {
   if (!known_keywords(t, {"wrt"}, sink)) return false;
   const ast::Expr* wrt = keyword(t, "wrt");
-  if (!wrt || wrt->kind != ast::Expr::Kind::kList || wrt->args.empty()) {
-    sink.error(DiagKind::TransformDecl, wrt ? wrt->span : t.kind_span,
-               q(t.kind) + " needs `wrt=[..]`, a non-empty list of parameters of " + q(t.source));
+  if (wrt && (wrt->kind != ast::Expr::Kind::kList || wrt->args.empty())) {
+    sink.error(DiagKind::TransformDecl, wrt->span,
+               "`wrt` is a non-empty list of parameters of " + q(t.source) + " (leave it out for every float parameter)");
     return false;
   }
   bool ok = true;
-  for (const auto& e : wrt->args) {
+  if (!wrt) {  // every float parameter, in order
+    for (size_t j = 0; j < src.params.size(); ++j)
+      if (is_float(src.params[j].type.dtype)) c.wrt.push_back(static_cast<int>(j));
+    if (c.wrt.empty()) {
+      sink.error(DiagKind::GradWrt, t.source_span, q(t.source) + " has no float parameter to differentiate with respect to");
+      return false;
+    }
+  }
+  static const std::vector<ast::ExprPtr> kNone;
+  for (const auto& e : wrt ? wrt->args : kNone) {
     int found = -1;
     for (size_t j = 0; j < src.params.size(); ++j)
       if (e->kind == ast::Expr::Kind::kName && src.params[j].name == e->name) found = static_cast<int>(j);
@@ -106,7 +116,7 @@ bool check_grad(const ast::Transform& t, const check::Signature& src, Checked& c
   // One name for several results: one fn returning them all.
   c.one_fn = ok && results > 1 && t.names.size() == 1;
   if (c.one_fn && results > ir::kMaxResults) {
-    sink.error(DiagKind::TransformDecl, wrt->span,
+    sink.error(DiagKind::TransformDecl, wrt ? wrt->span : t.source_span,
                q(t.kind) + " of " + q(t.source) + " as one fn would have " + std::to_string(results) +
                    " results; a fn has at most " + std::to_string(ir::kMaxResults) + " (give one name per result)");
     return false;
@@ -271,7 +281,9 @@ void Transforms::declare(const ast::Program& program, std::map<std::string, chec
       stubs.push_back(&d.stub);
     }
     auto src = sigs.find(t.source);
-    if (t.kind != "grad" && t.kind != "value_and_grad" && t.kind != "vjp" && t.kind != "vjp_split" &&
+    if (t.had_error) {
+      // reported by the front end (a record path, a failed import); its fns are invalid, silently
+    } else if (t.kind != "grad" && t.kind != "value_and_grad" && t.kind != "vjp" && t.kind != "vjp_split" &&
         t.kind != "vmap" && t.kind != "shard") {
       sink.error(DiagKind::TransformDecl, t.kind_span,
                  "unknown transform " + q(t.kind) +

@@ -6,13 +6,15 @@
 //
 // A separate extension module, so that `import mlk` does not load libarrow:
 // python/mlk/arrow.py imports it on the first Dataframe argument. It links
-// the one Arrow translation unit (mlk_arrow) and includes no Arrow header.
+// the Arrow reader (mlk_arrow) and includes no Arrow header.
 //
 // read() gives one ArrowColumn per non-nullable column: a DLPack producer
 // (__dlpack__, __dlpack_device__) over the column's values, zero-copy in the
-// producer's memory where the layout allows (one batch, no validity bitmap,
-// aligned), else over one copy; `copied` says which. The Arrow memory (or the
-// copy) stays alive while any capsule or ArrowColumn of the read does.
+// producer's memory where the layout allows (one batch, no null, aligned,
+// not Bool), else over one copy; `copied` says which. A Category column is
+// its codes (int32) with its dictionary as text in `dictionary`. Bool columns are DLPack
+// bool (one byte per value), BF16 columns DLPack bfloat16. The Arrow memory
+// (or the copy) stays alive while any capsule or ArrowColumn of the read does.
 #include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -45,6 +47,8 @@ DLDataType dl_dtype(mlk::DType t) {
     case mlk::DType::I32: return {kDLInt, 32, 1};
     case mlk::DType::I64: return {kDLInt, 64, 1};
     case mlk::DType::F16: return {kDLFloat, 16, 1};
+    case mlk::DType::BF16: return {kDLBfloat, 16, 1};
+    case mlk::DType::Bool: return {6, 8, 1};  // kDLBool (DLPack >= 0.8; this header predates it): torch.bool
     case mlk::DType::F32: return {kDLFloat, 32, 1};
     default: return {kDLFloat, 64, 1};
   }
@@ -128,6 +132,11 @@ PYBIND11_MODULE(_arrow, m) {
       .def_property_readonly("shape", [](const ArrowColumn& c) { return py::tuple(py::cast(c.col().values.shape)); })
       .def_property_readonly("dtype", [](const ArrowColumn& c) { return std::string(mlk::dtype_name(c.col().values.dtype)); })
       .def_property_readonly("copied", [](const ArrowColumn& c) { return c.col().view == nullptr; })
+      .def_property_readonly("dictionary",  // a Category column's dictionary (code c names [c]), else None
+                             [](const ArrowColumn& c) -> py::object {
+                               if (!c.col().dictionary) return py::none();
+                               return py::cast(*c.col().dictionary);
+                             })
       .def_property_readonly("data_ptr", [](const ArrowColumn& c) { return reinterpret_cast<uintptr_t>(c.col().data()); })
       .def("__dlpack__", [](const ArrowColumn& c, py::kwargs) { return export_column(c); })
       .def("__dlpack_device__", [](const ArrowColumn&) { return py::make_tuple(static_cast<int>(kDLCPU), 0); });

@@ -21,9 +21,11 @@
 #include <vector>
 
 #include "runtime/boundary.h"
+#include "runtime/checked.h"
 #include "runtime/dlpack.h"
 #include "runtime/model.h"
 #include "runtime/runtime.h"
+#include "runtime/select.h"
 #include "runtime/testing.h"
 
 namespace py = pybind11;
@@ -215,6 +217,33 @@ struct PyKernel {
   std::shared_ptr<const mlk::rt::Kernel> k;
 };
 
+// mlk.select(...) (runtime/select.h): the selector and a kernel it picked.
+struct PySelector {
+  std::shared_ptr<mlk::rt::Selector> s;
+  const mlk::ir::Function& fn(const std::string& name) const {
+    const auto* f = s->signature(name);
+    if (!f) throw NotFoundError("no candidate of select(...) has a fn `" + name + "`");
+    return *f;
+  }
+};
+struct PyPicked {
+  mlk::rt::Selector::Picked p;
+};
+
+// A choice as Python data: {"fn", "text", "chosen": index or None, "considered": [..]}.
+py::dict choice_dict(const mlk::rt::Choice& c) {
+  py::list considered;
+  for (const auto& k : c.considered)
+    considered.append(py::dict(py::arg("index") = k.index, py::arg("rank") = mlk::rt::rank_name(k.rank),
+                               py::arg("name") = k.name, py::arg("chosen") = k.chosen, py::arg("reason") = k.reason));
+  py::dict d;
+  d["fn"] = c.fn;
+  d["text"] = c.explain();
+  d["chosen"] = c.found() ? py::object(py::int_(c.chosen()->index)) : py::object(py::none());
+  d["considered"] = considered;
+  return d;
+}
+
 // A model (runtime/model.h); the Runtime it runs on lives as long as it.
 struct PyModel {
   std::shared_ptr<mlk::rt::Runtime> rt;
@@ -252,10 +281,15 @@ py::dict signature(const mlk::ir::Function& f) {
       if (c.param >= 0) cols.append(c.param);
     frames.append(py::dict(py::arg("name") = fr.name, py::arg("params") = cols, py::arg("type") = fr.str()));
   }
+  py::list records;  // record parameters: their leaves' parameters (python/mlk/records.py)
+  for (const auto& r : f.records)
+    records.append(py::dict(py::arg("name") = r.name, py::arg("type") = r.type, py::arg("first") = r.first,
+                            py::arg("count") = r.count));
   py::dict s;
   s["name"] = f.name;
   s["params"] = params;
   s["frames"] = frames;
+  s["records"] = records;
   s["result_dtype"] = mlk::dtype_name(f.result_type.dtype);
   s["result_rank"] = f.result_type.shape.size();
   py::list results;  // every result (one, but for a fn with several)
@@ -264,6 +298,38 @@ py::dict signature(const mlk::ir::Function& f) {
   s["results"] = results;
   s["unbound_dims"] = f.unbound_dims();
   return s;
+}
+
+// A fn with several results, one run: checks the call, allocates each output
+// through its Python callback in `allocs`, runs the kernel `get` gives for
+// the call's dims without the GIL, and returns the tuple of results.
+template <typename GetKernel>
+py::tuple run_all(const mlk::ir::Function& f, const py::list& caps, const std::map<std::string, int64_t>& given,
+                  const py::list& allocs, GetKernel get) {
+  Consumed args = consume_all(caps, &f);
+  mlk::rt::Placement any;
+  any.any_device = true;
+  auto checked = unwrap(mlk::rt::check_call_all(f, args.tensors, {}, given, any));
+  if (allocs.size() != checked.out_shapes.size())
+    throw BoundaryError("`" + f.name + "` has " + std::to_string(checked.out_shapes.size()) + " results, got " +
+                        std::to_string(allocs.size()) + " outputs");
+  std::shared_ptr<const mlk::rt::Kernel> k = get(checked.dims);
+  py::tuple results(checked.out_shapes.size());
+  std::vector<mlk::rt::ConsumedTensor> outs;
+  std::vector<DLTensor*> out_ptrs;
+  for (size_t i = 0; i < checked.out_shapes.size(); ++i) {
+    py::tuple made = allocs[i](py::cast(checked.out_shapes[i]));
+    results[i] = made[0];
+    outs.push_back(consume_output(made[1], "output " + std::to_string(i) + " of `" + f.name + "`"));
+  }
+  for (auto& o : outs) out_ptrs.push_back(const_cast<DLTensor*>(o.tensor()));
+  Status s;
+  {
+    py::gil_scoped_release release;
+    s = k->RunAll(args.tensors, out_ptrs);
+  }
+  if (!s.ok()) raise(s);
+  return results;
 }
 
 }  // namespace
@@ -296,6 +362,16 @@ PYBIND11_MODULE(_mlk, m) {
     return PyTensor{unwrap(mlk::rt::HostBuffer::Allocate(dtype_of(dtype), shape))};
   });
   // For leak tests: result buffers alive, exports whose deleter has not run.
+  // mlk.check: a tensor (a DLPack capsule, consumed) against a written type.
+  m.def("check_type", [](const py::object& cap, const std::string& type, const std::map<std::string, int64_t>& dims) {
+    auto t = consume(cap, "the checked tensor");
+    const DLTensor& d = *t.tensor();
+    std::vector<int64_t> shape(d.shape, d.shape + d.ndim);
+    auto r = mlk::rt::check_type(type, d.dtype, shape, mlk::DimEnv(dims.begin(), dims.end()));
+    if (!r.ok()) throw BoundaryError(r.status().message());
+    return py::dict(py::arg("type") = r->type, py::arg("refinements") = r->refinements,
+                    py::arg("dims") = std::map<std::string, int64_t>(r->dims.begin(), r->dims.end()));
+  });
   m.def("live_host_buffers", &mlk::rt::live_host_buffers);
   m.def("live_exports", &mlk::rt::live_exports);
   // The tolerance envelope of docs/numerics.md for a dtype and reduction length K.
@@ -501,31 +577,84 @@ PYBIND11_MODULE(_mlk, m) {
                        const std::map<std::string, int64_t>& given, const py::list& allocs) {
     const auto* f = p.prog->module.find(fn);
     if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
-    Consumed args = consume_all(caps, f);
-    mlk::rt::Placement any;
-    any.any_device = true;
-    auto checked = unwrap(mlk::rt::check_call_all(*f, args.tensors, {}, given, any));
-    if (allocs.size() != checked.out_shapes.size())
-      throw BoundaryError("`" + fn + "` has " + std::to_string(checked.out_shapes.size()) + " results, got " +
-                          std::to_string(allocs.size()) + " outputs");
-    auto k = unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), checked.dims));
-    py::tuple results(checked.out_shapes.size());
-    std::vector<mlk::rt::ConsumedTensor> outs;
-    std::vector<DLTensor*> out_ptrs;
-    for (size_t i = 0; i < checked.out_shapes.size(); ++i) {
-      py::tuple made = allocs[i](py::cast(checked.out_shapes[i]));
-      results[i] = made[0];
-      outs.push_back(consume_output(made[1], "output " + std::to_string(i) + " of `" + fn + "`"));
+    return run_all(*f, caps, given, allocs,
+                   [&](const mlk::DimEnv& dims) { return unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), dims)); });
+  }, py::arg("program"), py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("allocs"));
+
+  // mlk.select: `items` is a list of (rank, candidate, policy): rank "prefer" or
+  // "fallback"; candidate a Program (mlk.load's; `policy` is its Ops' target) or
+  // the path of an `mlk build -o DIR` directory, loaded by `rt` (a directory
+  // this machine cannot load becomes a candidate that says why).
+  m.def("select", [](const py::list& items, std::shared_ptr<mlk::rt::Runtime> rt) {
+    std::vector<mlk::rt::Candidate> cs;
+    for (const auto& item : items) {
+      auto t = item.cast<py::tuple>();
+      const std::string rank = t[0].cast<std::string>();
+      if (rank != "prefer" && rank != "fallback") throw py::value_error("rank `" + rank + "`: prefer or fallback");
+      mlk::rt::Candidate c;
+      if (py::isinstance<py::str>(t[1])) {
+        c = unwrap(mlk::rt::dir_candidate(rt, t[1].cast<std::string>()));
+      } else {
+        const auto& p = t[1].cast<const PyProgram&>();
+        c = mlk::rt::program_candidate(p.rt, p.prog, p.policy(t[2].cast<std::string>()));
+      }
+      cs.push_back(rank == "prefer" ? mlk::rt::prefer(std::move(c)) : mlk::rt::fallback(std::move(c)));
     }
-    for (auto& o : outs) out_ptrs.push_back(const_cast<DLTensor*>(o.tensor()));
+    return PySelector{unwrap(mlk::rt::select(std::move(cs)))};
+  });
+
+  py::class_<PySelector>(m, "Selector")
+      .def_property_readonly("fns", [](const PySelector& s) { return s.s->fns(); })
+      .def("signature", [](const PySelector& s, const std::string& fn) { return signature(s.fn(fn)); })
+      // The shape-free choice for fn (choice_dict).
+      .def("choose", [](const PySelector& s, const std::string& fn) { return choice_dict(s.s->Choose(fn)); })
+      // The kernel these arguments would run, and why (PyPicked).
+      .def("kernel", [](const PySelector& s, const std::string& fn, const py::list& caps,
+                        const std::map<std::string, int64_t>& given) {
+        const auto& f = s.fn(fn);
+        Consumed args = consume_all(caps, &f);
+        auto dims = unwrap(mlk::rt::dims_of(f, args.tensors, given));
+        return PyPicked{unwrap(s.s->GetKernel(fn, dims))};
+      });
+
+  py::class_<PyPicked>(m, "SelectedKernel")
+      // Which candidate and why, then the chosen kernel's own selection.
+      .def_property_readonly("selection", [](const PyPicked& k) { return k.p.choice.explain(); })
+      .def_property_readonly("choice", [](const PyPicked& k) { return choice_dict(k.p.choice); })
+      .def_property_readonly("candidate", [](const PyPicked& k) { return k.p.choice.chosen()->index; })
+      .def_property_readonly("profile", [](const PyPicked& k) { return k.p.kernel->selection().profile; })
+      .def_property_readonly("source", [](const PyPicked& k) { return mlk::rt::source_name(k.p.kernel->selection().source); })
+      .def_property_readonly("on_cuda", [](const PyPicked& k) { return k.p.kernel->on_cuda(); });
+
+  // mlk.call for a selector: the candidate's kernel for these arguments, run
+  // into the output `alloc(shape)` makes; the GIL is released while it runs.
+  m.def("select_call", [](const PySelector& sel, const std::string& fn, const py::list& caps,
+                          const std::map<std::string, int64_t>& given, const py::object& alloc, uintptr_t stream) {
+    const auto& f = sel.fn(fn);
+    Consumed args = consume_all(caps, &f);
+    mlk::rt::Placement any;
+    any.any_device = true;  // the kernel chosen below checks the devices
+    auto checked = unwrap(mlk::rt::check_call(f, args.tensors, nullptr, given, any));
+    auto picked = unwrap(sel.s->GetKernel(fn, checked.dims));
+    py::tuple made = alloc(py::cast(checked.out_shape));
+    auto out = consume_output(made[1], "the output of `" + fn + "`");
     Status s;
     {
       py::gil_scoped_release release;
-      s = k->RunAll(args.tensors, out_ptrs);
+      mlk::rt::RunOptions ro;
+      ro.cuda_stream = reinterpret_cast<void*>(stream);
+      s = picked.kernel->Run(args.tensors, const_cast<DLTensor*>(out.tensor()), ro);
     }
     if (!s.ok()) raise(s);
-    return results;
-  }, py::arg("program"), py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("allocs"));
+    return py::object(made[0]);
+  }, py::arg("selector"), py::arg("fn"), py::arg("caps"), py::arg("given"), py::arg("alloc"), py::arg("stream") = 0);
+
+  // The same for a fn with several results (one alloc per result; a tuple back).
+  m.def("select_call_all", [](const PySelector& sel, const std::string& fn, const py::list& caps,
+                              const std::map<std::string, int64_t>& given, const py::list& allocs) {
+    return run_all(sel.fn(fn), caps, given, allocs,
+                   [&](const mlk::DimEnv& dims) { return unwrap(sel.s->GetKernel(fn, dims)).kernel; });
+  }, py::arg("selector"), py::arg("fn"), py::arg("caps"), py::arg("given"), py::arg("allocs"));
 
   py::class_<PyKernel>(m, "Kernel")
       .def_property_readonly("selection", [](const PyKernel& k) { return k.k->selection().explain(); })

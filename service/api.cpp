@@ -7,10 +7,12 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "base/json.h"
+#include "base/log.h"
 #include "base/sha256.h"
 #include "service/api_internal.h"
 #include "service/bench_history.h"
@@ -345,6 +347,32 @@ ApiResponse dispatch(Ctx& c) {
 
 }  // namespace
 
+namespace {
+
+// Every 5xx answer, with its cause, goes to the log sink (base/log.h): the
+// client sees only the message, the operator sees where and why.
+void log_server_error(const ApiRequest& req, const std::string& route, const ApiResponse& r) {
+  std::string cause = "(no message)";
+  try {
+    cause = json::parse(r.body).value("error", cause);
+  } catch (...) {
+  }
+  // The path (URL-decoded) and the cause may hold what a client sent: one log line, no control bytes.
+  auto loggable = [](const std::string& s) {
+    std::string out;
+    for (unsigned char c : s.substr(0, 200)) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += c < 0x20 || c == 0x7f ? std::string(hex) : std::string(1, static_cast<char>(c));
+    }
+    return out;
+  };
+  log_linef(LogLevel::kWarning, "server error %d on %s %s (route %s): %s", r.status, loggable(req.method).c_str(),
+            loggable(req.path).c_str(), route.c_str(), loggable(cause).c_str());
+}
+
+}  // namespace
+
 bool Api::token_known(const ApiRequest& req) {
   try {
     std::string token = detail::token_of(req.authorization);
@@ -370,6 +398,8 @@ ApiResponse Api::handle(const ApiRequest& req, BodySource& body) {
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   metrics_.request(c.route, req.method, r.status, secs);
+  if (r.status >= 500) log_server_error(req, c.route, r);
+  r.team = c.token.team;
   return r;
 }
 

@@ -95,6 +95,7 @@ struct ApiResponse {
   std::string body;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
+  std::string team;  // the token's team once it is known, for the access log; "" before
 };
 
 // A body of a string (tests, and requests that carry none).

@@ -123,6 +123,9 @@ double Metrics::counter(const std::string& name, const std::vector<std::string>&
 std::string Metrics::render(const std::vector<cache::NamespaceUsage>& usage) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out;
+  out += "# HELP mlk_build_info The build of this server, in its labels; always 1.\n";
+  out += "# TYPE mlk_build_info gauge\n";
+  out += "mlk_build_info{version=\"" + escape(MLK_VERSION) + "\",compiler=\"" + escape(__VERSION__) + "\"} 1\n";
   for (const auto& [name, labels] : label_names()) {
     out += "# HELP " + name + "_total " + help_texts().at(name) + "\n";
     out += "# TYPE " + name + "_total counter\n";

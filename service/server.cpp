@@ -25,7 +25,10 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "base/files.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/time.h"
 #include "service/collector.h"
@@ -106,6 +109,7 @@ struct Request {
   ApiRequest api;
   int status = 0;  // of the answer; 0: none was sent
   size_t bytes_out = 0;
+  std::string team;  // the token's, once the Api knew it
 };
 
 // The body of a request that did not arrive (too large, or broken off).
@@ -421,6 +425,7 @@ struct Server::Impl {
       MHD_add_response_header(resp, "Connection", "close");
     rq.status = r.status;
     rq.bytes_out = body->size();
+    rq.team = r.team;
     MHD_Result ok = MHD_queue_response(c, static_cast<unsigned>(r.status), resp);
     MHD_destroy_response(resp);
     return ok;
@@ -450,14 +455,26 @@ struct Server::Impl {
   void log_access(const Request& rq, MHD_RequestTerminationCode why) {
     double ms = static_cast<double>(now_us() - rq.start_us) / 1000;
     std::string method = rq.api.method.empty() ? "-" : rq.api.method;
+    const char* ended = why == MHD_REQUEST_TERMINATED_COMPLETED_OK         ? "complete"
+                        : why == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED    ? "timed out"
+                        : why == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN    ? "server stopping"
+                                                                           : "connection closed";
+    if (opt.access_log_json) {  // one JSON object per line, for log shippers
+      nlohmann::json j = {{"time", now_iso()},  {"client", rq.conn ? rq.conn->remote : "-"}, {"method", method},
+                          {"target", rq.target}, {"status", rq.status}, {"bytes", rq.bytes_out},
+                          {"ms", ms},            {"team", rq.team},     {"ended", ended}};
+      log_line(LogLevel::kNote, dump_json(j));
+      return;
+    }
     std::string outcome = rq.status && why == MHD_REQUEST_TERMINATED_COMPLETED_OK
                               ? std::to_string(rq.status) + " (" + std::to_string(rq.bytes_out) + " bytes"
                               : (rq.status ? std::to_string(rq.status) + " not sent whole (" : "no answer (") +
                                     std::string(why == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timed out"
                                                 : why == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "server stopping"
                                                                                                 : "connection closed");
-    log_linef(LogLevel::kNote, "%s %s %s %s -> %s, %.2f ms)", now_iso().c_str(),
-              rq.conn ? rq.conn->remote.c_str() : "-", method.c_str(), rq.target.c_str(), outcome.c_str(), ms);
+    log_linef(LogLevel::kNote, "%s %s %s %s -> %s, %.2f ms) team %s", now_iso().c_str(),
+              rq.conn ? rq.conn->remote.c_str() : "-", method.c_str(), rq.target.c_str(), outcome.c_str(), ms,
+              rq.team.empty() ? "-" : rq.team.c_str());
   }
 
   // --- The acceptor ----------------------------------------------------------

@@ -46,7 +46,8 @@ struct ServeOptions {
   int collect_interval_s = 600;  // how often
   int collect_grace_s = 3600;    // blobs uploaded more recently are kept
   ApiOptions api;
-  bool access_log = false;  // one line per request to the log sink (base/log.h)
+  bool access_log = false;       // one line per request to the log sink (base/log.h)
+  bool access_log_json = false;  // ... as a JSON object (time, client, method, target, status, bytes, ms, team, ended)
 };
 
 class Server {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/mlk_runtime.h"
+#include <mlk/mlk_runtime.h>  // installed as include/mlk/ (cmake --install); in the build tree, build/include/mlk/
 
 namespace {
 

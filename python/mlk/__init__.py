@@ -23,11 +23,14 @@ from . import _mlk
 from ._mlk import __version__  # noqa: F401
 from . import _dlpack
 from . import arrow  # noqa: F401  (Dataframe arguments; loads libarrow only when used)
+from . import records  # noqa: F401  (record arguments: dicts and lists of tensors)
+from .checked import Checked, check  # noqa: F401  (tensors checked once against a written type)
+from . import checked as _checked
 from ._dlpack import NUMPY_DTYPES as _NUMPY_DTYPES, TORCH_DTYPES as _TORCH_DTYPES
 from .model import Model, _precision_option, load_model, pack_tokens  # noqa: F401
 
 __all__ = ["load", "Ops", "load_model", "Model", "pack_tokens", "Tensor", "empty", "Error", "BoundaryError", "NotFoundError",
-           "CorruptionError", "testing", "arrow"]
+           "CorruptionError", "testing", "arrow", "select", "prefer", "fallback", "Runner"]
 
 
 def empty(shape, dtype="F32"):
@@ -106,10 +109,17 @@ class _Fn:
             raise BoundaryError("a Python number for a %s parameter needs torch" % dtype)
         return np.asarray(v, dtype=_NUMPY_DTYPES[dtype])
 
-    def kernel(self, *args, dims=None):
-        """The kernel these arguments would run (its .selection says which artifact and why)."""
+    def _prepare(self, args, named, dims):
+        """The flat tensor arguments and dims of a call: records expanded (mlk/records.py),
+        checked handles unwrapped (mlk/checked.py), tables read (mlk/arrow.py)."""
+        args, dims = _checked.unwrap(records.place(self, args, named, BoundaryError), dims, self._sig["unbound_dims"])
         if self._sig.get("frames"):
             args = arrow.expand(self, args, dims)
+        return args, dims
+
+    def kernel(self, *args, dims=None, **named):
+        """The kernel these arguments would run (its .selection says which artifact and why)."""
+        args, dims = self._prepare(args, named, dims)
         use_torch = any(_is_torch(a) for a in args)
         keep, caps = self._capsules(args, use_torch)
         return self._ops._program.kernel(self.__name__, self._ops.target, caps, dims or {})
@@ -135,18 +145,27 @@ class _Fn:
             allocs = self._allocs.get(key)
             if allocs is None:
                 allocs = self._allocs[key] = [_dlpack.allocator(kind, r["dtype"], _torch()) for r in results]
-        return _mlk.call_all(self._ops._program, self.__name__, self._ops.target, caps, dims or {}, allocs)
+        return self._cross_all(caps, dims or {}, allocs)
 
-    def __call__(self, *args, dims=None, out=None, stream=None):
+    # The one crossing into C++ of a call (check, select, allocate through the
+    # callbacks, run); the capsules are consumed there, each deleter run once.
+    # A Runner's fns (mlk/_select.py) cross to their selector instead.
+    def _cross(self, caps, dims, alloc, stream):
+        return _mlk.call(self._ops._program, self.__name__, self._ops.target, caps, dims, alloc, stream)
+
+    def _cross_all(self, caps, dims, allocs):
+        return _mlk.call_all(self._ops._program, self.__name__, self._ops.target, caps, dims, allocs)
+
+    def __call__(self, *args, dims=None, out=None, stream=None, **named):
         """Runs the kernel on `args` (dims: values of dims no argument binds). A fn with several
         results returns a tuple of them (`out`: a tuple of tensors), computed by one run. The result is
         allocated like the arguments (torch, numpy, else an mlk.Tensor; on the CUDA device of
         torch CUDA arguments), or is `out`: a writable tensor of the result's dtype and shape,
         disjoint from every argument. CUDA tensors go to a CUDA kernel in place, on `stream`
         (a CUstream as an int; default: torch's current stream); the result is ready on that
-        stream. A Dataframe parameter takes a table (mlk/arrow.py)."""
-        if self._sig.get("frames"):
-            args = arrow.expand(self, args, dims)
+        stream. A Dataframe parameter takes a table (mlk/arrow.py); a record parameter a dict
+        or list of tensors, positionally or by keyword (mlk/records.py)."""
+        args, dims = self._prepare(args, named, dims)
         use_torch = any(_is_torch(a) for a in args)
         if len(self._sig["results"]) > 1:  # a tuple of results, on the CPU
             keep, caps = self._capsules(args, use_torch)
@@ -161,10 +180,7 @@ class _Fn:
             alloc = _dlpack.allocator("torch", self._sig["result_dtype"], _torch(), device, stream)
         else:
             alloc = self._alloc("torch" if use_torch else _dlpack.output_kind(args))
-        # One crossing into C++: check, select, allocate (through the callback), run.
-        # The capsules are consumed there; each deleter runs once, when the call returns.
-        return _mlk.call(self._ops._program, self.__name__, self._ops.target, caps, dims or {}, alloc,
-                         stream or 0)
+        return self._cross(caps, dims or {}, alloc, stream or 0)
 
 
 class Ops:
@@ -230,3 +246,5 @@ def load(path, target="host", cache="", namespace="default", token="", require="
 
 
 from . import testing  # noqa: E402,F401  (mlk.testing: numpy and torch imported on use)
+# mlk.select([mlk.prefer(a), mlk.fallback(b)]): per fn, the first candidate that serves it here (mlk/_select.py)
+from ._select import Runner, fallback, prefer, select  # noqa: E402,F401

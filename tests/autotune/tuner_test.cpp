@@ -470,6 +470,68 @@ TEST(Tuner, GatherIndicesCoverTheWholeTable) {
   EXPECT_EQ(v["shapes"][0]["params"][2]["kind"], "integer");
 }
 
+// The random inputs of a Dataframe's column parameters obey the column's
+// rules (a literal or a dimension bound, `!=` too), as a table would have to;
+// the verification record lists the rules.
+TEST(Tuner, ColumnInputsObeyTheirRules) {
+  auto fe = compile_source("frame.tl",
+                           "public fn scaled [N](df: Dataframe[N, Schema{ a: I32 where a >= 1 && a <= 7, "
+                           "x: F32 where x > 0.5, k: I64 where k != 0 && k < N }]) -> Tensor[F32, [N]] =\n"
+                           "  to_tensor(df.x) * cast(to_tensor(df.a), F32) + cast(to_tensor(df.k), F32)\n");
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  TuneOptions o;
+  o.trials = 1;
+  o.progress = false;
+  o.autoschedulers = false;
+  auto r = tune_function(fe.module, "scaled", host_profile(), {{"N", 256}}, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->verify_cases.empty());
+  for (const auto& c : r->verify_cases) {
+    ASSERT_EQ(c.inputs.size(), 3u) << c.name;
+    const int64_t n = c.dims.at("N");
+    std::set<double> as;
+    for (int64_t i = 0; i < c.inputs[0].numel(); ++i) {
+      const double a = c.inputs[0].get(i), x = c.inputs[1].get(i), k = c.inputs[2].get(i);
+      EXPECT_TRUE(a >= 1 && a <= 7) << c.name << ": a = " << a;
+      EXPECT_GT(x, 0.5) << c.name;
+      EXPECT_TRUE(k != 0 && k < static_cast<double>(n)) << c.name << ": k = " << k << ", N = " << n;
+      as.insert(a);
+    }
+    if (n >= 64) EXPECT_EQ(as.size(), 7u) << c.name << ": the whole allowed range is drawn";
+  }
+  auto v = nlohmann::json::parse(r->verification_json);
+  EXPECT_EQ(v["shapes"][0]["params"][0]["range"], nlohmann::json::array({1, 7}));
+  EXPECT_EQ(v["shapes"][0]["params"][0]["rules"], nlohmann::json::array({"a >= 1", "a <= 7"}));
+  EXPECT_EQ(v["shapes"][0]["params"][2]["rules"], nlohmann::json::array({"k != 0", "k < N"}));
+}
+
+// A Category[I32, K] column's random codes are in [0, K), as a dictionary of K
+// values makes them, and the whole of it is drawn.
+TEST(Tuner, CategoryCodesAreWithinK) {
+  auto fe = compile_source("category.tl",
+                           "public fn codes [N, K](df: Dataframe[N, Schema{ c: Category[I32, K] }]) -> Tensor[F32, [N]] =\n"
+                           "  cast(to_tensor(df.c), F32)\n");
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  TuneOptions o;
+  o.trials = 1;
+  o.progress = false;
+  o.autoschedulers = false;
+  auto r = tune_function(fe.module, "codes", host_profile(), {{"N", 256}, {"K", 5}}, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->verify_cases.empty());
+  for (const auto& c : r->verify_cases) {
+    ASSERT_EQ(c.inputs.size(), 1u) << c.name;
+    const double k = static_cast<double>(c.dims.at("K"));
+    std::set<double> seen;
+    for (int64_t i = 0; i < c.inputs[0].numel(); ++i) {
+      const double v = c.inputs[0].get(i);
+      EXPECT_TRUE(v >= 0 && v < k) << c.name << ": code " << v << ", K = " << k;
+      seen.insert(v);
+    }
+    if (c.inputs[0].numel() >= 64) EXPECT_EQ(seen.size(), static_cast<size_t>(k)) << c.name;
+  }
+}
+
 TEST(Tuner, SameSeedAndLogReplayTheSameSearch) {
   ir::Module m = sgemm_module();
   TuneOptions o;

@@ -58,6 +58,7 @@ namespace {
 struct Batch {
   std::vector<int32_t> a;
   std::vector<float> v;  // 2 per row
+  std::vector<uint8_t> a_valid;  // a validity bitmap of `a` (LSB first); empty: none
 };
 
 // A producer of a stream of `batches` with the schema {a: int32, v: +w:2 of f}.
@@ -123,14 +124,16 @@ int get_next(ArrowArrayStream* st, ArrowArray* out) {
   const Batch& b = p->batches[p->next++];
   const int64_t rows = static_cast<int64_t>(b.a.size());
   auto* n = new ArrayNode;
-  n->a_buffers[0] = nullptr;
+  n->a_buffers[0] = b.a_valid.empty() ? nullptr : b.a_valid.data();
   n->a_buffers[1] = b.a.data();
+  int64_t a_nulls = 0;
+  for (int64_t r = 0; r < rows && !b.a_valid.empty(); ++r) a_nulls += (b.a_valid[r / 8] >> (r % 8) & 1) == 0;
   n->item_buffers[0] = nullptr;
   n->item_buffers[1] = b.v.data();
   n->item = {2 * rows, 0, 0, 2, 0, n->item_buffers, nullptr, nullptr, release_child_array, nullptr};
   n->v_children[0] = &n->item;
   n->v = {rows, 0, 0, 1, 1, n->v_buffers, n->v_children, nullptr, release_child_array, nullptr};
-  n->a = {rows, 0, 0, 2, 0, n->a_buffers, nullptr, nullptr, release_child_array, nullptr};
+  n->a = {rows, a_nulls, 0, 2, 0, n->a_buffers, nullptr, nullptr, release_child_array, nullptr};
   n->top_children[0] = &n->a;
   n->top_children[1] = &n->v;
   *out = {rows, 0, 0, 1, 2, n->top_buffers, n->top_children, nullptr, release_array, n};
@@ -219,8 +222,16 @@ TEST(ArrowCStream, RefusalsNameWhatAndWhere) {
        "<c>: a >= 0 fails at row 5: value -4"},
       {"dtype", [](Producer& p, SchemaDecl&) { p.batches = {batch(2, 0)}; p.a_format = "l"; },
        "<c>: column `a`: declared I32, the stream has int64"},
-      {"nullable", [](Producer& p, SchemaDecl&) { p.batches = {batch(2, 0)}; p.a_flags = ARROW_FLAG_NULLABLE; },
-       "<c>: column `a`: declared non-nullable, the stream's field is nullable"},
+      {"null_in_nullable_field",
+       [](Producer& p, SchemaDecl&) {
+         p.batches = {batch(3, 0), batch(3, 3)};
+         p.a_flags = ARROW_FLAG_NULLABLE;
+         p.batches[0].a_valid = {0x07};
+         p.batches[1].a_valid = {0x05};  // row 1 of batch 1 is null
+       },
+       "<c>: column `a` is declared non-nullable, but row 4 is null"},
+      {"declared_nullable", [](Producer& p, SchemaDecl& d) { p.batches = {batch(2, 0)}; d.columns[0].nullable = true; },
+       "<c>: column `a`: declared nullable, the stream's field is non-nullable"},
       {"list_size", [](Producer& p, SchemaDecl& d) { p.batches = {batch(2, 0)}; d.dims["D"] = 3; },
        "<c>: column `v`: declared FixedSizeList[F32, D] with D = 3, the stream has fixed_size_list<item: float>[2]"},
       {"rows", [](Producer& p, SchemaDecl& d) { p.batches = {batch(2, 0)}; d.dims["N"] = 3; },
@@ -240,6 +251,42 @@ TEST(ArrowCStream, RefusalsNameWhatAndWhere) {
     EXPECT_NE(t.status().message().find(c.message), std::string::npos) << c.name << ": " << t.status().message();
     EXPECT_EQ(p.releases, 1) << c.name;
   }
+}
+
+// A nullable field (what pyarrow and pandas make by default) for a column
+// declared non-nullable: read while its rows hold no null, and viewed in
+// place even with a validity bitmap, since every bit is set.
+TEST(ArrowCStream, ANullableFieldWithoutNullsIsReadInPlace) {
+  Producer p;
+  p.batches = {batch(5, 0)};
+  p.batches[0].a_valid = {0x1f};
+  p.a_flags = ARROW_FLAG_NULLABLE;
+  ArrowArrayStream s = stream_of(p);
+  ReadOptions o;
+  o.zero_copy = true;
+  auto t = read_c_stream(&s, decl(), "<c>", o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->rows, 5);
+  EXPECT_EQ(t->columns[0].view, reinterpret_cast<const uint8_t*>(p.batches[0].a.data()));
+  EXPECT_FALSE(t->columns[0].valid.has_value());
+}
+
+// A column declared nullable, viewed (no null in its one batch), still has
+// its validity: every row valid.
+TEST(ArrowCStream, ANullableColumnViewedInPlaceHasItsValidity) {
+  Producer p;
+  p.batches = {batch(4, 0)};
+  p.a_flags = ARROW_FLAG_NULLABLE;
+  SchemaDecl d = decl();
+  d.columns[0].nullable = true;
+  ArrowArrayStream s = stream_of(p);
+  ReadOptions o;
+  o.zero_copy = true;
+  auto t = read_c_stream(&s, d, "<c>", o);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_NE(t->columns[0].view, nullptr);
+  ASSERT_TRUE(t->columns[0].valid.has_value());
+  EXPECT_EQ(t->columns[0].valid->bytes, (std::vector<uint8_t>{1, 1, 1, 1}));
 }
 
 TEST(ArrowCStream, NoStream) {

@@ -63,7 +63,7 @@ TEST(ArrowReader, DeclarationChecks) {
   d.columns[1] = col("", DType::I32);
   EXPECT_EQ(validate_decl(d).message(), "schema declaration: a column without a name");
   d.columns[1] = col("b", DType::U8);
-  EXPECT_THAT(validate_decl(d).message(), HasSubstr("column `b` has type U8; columns are I32, I64, F16, F32 or F64"));
+  EXPECT_THAT(validate_decl(d).message(), HasSubstr("column `b` has type U8; columns are I32, I64, F16, BF16, F32, F64 or Bool"));
   d.columns[1] = col("b", DType::F16, -2);
   EXPECT_EQ(validate_decl(d).message(), "schema declaration: column `b` has list size -2; it must be at least 1");
   // The reader checks the declaration before it reads a byte.

@@ -8,7 +8,10 @@ with --allow-compressed) must give exactly pyarrow's values; refused ones
 (schema mismatches, nulls where none may be, a failed refinement, truncation,
 a bad continuation marker, flipped bytes, an over-long buffer or body length,
 compression, a dictionary column, trailing bytes, a second schema, metadata
-V4) must exit 1 with their named error, and no damaged stream may crash the
+V4) must exit 1 with their named error. A Category column (dictionary batches,
+int16 indices) reads back as I32 codes with its dictionary and K; its
+refusals (ZSTD unless allowed, int64 indices, a delta, a size) are named. No
+damaged stream may crash the
 reader (exit 0 or 1 with a message that names the file).
 """
 import json
@@ -190,18 +193,104 @@ refused("wrong_list_type", GOOD, DECL[:2] + [{"name": "embedding", "type": "F32"
         "declared FixedSizeList[F32, 4], the stream has fixed_size_list<item: halffloat>[4]")
 refused("nullable_mismatch", GOOD, [dict(DECL[0], nullable=True)] + DECL[1:],
         "column `user_id`: declared nullable, the stream's field is non-nullable")
-refused("non_nullable_mismatch", stream_bytes(SN, TN.to_batches()), [dict(DN[0], nullable=False)] + DN[1:],
-        "column `a`: declared non-nullable, the stream's field is nullable")
+refused("non_nullable_with_null", stream_bytes(SN, TN.to_batches()), [dict(DN[0], nullable=False)] + DN[1:],
+        "column `a` is declared non-nullable, but row 1 is null")
 SD = pa.schema([f("c", pa.dictionary(pa.int32(), pa.string()))])
 DICT = stream_bytes(SD, [pa.record_batch([pa.array(["x", "y", "x"]).dictionary_encode().cast(SD.field("c").type)],
                                          schema=SD)])
 refused("dictionary", DICT, [{"name": "c", "type": "I32"}],
         "column `c`: dictionary-encoded columns are refused (the stream has dictionary<values=string, indices=int32")
+# Category[I32, K]: dictionary batches before the batches; int16 indices widened to I32 codes,
+# K bound to the dictionary's size, the dictionary given back; compressed bodies refused
+# unless allowed (the replayed path too); int64 indices, a delta and a constant size refused.
+CAT_DECL = [{"name": "c", "type": "I32", "category": "K"}]
+SC = pa.schema([f("c", pa.dictionary(pa.int16(), pa.string()))])
+cat_codes = [2, 0, 1, 1, 0, 2, 2]
+CT = pa.table([pa.DictionaryArray.from_arrays(pa.array(cat_codes, pa.int16()), pa.array(["p", "q", "r"]))], schema=SC)
+CAT = stream_bytes(SC, CT.to_batches(max_chunksize=3))
+got = accepted("category", CAT, CAT_DECL)
+if got is not None:
+    col = got["columns"][0]
+    check((col["dtype"], col["values"], col["dictionary"], got["dims"].get("K"), got["batches"])
+          == ("I32", cat_codes, ["p", "q", "r"], 3, 3), f"category: read back {col}, dims {got['dims']}")
+CAT_ZSTD = stream_bytes(SC, CT.to_batches(max_chunksize=3), compression="zstd")
+refused("category_zstd", CAT_ZSTD, CAT_DECL, "the record batch body is compressed (ZSTD); compressed bodies are refused")
+got = accepted("category_zstd_allowed", CAT_ZSTD, CAT_DECL, "--allow-compressed")
+check(got is None or got["columns"][0]["values"] == cat_codes, "category_zstd_allowed: the codes")
+SC64 = pa.schema([f("c", pa.dictionary(pa.int64(), pa.string()))])
+refused("category_int64", stream_bytes(SC64, [pa.record_batch([pa.array(["x"]).dictionary_encode().cast(
+                                           SC64.field("c").type)], schema=SC64)]),
+        CAT_DECL, "column `c`: declared Category[I32, K], the stream has dictionary<values=string, indices=int64")
+delta = [pa.record_batch([pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.int16()), pa.array(d))], schema=SC)
+         for d in (["p", "q"], ["p", "q", "r"])]
+refused("category_delta", stream_bytes(SC, delta, emit_dictionary_deltas=True), CAT_DECL,
+        "column `c`: record batch 1 has another dictionary (3 values) than record batch 0 (2 values)")
+refused("category_size", CAT, [dict(CAT_DECL[0], category=4)],
+        "column `c`: declared Category[I32, 4], the stream's dictionary has 3 values")
 refused("bad_declaration", GOOD, DECL + [dict(DECL[0])], "schema declaration: column `user_id` is declared twice")
-refused("bad_declaration_dtype", GOOD, [{"name": "x", "type": "BF16"}],
-        "schema declaration: column `x` has type BF16; columns are I32, I64, F16, F32 or F64")
+refused("bad_declaration_dtype", GOOD, [{"name": "x", "type": "U8"}],
+        "schema declaration: column `x` has type U8; columns are I32, I64, F16, BF16, F32, F64 or Bool")
 refused("bad_declaration_size", GOOD, [{"name": "x", "type": "F16", "list": 0}],
         "schema declaration: column `x` has list size 0; it must be at least 1")
+
+# --- tables as they come: nullable fields, Bool, BF16 ------------------------------------
+# pa.table({..}) makes every field nullable: read for non-nullable columns while no row is
+# null (one batch with a validity bitmap whose bits are all set, and batches without one),
+# refused at the first null row, counted across batches.
+TD = pa.table({"a": pa.array([3, 1, 4, 1, 5], pa.int32()), "v": fsl([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 2, dtype=pa.float32())})
+check(all(fl.nullable for fl in TD.schema), "pa.table makes nullable fields")
+DD = [{"name": "a", "type": "I32", "where": [[">=", 1]]}, {"name": "v", "type": "F32", "list": 2}]
+for name, table in [("nullable_fields", TD),
+                    ("nullable_fields_bitmap", pa.table({"a": pa.array([3, 1, None, 1, 5], pa.int32()).fill_null(4),
+                                                         "v": TD.column("v")}))]:
+    got = accepted(name, stream_bytes(table.schema, table.to_batches(max_chunksize=2)), DD)
+    if got:
+        check(got["columns"][0]["values"] == [3, 1, 4, 1, 5] and "valid" not in got["columns"][0],
+              f"{name}: a is read as non-nullable: {got['columns'][0]}")
+        check(got["columns"][1]["values"] == list(range(1, 11)), f"{name}: v {got['columns'][1]['values']}")
+TDN = pa.table({"a": pa.array([3, 1, 4, None, 5], pa.int32()), "v": TD.column("v")})
+refused("nullable_field_null", stream_bytes(TDN.schema, TDN.to_batches(max_chunksize=2)), DD,
+        "column `a` is declared non-nullable, but row 3 is null")
+
+# Bool: Arrow packs it in bits; sliced at offsets that are not byte-aligned, several batches,
+# a FixedSizeList of Bool, and a nullable Bool column (nulls read as 0 with their validity).
+flags = [i % 3 == 0 for i in range(23)]
+bits = [(i * 5) % 7 < 3 for i in range(23 * 3)]
+TB = pa.table([pa.array(flags), pa.FixedSizeListArray.from_arrays(pa.array(bits), 3),
+               pa.array([None if i % 4 == 1 else i % 2 == 0 for i in range(23)])],
+              schema=pa.schema([f("flag", pa.bool_()), f("bits", pa.list_(pa.bool_(), 3)), f("maybe", pa.bool_(), True)]))
+TBS = TB.slice(3, 17)
+DB = [{"name": "flag", "type": "Bool"}, {"name": "bits", "type": "Bool", "list": 3},
+      {"name": "maybe", "type": "Bool", "nullable": True}]
+got = accepted("bool", stream_bytes(TBS.schema, TBS.to_batches(max_chunksize=5)), DB)
+same_table("bool", got, TBS)
+if got:
+    check(got["columns"][0]["dtype"] == "Bool" and got["columns"][1]["shape"] == [17, 3], f"bool: {got['columns'][1]}")
+refused("bool_as_i32", stream_bytes(TB.schema, TB.to_batches()), [dict(DB[0], type="I32")] + DB[1:],
+        "column `flag`: declared I32, the stream has bool")
+
+# BF16: uint16 bits with field metadata ARROW:extension:name = mlk.bfloat16 (a column, and the
+# element field of a FixedSizeList); a rule compares the bfloat16 values; a plain uint16 is refused.
+EXT = {b"ARROW:extension:name": b"mlk.bfloat16"}
+hbits = [0x3F80, 0xC020, 0x3E20, 0x7F80]  # 1.0, -2.5, 0.15625, inf
+SH = pa.schema([pa.field("h", pa.uint16(), nullable=True, metadata=EXT),
+                pa.field("e", pa.list_(pa.field("item", pa.uint16(), metadata=EXT), 2))])
+TH = pa.table([pa.array(hbits, pa.uint16()),
+               pa.FixedSizeListArray.from_arrays(pa.array(hbits + hbits[::-1], pa.uint16()), type=SH.field("e").type)],
+              schema=SH)
+DH = [{"name": "h", "type": "BF16"}, {"name": "e", "type": "BF16", "list": 2}]
+got = accepted("bf16", stream_bytes(SH, TH.to_batches(max_chunksize=3)), DH)
+if got:
+    check(got["columns"][0]["dtype"] == "BF16" and got["columns"][0]["values"] == [1.0, -2.5, 0.15625, "inf"],
+          f"bf16: h {got['columns'][0]}")
+    check(got["columns"][1]["values"] == [1.0, -2.5, 0.15625, "inf", "inf", 0.15625, -2.5, 1.0],
+          f"bf16: e {got['columns'][1]['values']}")
+refused("bf16_rule", stream_bytes(SH, TH.to_batches()), [dict(DH[0], where=[[">", 0]]), DH[1]],
+        "h > 0 fails at row 1: value -2.5")
+SU = pa.schema([pa.field("h", pa.uint16())])
+refused("bf16_plain_uint16", stream_bytes(SU, [pa.record_batch([pa.array(hbits, pa.uint16())], schema=SU)]), DH[:1],
+        "column `h`: declared BF16, the stream has uint16 (a BF16 column is uint16 with field metadata "
+        "ARROW:extension:name = mlk.bfloat16)")
 
 # --- framing ---------------------------------------------------------------------------
 

@@ -6,9 +6,11 @@
 // SCHEMA_JSON declares the columns in order:
 //   [{"name": "x", "type": "I32", "list": 4, "nullable": true, "where": [[">=", 1], ["<", 9, "D"]]}]
 // ("list", "nullable", "where" optional; a third element of a rule is its
-// bound's name). On success prints one JSON object: rows, batches, and per
-// column its name, dtype, shape, values (row-major; I64 exactly; non-finite
-// floats as the strings "nan", "inf", "-inf") and, when nullable, valid (0/1).
+// bound's name; "category": "K" or 3 makes a Category[I32, K] column). On
+// success prints one JSON object: rows, batches, dims, and per column its
+// name, dtype, shape, values (row-major; I64 exactly; non-finite floats as
+// the strings "nan", "inf", "-inf"), when nullable, valid (0/1), and for a
+// Category its dictionary.
 // Exit 0; on a refused stream the message on stderr and exit 1; exit 2 on
 // bad usage.
 #include <cmath>
@@ -46,6 +48,11 @@ SchemaDecl parse_decl(const json& j) {
     if (!t) throw std::runtime_error("unknown dtype " + c.at("type").get<std::string>());
     col.dtype = *t;
     if (c.contains("list")) col.list_size = c["list"].get<int64_t>();
+    if (c.contains("category")) {  // Category[I32, K]: "K" binds a dimension, an integer fixes the size
+      col.category = true;
+      if (c["category"].is_string()) col.category_dim = c["category"].get<std::string>();
+      else col.categories = c["category"].get<int64_t>();
+    }
     col.nullable = c.value("nullable", false);
     for (const json& r : c.value("where", json::array())) {
       Refinement ref;
@@ -92,12 +99,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", table.status().message().c_str());
     return 1;
   }
-  json out = {{"rows", table->rows}, {"batches", table->batches}, {"columns", json::array()}};
+  json out = {{"rows", table->rows}, {"batches", table->batches}, {"dims", table->dims}, {"columns", json::array()}};
   for (const Column& c : table->columns) {
     json col = {{"name", c.name}, {"dtype", dtype_name(c.values.dtype)}, {"shape", c.values.shape}};
     json values = json::array();
     for (int64_t i = 0; i < c.values.numel(); ++i) values.push_back(value_json(c.values, i));
     col["values"] = values;
+    if (c.dictionary) col["dictionary"] = *c.dictionary;
     if (c.valid) {
       json valid = json::array();
       for (uint8_t b : c.valid->bytes) valid.push_back(static_cast<int>(b));

@@ -177,7 +177,7 @@ check("a transient slowdown is measured again and not confirmed",
 # Bad input: exit 1 before timing, naming the file and what is wrong.
 nope = path("nope.json")
 p = mlk("bench", *common, "--baseline", nope, "--max-regression", "10")
-check("missing baseline: exit 1, names it", p.returncode == 1 and f"cannot read {nope}: no such file" in p.stderr, p)
+check("missing baseline: exit 1, names it", p.returncode == 1 and f"cannot read {nope}: No such file or directory" in p.stderr, p)
 with open(path("garbled.json"), "w") as f:
     f.write('{"format": "mlk-bench", "kernels": [')
 p = mlk("bench", *common, "--baseline", path("garbled.json"))
@@ -212,7 +212,8 @@ p = mlk("bench", "--suite", write_json("typo.json", {"kernels": [{"file": MLP, "
 check("a suite with a typo names the kernel and field",
       p.returncode == 1 and "typo.json: kernels[0]: unknown field `dim`" in p.stderr, p)
 p = mlk("bench", "--suite", path("missing-suite.json"))
-check("a missing suite", p.returncode == 1 and "cannot read suite" in p.stderr, p)
+check("a missing suite", p.returncode == 1 and
+      f"cannot read {path('missing-suite.json')}: No such file or directory" in p.stderr, p)
 p = mlk("bench", MLP, "--fn", "nope", "--target", "host")
 check("an unknown fn", p.returncode == 1 and "has no fn `nope`" in p.stderr, p)
 for args, msg in [(["--suite", suite, "--max-regression", "10"], "--max-regression needs --baseline FILE or --against KEY"),

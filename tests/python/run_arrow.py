@@ -6,9 +6,14 @@ The features of the rows come from the columns of an Arrow IPC stream
 (`embedding`: FixedSizeList[F16, D], `session_len`: I32), the weights from a
 safetensors file (--inputs twice). The result of the JIT kernel and of the
 reference interpreter must match a numpy MLP on the same values; bad
-bindings (a column no parameter has, a nullable field, a list size against
---dims, a wrong dtype, a parameter given twice or by no file, a rank-3
-parameter) are refused with their messages and no output file.
+bindings (a column no parameter has, a null row in a nullable field, a
+list size against --dims, a wrong dtype, a parameter given twice or by no
+file, a rank-3 parameter, a U8 parameter) are refused with their messages
+and no output file. Nullable fields without nulls and a Bool column are
+read; stderr says the columns were copied into the input tensors. A
+Dataframe with a Category[I32, K] column (dictionary batches; int32 and int8
+indices) gathers from a safetensors table through the JIT and the reference;
+a replaced and a delta dictionary, and K against the table, are refused.
 """
 import os
 import subprocess
@@ -33,6 +38,8 @@ public fn score [N, D, H](embedding: Tensor[F16, [N, D]], session_len: Tensor[I3
 public fn cube [N, D, E](t: Tensor[F32, [N, D, E]]) -> Tensor[F32, [N, D, E]] = t
 
 public fn flagged [N](flag: Tensor[Bool, [N]]) -> Tensor[Bool, [N]] = flag
+
+public fn bytes [N](v: Tensor[U8, [N]]) -> Tensor[U8, [N]] = v
 """
 tl = os.path.join(WORK, "model.tl")
 with open(tl, "w") as fh:
@@ -92,6 +99,13 @@ for mode in ([], ["--reference"]):
         failures.append(f"{name}: result differs from numpy: max err {np.abs(got - want).max()}")
     else:
         print(f"ok {name}: [{N}, 1] matches numpy (max err {np.abs(got - want).max():.2e})")
+    # stderr says what was done with the Arrow data: copied, not used in place
+    note = (f"mlk run: {good}: {N} rows in 4 record batches, 2 columns copied into the input tensors "
+            "(read once, copied once; not used in place)")
+    if note not in err:
+        failures.append(f"{name}: stderr lacks {note!r}: {err.strip()}")
+    else:
+        print(f"ok {name}: stderr says the columns were copied")
 # the order of --inputs does not matter
 rc, err, out = run([wpath, good], "--reference")
 if rc != 0 or not np.allclose(load_file(out)["output"], want, rtol=1e-4, atol=1e-4):
@@ -119,11 +133,19 @@ p = stream(os.path.join(WORK, "extra.arrows"),
            [emb_array(emb, D), pa.array(sess, pa.int32()), pa.array(range(N), pa.int64())])
 refused("extra_column", [p, wpath],
         f"mlk run: {p}: column `label` matches no parameter of `score` (parameters: embedding, session_len, w1, b1, w2)")
+# nullable fields (pyarrow's default): read while no row is null, refused at the first null row
 p = stream(os.path.join(WORK, "nullable.arrows"),
-           [pa.field("embedding", pa.list_(pa.float16(), D), nullable=False), pa.field("session_len", pa.int32())],
+           [pa.field("embedding", pa.list_(pa.float16(), D)), pa.field("session_len", pa.int32())],
            [emb_array(emb, D), pa.array(sess, pa.int32())])
-refused("nullable_field", [p, wpath],
-        f"mlk run: {p}: column `session_len`: declared non-nullable, the stream's field is nullable")
+rc, err, out = run([p, wpath])
+if rc != 0 or not np.allclose(load_file(out)["output"], want, rtol=1e-4, atol=1e-4):
+    failures.append(f"nullable_fields: exit {rc}: {err.strip()[-300:]}")
+else:
+    print("ok nullable_fields: nullable fields without nulls are read")
+p = stream(os.path.join(WORK, "nullable_null.arrows"),
+           [pa.field("embedding", pa.list_(pa.float16(), D)), pa.field("session_len", pa.int32())],
+           [emb_array(emb, D), pa.array([None if i == 23 else int(v) for i, v in enumerate(sess)], pa.int32())])
+refused("nullable_field_null", [p, wpath], f"mlk run: {p}: column `session_len` is declared non-nullable, but row 23 is null")
 p = stream(os.path.join(WORK, "int64.arrows"),
            [pa.field("embedding", pa.list_(pa.float16(), D), nullable=False),
             pa.field("session_len", pa.int64(), nullable=False)],
@@ -154,18 +176,103 @@ if rc.returncode != 1 or "a column binds a Tensor of rank 1 ([N]) or 2 ([N, D], 
     failures.append(f"rank_3: exit {rc.returncode}: {rc.stderr}")
 else:
     print("ok rank_3:", rc.stderr.strip())
-p = stream(os.path.join(WORK, "flag.arrows"), [pa.field("flag", pa.int32(), nullable=False)], [pa.array([1, 0], pa.int32())])
-rc = subprocess.run([MLK, "run", tl, "--fn", "flagged", "--inputs", p, "--output", os.path.join(WORK, "f.safetensors")],
+# a Bool column (Arrow bool, bit-packed, in batches of 10 bits) binds a Tensor[Bool, [N]]
+flags = [i % 3 != 1 for i in range(N)]
+p = stream(os.path.join(WORK, "flag.arrows"), [pa.field("flag", pa.bool_())], [pa.array(flags)])
+fout = os.path.join(WORK, "f.safetensors")
+rc = subprocess.run([MLK, "run", tl, "--fn", "flagged", "--no-cache", "--inputs", p, "--output", fout],
                     capture_output=True, text=True)
-want_text = f"mlk run: {p}: column `flag` cannot bind parameter `flag` (Tensor[Bool, [N]]): columns are I32, I64, F16, F32 or F64"
-if rc.returncode != 1 or want_text not in rc.stderr:
+if rc.returncode != 0 or load_file(fout)["output"].tolist() != flags:
     failures.append(f"bool_param: exit {rc.returncode}: {rc.stderr}")
 else:
-    print("ok bool_param:", rc.stderr.strip())
+    print("ok bool_param: a Bool column through the JIT")
+p = stream(os.path.join(WORK, "flag_i32.arrows"), [pa.field("flag", pa.int32())], [pa.array([1, 0], pa.int32())])
+rc = subprocess.run([MLK, "run", tl, "--fn", "flagged", "--inputs", p, "--output", fout], capture_output=True, text=True)
+if rc.returncode != 1 or f"mlk run: {p}: column `flag`: declared Bool, the stream has int32" not in rc.stderr:
+    failures.append(f"bool_param_int32: exit {rc.returncode}: {rc.stderr}")
+else:
+    print("ok bool_param_int32:", rc.stderr.strip())
+p = stream(os.path.join(WORK, "u8.arrows"), [pa.field("v", pa.uint8())], [pa.array([1, 0], pa.uint8())])
+rc = subprocess.run([MLK, "run", tl, "--fn", "bytes", "--inputs", p, "--output", fout], capture_output=True, text=True)
+want_text = (f"mlk run: {p}: column `v` cannot bind parameter `v` (Tensor[U8, [N]]): "
+             "columns are I32, I64, F16, BF16, F32, F64 or Bool")
+if rc.returncode != 1 or want_text not in rc.stderr:
+    failures.append(f"u8_param: exit {rc.returncode}: {rc.stderr}")
+else:
+    print("ok u8_param:", rc.stderr.strip())
 damaged = open(good, "rb").read()[:-40]
 bad = os.path.join(WORK, "truncated.arrows")
 open(bad, "wb").write(damaged)
 refused("truncated", [bad, wpath], f"mlk run: {bad}: message ")
+
+# Category[I32, K] in a Dataframe: a dictionary-encoded column (dictionary batches in the
+# stream), its codes gathered from a safetensors table whose shape gives K; int8 indices are
+# widened; a dictionary that changes between batches (a replacement, a delta) is refused by
+# batch; K from the table against the dictionary's size.
+CAT = """
+public fn lookup [N, K, D](df: Dataframe[N, Schema{ c: Category[I32, K], x: F32 }], emb: Tensor[F32, [K, D]])
+    -> Tensor[F32, [N, D]] =
+  gather(emb, to_tensor(df.c), axis=0) * broadcast(to_tensor(df.x), [N, D], axes=[0])
+"""
+cat_tl = os.path.join(WORK, "cat.tl")
+with open(cat_tl, "w") as fh:
+    fh.write(CAT)
+words = ["b", "a", "c", "a", "a", "b", "c", "c", "a"]
+cx = np.arange(1, len(words) + 1, dtype=np.float32)
+cemb = rng.standard_normal((3, 4)).astype(np.float32)
+cpath = os.path.join(WORK, "cemb.safetensors")
+save_file({"emb": cemb}, cpath)
+
+
+def cat_stream(name, batches, options=None):
+    path = os.path.join(WORK, name)
+    with pa.OSFile(path, "wb") as fh, pa.ipc.new_stream(fh, batches[0].schema, options=options) as w:
+        for b in batches:
+            w.write_batch(b)
+    return path
+
+
+def cat_batch(indices, dictionary, x):
+    return pa.record_batch({"c": pa.DictionaryArray.from_arrays(indices, pa.array(dictionary)),
+                            "x": pa.array(x, pa.float32())})
+
+
+codes = np.array([["b", "a", "c"].index(w) for w in words])
+cwant = cemb[codes] * cx[:, None]
+whole = pa.table({"c": pa.array(words).dictionary_encode(), "x": cx})
+for name, batches in (("int32", whole.to_batches(max_chunksize=4)),
+                      ("int8", [cat_batch(pa.array(codes, pa.int8()), ["b", "a", "c"], cx)])):
+    p = cat_stream(f"cat_{name}.arrows", batches)
+    for mode in ([], ["--reference"]):
+        cout = os.path.join(WORK, "cat_out.safetensors")
+        rc = subprocess.run([MLK, "run", cat_tl, "--fn", "lookup", "--no-cache", "--inputs", p, "--inputs", cpath,
+                             "--output", cout, *mode], capture_output=True, text=True)
+        if rc.returncode != 0 or not np.allclose(load_file(cout)["output"], cwant, rtol=1e-5, atol=1e-5):
+            failures.append(f"category_{name}{mode}: exit {rc.returncode}: {rc.stderr.strip()[-300:]}")
+        else:
+            print(f"ok category_{name}{mode}: codes gathered, matches numpy")
+
+
+def cat_refused(name, p, text, weights=cpath):
+    rc = subprocess.run([MLK, "run", cat_tl, "--fn", "lookup", "--no-cache", "--inputs", p, "--inputs", weights,
+                         "--output", os.path.join(WORK, "cat_bad.safetensors")], capture_output=True, text=True)
+    if rc.returncode != 1 or text not in rc.stderr:
+        failures.append(f"{name}: exit {rc.returncode}: {rc.stderr.strip()[-300:]}")
+    else:
+        print(f"ok {name}: {rc.stderr.strip().splitlines()[-1]}")
+
+
+b0 = cat_batch(pa.array([0, 1], pa.int32()), ["a", "b"], [1.0, 2.0])
+p = cat_stream("cat_replaced.arrows", [b0, cat_batch(pa.array([0, 1], pa.int32()), ["c", "d"], [1.0, 2.0])])
+cat_refused("category_replacement", p, f"mlk run: {p}: column `c`: record batch 1 has another dictionary (2 values) "
+            "than record batch 0 (2 values): a delta or a replacement; a Category column has one dictionary per stream")
+p = cat_stream("cat_delta.arrows", [b0, cat_batch(pa.array([0, 2], pa.int32()), ["a", "b", "c"], [1.0, 2.0])],
+               pa.ipc.IpcWriteOptions(emit_dictionary_deltas=True))
+cat_refused("category_delta", p, f"mlk run: {p}: column `c`: record batch 1 has another dictionary (3 values) "
+            "than record batch 0 (2 values)")
+p = cat_stream("cat_k.arrows", [b0])
+cat_refused("category_k_vs_table", p, f"mlk run: {p}: column `c`: declared Category[I32, K] with K = 3, "
+            "the stream's dictionary has 2 values")
 
 for f in failures:
     print("FAIL:", f)

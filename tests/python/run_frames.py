@@ -118,8 +118,8 @@ refused("refinement_row", TL, "score", [p, wpath], f"mlk run: {p}: session_len >
 p = write("null.arrows", [pa.field("user_id", pa.int64(), nullable=False), pa.field("session_len", pa.int32()), FIELDS[2]],
           [pa.array(uid), pa.array([None if i == 12 else int(v) for i, v in enumerate(sess)], pa.int32()),
            emb_array(emb, D)])
-refused("nullable_field", TL, "score", [p, wpath],
-        f"mlk run: {p}: column `session_len`: declared non-nullable, the stream's field is nullable")
+refused("null_in_nullable_field", TL, "score", [p, wpath],
+        f"mlk run: {p}: column `session_len` is declared non-nullable, but row 12 is null")
 p = write("missing.arrows", [FIELDS[0], FIELDS[2]], [pa.array(uid), emb_array(emb, D)])
 refused("missing_column", TL, "score", [p, wpath],
         f"mlk run: {p}: the stream has no column `session_len` (declared column 1); its columns: user_id, embedding")

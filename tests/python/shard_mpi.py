@@ -4,7 +4,9 @@ double precision) within the F32 envelope, on 2 and 4 ranks: a matmul sharded
 on its contraction dimension (an all-reduce), on its rows (result blocks
 gathered), a two-axis mesh, a softmax along a sharded axis (two all-reduces),
 and the scenario's pipeline (a cross-entropy loss, its gradient, the gradient
-sharded over the batch), the gradient also against its closed form in numpy; the per-rank kernel
+sharded over the batch), the gradient also against its closed form in numpy,
+once with plain parameters and once written with records (`loss_step(params,
+batch)`); the per-rank kernel
 tuned into a cache and loaded by the ranks.
 Then the failures: a wrong rank count, --ranks on a fn without a plan, a rank
 that hangs (the others' collective times out, naming it) and a rank that is
@@ -137,6 +139,21 @@ for fn, ranks in [("d_model_b2", 2), ("d_model_b4", 4)]:
         check("%s on %d ranks against the closed-form gradient" % (fn, ranks),
               np.allclose(got, closed, rtol=1e-4, atol=1e-6), "max error %.3g" % np.abs(got - closed).max())
 sharded_vs_unsharded("loss_b2", ins, 2, lambda ref: 1e-5 * np.abs(ref) + 1e-6)
+
+# The scenario written with records (params: Linear, batch: Batch): the records'
+# leaves are the fn's parameters (params_w, params_b, batch_x, batch_labels).
+bias = f32(5)
+rins = {"params_w": w, "params_b": bias, "batch_x": x, "batch_labels": labels}
+logits = x.astype(np.float64) @ w.astype(np.float64) + bias.astype(np.float64)
+p = np.exp(logits - logits.max(1, keepdims=True))
+p /= p.sum(1, keepdims=True)
+dlogits = (p - np.eye(5)[labels]) / len(labels)
+for fn, want in [("d_step_w_b2", x.astype(np.float64).T @ dlogits), ("d_step_b_b2", dlogits.sum(0))]:
+    got = sharded_vs_unsharded(fn, rins, 2, lambda ref: 1e-4 * np.abs(ref) + 1e-6)
+    if got is not None:
+        check("%s (records) on 2 ranks against the closed-form gradient" % fn,
+              np.allclose(got, want, rtol=1e-4, atol=1e-6), "max error %.3g" % np.abs(got - want).max())
+sharded_vs_unsharded("loss_step_b2", rins, 2, lambda ref: 1e-5 * np.abs(ref) + 1e-6)
 
 # Failures, each a clear message and a bounded time.
 p, _, _ = run("mm_k2", {"a": a, "b": b}, "--ranks", "3")

@@ -14,6 +14,7 @@
 #include "service/api.h"
 #include "service/service_db.h"
 #include "base/files.h"
+#include "base/log.h"
 #include "cache/pg.h"
 #include "cache/s3_blobs.h"
 #include "service/tables.h"
@@ -474,6 +475,30 @@ INSTANTIATE_TEST_SUITE_P(Shared, ApiTest, ::testing::Values("pg"), [](const auto
 #else
 INSTANTIATE_TEST_SUITE_P(Sqlite, ApiTest, ::testing::Values("sqlite"), [](const auto& i) { return i.param; });
 #endif
+
+// A 5xx answer (here an exception escaping the body's reader) reaches the
+// log sink with its cause, the method, the path and the route, on one line
+// (a newline in the cause is escaped); the client gets only the message.
+TEST_P(ApiTest, EveryServerErrorIsLoggedWithItsCause) {
+  struct Throwing : BodySource {
+    Body read(int64_t) override { throw std::runtime_error("the disk is on fire\nforged line"); }
+  } body;
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  set_log_sink([&](LogLevel level, std::string_view line) { lines.emplace_back(level, std::string(line)); });
+  ApiRequest r{"PUT", "/v1/blobs/" + sha256_hex("x"), {}, "Bearer " + alpha};
+  ApiResponse got = api->handle(r, body);
+  set_log_sink(nullptr);
+  EXPECT_EQ(got.status, 500);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].first, LogLevel::kWarning);
+  EXPECT_EQ(lines[0].second, "server error 500 on PUT /v1/blobs/" + sha256_hex("x") +
+                                 " (route blobs): internal error: the disk is on fire\\x0aforged line");
+  // A 4xx is the client's: not logged as a server error.
+  set_log_sink([&](LogLevel level, std::string_view line) { lines.emplace_back(level, std::string(line)); });
+  EXPECT_EQ(call("PUT", "/v1/blobs/" + sha256_hex("other"), alpha, "bytes").status, 422);
+  set_log_sink(nullptr);
+  EXPECT_EQ(lines.size(), 1u);
+}
 
 }  // namespace
 }  // namespace mlk::service

@@ -139,6 +139,9 @@ TEST(Metrics, PrometheusText) {
   m.hit("alpha", "blob");
   m.reject("be\"ta", "quota");
   std::string t = m.render({{"alpha", 2, 300}});
+  EXPECT_NE(t.find("# TYPE mlk_build_info gauge\nmlk_build_info{version=\"" MLK_VERSION "\",compiler=\""),
+            std::string::npos);
+  EXPECT_NE(t.find("\"} 1\n# HELP mlk_requests_total"), std::string::npos);
   EXPECT_NE(t.find("# TYPE mlk_requests_total counter\n"), std::string::npos);
   EXPECT_NE(t.find("mlk_requests_total{route=\"blobs\",method=\"GET\",code=\"404\"} 1\n"), std::string::npos);
   EXPECT_NE(t.find("mlk_cache_hits_total{namespace=\"alpha\",kind=\"blob\"} 1\n"), std::string::npos);

@@ -133,6 +133,7 @@ class ServerTest : public ::testing::Test {
     o.tls_cert_path = tls_cert;
     o.tls_key_path = tls_key;
     if (upload_memory > 0) o.upload_memory_bytes = upload_memory;
+    o.access_log = o.access_log_json = access_log_json;
     auto s = Server::Start(o);
     ASSERT_TRUE(IsOk(s));
     server = std::move(*s);
@@ -170,7 +171,46 @@ class ServerTest : public ::testing::Test {
   std::string token, read_only;
   std::string tls_cert, tls_key;  // PEM files: start() serves https
   int64_t upload_memory = 0;      // > 0: start()'s --upload-memory
+  bool access_log_json = false;   // start()'s --access-log-json
 };
+
+// --access-log-json: one JSON object per request through the log sink, with
+// the time, method, target, status, bytes, latency and the token's team.
+TEST_F(ServerTest, TheAccessLogAsJsonLinesNamesTheTeam) {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  set_log_sink([&](LogLevel, std::string_view line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.emplace_back(line);
+  });
+  server.reset();
+  access_log_json = true;
+  start(0);
+  auto c = client();
+  std::string missing = "/v1/blobs/" + std::string(64, 'a');
+  EXPECT_EQ(c.Get(missing)->status, 404);
+  nlohmann::json found;
+  for (int i = 0; i < 200 && found.is_null(); ++i) {  // logged when the request completes, after the answer
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& l : lines) {
+        auto j = nlohmann::json::parse(l, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.value("target", "") == missing) found = j;
+      }
+    }
+    if (found.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  server.reset();
+  set_log_sink(nullptr);
+  ASSERT_FALSE(found.is_null()) << "no JSON access-log line for " << missing;
+  EXPECT_EQ(found["method"], "GET");
+  EXPECT_EQ(found["status"], 404);
+  EXPECT_EQ(found["team"], "alpha");
+  EXPECT_EQ(found["ended"], "complete");
+  EXPECT_GT(found["bytes"].get<int64_t>(), 0);
+  EXPECT_GE(found["ms"].get<double>(), 0.0);
+  EXPECT_EQ(found["time"].get<std::string>().size(), std::string("2026-12-03T18:00:00Z").size());
+}
 
 TEST_F(ServerTest, ConcurrentPutAndGetOfOneKey) {
   // Two complete versions of entry K; readers must only ever see one of them.

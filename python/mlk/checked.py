@@ -1,0 +1,73 @@
+"""Checked handles (the seed's scenario 1): a tensor checked once against a
+written .tl type, e.g. `mlk.check(w_q, "Tensor[F16, [D, D], [D mod H = 0]]",
+dims={"H": 8})`.
+
+The type is compiled by mlk's front end, so its syntax, dimension arithmetic
+and refinements are the language's; the tensor's dtype, every extent and
+every refinement are checked, and the handle keeps the dimensions the check
+bound (`.dims`: {"D": 384, "H": 8}). A handle is accepted wherever its
+tensor is (a fn's argument, a record's field): the call takes the tensor,
+and its own boundary check still runs (checks at the boundary are the
+runtime's contract, and cost O(rank)). A handle's dims give the call the
+values of the fn's unbound dims of the same name (as `dims=` would), and
+must agree with the call's own `dims=`.
+"""
+import builtins
+
+from . import _dlpack, _mlk
+
+
+class Checked:
+    """A tensor and the type it was checked against: .tensor, .type (as the language prints
+    it), .refinements (each proven for .dims) and .dims (every dimension of the type)."""
+
+    __slots__ = ("tensor", "type", "refinements", "dims")
+
+    def __init__(self, tensor, type, refinements, dims):
+        self.tensor, self.type, self.refinements, self.dims = tensor, type, refinements, dims
+
+    def __repr__(self):
+        where = " where " + ", ".join(self.refinements) if self.refinements else ""
+        dims = ", ".join("%s=%d" % kv for kv in sorted(self.dims.items()))
+        return "mlk.Checked(%s%s; %s)" % (self.type, where, dims)
+
+    def __dlpack__(self, *args, **kwargs):  # a handle is its tensor to any DLPack consumer
+        return self.tensor.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+def check(x, type, dims=None):
+    """Checks `x` (a torch tensor, numpy array or any DLPack producer) against the .tl type
+    `type`, with `dims` giving the names no axis binds (as `H` in `[D mod H = 0]`); returns a
+    Checked handle, or raises BoundaryError naming the axis, dimension or refinement."""
+    if isinstance(x, Checked):
+        x = x.tensor
+    if not hasattr(x, "__dlpack__"):
+        raise _mlk.BoundaryError("mlk.check: a %s, not a tensor (torch.Tensor or an object with __dlpack__)"
+                                 % builtins.type(x).__name__)
+    t = x
+    if builtins.type(x).__module__.startswith("torch") and str(getattr(x, "dtype", "")) == "torch.bool":
+        import torch
+        t = x.view(torch.uint8)  # DLPack's Bool as mlk takes it (runtime/boundary.h)
+    cap = _dlpack.capsule(t, lambda i: "the checked tensor", 0, None)
+    r = _mlk.check_type(cap, str(type), {str(k): int(v) for k, v in (dims or {}).items()})
+    return Checked(x, r["type"], list(r["refinements"]), dict(r["dims"]))
+
+
+def unwrap(args, dims, unbound):
+    """(`args` with each handle replaced by its tensor, the call's dims): a handle's dims must
+    agree with the call's `dims`, and give the values of the fn's `unbound` dims it names."""
+    if not any(isinstance(a, Checked) for a in args):
+        return args, dims
+    out = dict(dims or {})
+    for a in args:
+        if isinstance(a, Checked):
+            for k, v in a.dims.items():
+                if k in out and out[k] != v:
+                    raise _mlk.BoundaryError("a handle checked with %s = %d, but the call has %s = %d"
+                                             % (k, v, k, out[k]))
+                if k in unbound:
+                    out[k] = v
+    return tuple(a.tensor if isinstance(a, Checked) else a for a in args), out

@@ -1,0 +1,58 @@
+// A tensor checked once against a written type (runtime/checked.h).
+#include "runtime/checked.h"
+
+#include <set>
+
+#include "lang/frontend.h"
+#include "runtime/boundary.h"
+#include "lang/lexer.h"
+
+namespace mlk::rt {
+
+Expected<CheckedType> check_type(const std::string& type, DLDataType dtype, const std::vector<int64_t>& shape,
+                                 const DimEnv& given) {
+  // The type as the one parameter of a fn over every name it mentions.
+  std::vector<std::string> names;
+  {
+    SourceFile f("type", type);
+    DiagnosticSink quiet;
+    std::set<std::string> seen;
+    int depth = 0;
+    for (const Token& t : lex(f, quiet)) {
+      // Only what a Tensor or Scalar type is written with: nothing that ends it or starts another item.
+      static const std::set<Tok> kNotInAType = {Tok::kFn,     Tok::kPublic, Tok::kLet,    Tok::kTune,   Tok::kRecord,
+                                                Tok::kImport, Tok::kString, Tok::kArrow,  Tok::kLBrace,
+                                                Tok::kRBrace, Tok::kError};
+      depth += t.kind == Tok::kLParen ? 1 : t.kind == Tok::kRParen ? -1 : 0;  // `(S + 1) * 2`, never a `)` more
+      if (kNotInAType.count(t.kind) || depth < 0)
+        return Status::Usage("`" + type + "` is not a Tensor or Scalar type: `" + t.text + "`");
+      if (t.kind == Tok::kIdent && seen.insert(t.text).second) names.push_back(t.text);
+    }
+  }
+  std::string dims;
+  for (const auto& n : names) dims += (dims.empty() ? "" : ", ") + n;
+  const std::string text = "fn check [" + dims + "](x: " + type + ") -> Scalar[F32] = 0.0\n";
+  FrontendResult r = compile_source("type", text);
+  if (!r.ok() || r.module.functions.size() != 1 || !r.module.functions.front().frames.empty() ||
+      r.module.functions.front().params.size() != 1) {
+    std::string first = r.diagnostics.empty() ? "not one tensor type" : r.diagnostics.front().message;
+    return Status::Usage("type `" + type + "`: " + first);
+  }
+  const ir::Function& fn = r.module.functions.front();
+  const ir::Type& t = fn.params.front().type;
+  const DLDataType want = to_dl(t.dtype);
+  if (dtype.code != want.code || dtype.bits != want.bits || dtype.lanes != want.lanes)
+    return Status::Usage("a " + dl_dtype_name(dtype) + " tensor, but the type `" + type + "` is " + dtype_name(t.dtype));
+  if (shape.size() != t.shape.size())
+    return Status::Usage("a rank-" + std::to_string(shape.size()) + " tensor, but the type `" + type + "` has rank " +
+                         std::to_string(t.shape.size()));
+  auto env = bind_dims(fn, {shape}, given);
+  if (!env.ok()) return Status::Usage("type `" + type + "`: " + env.status().message());
+  CheckedType out;
+  out.type = t.str();
+  for (const auto& p : fn.refinements) out.refinements.push_back(p.str());
+  out.dims = std::move(env).value();
+  return out;
+}
+
+}  // namespace mlk::rt

@@ -1,0 +1,129 @@
+"""Records through the language and the package (lang/records.h,
+python/mlk/records.py): scenario 3's training step written with records
+(tests/records/scenario3.tl), run by Halide's JIT through the `mlk` package
+with its parameters and batch passed as dicts, positionally and by keyword:
+
+1. the loss, `grad` with respect to the parameters record and `grad` with no
+   `wrt` (every float parameter, the batch's included) agree with PyTorch
+   autograd within the F32 envelope;
+2. `fold` over an Array of four layers equals the same layers applied in a
+   loop by PyTorch;
+3. a missing, extra or misnamed leaf is refused naming it;
+4. scenario 1: `mlk.check` of a weight against a written type with a
+   refinement, its refusals (refinement, dtype, shape, the type's own
+   errors), and the handle as an argument giving the call its unbound dim.
+
+usage: records.py SOURCE_DIR MODULE_DIR
+"""
+import os
+import sys
+
+SRC, MODULE_DIR = sys.argv[1:3]
+sys.path.insert(0, os.path.join(SRC, "tests", "python"))
+if MODULE_DIR != "-":
+    sys.path.insert(0, MODULE_DIR)
+import torch  # noqa: E402
+
+import mlk  # noqa: E402
+from check_common import check, raises, results  # noqa: E402
+
+torch.manual_seed(3)
+B, D, H = 37, 19, 23  # odd sizes
+ops = mlk.load(os.path.join(SRC, "tests", "records", "scenario3.tl"))
+
+
+def t(*shape):
+    return torch.randn(*shape, dtype=torch.float32)
+
+
+params = {"hidden": {"w": t(D, H) * 0.3, "b": t(H) * 0.1}, "out": {"w": t(H, 1) * 0.3, "b": t(1) * 0.1}}
+batch = {"x": t(B, D), "y": t(B, 1)}
+
+
+def reference(p, bt):
+    h = torch.tanh(bt["x"] @ p["hidden"]["w"] + p["hidden"]["b"])
+    d = h @ p["out"]["w"] + p["out"]["b"] - bt["y"]
+    return (d * d).mean()
+
+
+def leaves(tree):
+    return [leaf for v in tree.values() for leaf in (leaves(v) if isinstance(v, dict) else [v])]
+
+
+def close(a, b, what):
+    err = (a.double() - b.double()).abs().max().item()
+    scale = b.double().abs().max().item() + 1e-30
+    check(what, err <= 1e-5 * max(scale, 1.0), "max error %.3g (scale %.3g)" % (err, scale))
+
+
+# 1. The loss and its gradients, against autograd.
+p_req = {k: {f: v.clone().requires_grad_() for f, v in fs.items()} for k, fs in params.items()}
+b_req = {k: v.clone().requires_grad_() for k, v in batch.items()}
+loss = reference(p_req, b_req)
+loss.backward()
+close(ops.loss_step(params, batch), loss.detach(), "loss_step (positional records)")
+close(ops.loss_step(batch=batch, params=params), loss.detach(), "loss_step (records by keyword)")
+# A dict's order does not matter: leaves are placed by name.
+swapped = {"out": params["out"], "hidden": {"b": params["hidden"]["b"], "w": params["hidden"]["w"]}}
+close(ops.loss_step(swapped, batch), loss.detach(), "loss_step (fields in another order)")
+
+g = ops.grads(params, batch)
+want = [p_req["hidden"]["w"].grad, p_req["hidden"]["b"].grad, p_req["out"]["w"].grad, p_req["out"]["b"].grad]
+check("grad wrt=[params]: one result per leaf of the record", len(g) == 4, "got %d" % len(g))
+for name, a, b in zip(["hidden.w", "hidden.b", "out.w", "out.b"], g, want):
+    close(a, b, "d loss / d params.%s" % name)
+
+every = ops.every(params, batch)
+check("grad with no wrt: every float parameter (4 of params, 2 of batch)", len(every) == 6, "got %d" % len(every))
+for name, a, b in zip(["params.hidden.w", "params.hidden.b", "params.out.w", "params.out.b", "batch.x", "batch.y"],
+                      every, want + [b_req["x"].grad, b_req["y"].grad]):
+    close(a, b, "grad(loss_step) d/d %s" % name)
+
+# 2. fold over an Array: the layers in order.
+layers = [{"w": t(D, D) * 0.3, "b": t(D) * 0.1} for _ in range(4)]
+x = t(B, D)
+h = x
+for layer in layers:
+    h = torch.tanh(h @ layer["w"] + layer["b"])
+close(ops.deep({"layers": layers}, x), h, "fold over Array[Linear, 4]")
+close(ops.deep(x=x, s={"layers": tuple(layers)}), h, "fold, the Array as a tuple by keyword")
+
+# 3. Refusals that name the leaf.
+short = {"hidden": {"w": params["hidden"]["w"]}, "out": params["out"]}
+raises("a missing leaf is named", lambda: ops.loss_step(short, batch), mlk.BoundaryError,
+       "missing argument `params_hidden_b`")
+extra = {"hidden": dict(params["hidden"], c=params["hidden"]["b"]), "out": params["out"]}
+raises("an extra leaf is named", lambda: ops.loss_step(extra, batch), mlk.BoundaryError,
+       "the record `params` (Params[D, H]) has no field `hidden_c`")
+raises("a tensor where a record goes", lambda: ops.loss_step(batch["x"], batch), mlk.BoundaryError,
+       "argument 0 of `loss_step`: `params` is a record Params[D, H]; pass a dict of its fields")
+raises("a record where a tensor goes", lambda: ops.deep({"layers": layers}, [x]), mlk.BoundaryError, "not a tensor")
+raises("a record given twice", lambda: ops.loss_step(params, batch, params=params), mlk.BoundaryError,
+       "parameter `params_hidden_w` of `loss_step` is given twice")
+raises("an Array one element short", lambda: ops.deep({"layers": layers[:3]}, x), mlk.BoundaryError,
+       "`deep`: missing arguments `s_layers_3_w`, `s_layers_3_b`")
+
+# 4. Scenario 1: mlk.check, a typed handle that carries its dims.
+w_q = t(D, D)
+raises("mlk.check refuses a refinement the tensor breaks", lambda: mlk.check(w_q, "Tensor[F32, [D, D], [D mod H = 0]]",
+                                                                               dims={"H": 5}),
+       mlk.BoundaryError, "D mod H = 0")
+raises("mlk.check refuses a dtype", lambda: mlk.check(w_q.double(), "Tensor[F32, [D, D]]"), mlk.BoundaryError,
+       "a float64 tensor, but the type `Tensor[F32, [D, D]]` is F32")
+raises("mlk.check refuses a shape", lambda: mlk.check(t(D, D + 1), "Tensor[F32, [D, D]]"), mlk.BoundaryError,
+       "x.shape[1] = 20 but D = 19")
+raises("mlk.check reports the type's own errors", lambda: mlk.check(w_q, "Tensor[F32, [D / H]]"), mlk.BoundaryError,
+       "type `Tensor[F32, [D / H]]`")
+w = mlk.check(w_q, "Tensor[F32, [D, D], [D mod H = 0]]", dims={"H": D})
+check("a handle carries its type, refinements and dims",
+      (w.type, w.refinements, w.dims) == ("Tensor[F32, [D, D]]", ["D mod H = 0"], {"D": D, "H": D}), repr(w))
+xb = t(B, D)
+close(ops.project(xb, w), (xb @ w_q).reshape(B, D, 1), "a handle as an argument, its H giving the call's unbound dim")
+raises("a handle's dims must agree with the call's", lambda: ops.project(xb, w, dims={"H": 1}), mlk.BoundaryError,
+       "a handle checked with H = 19, but the call has H = 1")
+
+failed = [r for r in results if not r[1]]
+for name, ok, note in results:
+    print("%s %s%s" % ("ok  " if ok else "FAIL", name, "" if ok else "\n     " + note))
+print("%d checks, %d failed" % (len(results), len(failed)))
+sys.exit(1 if failed else 0)
