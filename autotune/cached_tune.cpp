@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/entry_meta.h"
+#include "lang/bind.h"
 #include "lang/ir_printer.h"
 #include "lang/source.h"
 #include "targets/artifact.h"
@@ -24,12 +25,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string dims_str(const DimEnv& d) {
-  std::string s;
-  for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return s;
-}
 
 std::string fmt(double v) {
   char b[32];

@@ -494,6 +494,64 @@ Expected<std::map<std::string, Trial>> read_log(const std::string& path, const j
   return out;
 }
 
+// The tolerance of one result against its reference `want`:
+// tolerance_for(dtype, red), its atol scaled by the reference's RMS when
+// that exceeds 1 (float dtypes only).
+Tolerance result_tolerance(DType dtype, int64_t red, const HostTensor& want) {
+  Tolerance tol = tolerance_for(dtype, red);
+  // Rounding errors of a dot product scale with the magnitude of its
+  // terms, which for random data is the typical magnitude of the
+  // results: the absolute tolerance is relative to the reference's
+  // RMS when that exceeds 1 (chained matmuls, as in `mlp`, produce
+  // results in the hundreds). NaN and infinite elements are left out.
+  if (is_float(dtype) && want.numel() > 0) {
+    double sq = 0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      double v = want.get(i);
+      if (!std::isfinite(v)) continue;
+      sq += v * v;
+      ++n;
+    }
+    const double rms = n ? std::sqrt(sq / static_cast<double>(n)) : 0;
+    if (std::isfinite(rms) && rms > 1) tol.atol *= rms;
+  }
+  return tol;
+}
+
+// When `ref` (the reference interpreter's results of fn for c.inputs at
+// `env`) holds a NaN: c's float params (ranges[i] kFloat) are made
+// non-negative, smallest first, and the reference recomputed into `ref`
+// after each, until it has no NaN or none is left. Appends the name of each
+// param changed to `non_negative`. A failing interpreter is InvalidArgument
+// naming c.name.
+Status reference_without_nan(const ir::Module& m, const std::string& fn, const ir::Function& f,
+                             const std::vector<InputRange>& ranges, const DimEnv& env, VerifyCase& c,
+                             std::vector<HostTensor>& ref, json& non_negative) {
+  // Negative values outside a function's domain (the `eps` of an
+  // rmsnorm under an rsqrt) make results NaN, and a NaN reference
+  // checks little: float params are made non-negative, smallest first,
+  // until the reference has no NaN.
+  if (!has_nan(ref)) return Status::Ok();
+  std::vector<size_t> order;
+  for (size_t i = 0; i < f.params.size(); ++i)
+    if (ranges[i].kind == InputRange::Kind::kFloat) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return c.inputs[a].numel() < c.inputs[b].numel(); });
+  for (size_t i : order) {
+    HostTensor& t = c.inputs[i];
+    for (int64_t e = 0; e < t.numel(); ++e) t.set(e, std::fabs(t.get(e)));
+    non_negative.push_back(f.params[i].name);
+    auto again = interpret_all(m, fn, c.inputs, env);
+    if (!again.ok())
+      return Status::InvalidArgument("the reference interpreter failed on random inputs at the " + c.name + ": " +
+                                     again.status().message());
+    ref = std::move(*again);
+    if (!has_nan(ref)) break;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // --- the search --------------------------------------------------------------
@@ -562,51 +620,14 @@ class Search {
         if (!ref.ok())
           return Status::InvalidArgument("the reference interpreter failed on random inputs at the " + c.name + ": " +
                                          ref.status().message());
-        // Negative values outside a function's domain (the `eps` of an
-        // rmsnorm under an rsqrt) make results NaN, and a NaN reference
-        // checks little: float params are made non-negative, smallest first,
-        // until the reference has no NaN.
+        // Negative values outside a function's domain make results NaN, and
+        // a NaN reference checks little (reference_without_nan).
         json non_negative = json::array();
-        if (has_nan(*ref)) {
-          std::vector<size_t> order;
-          for (size_t i = 0; i < f.params.size(); ++i)
-            if (ranges[i].kind == InputRange::Kind::kFloat) order.push_back(i);
-          std::stable_sort(order.begin(), order.end(),
-                           [&](size_t a, size_t b) { return c.inputs[a].numel() < c.inputs[b].numel(); });
-          for (size_t i : order) {
-            HostTensor& t = c.inputs[i];
-            for (int64_t e = 0; e < t.numel(); ++e) t.set(e, std::fabs(t.get(e)));
-            non_negative.push_back(f.params[i].name);
-            auto again = interpret_all(m_, fn_, c.inputs, env);
-            if (!again.ok())
-              return Status::InvalidArgument("the reference interpreter failed on random inputs at the " + c.name +
-                                             ": " + again.status().message());
-            ref = std::move(again);
-            if (!has_nan(*ref)) break;
-          }
-        }
+        MLK_RETURN_IF_ERROR(reference_without_nan(m_, fn_, f, ranges, env, c, *ref, non_negative));
         c.references = *ref;
         json tols_j = json::array();
         for (size_t k = 0; k < results.size(); ++k) {
-          const HostTensor& want = c.references[k];
-          Tolerance tol = tolerance_for(results[k].type.dtype, red);
-          // Rounding errors of a dot product scale with the magnitude of its
-          // terms, which for random data is the typical magnitude of the
-          // results: the absolute tolerance is relative to the reference's
-          // RMS when that exceeds 1 (chained matmuls, as in `mlp`, produce
-          // results in the hundreds). NaN and infinite elements are left out.
-          if (is_float(results[k].type.dtype) && want.numel() > 0) {
-            double sq = 0;
-            int64_t n = 0;
-            for (int64_t i = 0; i < want.numel(); ++i) {
-              double v = want.get(i);
-              if (!std::isfinite(v)) continue;
-              sq += v * v;
-              ++n;
-            }
-            const double rms = n ? std::sqrt(sq / static_cast<double>(n)) : 0;
-            if (std::isfinite(rms) && rms > 1) tol.atol *= rms;
-          }
+          Tolerance tol = result_tolerance(results[k].type.dtype, red, c.references[k]);
           c.tols.push_back(tol);
           tols_j.push_back({{"rtol", tol.rtol}, {"atol", tol.atol}});
         }

@@ -8,6 +8,7 @@
 #include "bench/openblas.h"
 #include "cache/key.h"
 #include "cache/store.h"
+#include "lang/bind.h"
 #include "lang/compare.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
@@ -37,16 +38,22 @@ struct PreparedKernel::State {
   std::vector<std::unique_ptr<HostTensor>> outputs;  // stable addresses for the closures
   HostTensor* mlk_out = nullptr;
   std::vector<HostTensor> retired;  // the buffers RenewBuffers replaced last
+
+  // A new output buffer for f's result at `env`, kept in `outputs` (its
+  // address stays valid until Release).
+  HostTensor* new_output(const DimEnv& env) {
+    outputs.push_back(std::make_unique<HostTensor>(f->result_type.dtype, *concrete_shape(f->result_type.shape, env)));
+    return outputs.back().get();
+  }
 };
 
 PreparedKernel::~PreparedKernel() = default;
 
 namespace {
 
-std::string dims_str(const DimEnv& d) {
-  std::string s;
-  for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return s;
+// One line of progress, to o.progress when it is set.
+void say(const PrepareOptions& o, const std::string& s) {
+  if (o.progress) o.progress(s);
 }
 
 // Errors of a suite's kernel start with where it is in the suite file.
@@ -132,17 +139,8 @@ Expected<std::unique_ptr<PreparedKernel>> PreparedKernel::Resolve(const KernelSp
 Status PreparedKernel::Prepare(const PrepareOptions& o) {
   Release();
   State& st = *st_;
-  const ir::Module& m = st.fe->module;
-  const ir::Function& f = *st.f;
-  auto say = [&](const std::string& s) {
-    if (o.progress) o.progress(s);
-  };
   std::mt19937_64 rng(o.seed);
-  for (const auto& p : f.params) st.inputs.push_back(random_input(p, *concrete_shape(p.type.shape, env_), rng));
-  auto new_output = [&]() {
-    st.outputs.push_back(std::make_unique<HostTensor>(f.result_type.dtype, *concrete_shape(f.result_type.shape, env_)));
-    return st.outputs.back().get();
-  };
+  for (const auto& p : st.f->params) st.inputs.push_back(random_input(p, *concrete_shape(p.type.shape, env_), rng));
 
   // mlk: the tuned artifact for exactly this fn, shape and profile, else the default schedule.
   mlk_ = Variant{"mlk", "", "", false, nullptr};
@@ -156,6 +154,20 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
     if (!c.ok()) return with_where(spec_, c.status());
     cc = std::move(c).value();
   }
+  MLK_RETURN_IF_ERROR(PrepareMlk(o, cc.get()));
+  if (Status s = mlk_.run(); !s.ok()) return with_where(spec_, s);
+
+  // The baseline's artifact, for an A/B comparison in the same rounds.
+  PrepareBaseline(o, cc.get());
+
+  // The peers, each checked against mlk's result before it is timed.
+  PreparePeers(o);
+  return Status::Ok();
+}
+
+Status PreparedKernel::PrepareMlk(const PrepareOptions& o, client::CliCache* cc) {
+  State& st = *st_;
+  const ir::Module& m = st.fe->module;
   if (!o.artifact_key.empty()) {
     // A baseline's artifact by its key (the A/B re-measurement).
     const std::string& key = o.artifact_key;
@@ -170,7 +182,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
     variant_ = "tuned";
     mlk_.how = "tuned artifact " + key.substr(0, 16) + " (the baseline's), tuned on " + hit->info.manifest.provenance.host;
   } else if (cc) {
-    auto found = rt::find_tuned({.cache = cc.get(),
+    auto found = rt::find_tuned({.cache = cc,
                                  .ns = o.ns,
                                  .module = &m,
                                  .fn = spec_.fn,
@@ -191,7 +203,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
     }
   }
   if (st.tuned) {
-    HostTensor* out = st.mlk_out = new_output();
+    HostTensor* out = st.mlk_out = st.new_output(env_);
     LoadedArtifact* a = st.tuned.get();
     const ir::Function* fp = st.f;
     const std::vector<HostTensor>* in = &st.inputs;
@@ -203,21 +215,24 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
           "no tuned artifact of `" + spec_.fn + "` for " + st.profile.name + " at this shape in the cache" +
           (o.store_path.empty() ? "" : " (" + o.store_path + ")") + "; run `mlk tune " + spec_.file + " --target " +
           st.profile.name + " --fn " + spec_.fn + " --dims " + dims_str(env_) + "` first, or use --target host"));
-    say("compiling the default schedule (no tuned artifact in the cache)");
+    say(o, "compiling the default schedule (no tuned artifact in the cache)");
     auto kern = Kernel::CompileJit(m, spec_.fn, "host", nullptr, env_);
     if (!kern.ok()) return with_where(spec_, kern.status());
     st.kernels.push_back(std::move(kern).value());
     variant_ = "default";
     mlk_.how = "default schedule, Halide JIT (no tuned artifact in the cache for this fn, shape and target)";
     Kernel* kp = st.kernels.back().get();
-    HostTensor* out = st.mlk_out = new_output();
+    HostTensor* out = st.mlk_out = st.new_output(env_);
     const std::vector<HostTensor>* in = &st.inputs;
     const DimEnv* env = &env_;
     mlk_.run = [kp, in, env, out]() { return kp->RunInto(*in, *env, *out); };
   }
-  if (Status s = mlk_.run(); !s.ok()) return with_where(spec_, s);
+  return Status::Ok();
+}
 
-  // The baseline's artifact, for an A/B comparison in the same rounds.
+void PreparedKernel::PrepareBaseline(const PrepareOptions& o, client::CliCache* cc) {
+  State& st = *st_;
+  const ir::Module& m = st.fe->module;
   baseline_ = Variant{"baseline", "", "", false, nullptr};
   if (!o.baseline_key.empty()) {
     const std::string& key = o.baseline_key;
@@ -232,7 +247,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
       st.baseline = std::move(a).value();
       baseline_.how = "tuned artifact " + key.substr(0, 16) + " (the baseline's), tuned on " +
                       hit->info.manifest.provenance.host;
-      HostTensor* out = new_output();
+      HostTensor* out = st.new_output(env_);
       LoadedArtifact* art = st.baseline.get();
       const ir::Function* fp = st.f;
       const std::vector<HostTensor>* in = &st.inputs;
@@ -240,7 +255,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
       baseline_.run = [art, fp, in, env, out]() { return art->RunInto(*fp, *in, *env, *out); };
     }
   } else if (o.baseline_default) {
-    say("compiling the default schedule (the baseline's)");
+    say(o, "compiling the default schedule (the baseline's)");
     auto kern = Kernel::CompileJit(m, spec_.fn, "host", nullptr, env_);
     if (!kern.ok()) {
       baseline_.error = kern.status().message();
@@ -248,7 +263,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
       st.kernels.push_back(std::move(kern).value());
       baseline_.how = "the default schedule (the baseline's), Halide JIT";
       Kernel* kp = st.kernels.back().get();
-      HostTensor* out = new_output();
+      HostTensor* out = st.new_output(env_);
       const std::vector<HostTensor>* in = &st.inputs;
       const DimEnv* env = &env_;
       baseline_.run = [kp, in, env, out]() { return kp->RunInto(*in, *env, *out); };
@@ -259,8 +274,12 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
       baseline_.error = "failed: " + s.message();
       baseline_.run = nullptr;
     }
+}
 
-  // The peers, each checked against mlk's result before it is timed.
+void PreparedKernel::PreparePeers(const PrepareOptions& o) {
+  State& st = *st_;
+  const ir::Module& m = st.fe->module;
+  const ir::Function& f = *st.f;
   int64_t longest = 1;
   for (const auto& [d, v] : env_) longest = std::max(longest, v);
   const Tolerance tol = tolerance_for(f.result_type.dtype, longest);
@@ -276,7 +295,7 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
       } else if (auto fn = openblas_matmul(*shape); !fn.ok()) {
         v.error = fn.status().message();
       } else {
-        out = new_output();
+        out = st.new_output(env_);
         const std::vector<HostTensor>* in = &st.inputs;
         v.run = [mm = *fn, in, out]() { return mm(*in, *out); };
       }
@@ -294,14 +313,14 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
       } else {
         v.how = "default schedule, Halide JIT for this machine";
       }
-      say("compiling " + name);
+      say(o, "compiling " + name);
       auto kern = Kernel::CompileJit(m, spec_.fn, "host", sp, env_);
       if (!kern.ok()) {
         v.error = kern.status().message();
       } else {
         st.kernels.push_back(std::move(kern).value());
         Kernel* kp = st.kernels.back().get();
-        out = new_output();
+        out = st.new_output(env_);
         const std::vector<HostTensor>* in = &st.inputs;
         const DimEnv* env = &env_;
         v.run = [kp, in, env, out]() { return kp->RunInto(*in, *env, *out); };
@@ -318,7 +337,6 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
     if (v.error.size() > 300) v.error = v.error.substr(0, 300) + "...";
     peers_.push_back(std::move(v));
   }
-  return Status::Ok();
 }
 
 void PreparedKernel::RenewBuffers() {

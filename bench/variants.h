@@ -15,6 +15,10 @@
 #include "lang/bind.h"
 #include "base/status.h"
 
+namespace mlk::client {
+class CliCache;
+}  // namespace mlk::client
+
 namespace mlk::bench {
 
 // Every peer `--peers all` means, in table order.
@@ -88,6 +92,18 @@ class PreparedKernel {
  private:
   struct State;
   PreparedKernel() = default;
+  // Prepare's steps (variants.cpp), run in this order on the inputs Prepare
+  // made. PrepareMlk sets mlk_ and variant_: o.artifact_key's artifact from
+  // `cc`, else the cache's artifact tuned at exactly this shape, else (host
+  // only) the default schedule; an error means mlk cannot run. `cc` may be
+  // null (no cache, or none needed).
+  Status PrepareMlk(const PrepareOptions& o, client::CliCache* cc);
+  // Sets baseline_ from o.baseline_key (taken from `cc`) or
+  // o.baseline_default; what cannot be had is recorded in baseline_.error.
+  void PrepareBaseline(const PrepareOptions& o, client::CliCache* cc);
+  // Sets peers_, one per o.peers, each run once and checked against mlk's
+  // result (mlk_ must have run); a peer that cannot run records why.
+  void PreparePeers(const PrepareOptions& o);
   KernelSpec spec_;
   std::string id_, name_, ir_hash_, cache_key_, variant_;
   DimEnv env_;

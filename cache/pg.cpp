@@ -147,6 +147,19 @@ int64_t lock_key(const std::string& name) {
   return std::strtoll(h.c_str(), nullptr, 16);
 }
 
+Expected<std::unique_ptr<Conn>> open_with_schema(const std::string& conninfo, const std::string& lock_name,
+                                                 const std::string& schema) {
+  auto conn = Conn::Open(conninfo);
+  if (!conn.ok()) return conn.status();
+  Conn& c = **conn;
+  MLK_RETURN_IF_ERROR(txn(c, [&]() -> Status {
+    auto l = c.exec("SELECT pg_advisory_xact_lock($1)", {std::to_string(lock_key(lock_name))});
+    if (!l.ok()) return l.status();
+    return c.exec_script(schema);
+  }));
+  return conn;
+}
+
 std::string quote(const std::string& s) {
   std::string out = "'";
   for (char ch : s) out += ch == '\'' ? std::string("''") : std::string(1, ch);

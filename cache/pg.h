@@ -77,6 +77,14 @@ class Conn {
 // The stable 63-bit key of an advisory lock named `name`.
 int64_t lock_key(const std::string& name);
 
+// Opens a connection to `conninfo` and runs `schema` (statements without
+// parameters, such as CREATE TABLE IF NOT EXISTS ...) in one transaction
+// holding the advisory lock named `lock_name` (lock_key), so that replicas
+// starting at once do not race: one creates the schema, the others wait.
+// Errors of the connection, the lock or the script are returned as they are.
+Expected<std::unique_ptr<Conn>> open_with_schema(const std::string& conninfo, const std::string& lock_name,
+                                                 const std::string& schema);
+
 // `s` as a SQL text literal ('...', quotes doubled), for scripts.
 std::string quote(const std::string& s);
 

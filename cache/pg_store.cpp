@@ -99,16 +99,10 @@ Expected<SharedBackend> open_shared_backend(const std::string& store_url, const 
   auto lru = BlobLru::Open(lru_dir, lru_bytes);
   if (!lru.ok()) return lru.status();
   b.lru = std::move(*lru);
-  auto conn = pg::Conn::Open(store_url);
-  if (!conn.ok()) return conn.status();
-  pg::Conn& c = **conn;
   // Replicas starting at once: one creates the schema, the others wait.
-  MLK_RETURN_IF_ERROR(pg::txn(c, [&]() -> Status {
-    auto l = c.exec("SELECT pg_advisory_xact_lock($1)", {str(pg::lock_key("schema"))});
-    if (!l.ok()) return l.status();
-    return c.exec_script(kSchema);
-  }));
-  MLK_RETURN_IF_ERROR(check_schema(c));
+  auto conn = pg::open_with_schema(store_url, "schema", kSchema);
+  if (!conn.ok()) return conn.status();
+  MLK_RETURN_IF_ERROR(check_schema(**conn));
   return b;
 }
 
@@ -312,22 +306,7 @@ Expected<std::vector<EntryInfo>> PgStore::list(const std::optional<std::string>&
                  : conn_->exec(std::string("SELECT ") + kEntryColumns + " FROM mlk_entries ORDER BY ns, lru DESC");
   if (!rows.ok()) return rows.status();
   std::vector<EntryInfo> out;
-  for (int i = 0; i < rows->size(); ++i) {
-    detail::EntryRow e = entry_row(*rows, i);
-    auto info = detail::decode_entry(e);
-    if (info.ok()) {
-      out.push_back(std::move(*info));
-      continue;
-    }
-    EntryInfo bad;
-    bad.ns = e.ns;
-    bad.key = e.key;
-    bad.pinned = e.pinned;
-    bad.created = e.created;
-    bad.last_used = e.last_used;
-    bad.damaged = true;
-    out.push_back(std::move(bad));
-  }
+  for (int i = 0; i < rows->size(); ++i) out.push_back(detail::listed_entry(entry_row(*rows, i)));
   return out;
 }
 

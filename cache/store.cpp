@@ -303,19 +303,7 @@ Expected<std::vector<EntryInfo>> Store::list(const std::optional<std::string>& n
       if (!r.ok()) return r.status();
       if (!*r) break;
       EntryRow e{st->i64(0), st->text(1), st->text(2), st->text(3), st->text(4), st->i64(5) != 0, st->i64(6), st->i64(7)};
-      auto info = detail::decode_entry(e);
-      if (info.ok()) {
-        out.push_back(std::move(*info));
-      } else {
-        EntryInfo bad;
-        bad.ns = e.ns;
-        bad.key = e.key;
-        bad.pinned = e.pinned;
-        bad.created = e.created;
-        bad.last_used = e.last_used;
-        bad.damaged = true;
-        out.push_back(std::move(bad));
-      }
+      out.push_back(detail::listed_entry(e));
     }
     return Status::Ok();
   }));

@@ -50,6 +50,10 @@ Expected<std::optional<BlobRow>> find_blob(Store::Impl& s, const std::string& di
 // Corruption (saying why) when the row's record hash fails or its manifest
 // does not parse. size is the sum of the manifest's file sizes.
 Expected<EntryInfo> decode_entry(const EntryRow& row);
+// What list() reports for a row: the decoded entry, or, when decode_entry
+// fails, an entry marked `damaged` that keeps only the row's namespace, key,
+// pin and times (its manifest empty).
+EntryInfo listed_entry(const EntryRow& row);
 // Empty when the bytes hash to `digest` with the stored size, else why not.
 std::string blob_problem(const BlobRow& row, const std::string& digest);
 

@@ -69,6 +69,19 @@ Expected<EntryInfo> decode_entry(const EntryRow& row) {
   return info;
 }
 
+EntryInfo listed_entry(const EntryRow& row) {
+  auto info = decode_entry(row);
+  if (info.ok()) return std::move(*info);
+  EntryInfo bad;
+  bad.ns = row.ns;
+  bad.key = row.key;
+  bad.pinned = row.pinned;
+  bad.created = row.created;
+  bad.last_used = row.last_used;
+  bad.damaged = true;
+  return bad;
+}
+
 std::string blob_problem(const BlobRow& row, const std::string& digest) {
   if (row.digest != digest) return "the blob row holds digest " + row.digest;
   if (static_cast<int64_t>(row.data.size()) != row.size)

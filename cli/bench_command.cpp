@@ -216,8 +216,7 @@ CommandSpec spec(Options& o) {
               {.name = "--plot", .metavar = "FILE", .help = "write a bar chart of mlk's speedup over each peer: "
                        "FILE.svg, or FILE.png (the SVG rendered by librsvg)",
                .set = store(o.plot)},
-              {.name = "--cache", .metavar = "PATH", .help = "the store",
-               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(o.cache)},
+              cache_flag(o.cache, CacheFlag::kStoreOrServer),
               {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
                .set = store(o.ns)},
               namespaces_flag(o.namespaces),

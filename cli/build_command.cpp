@@ -48,7 +48,9 @@ const char* kBuildDescription =
     "  mlk_abi.h         the C ABI: mlk_tensor_t, dtype codes, error codes\n"
     "  NAME.ptx          CUDA profiles: the PTX (and NAME.cubin where ptxas exists)\n"
     "  manifest.json     signature, profile and required capabilities, schedule,\n"
-    "                    toolchain versions, sha256 of every file, ptxas report\n";
+    "                    toolchain versions, sha256 of every file, ptxas report\n"
+    "When no --schedule is given and the cache holds a tuned artifact for this fn,\n"
+    "shape and profile, that artifact is the build (says `cached:`).\n";
 
 CommandSpec spec(BuildArgs& b) {
   return {
@@ -72,10 +74,7 @@ CommandSpec spec(BuildArgs& b) {
                .help = "a schedule (JSON, see docs/schedules.md) instead of the default", .set = store(b.schedule_path)},
               {.name = "-o", .metavar = "DIR", .help = "the artifact directory (created if missing)",
                .set = store(b.out_dir), .aliases = {"--out"}, .required = true},
-              {.name = "--cache", .metavar = "PATH",
-               .help = "when no --schedule is given and the store holds a tuned artifact for this fn, shape and "
-                       "profile, that artifact is the build (says `cached:`)",
-               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(b.cache_flag)},
+              cache_flag(b.cache_flag, CacheFlag::kStoreOrServer),
               {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace", .default_value = "default",
                .set = store(b.ns)},
               namespaces_flag(b.namespaces),

@@ -90,9 +90,7 @@ CommandSpec spec(CacheArgs& o) {
       .flags_heading = "options:",
       .flags =
           {
-              {.name = "--cache", .metavar = "PATH", .help = "the store",
-               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db, else ~/.cache/mlk/cache.db",
-               .set = store(o.cache)},
+              cache_flag(o.cache, CacheFlag::kStoreFile),
               {.name = "--namespace", .metavar = "NAME",
                .help = "the namespace (team); ls, gc, export and import default to all namespaces, show, rm, pin, "
                        "unpin, push and pull to \"default\"",

@@ -192,4 +192,16 @@ Expected<int64_t> parse_count(const std::string& flag, const std::string& text) 
   return parse_int_flag(flag, text, 1, std::numeric_limits<int>::max());
 }
 
+Flag cache_flag(std::string& out, CacheFlag kind) {
+  return {.name = "--cache",
+          .metavar = "PATH",
+          .help = kind == CacheFlag::kStoreFile
+                      ? "the store: a SQLite file (not a `mlk serve` URL)"
+                      : "the artifact cache: a store file, or the URL of a `mlk serve` (http://HOST:PORT); with a "
+                        "URL the command works on a local mirror ($MLK_LOCAL_CACHE, else the default store path) "
+                        "that pulls the keys it lacks from the server",
+          .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db, else ~/.cache/mlk/cache.db",
+          .set = store(out)};
+}
+
 }  // namespace mlk::cli

@@ -130,4 +130,18 @@ FlagSetter store_count(T& out) {
   };
 }
 
+// --- Flags shared by several commands ----------------------------------------
+
+// What a command's --cache may name: only a store file (the commands that
+// own the store: `mlk cache`, `mlk serve`, `mlk token`), or also the URL of
+// a `mlk serve`, worked on through a local mirror (the commands that open the
+// cache with client::CliCache, client/cli_cache.h: run, build, tune, verify,
+// bench).
+enum class CacheFlag { kStoreFile, kStoreOrServer };
+
+// `--cache PATH`, the same in every command that uses the artifact store:
+// its value stored in `out` as given ("" when absent; the command resolves
+// the default, cache::default_store_path). One help text per CacheFlag.
+Flag cache_flag(std::string& out, CacheFlag kind);
+
 }  // namespace mlk::cli

@@ -119,9 +119,7 @@ CommandSpec spec(RunOptions& o) {
                        "only a tuned artifact signed by one of KEYS (Ed25519 public keys or KEY.pub files, "
                        "comma-separated; docs/signing.md), any other refused before it is loaded",
                .default_value = "any", .set = store_require(o.require, o.trusted)},
-              {.name = "--cache", .metavar = "PATH",
-               .help = "the store or a `mlk serve` URL; a server's entries are found too",
-               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(o.cache)},
+              cache_flag(o.cache, CacheFlag::kStoreOrServer),
               {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace to look in",
                .default_value = "default", .set = store(o.ns)},
               namespaces_flag(o.namespaces),
@@ -247,7 +245,7 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
     const DumpRequest dump{.module = &m, .fn = o.fn, .profile = *profile, .dims = ex.env, .stage = o.dump_after};
     if (Status d = dump_stored(dump, found->entry.files); !d.ok()) return d;
     ex.how = "tuned artifact " + found->key.substr(0, 16) +
-             (found->exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + rt::dims_str(found->tuned_dims) +
+             (found->exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + dims_str(found->tuned_dims) +
              " on " + found->entry.info.manifest.provenance.host +
              (found->signer.empty() ? "" : ", signed by key " + found->signer);
   } else if (found.status().code() != Status::Code::kNotFound) {
@@ -258,7 +256,7 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
                               "is loaded)");
     return Status::NotFound(found.status().message() + " (--require " + rt::require_name(o.require) + "; run `mlk tune " +
                             o.file + " --fn " + o.fn + " --target " + profile->name + precision_flag_text(o.precision) +
-                            " --dims " + rt::dims_str(ex.env) + "` first)");
+                            " --dims " + dims_str(ex.env) + "` first)");
   } else if (profile->is_gpu()) {
     return Status::NotFound(found.status().message() + "; a CUDA profile has no JIT fallback: run `mlk tune " + o.file +
                             " --target " + profile->name + precision_flag_text(o.precision) + " --fn " + o.fn +

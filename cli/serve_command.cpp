@@ -135,8 +135,7 @@ CommandSpec spec(ServeArgs& a) {
           "SIGTERM or SIGINT, then finishes the requests in flight and exits 0.\n",
       .flags =
           {
-              {.name = "--cache", .metavar = "PATH", .help = "the store",
-               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(a.cache_flag)},
+              cache_flag(a.cache_flag, CacheFlag::kStoreFile),
               {.name = "--store", .metavar = "URL",
                .help = "the shared backend instead of a store file: postgresql://USER@HOST:PORT/DB (needs --blobs)",
                .set = store(a.store_flag)},

@@ -65,7 +65,7 @@ Expected<StepKernel> kernel_for(const ir::Module& m, const std::string& fn, cons
     auto a = LoadedArtifact::LoadFiles(found->entry.files);
     if (!a.ok()) return a.status();
     k.tuned = std::move(a).value();
-    k.how = "tuned artifact " + found->key.substr(0, 16) + ", tuned at exactly " + rt::dims_str(found->tuned_dims);
+    k.how = "tuned artifact " + found->key.substr(0, 16) + ", tuned at exactly " + dims_str(found->tuned_dims);
     return k;
   }
   if (found.status().code() != Status::Code::kNotFound) return found.status();

@@ -59,8 +59,7 @@ CommandSpec spec(TokenArgs& a) {
               {.name = "--json", .help = "list, grants: print a JSON array instead of the table", .set = set_bool(a.json_out)},
               {.name = "--store", .metavar = "URL", .help = "the shared backend's database (postgresql://...) instead of a store file",
                .set = store(a.store_flag)},
-              {.name = "--cache", .metavar = "PATH", .help = "the store",
-               .default_value = "$MLK_CACHE, else $XDG_CACHE_HOME/mlk/cache.db", .set = store(a.cache_flag)},
+              cache_flag(a.cache_flag, CacheFlag::kStoreFile),
           },
       .epilogue = "Clients send the token as `Authorization: Bearer TOKEN`; mlk reads it from $MLK_TOKEN.\n",
       .positional =

@@ -118,4 +118,10 @@ Expected<DimEnv> parse_dim_list(const std::string& text) {
   return out;
 }
 
+std::string dims_str(const DimEnv& d) {
+  std::string s;
+  for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
 }  // namespace mlk

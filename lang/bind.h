@@ -30,6 +30,10 @@ Expected<std::vector<int64_t>> concrete_shape(const Shape& s, const DimEnv& env)
 // InvalidArgument naming the bad item.
 Expected<DimEnv> parse_dim_list(const std::string& text);
 
+// {N: 4, D: 8} -> "D=8,N=4": the dims in name order, as parse_dim_list reads
+// them ("" for none). For messages, labels and cache keys.
+std::string dims_str(const DimEnv& d);
+
 // Largest extent Halide buffers can index (int32).
 constexpr int64_t kMaxExtent = 2147483647;
 

@@ -332,10 +332,10 @@ py::tuple run_all(const mlk::ir::Function& f, const py::list& caps, const std::m
   return results;
 }
 
-}  // namespace
-
-PYBIND11_MODULE(_mlk, m) {
-  m.doc() = "mlk runtime binding (use the mlk package, not this module)";
+// The exception types (mlk.Error and its kinds), mlk.Tensor (a result the
+// runtime allocated) and the module-level helpers on tensors and buffers:
+// empty, check_type, live_host_buffers, live_exports, tolerance.
+void bind_errors_and_buffers(py::module_& m) {
   auto base = py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
   py::register_exception<BoundaryError>(m, "BoundaryError", PyExc_ValueError);
   py::register_exception<NotFoundError>(m, "NotFoundError", PyExc_LookupError);
@@ -378,7 +378,11 @@ PYBIND11_MODULE(_mlk, m) {
   m.def("tolerance", [](const std::string& dtype, int64_t k, bool through_erf) {
     return envelope_dict(mlk::rt::envelope_for(dtype_of(dtype), k, through_erf));
   }, py::arg("dtype"), py::arg("k") = 1, py::arg("through_erf") = false);
+}
 
+// mlk.Runtime (a store, programs loaded through it, models), mlk.Model and
+// model_call, the one-crossing call of a model.
+void bind_runtime_and_models(py::module_& m) {
   py::class_<mlk::rt::Runtime, std::shared_ptr<mlk::rt::Runtime>>(m, "Runtime")
       .def(py::init([](const std::string& cache, const std::string& ns, const std::string& token,
                        const std::string& namespaces) {
@@ -462,7 +466,11 @@ PYBIND11_MODULE(_mlk, m) {
     if (!s.ok()) raise(s);
     return py::object(made[0]);
   });
+}
 
+// mlk.Program: a loaded program's public fns, their signatures, shapes and
+// envelopes, and the kernel chosen for a set of arguments.
+void bind_program(py::module_& m) {
   py::class_<PyProgram>(m, "Program")
       // The envelope of fn's result for these arguments (mlk.testing).
       .def("envelope",
@@ -540,7 +548,11 @@ PYBIND11_MODULE(_mlk, m) {
              auto dims = unwrap(mlk::rt::dims_of(*f, args.tensors, given));
              return PyKernel{unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), dims))};
            });
+}
 
+// call and call_all: a Program's fn called in one crossing, with one result
+// or several.
+void bind_calls(py::module_& m) {
   // The whole call in one crossing (the hot path of mlk/__init__.py): the
   // arguments checked once for their dims and the result's shape, the kernel
   // looked up, the output made by `alloc(shape)` -> (result, its capsule),
@@ -580,7 +592,11 @@ PYBIND11_MODULE(_mlk, m) {
     return run_all(*f, caps, given, allocs,
                    [&](const mlk::DimEnv& dims) { return unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), dims)); });
   }, py::arg("program"), py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("allocs"));
+}
 
+// mlk.select: a Selector over candidate programs and directories, the
+// SelectedKernel it picks, and select_call / select_call_all, which run it.
+void bind_selection(py::module_& m) {
   // mlk.select: `items` is a list of (rank, candidate, policy): rank "prefer" or
   // "fallback"; candidate a Program (mlk.load's; `policy` is its Ops' target) or
   // the path of an `mlk build -o DIR` directory, loaded by `rt` (a directory
@@ -655,7 +671,10 @@ PYBIND11_MODULE(_mlk, m) {
     return run_all(sel.fn(fn), caps, given, allocs,
                    [&](const mlk::DimEnv& dims) { return unwrap(sel.s->GetKernel(fn, dims)).kernel; });
   }, py::arg("selector"), py::arg("fn"), py::arg("caps"), py::arg("given"), py::arg("allocs"));
+}
 
+// mlk.Kernel: a kernel GetKernel chose, its selection, output shape and run.
+void bind_kernel(py::module_& m) {
   py::class_<PyKernel>(m, "Kernel")
       .def_property_readonly("selection", [](const PyKernel& k) { return k.k->selection().explain(); })
       .def_property_readonly("profile", [](const PyKernel& k) { return k.k->selection().profile; })
@@ -680,4 +699,16 @@ PYBIND11_MODULE(_mlk, m) {
         }
         if (!s.ok()) raise(s);
       }, py::arg("caps"), py::arg("out"), py::arg("stream") = 0);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_mlk, m) {
+  m.doc() = "mlk runtime binding (use the mlk package, not this module)";
+  bind_errors_and_buffers(m);
+  bind_runtime_and_models(m);
+  bind_program(m);
+  bind_calls(m);
+  bind_selection(m);
+  bind_kernel(m);
 }

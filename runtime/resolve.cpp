@@ -33,12 +33,6 @@ const char* require_name(Require r) {
   return "?";
 }
 
-std::string dims_str(const DimEnv& d) {
-  std::string s;
-  for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return s;
-}
-
 namespace {
 
 // An entry of another shape that may serve the call.

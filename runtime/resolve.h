@@ -77,7 +77,4 @@ struct FindTunedRequest {
 // errors, such as a corrupt entry, are returned as they are.
 Expected<Tuned> find_tuned(const FindTunedRequest& r);
 
-// "B=1,D=64": the dims in name order.
-std::string dims_str(const DimEnv& d);
-
 }  // namespace mlk::rt

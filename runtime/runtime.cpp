@@ -467,17 +467,9 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
       sel.rejected.push_back(name + ": " + found.status().message());
       continue;
     }
-    std::shared_ptr<LoadedArtifact> art;
-    if (auto it = artifacts_.find(found->key); it != artifacts_.end()) {
-      art = it->second;
-    } else {
-      auto loaded = load_files(found->entry.files);
-      if (!loaded.ok()) return Status(loaded.status().code() == Status::Code::kCorruption
-                                          ? Status::Corruption("artifact " + found->key.substr(0, 16) + ": " + loaded.status().message())
-                                          : loaded.status());
-      art = *loaded;
-      artifacts_[found->key] = art;
-    }
+    auto loaded = LoadTuned(*found);
+    if (!loaded.ok()) return loaded.status();
+    std::shared_ptr<LoadedArtifact> art = *loaded;
     auto meta = cache::parse_entry_meta(found->entry.info.manifest.meta_json);
     if (!meta.ok()) return Status::Corruption("entry " + found->key.substr(0, 16) + ": " + meta.status().message());
     sel.source = found->exact ? Selection::Source::kExact : Selection::Source::kOtherShape;
@@ -501,7 +493,33 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
                             (jit_profile ? "" : " (no CPU profile of it runs here, so no default schedule either)") +
                             ":" + why);
   // No tuned artifact: the default schedule, compiled once per fn and profile.
-  const std::string jid = fhash + "|" + fn + "|" + jit_profile->name;
+  auto jit = DefaultJit(*prog, fn, fhash, *jit_profile, policy, dims, why);
+  if (!jit.ok()) return jit.status();
+  sel.source = Selection::Source::kDefaultJit;
+  sel.profile = jit_profile->name;
+  sel.reason = jit_profile->name + ": default schedule (JIT), not tuned: no tuned artifact of `" + fn + "` for " +
+               policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile->name +
+               precision_flag_text(prog->precision) + " --dims " + dims_str(dims) + "` tunes one)";
+  k->jit_ = *jit;
+  return done(std::move(sel));
+}
+
+Expected<std::shared_ptr<LoadedArtifact>> Runtime::LoadTuned(const Tuned& found) {
+  if (auto it = artifacts_.find(found.key); it != artifacts_.end()) return it->second;
+  auto loaded = load_files(found.entry.files);
+  if (!loaded.ok()) return Status(loaded.status().code() == Status::Code::kCorruption
+                                      ? Status::Corruption("artifact " + found.key.substr(0, 16) + ": " + loaded.status().message())
+                                      : loaded.status());
+  std::shared_ptr<LoadedArtifact> art = *loaded;
+  artifacts_[found.key] = art;
+  return art;
+}
+
+Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, const std::string& fn,
+                                                           const std::string& fhash, const Profile& profile,
+                                                           const TargetPolicy& policy, const DimEnv& dims,
+                                                           const std::string& why) {
+  const std::string jid = fhash + "|" + fn + "|" + profile.name;
   auto& jit = jits_[jid];
   if (!jit) {
     auto plugin = load_jit_plugin();
@@ -509,14 +527,14 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
       jits_.erase(jid);
       return Status(plugin.status().code() == Status::Code::kNotFound
                         ? Status::NotFound("no tuned artifact of `" + fn + "` at " + dims_str(dims) + " under policy " +
-                                           policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile->name +
-                                           precision_flag_text(prog->precision) + " --dims " + dims_str(dims) +
+                                           policy.str() + " (`mlk tune --fn " + fn + " --target " + profile.name +
+                                           precision_flag_text(prog.precision) + " --dims " + dims_str(dims) +
                                            "` tunes one), and no default schedule either: " +
                                            plugin.status().message() + why)
                         : plugin.status());
     }
-    auto compiled = JitKernel::Compile(*plugin, prog->file, prog->text, precision_name(prog->precision), fn, fhash,
-                                       jit_profile->name == "host" ? "host" : jit_profile->halide_target, dims);
+    auto compiled = JitKernel::Compile(*plugin, prog.file, prog.text, precision_name(prog.precision), fn, fhash,
+                                       profile.name == "host" ? "host" : profile.halide_target, dims);
     if (!compiled.ok()) {
       jits_.erase(jid);
       return compiled.status();
@@ -524,13 +542,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     jit = std::make_shared<Kernel::Jit>();
     jit->kernel = std::move(*compiled);
   }
-  sel.source = Selection::Source::kDefaultJit;
-  sel.profile = jit_profile->name;
-  sel.reason = jit_profile->name + ": default schedule (JIT), not tuned: no tuned artifact of `" + fn + "` for " +
-               policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile->name +
-               precision_flag_text(prog->precision) + " --dims " + dims_str(dims) + "` tunes one)";
-  k->jit_ = jit;
-  return done(std::move(sel));
+  return jit;
 }
 
 }  // namespace mlk::rt

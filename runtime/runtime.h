@@ -201,6 +201,17 @@ class Runtime {
   Runtime() = default;
   Expected<std::shared_ptr<const Kernel>> Select(std::shared_ptr<const Program> prog, const std::string& fn,
                                                  const TargetPolicy& policy, const DimEnv& dims);
+  // Select's steps; the caller holds mu_. LoadTuned: the artifact of the
+  // cache entry `found`, loaded once per key (kept in artifacts_); a damaged
+  // one is Corruption naming the key.
+  Expected<std::shared_ptr<LoadedArtifact>> LoadTuned(const Tuned& found);
+  // DefaultJit: fn of `prog` under the default schedule, compiled by the JIT
+  // plugin for `profile` once per fn hash and profile (kept in jits_). When
+  // the plugin cannot be found: NotFound saying no tuned artifact serves
+  // `policy` at `dims` either, followed by `why` (the profiles' reasons).
+  Expected<std::shared_ptr<Kernel::Jit>> DefaultJit(const Program& prog, const std::string& fn, const std::string& fhash,
+                                                    const Profile& profile, const TargetPolicy& policy,
+                                                    const DimEnv& dims, const std::string& why);
   std::mutex mu_;
   Options opts_;
   std::unique_ptr<client::CliCache> cache_;

@@ -183,14 +183,8 @@ class PgJobs final : public JobTables {
 }  // namespace
 
 Expected<std::unique_ptr<JobTables>> pg_jobs(const std::string& conninfo) {
-  auto c = Conn::Open(conninfo);
+  auto c = cache::pg::open_with_schema(conninfo, "service-jobs-schema", kSchema);
   if (!c.ok()) return c.status();
-  Conn& conn = **c;
-  MLK_RETURN_IF_ERROR(cache::pg::txn(conn, [&]() -> Status {
-    auto l = conn.exec("SELECT pg_advisory_xact_lock($1)", {std::to_string(cache::pg::lock_key("service-jobs-schema"))});
-    if (!l.ok()) return l.status();
-    return conn.exec_script(kSchema);
-  }));
   return std::unique_ptr<JobTables>(new PgJobs(std::move(*c)));
 }
 

@@ -237,14 +237,8 @@ class PgTables final : public ServiceTables {
 }  // namespace
 
 Expected<std::unique_ptr<ServiceTables>> pg_tables(const std::string& conninfo) {
-  auto c = Conn::Open(conninfo);
+  auto c = cache::pg::open_with_schema(conninfo, "service-schema", kSchema);
   if (!c.ok()) return c.status();
-  Conn& conn = **c;
-  MLK_RETURN_IF_ERROR(cache::pg::txn(conn, [&]() -> Status {
-    auto l = conn.exec("SELECT pg_advisory_xact_lock($1)", {std::to_string(cache::pg::lock_key("service-schema"))});
-    if (!l.ok()) return l.status();
-    return conn.exec_script(kSchema);
-  }));
   return std::unique_ptr<ServiceTables>(new PgTables(std::move(*c)));
 }
 

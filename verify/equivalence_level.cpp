@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 
+#include "lang/bind.h"
 #include "lang/compare.h"
 #include "runtime/testing.h"
 #include "verify/ir_terms.h"
@@ -146,12 +147,6 @@ DimEnv small_shape(const ir::Function& f, const DimEnv& dims) {
     if (rt::param_shapes(f, d).ok()) return d;
   }
   return {};
-}
-
-std::string dims_str(const DimEnv& d) {
-  std::string s;
-  for (const auto& [k, v] : d) s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  return s;
 }
 
 }  // namespace

@@ -149,6 +149,61 @@ class IrEval {
     return acc;
   }
 
+  // The element of `x` at index `idx`.
+  static TermRef element_at(const Val& x, const std::vector<int64_t>& idx) { return x.e[flat_of(idx, x.shape)]; }
+
+  // Element `o` of a reduction node `n` (sum, mean, max, min over the axes
+  // n.ints of ops[0]): the elements it reduces, combined by reduce_terms.
+  Expected<TermRef> reduction_at(const ir::Node& n, const std::vector<Val>& ops, const std::vector<int64_t>& o) {
+    const auto& ish = ops[0].shape;
+    std::vector<int64_t> red;
+    for (int64_t ax : n.ints) red.push_back(ish[ax]);
+    std::vector<TermRef> xs;
+    for (int64_t r = 0; r < numel(red); ++r) {
+      std::vector<int64_t> ri = unflat(r, red), idx;
+      size_t ov = 0, rv = 0;
+      for (size_t ax = 0; ax < ish.size(); ++ax)
+        idx.push_back(std::count(n.ints.begin(), n.ints.end(), static_cast<int64_t>(ax)) ? ri[rv++] : o[ov++]);
+      xs.push_back(element_at(ops[0], idx));
+    }
+    return reduce_terms(n, xs);
+  }
+
+  // Element `o` of the matmul ops[0] @ ops[1] (ops[1] batched when it has
+  // more than two axes): the products over the shared axis, summed in order.
+  static TermRef matmul_at(const std::vector<Val>& ops, const std::vector<int64_t>& o) {
+    const int64_t k = ops[0].shape.back();
+    TermRef acc;
+    for (int64_t i = 0; i < k; ++i) {
+      std::vector<int64_t> ia(o.begin(), o.end() - 1), ib;
+      ia.push_back(i);
+      if (ops[1].shape.size() > 2) ib.assign(o.begin(), o.end() - 2);
+      ib.push_back(i), ib.push_back(o.back());
+      TermRef p = sym::make(TOp::kMul, {element_at(ops[0], ia), element_at(ops[1], ib)});
+      acc = acc ? sym::make(TOp::kAdd, {acc, p}) : p;
+    }
+    return acc;
+  }
+
+  // Element `o` of softmax(x) along `axis` (of `extent` elements):
+  // exp(x - max) over the sum of exp(x_j - max) along the axis.
+  static TermRef softmax_at(const Val& x, int axis, int64_t extent, const std::vector<int64_t>& o) {
+    std::vector<int64_t> idx = o;
+    TermRef mx, sum;
+    for (int64_t j = 0; j < extent; ++j) {
+      idx[axis] = j;
+      mx = mx ? sym::make(TOp::kMax, {mx, element_at(x, idx)}) : element_at(x, idx);
+    }
+    auto e = [&](const std::vector<int64_t>& i) {
+      return sym::make(TOp::kCall, {sym::make(TOp::kSub, {element_at(x, i), mx})}, "exp");
+    };
+    for (int64_t j = 0; j < extent; ++j) {
+      idx[axis] = j;
+      sum = sum ? sym::make(TOp::kAdd, {sum, e(idx)}) : e(idx);
+    }
+    return sym::make(TOp::kDiv, {e(o), sum});
+  }
+
   Status node(const ir::Node& n, Frame& fr, const std::vector<Val>& ops, Val& v);
 
   const ir::Module& m_;
@@ -178,20 +233,7 @@ Status IrEval::node(const ir::Node& n, Frame& fr, const std::vector<Val>& ops, V
       return Status::Ok();
     }
     case Op::kSum: case Op::kMean: case Op::kReduceMax: case Op::kReduceMin:
-      return each([&](const std::vector<int64_t>& o) -> Expected<TermRef> {
-        const auto& ish = ops[0].shape;
-        std::vector<int64_t> red;
-        for (int64_t ax : n.ints) red.push_back(ish[ax]);
-        std::vector<TermRef> xs;
-        for (int64_t r = 0; r < numel(red); ++r) {
-          std::vector<int64_t> ri = unflat(r, red), idx;
-          size_t ov = 0, rv = 0;
-          for (size_t ax = 0; ax < ish.size(); ++ax)
-            idx.push_back(std::count(n.ints.begin(), n.ints.end(), static_cast<int64_t>(ax)) ? ri[rv++] : o[ov++]);
-          xs.push_back(at(ops[0], idx));
-        }
-        return reduce_terms(n, xs);
-      });
+      return each([&](const std::vector<int64_t>& o) -> Expected<TermRef> { return reduction_at(n, ops, o); });
     case Op::kBroadcast:
       return each([&](const std::vector<int64_t>& o) -> Expected<TermRef> {
         std::vector<int64_t> idx;
@@ -199,19 +241,7 @@ Status IrEval::node(const ir::Node& n, Frame& fr, const std::vector<Val>& ops, V
         return at(ops[0], idx);
       });
     case Op::kMatmul:
-      return each([&](const std::vector<int64_t>& o) -> Expected<TermRef> {
-        const int64_t k = ops[0].shape.back();
-        TermRef acc;
-        for (int64_t i = 0; i < k; ++i) {
-          std::vector<int64_t> ia(o.begin(), o.end() - 1), ib;
-          ia.push_back(i);
-          if (ops[1].shape.size() > 2) ib.assign(o.begin(), o.end() - 2);
-          ib.push_back(i), ib.push_back(o.back());
-          TermRef p = sym::make(TOp::kMul, {at(ops[0], ia), at(ops[1], ib)});
-          acc = acc ? sym::make(TOp::kAdd, {acc, p}) : p;
-        }
-        return acc;
-      });
+      return each([&](const std::vector<int64_t>& o) -> Expected<TermRef> { return matmul_at(ops, o); });
     case Op::kTranspose:
       return each([&](const std::vector<int64_t>& o) -> Expected<TermRef> {
         std::vector<int64_t> idx(rank);
@@ -224,20 +254,7 @@ Status IrEval::node(const ir::Node& n, Frame& fr, const std::vector<Val>& ops, V
     case Op::kSoftmax: {
       const int axis = static_cast<int>(n.ints[0]);
       return each([&](const std::vector<int64_t>& o) -> Expected<TermRef> {
-        std::vector<int64_t> idx = o;
-        TermRef mx, sum;
-        for (int64_t j = 0; j < v.shape[axis]; ++j) {
-          idx[axis] = j;
-          mx = mx ? sym::make(TOp::kMax, {mx, at(ops[0], idx)}) : at(ops[0], idx);
-        }
-        auto e = [&](const std::vector<int64_t>& i) {
-          return sym::make(TOp::kCall, {sym::make(TOp::kSub, {at(ops[0], i), mx})}, "exp");
-        };
-        for (int64_t j = 0; j < v.shape[axis]; ++j) {
-          idx[axis] = j;
-          sum = sum ? sym::make(TOp::kAdd, {sum, e(idx)}) : e(idx);
-        }
-        return sym::make(TOp::kDiv, {e(o), sum});
+        return softmax_at(ops[0], axis, v.shape[axis], o);
       });
     }
     case Op::kRepeatInterleave: {
