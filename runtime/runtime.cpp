@@ -516,7 +516,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
                         : plugin.status());
     }
     auto compiled = JitKernel::Compile(*plugin, prog->file, prog->text, precision_name(prog->precision), fn, fhash,
-                                       jit_profile->name == "host" ? "host" : jit_profile->halide_target, dims);
+                                       jit_profile->name, dims);
     if (!compiled.ok()) {
       jits_.erase(jid);
       return compiled.status();
