@@ -210,13 +210,8 @@ Status PreparedKernel::PrepareMlk(const PrepareOptions& o, client::CliCache* cc)
     const DimEnv* env = &env_;
     mlk_.run = [a, fp, in, env, out]() { return a->RunInto(*fp, *in, *env, *out); };
   } else {
-    if (st.profile.name != "host")
-      return with_where(spec_, Status::NotFound(
-          "no tuned artifact of `" + spec_.fn + "` for " + st.profile.name + " at this shape in the cache" +
-          (o.store_path.empty() ? "" : " (" + o.store_path + ")") + "; run `mlk tune " + spec_.file + " --target " +
-          st.profile.name + " --fn " + spec_.fn + " --dims " + dims_str(env_) + "` first, or use --target host"));
     say(o, "compiling the default schedule (no tuned artifact in the cache)");
-    auto kern = Kernel::CompileJit(m, spec_.fn, "host", nullptr, env_);
+    auto kern = Kernel::CompileJit(m, spec_.fn, st.profile, nullptr, env_);
     if (!kern.ok()) return with_where(spec_, kern.status());
     st.kernels.push_back(std::move(kern).value());
     variant_ = "default";
@@ -256,7 +251,7 @@ void PreparedKernel::PrepareBaseline(const PrepareOptions& o, client::CliCache* 
     }
   } else if (o.baseline_default) {
     say(o, "compiling the default schedule (the baseline's)");
-    auto kern = Kernel::CompileJit(m, spec_.fn, "host", nullptr, env_);
+    auto kern = Kernel::CompileJit(m, spec_.fn, st.profile, nullptr, env_);
     if (!kern.ok()) {
       baseline_.error = kern.status().message();
     } else {
@@ -309,12 +304,12 @@ void PreparedKernel::PreparePeers(const PrepareOptions& o) {
       if (name != "default") {
         sched.autoscheduler = name;
         sp = &sched;
-        v.how = "Halide autoscheduler " + name + ", JIT for this machine";
+        v.how = "Halide autoscheduler " + name + ", JIT for " + st.profile.name;
       } else {
-        v.how = "default schedule, Halide JIT for this machine";
+        v.how = "default schedule, Halide JIT for " + st.profile.name;
       }
       say(o, "compiling " + name);
-      auto kern = Kernel::CompileJit(m, spec_.fn, "host", sp, env_);
+      auto kern = Kernel::CompileJit(m, spec_.fn, st.profile, sp, env_);
       if (!kern.ok()) {
         v.error = kern.status().message();
       } else {

@@ -262,8 +262,7 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
                             " --target " + profile->name + precision_flag_text(o.precision) + " --fn " + o.fn +
                             "` first, or use --target host");
   } else {
-    auto k = Kernel::CompileJit(m, o.fn, profile->name == "host" ? "host" : profile->halide_target, nullptr, ex.env,
-                                o.dump_after, dump_to(stdout));
+    auto k = Kernel::CompileJit(m, o.fn, *profile, nullptr, ex.env, o.dump_after, dump_to(stdout));
     if (!k.ok()) return k.status();
     ex.kernel = std::move(k).value();
     ex.how = "default schedule (JIT), not tuned: " + found.status().message();

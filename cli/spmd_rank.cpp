@@ -69,7 +69,7 @@ Expected<StepKernel> kernel_for(const ir::Module& m, const std::string& fn, cons
     return k;
   }
   if (found.status().code() != Status::Code::kNotFound) return found.status();
-  auto j = Kernel::CompileJit(m, fn, "host", nullptr, env);
+  auto j = Kernel::CompileJit(m, fn, *profile, nullptr, env);
   if (!j.ok()) return j.status();
   k.jit = std::move(j).value();
   k.how = "default schedule (JIT), not tuned: " + found.status().message();

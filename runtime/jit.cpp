@@ -122,7 +122,7 @@ Expected<const JitPlugin*> load_jit_plugin() {
 Expected<std::unique_ptr<JitKernel>> JitKernel::Compile(const JitPlugin* plugin, const std::string& name,
                                                         const std::string& text, const std::string& precision,
                                                         const std::string& fn,
-                                                        const std::string& fn_hash, const std::string& target,
+                                                        const std::string& fn_hash, const std::string& profile,
                                                         const DimEnv& dims) {
   std::vector<const char*> names;
   std::vector<int64_t> values;
@@ -133,7 +133,7 @@ Expected<std::unique_ptr<JitKernel>> JitKernel::Compile(const JitPlugin* plugin,
   mlk_jit_kernel* handle = nullptr;
   char* error = nullptr;
   int32_t rc = plugin->compile(name.c_str(), text.c_str(), precision.c_str(), fn.c_str(), fn_hash.c_str(),
-                               target.c_str(), names.data(), values.data(), static_cast<int32_t>(names.size()),
+                               profile.c_str(), names.data(), values.data(), static_cast<int32_t>(names.size()),
                                &handle, &error);
   if (rc != 0 || !handle) return plugin_error(*plugin, rc == 0 ? static_cast<int32_t>(Status::Code::kInternal) : rc, error);
   return std::unique_ptr<JitKernel>(new JitKernel(plugin, handle));

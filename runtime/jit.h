@@ -34,11 +34,13 @@ class JitKernel {
  public:
   // Compiles fn `fn`, whose program hash is `fn_hash`, of the program `text`
   // (named `name` in messages) under the precision policy `precision`
-  // ("f32", "bf16", "f16") for `target`, extents estimated from `dims`.
+  // ("f32", "bf16", "f16") with the default schedule of the CPU profile
+  // named `profile` ("host", or one of `mlk targets` that runs here),
+  // extents estimated from `dims`.
   static Expected<std::unique_ptr<JitKernel>> Compile(const JitPlugin* plugin, const std::string& name,
                                                       const std::string& text, const std::string& precision,
                                                       const std::string& fn,
-                                                      const std::string& fn_hash, const std::string& target,
+                                                      const std::string& fn_hash, const std::string& profile,
                                                       const DimEnv& dims);
   ~JitKernel();
   JitKernel(const JitKernel&) = delete;

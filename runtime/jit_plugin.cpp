@@ -16,6 +16,7 @@
 #include "lang/ir_printer.h"
 #include "lang/precision.h"
 #include "scheduler/kernel.h"
+#include "targets/detect.h"
 
 struct mlk_jit_kernel {
   std::unique_ptr<mlk::Kernel> kernel;
@@ -44,9 +45,9 @@ extern "C" {
 int32_t mlk_jit_abi_version(void) { return MLK_JIT_ABI_VERSION; }
 
 int32_t mlk_jit_compile(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
-                        const char* target, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                        const char* profile, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                         mlk_jit_kernel** kernel, char** error) {
-  if (!name || !text || !precision || !fn || !fn_hash || !target || !kernel || ndims < 0 ||
+  if (!name || !text || !precision || !fn || !fn_hash || !profile || !kernel || ndims < 0 ||
       (ndims > 0 && (!dim_names || !dim_values)))
     return fail(Status::InvalidArgument("mlk_jit_compile: a NULL argument or a negative dim count"), error);
   try {
@@ -62,7 +63,9 @@ int32_t mlk_jit_compile(const char* name, const char* text, const char* precisio
                                           std::string(fn_hash).substr(0, 16) +
                                           " in the JIT plugin: the plugin is not of this runtime's mlk version"),
                   error);
-    auto k = mlk::Kernel::CompileJit(r.module, fn, target, nullptr, dims_of(dim_names, dim_values, ndims));
+    auto p = mlk::resolve_profile(profile);
+    if (!p.ok()) return fail(p.status(), error);
+    auto k = mlk::Kernel::CompileJit(r.module, fn, *p, nullptr, dims_of(dim_names, dim_values, ndims));
     if (!k.ok()) return fail(k.status(), error);
     *kernel = new mlk_jit_kernel{std::move(k).value()};
     return 0;

@@ -24,8 +24,9 @@ extern "C" {
 #endif
 
 /* Bumped whenever an entry below changes; the runtime refuses another.
- * 3: mlk_jit_call takes one output per result of the fn, and their count. */
-#define MLK_JIT_ABI_VERSION 3
+ * 3: mlk_jit_call takes one output per result of the fn, and their count.
+ * 4: mlk_jit_compile takes a profile's name, not a Halide target string. */
+#define MLK_JIT_ABI_VERSION 4
 
 typedef struct mlk_jit_kernel mlk_jit_kernel;
 
@@ -34,11 +35,12 @@ int32_t mlk_jit_abi_version(void);
 /* Checks the program `text` (called `name` in messages), applies the
  * precision policy `precision` ("f32", "bf16" or "f16"; lang/precision.h),
  * checks that fn `fn` then has the program hash `fn_hash`
- * (ir::function_hash), and compiles it with the default schedule for
- * `target` ("host" or a CPU profile's Halide target), extents estimated from
- * the dims. Sets *kernel on success. */
+ * (ir::function_hash), and compiles it with the default schedule of the CPU
+ * profile named `profile` ("host": this machine's, as detected; or a profile
+ * of `mlk targets` this machine runs), for that profile's Halide target,
+ * extents estimated from the dims. Sets *kernel on success. */
 int32_t mlk_jit_compile(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
-                        const char* target,
+                        const char* profile,
                         const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                         mlk_jit_kernel** kernel, char** error);
 

@@ -534,7 +534,7 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, 
                         : plugin.status());
     }
     auto compiled = JitKernel::Compile(*plugin, prog.file, prog.text, precision_name(prog.precision), fn, fhash,
-                                       profile.name == "host" ? "host" : profile.halide_target, dims);
+                                       profile.name, dims);
     if (!compiled.ok()) {
       jits_.erase(jid);
       return compiled.status();

@@ -38,7 +38,7 @@ Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std:
 }
 
 Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const std::string& fn,
-                                                     const std::string& target, const Schedule* schedule,
+                                                     const Profile& profile, const Schedule* schedule,
                                                      const DimEnv& estimates, DumpStage dump_after,
                                                      const std::function<void(const std::string&)>& dump) {
   auto impl = std::make_unique<Impl>();
@@ -46,8 +46,10 @@ Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const 
   CompileRequest req;
   req.module = &impl->module;
   req.fn = fn;
-  req.profile = host_profile();  // the JIT runs here: this machine's rules
-  req.halide_target = target;    // "host", or a CPU profile's Halide target (which must run here)
+  if (profile.is_gpu())
+    return Status::Unsupported("the JIT compiles for CPU profiles, not `" + profile.name +
+                               "` (a CUDA profile's kernels are built ahead of time: `mlk build`)");
+  req.profile = profile;  // its rules and its Halide target ("host": this machine's)
   req.schedule = schedule;
   req.dims = estimates;
   req.dump_after = dump_after;

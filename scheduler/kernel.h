@@ -14,6 +14,7 @@
 #include "scheduler/compile.h"
 #include "scheduler/schedule.h"
 #include "targets/abi.h"
+#include "targets/detect.h"
 
 namespace mlk {
 
@@ -24,12 +25,15 @@ class Kernel {
   Kernel& operator=(const Kernel&) = delete;
 
   // Through the compile driver (scheduler/compile.h): lowers `fn` (callees
-  // inlined), applies `schedule` (or the default schedule of the rules for
-  // this machine, with extents estimated from `estimates`) and compiles it
-  // with Halide's JIT for `target` ("host", or the Halide target of a CPU
-  // profile this machine runs). `dump` receives the `dump_after` dump.
+  // inlined), applies `schedule` (or the default schedule of `profile`'s
+  // rules, with extents estimated from `estimates`) and compiles it with
+  // Halide's JIT for the profile's Halide target. `profile` is a CPU profile
+  // this machine runs (the caller checks, targets/detect.h can_run): this
+  // machine's own (host_profile()) unless the caller chose another, e.g.
+  // `--target cpu_avx2` on an AVX-512 machine, whose schedule is then the
+  // AVX2 profile's. `dump` receives the `dump_after` dump.
   static Expected<std::unique_ptr<Kernel>> CompileJit(const ir::Module& m, const std::string& fn,
-                                                      const std::string& target = "host",
+                                                      const Profile& profile = host_profile(),
                                                       const Schedule* schedule = nullptr,
                                                       const DimEnv& estimates = {},
                                                       DumpStage dump_after = DumpStage::kNone,

@@ -102,6 +102,26 @@ for stage in ("schedule", "stages"):
         good = False
     check(f"run --dump-after={stage}", good and os.path.exists(run_out), p.stdout[:300] + p.stderr[-200:])
 
+# `mlk run --target cpu_avx2` compiles the AVX2 profile's default schedule:
+# the one `mlk build --target cpu_avx2` makes. On an AVX-512 machine that
+# differs from the host's (its vectors are twice as wide); a Halide target
+# string alone once gave the JIT the host's schedule with AVX2 instructions.
+avx2_build = mlk("build", norms, "--fn", "rmsnorm", "--target", "cpu_avx2", "--dims", "B=1,S=8,D=64", "--no-cache",
+                 "--dump-after=schedule", "-o", os.path.join(WORK, "avx2_build"))
+if avx2_build.returncode == 0:
+    per_target = {}
+    for target in ("cpu_avx2", "host"):
+        p = mlk("run", norms, "--fn", "rmsnorm", "--inputs", inputs, "--output", run_out, "--no-cache",
+                "--target", target, "--dump-after=schedule")
+        per_target[target] = json.loads(p.stdout[: p.stdout.rfind("}") + 1]) if p.returncode == 0 else p.stderr
+    check("run --target cpu_avx2 applies the AVX2 profile's schedule (build --target cpu_avx2's)",
+          per_target["cpu_avx2"] == json.loads(schedule_part(avx2_build.stdout)), per_target)
+    avx512 = "avx512f" in open("/proc/cpuinfo").read()
+    check("on this machine (AVX-512: %s) the host's schedule %s it" % (avx512, "differs from" if avx512 else "may equal"),
+          not avx512 or per_target["host"] != per_target["cpu_avx2"], per_target)
+else:
+    print("skipped: this machine cannot build for cpu_avx2: " + avx2_build.stderr.strip()[-200:])
+
 # mlk run and mlk tune on every public fn of every example, at small dims (8
 # each, which meets every refinement): run dumps the JIT kernel's schedule
 # and goes on to write its output; tune (one trial, one second, no

@@ -280,7 +280,7 @@ TEST(Results, AStageTwoOutputsReadIsTakenOutOfEitherOutputsLoops) {
   EXPECT_EQ(s.stages[shared][0].op, "compute_root");
   EXPECT_EQ(s.stages[shared][1], vec);
   EXPECT_EQ(s.stages["output"], std::vector<Directive>{vec});
-  auto k = Kernel::CompileJit(m, "centered", "host", &s);
+  auto k = Kernel::CompileJit(m, "centered", host_profile(), &s);
   EXPECT_TRUE(k.ok()) << k.status().message();
   // In `step`, each product is read by one output: the default schedule's
   // directives for them are the rules' own (tiled, parallel), none moved.

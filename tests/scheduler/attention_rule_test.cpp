@@ -154,7 +154,7 @@ void check(const std::string& fn, DType t, int64_t tm) {
   ASSERT_EQ(k["matmul1"]["flash"], 1);
   k["matmul1"]["tm"] = tm;
   Schedule s = schedule_from_knobs(*stages, k, host);
-  auto kernel = Kernel::CompileJit(fe.module, fn, "host", &s);
+  auto kernel = Kernel::CompileJit(fe.module, fn, host_profile(), &s);
   ASSERT_TRUE(kernel.ok()) << kernel.status().message() << "\n" << s.to_json();
   std::mt19937 rng(11);
   const std::vector<DimEnv> shapes = {{{"B", 1}, {"H", 1}, {"S", 1}, {"E", 1}},   {{"B", 2}, {"H", 3}, {"S", 7}, {"E", 5}},

@@ -165,7 +165,7 @@ TEST(Bf16Dot, PairProductsMatchTheInterpreter) {
     for (DimEnv d : dims) {
       if (c.shapes.size() == 2 && c.shapes[0].size() == 2) d.erase("B");
       SCOPED_TRACE("K=" + std::to_string(d.at("K")) + " M=" + std::to_string(d.at("M")));
-      auto k = Kernel::CompileJit(fe.module, "f", "host", nullptr, d);
+      auto k = Kernel::CompileJit(fe.module, "f", host_profile(), nullptr, d);
       ASSERT_TRUE(k.ok()) << k.status().message();
       EXPECT_NE((*k)->schedule().to_json().find("atomic"), std::string::npos) << "not the pair form's schedule";
       std::vector<HostTensor> in;
@@ -201,7 +201,7 @@ TEST(Bf16Dot, PolicyProductsMatchTheInterpreterOnThisMachine) {
     for (const DimEnv& d : {DimEnv{{"B", 2}, {"M", 7}, {"K", 131}, {"N", 37}},
                             DimEnv{{"B", 1}, {"M", 64}, {"K", 64}, {"N", 96}}}) {
       SCOPED_TRACE(std::string(precision_name(policy)) + " K=" + std::to_string(d.at("K")));
-      auto k = Kernel::CompileJit(m, "f", "host", nullptr, d);
+      auto k = Kernel::CompileJit(m, "f", host_profile(), nullptr, d);
       ASSERT_TRUE(k.ok()) << k.status().message();
       std::vector<HostTensor> in = {random_tensor(DType::F32, {d.at("B"), d.at("M"), d.at("K")}, rng),
                                     random_tensor(DType::F32, {d.at("K"), d.at("N")}, rng)};

@@ -27,11 +27,44 @@ std::string tmpdir(const std::string& name) { return testing_support::scratch_di
 
 const DimEnv kSgemmDims = {{"M", 64}, {"K", 32}, {"N", 48}};
 
+// The JIT compiles the profile it is given, rules and all: `--target
+// cpu_avx2` on an AVX-512 machine gets the AVX2 profile's default schedule
+// (8-lane vectors), not the host's (16 lanes) with AVX2 instructions, which
+// is what a Halide target string alone once gave it.
+TEST(CompileDriver, TheJitSchedulesForTheProfileItIsGiven) {
+  ir::Module m = load("mlp.tl");
+  auto avx2 = find_profile("cpu_avx2");
+  ASSERT_TRUE(avx2.ok()) << avx2.status().message();
+  if (!can_run(*avx2, detect_cpu(), detect_cuda()).ok) GTEST_SKIP() << "this machine cannot run cpu_avx2";
+  CompileRequest req;
+  req.module = &m;
+  req.fn = "sgemm";
+  req.profile = *avx2;
+  req.dims = kSgemmDims;
+  auto want = compile_until_codegen(req);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  auto jit = Kernel::CompileJit(m, "sgemm", *avx2, nullptr, kSgemmDims);
+  ASSERT_TRUE(jit.ok()) << jit.status().message();
+  EXPECT_EQ((*jit)->schedule().hash(), want->hash());
+  if (host_profile().vector_bits > avx2->vector_bits) {
+    auto host = Kernel::CompileJit(m, "sgemm", host_profile(), nullptr, kSgemmDims);
+    ASSERT_TRUE(host.ok()) << host.status().message();
+    EXPECT_NE((*host)->schedule().hash(), (*jit)->schedule().hash())
+        << "on this AVX-512 host the AVX2 profile's schedule should differ from the host's";
+  }
+  // A CUDA profile has no JIT: refused, not compiled for the CPU.
+  auto cuda = find_profile("cuda_sm90");
+  ASSERT_TRUE(cuda.ok());
+  auto refused = Kernel::CompileJit(m, "sgemm", *cuda, nullptr, kSgemmDims);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), testing::HasSubstr("the JIT compiles for CPU profiles, not `cuda_sm90`"));
+}
+
 // The schedule the JIT applied, the one the AOT build applied and the
 // manifest's schedule_hash are one hash, for the default and a given schedule.
 TEST(CompileDriver, JitAndAotReportTheSameScheduleHash) {
   ir::Module m = load("mlp.tl");
-  auto jit = Kernel::CompileJit(m, "sgemm", "host", nullptr, kSgemmDims);
+  auto jit = Kernel::CompileJit(m, "sgemm", host_profile(), nullptr, kSgemmDims);
   ASSERT_TRUE(jit.ok()) << jit.status().message();
   BuildRequest req{&m, "sgemm", "", host_profile(), kSgemmDims, std::nullopt, tmpdir("default")};
   auto aot = build_artifact(req);
@@ -42,7 +75,7 @@ TEST(CompileDriver, JitAndAotReportTheSameScheduleHash) {
   // A given schedule (an autoscheduler's) is the one both apply.
   Schedule given;
   given.autoscheduler = "Mullapudi2016";
-  auto jit2 = Kernel::CompileJit(m, "sgemm", "host", &given, kSgemmDims);
+  auto jit2 = Kernel::CompileJit(m, "sgemm", host_profile(), &given, kSgemmDims);
   ASSERT_TRUE(jit2.ok()) << jit2.status().message();
   BuildRequest req2{&m, "sgemm", "", host_profile(), kSgemmDims, given, tmpdir("given")};
   auto aot2 = build_artifact(req2);
@@ -102,7 +135,7 @@ TEST(CompileDriver, DumpsEachStage) {
 
   // The JIT delivers the same dump.
   std::string jit_text;
-  auto k = Kernel::CompileJit(m, "sgemm", "host", nullptr, kSgemmDims, DumpStage::kStages,
+  auto k = Kernel::CompileJit(m, "sgemm", host_profile(), nullptr, kSgemmDims, DumpStage::kStages,
                               [&](const std::string& t) { jit_text += t; });
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_EQ(jit_text, stages);
@@ -146,7 +179,7 @@ namespace {
 TEST(CompileDriver, ScalarResultsAreAllocated) {
   auto fe = compile_source("s.tl", "public fn total [N](x: Tensor[F32, [N]]) -> Scalar[F32] = sum(x, axes=[0])\n");
   ASSERT_TRUE(fe.ok()) << fe.rendered();
-  auto k = Kernel::CompileJit(fe.module, "total", "host");
+  auto k = Kernel::CompileJit(fe.module, "total", host_profile());
   ASSERT_TRUE(k.ok()) << k.status().message();
   HostTensor x(DType::F32, {5});
   for (int i = 0; i < 5; ++i) x.set(i, i);

@@ -128,7 +128,7 @@ void check_gemm(const std::string& src, const Knobs& knobs, const DimEnv& made_f
   ASSERT_TRUE(stages.ok()) << stages.status().message();
   const Profile host = host_profile();
   Schedule s = schedule_from_knobs(*stages, knobs, host);
-  auto k = Kernel::CompileJit(fe.module, "f", "host", &s);
+  auto k = Kernel::CompileJit(fe.module, "f", host_profile(), &s);
   ASSERT_TRUE(k.ok()) << k.status().message() << "\n" << s.to_json();
   std::mt19937 rng(7);
   for (const DimEnv& d : shapes) {

@@ -215,7 +215,7 @@ TEST(Rules, ARootRowReductionWithAParallelUpdateAgreesWithTheInterpreter) {
   const DimEnv dims = {{"B", 3}, {"S", 5}, {"D", 67}};
   Schedule s = root_vred_schedule(fe->module, "rmsnorm", dims);
   ASSERT_THAT(ops(s.stages["reduction0"]), HasSubstr("rfactor_vector:r0:u:8 parallel:a0@u0"));
-  auto kernel = Kernel::CompileJit(fe->module, "rmsnorm", "host", &s, dims);
+  auto kernel = Kernel::CompileJit(fe->module, "rmsnorm", host_profile(), &s, dims);
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   for (auto [b, d] : {std::pair<int64_t, int64_t>{1, 1}, {3, 67}, {7, 129}}) {
     HostTensor x(DType::F32, {b, 5, d}), w(DType::F32, {d}), eps(DType::F32, {});
@@ -241,7 +241,7 @@ TEST(Rules, ARank3RootRowReductionWithAFusedParallelUpdateAgreesWithTheInterpret
   const DimEnv dims = {{"A", 2}, {"B", 3}, {"C", 5}, {"D", 19}};
   Schedule s = root_vred_schedule(fe.module, "f", dims);
   ASSERT_THAT(ops(s.stages["reduction0"]), HasSubstr("rfactor_vector:r0:u:8 fuse:a1:a0:pbu@u0 parallel:pbu@u0"));
-  auto kernel = Kernel::CompileJit(fe.module, "f", "host", &s, dims);
+  auto kernel = Kernel::CompileJit(fe.module, "f", host_profile(), &s, dims);
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   for (auto [a, d] : {std::pair<int64_t, int64_t>{1, 1}, {2, 19}, {3, 33}}) {
     HostTensor x(DType::F32, {a, 3, 5, d});
@@ -282,7 +282,7 @@ TEST(Rules, ASoftmaxRowFusesItsMaxExponentialsAndSum) {
   EXPECT_THAT(ops(mixed.stages["softmax_max0"]), HasSubstr("compute_root"));
   EXPECT_THAT(ops(mixed.stages["softmax_sum0"]), HasSubstr("compute_at@output.a0"));
   for (const Schedule* sched : {&s, &mixed}) {
-    auto kernel = Kernel::CompileJit(fe->module, "softmax_builtin", "host", sched, {{"N", 64}, {"C", 256}});
+    auto kernel = Kernel::CompileJit(fe->module, "softmax_builtin", host_profile(), sched, {{"N", 64}, {"C", 256}});
     ASSERT_TRUE(kernel.ok()) << kernel.status().message();
     for (auto [n, c] : {std::pair<int64_t, int64_t>{1, 1}, {7, 129}, {129, 7}, {13, 4099}}) {
       HostTensor x(DType::F32, {n, c});

@@ -193,7 +193,7 @@ TEST(Artifact, JitRunsReuseTheirScratchAsArtifactsDo) {
   ir::Module m = load("mlp.tl");
   const int64_t N = 128, D = 64, F = 4096;
   const DimEnv dims = {{"N", N}, {"D", D}, {"F", F}};
-  auto k = Kernel::CompileJit(m, "mlp", "host", nullptr, dims);
+  auto k = Kernel::CompileJit(m, "mlp", host_profile(), nullptr, dims);
   ASSERT_TRUE(k.ok()) << k.status().message();
   std::mt19937 rng(5);
   std::vector<HostTensor> in = {random_f32({N, D}, rng), random_f32({D, F}, rng), random_f32({F}, rng),
