@@ -7,6 +7,9 @@
 #include <cctype>
 #include <cmath>
 #include <functional>
+#include <optional>
+#include <tuple>
+#include <utility>
 #include <sstream>
 
 #include "base/sha256.h"
@@ -271,20 +274,66 @@ class Evaluator {
     return make(TOp::kFloorDiv, {int_cast(n, 64, true), int_cast(d, 64, true)});
   }
 
+  // [lo, hi] of an integer clamped by constants, max(min(x, hi), lo) or
+  // min(max(x, lo), hi), as a gather's lowering clamps its index; nullopt
+  // for any other term.
+  static std::optional<std::pair<int64_t, int64_t>> clamp_range(const TermRef& t) {
+    if (t->sort != Sort::kInt || (t->op != TOp::kMax && t->op != TOp::kMin) || !is_const(t->args[1])) return std::nullopt;
+    const TermRef& inner = t->args[0];
+    const TOp other = t->op == TOp::kMax ? TOp::kMin : TOp::kMax;
+    if (inner->op != other || !is_const(inner->args[1])) return std::nullopt;
+    int64_t lo = const_int(t->op == TOp::kMax ? t->args[1] : inner->args[1]);
+    int64_t hi = const_int(t->op == TOp::kMax ? inner->args[1] : t->args[1]);
+    if (lo > hi || hi - lo >= 4096) return std::nullopt;
+    return std::make_pair(lo, hi);
+  }
+
+  // A call of a Func or an input at concrete indices, but for at most one
+  // data-dependent index clamped to constants (a gather's): then the choice
+  // among the values at each index it may take, select(i == lo, .., select(
+  // .., value at hi)).
+  Expected<TermRef> call_at(const HI::Call* c) {
+    std::vector<int64_t> idx;
+    int dep = -1;
+    TermRef dep_term;
+    int64_t lo = 0, hi = 0;
+    for (size_t k = 0; k < c->args.size(); ++k) {
+      auto t = eval(c->args[k]);
+      if (!t.ok()) return t.status();
+      if (is_const(*t) && (*t)->sort != Sort::kReal) {
+        idx.push_back(const_int(*t));
+        continue;
+      }
+      auto range = clamp_range(*t);
+      if (dep >= 0 || !range)
+        return Status::Unsupported("an index that depends on data (" + term_str(*t, 80) +
+                                   ") is modelled only as a gather's: one index, clamped to constants");
+      dep = static_cast<int>(k);
+      dep_term = *t;
+      std::tie(lo, hi) = *range;
+      idx.push_back(hi);
+    }
+    auto value_at = [&](const std::vector<int64_t>& at) -> Expected<TermRef> {
+      if (c->call_type == HI::Call::Image) return image(c, at);
+      if (self_.defined && c->name == self_.name && at == self_.idx) return self_.value;
+      return func_at(HI::Function(c->func), at);
+    };
+    auto acc = value_at(idx);
+    if (!acc.ok() || dep < 0) return acc;
+    TermRef out = *acc;
+    for (int64_t v = hi - 1; v >= lo; --v) {
+      idx[static_cast<size_t>(dep)] = v;
+      auto x = value_at(idx);
+      if (!x.ok()) return x;
+      out = make(TOp::kSelect, {make(TOp::kEq, {dep_term, int_const(v, dep_term->bits, dep_term->is_signed)}), *x, out});
+    }
+    return out;
+  }
+
   Expected<TermRef> call(const HI::Call* c) {
     std::vector<TermRef> args;
     auto arg = [&](size_t i) -> Expected<TermRef> { return eval(c->args[i]); };
-    if (c->call_type == HI::Call::Halide || c->call_type == HI::Call::Image) {
-      std::vector<int64_t> idx;
-      for (const auto& a : c->args) {
-        auto v = eval_int(a);
-        if (!v.ok()) return v.status();
-        idx.push_back(*v);
-      }
-      if (c->call_type == HI::Call::Image) return image(c, idx);
-      if (self_.defined && c->name == self_.name && idx == self_.idx) return self_.value;
-      return func_at(HI::Function(c->func), idx);
-    }
+    if (c->call_type == HI::Call::Halide || c->call_type == HI::Call::Image) return call_at(c);
     if (c->is_intrinsic(HI::Call::require) || c->is_intrinsic(HI::Call::likely) ||
         c->is_intrinsic(HI::Call::likely_if_innermost) || c->is_intrinsic(HI::Call::promise_clamped))
       return arg(c->is_intrinsic(HI::Call::require) ? 1 : 0);

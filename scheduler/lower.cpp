@@ -558,6 +558,7 @@ class Lowerer {
     Expr i = Halide::cast(Halide::Int(32), ix.at(iidx));
     Expr extent = dim(n.operands[0]->type.shape[axis], fr);
     std::vector<Expr> tidx(vx.begin(), vx.begin() + axis);
+    if (test_fault("gather_next_row")) i = i + 1;  // test seam (scheduler/test_faults.h)
     tidx.push_back(Halide::clamp(i, 0, extent - 1));
     tidx.insert(tidx.end(), vx.begin() + axis + ir, vx.end());
     Expr raw = ix.at(iidx);

@@ -5,6 +5,8 @@
 //   f16_accumulate   an F16 sum accumulates in F16 (each partial sum rounded)
 //   unguarded_tail   `split` rounds its loop up (TailStrategy::RoundUp) instead
 //                    of guarding the tail, so a ragged extent runs past the end
+//   gather_next_row  `gather` reads the row after the one its index names
+//                    (the last row stays the last)
 #pragma once
 
 namespace mlk {
