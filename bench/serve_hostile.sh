@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Honest clients of `mlk serve` beside hostile ones (not a test;
-# docs/benchmarks.md, "Hostile clients"; issue 28). Loopback only, bounded in
-# connections and time, stops by itself:
+# docs/benchmarks.md, "The server", and docs/benchmarks-history.md, "Hostile
+# clients"; issue 28). Loopback only, bounded in connections and time, stops
+# by itself:
 #   1. quiet: 16 honest keep-alive connections (wrk, 2 threads) run a GET/PUT
 #      mix for SECONDS: 3 GETs of a 64 KiB blob to 1 PUT of a 4 KiB ccache
 #      object;

@@ -4,7 +4,7 @@ library to its functions (Halide names each parallel loop's closure after
 its stage: `..._par_for_f77_matmul_..._matmul6_no`), by the library's symbol
 table (`nm -n`), since mlk loads a private copy whose symbols perf cannot
 resolve. Prints each function's share of the library's samples, largest
-first. docs/benchmarks.md ("Where a MiniLM layer's time goes") used it.
+first. docs/benchmarks-history.md ("Where a MiniLM layer's time goes") used it.
 
 usage: python3 bench/stage_profile.py ARTIFACT_DIR [--top N] [--freq HZ] -- COMMAND [ARGS...]
        (ARTIFACT_DIR: an `mlk build -o DIR` directory, or a tuned artifact written

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Load benchmark of `mlk serve` (not a test; docs/benchmarks.md, "mlk serve
-# load"): wrk on loopback against GET of a cached artifact's bytes, beside
-# nginx serving the same bytes as a static file.
+# Load benchmark of `mlk serve` (not a test; docs/benchmarks.md, "The server";
+# the runs: docs/benchmarks-history.md, "mlk serve load"): wrk on loopback
+# against GET of a cached artifact's bytes, beside nginx serving the same
+# bytes as a static file.
 #
 # usage: tests/service/serve_load.sh MLK_BINARY STORE_WITH_A_TUNED_ENTRY WORK_DIR [SECONDS] [CONNECTIONS]
 # Needs wrk and nginx (Debian: wrk, nginx-light). Prints one line per run.
