@@ -23,22 +23,9 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return d[a.size()][b.size()];
 }
 
-// " (did you mean `--trials`?)" for a name close to one flag's; "" when
-// none is close (a third of the name's letters, and at least three letters).
+// " (did you mean `--trials`?)" for a name close to one flag's; "".
 std::string suggestion(const CommandSpec& spec, const std::string& name) {
-  const size_t letters = name.size() - std::min(name.find_first_not_of('-'), name.size());
-  if (letters < 3) return "";
-  std::string best;
-  size_t best_d = letters / 3 + 1;
-  for (const auto& f : spec.flags) {
-    std::vector<std::string> names = f.aliases;
-    names.insert(names.begin(), f.name);
-    for (const auto& n : names)
-      if (size_t d = edit_distance(name, n); d < best_d) {
-        best_d = d;
-        best = n;
-      }
-  }
+  std::string best = nearest_flag(spec, name);
   return best.empty() ? "" : " (did you mean `" + best + "`?)";
 }
 
@@ -95,6 +82,23 @@ const Flag* find_flag(const CommandSpec& spec, const std::string& name) {
       if (a == name) return &f;
   }
   return nullptr;
+}
+
+std::string nearest_flag(const CommandSpec& spec, const std::string& name) {
+  const size_t letters = name.size() - std::min(name.find_first_not_of('-'), name.size());
+  if (letters < 3) return "";
+  std::string best;
+  size_t best_d = letters / 3 + 1;
+  for (const auto& f : spec.flags) {
+    std::vector<std::string> names = f.aliases;
+    names.insert(names.begin(), f.name);
+    for (const auto& n : names)
+      if (size_t d = edit_distance(name, n); d < best_d) {
+        best_d = d;
+        best = n;
+      }
+  }
+  return best;
 }
 
 Expected<ParsedFlags> parse_command_line(const CommandSpec& spec, const std::vector<std::string>& args) {

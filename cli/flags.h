@@ -98,6 +98,11 @@ Status check_subcommand_flags(const CommandSpec& spec, const std::string& sub, c
 // The flag of `spec` named `name` (or by one of its aliases); null if none.
 const Flag* find_flag(const CommandSpec& spec, const std::string& name);
 
+// The flag name (or alias) of `spec` closest to the unknown `name`, for
+// "did you mean": within a third of the name's letters, and only for names
+// of three letters or more; "" when none is that close.
+std::string nearest_flag(const CommandSpec& spec, const std::string& name);
+
 // --- Setters for the common kinds of value -----------------------------------
 
 // A command's one positional argument (CommandSpec::positional): the first

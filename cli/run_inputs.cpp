@@ -105,12 +105,14 @@ Expected<const ir::Frame*> frame_for(const std::string& spec, const ir::Function
 // name (`df.col`); the stream is read against the declaration the type makes.
 Expected<std::map<std::string, HostTensor>> read_frame_inputs(const std::string& spec, const ir::Function& f,
                                                               const std::map<std::string, int64_t>& dims,
-                                                              std::vector<std::string>* notes) {
+                                                              std::vector<std::string>* notes,
+                                                              std::map<std::string, int64_t>& bound) {
   std::string path;
   auto fr = frame_for(spec, f, path);
   if (!fr.ok()) return fr.status();
   auto table = arrow_ipc::read_stream_file(path, arrow_ipc::schema_of(**fr, dims));
   if (!table.ok()) return table.status();
+  bound.insert(table->dims.begin(), table->dims.end());
   if (notes != nullptr) notes->push_back(copy_note(path, *table));
   std::map<std::string, HostTensor> out;
   for (size_t i = 0; i < (*fr)->columns.size(); ++i) {
@@ -151,8 +153,9 @@ bool is_arrow_stream(const std::string& path) {
 }
 
 Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>& files, const ir::Function& f,
-                                                  const std::map<std::string, int64_t>& dims,
+                                                  std::map<std::string, int64_t>& dims,
                                                   std::vector<std::string>* notes) {
+  std::map<std::string, int64_t> bound;  // by the Dataframes' streams
   std::map<std::string, HostTensor> by_name;
   std::map<std::string, std::string> source;  // parameter -> the file that gave it
   // With Dataframes, safetensors files first: their shapes give dims the
@@ -165,7 +168,7 @@ Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>
   for (const auto& path : ordered) {
     auto tensors = !is_arrow_stream(path) ? read_safetensors(path)
                    : f.frames.empty()      ? read_stream_inputs(path, f, dims, notes)
-                                           : read_frame_inputs(path, f, with_tensor_dims(dims, f, by_name), notes);
+                                           : read_frame_inputs(path, f, with_tensor_dims(dims, f, by_name), notes, bound);
     if (!tensors.ok()) return tensors.status();
     const char* what = is_arrow_stream(path) ? "column" : "tensor";
     for (auto& [name, t] : *tensors) {
@@ -179,6 +182,7 @@ Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>
       by_name[name] = std::move(t);
     }
   }
+  dims.insert(bound.begin(), bound.end());  // keeps the values dims already has (the streams agreed with them)
   std::vector<HostTensor> inputs;
   for (size_t i = 0; i < f.params.size(); ++i) {
     const ir::Param& p = f.params[i];

@@ -4,13 +4,17 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/signing.h"
 #include "cache/entry_meta.h"
 #include "cache/paths.h"
 #include "cache/pg_store.h"
 #include "cache/sizes.h"
 #include "cli/command.h"
+#include "cli/config_file.h"
 #include "cli/flags.h"
+#include "service/api.h"
 #include "service/server.h"
 
 namespace mlk::cli {
@@ -20,6 +24,7 @@ namespace {
 struct ServeArgs {
   service::ServeOptions o;
   std::string cache_flag, store_flag;
+  bool routes = false;
 };
 
 Expected<int64_t> size_flag(const std::string& flag, const std::string& text) {
@@ -132,9 +137,21 @@ CommandSpec spec(ServeArgs& a) {
           "HTTP remote-storage protocol under /ccache/, and a web dashboard of the entries\n"
           "and benchmark histories under /ui (docs/ci.md). Every request needs a token from\n"
           "`mlk token create`, which binds it to a team (namespace) and scopes. Runs until\n"
-          "SIGTERM or SIGINT, then finishes the requests in flight and exits 0.\n",
+          "SIGTERM or SIGINT, then finishes the requests in flight and exits 0. SIGHUP\n"
+          "reloads nothing and says so in the log: tokens are read from the store on every\n"
+          "request, so `mlk token create/revoke` count at once; flags and --config take\n"
+          "effect on a restart.\n"
+          "\n"
+          "--config FILE reads the flags from a TOML file first (deploy/mlk-serve.toml,\n"
+          "docs/deploy.md): a key is a flag's name without `--` (`listen = \"0.0.0.0:8080\"`,\n"
+          "`access-log = true`); NAME=VALUE flags are tables (`[quota]` `vision = \"50G\"`).\n"
+          "Flags on the command line override the file's values.\n",
       .flags =
           {
+              {.name = "--config", .metavar = "FILE",
+               .help = "read these flags from a TOML file first (keys are flag names without `--`); flags given "
+                       "here override it",
+               .set = [](const std::string&, const std::string&) { return Status::Ok(); }},  // read by run_serve
               cache_flag(a.cache_flag, CacheFlag::kStoreFile),
               {.name = "--store", .metavar = "URL",
                .help = "the shared backend instead of a store file: postgresql://USER@HOST:PORT/DB (needs --blobs)",
@@ -213,6 +230,10 @@ CommandSpec spec(ServeArgs& a) {
               {.name = "--staged-ttl", .metavar = "SECONDS",
                .help = "how long an uploaded blob no entry uses stays charged to its namespace and readable by it",
                .default_value = "3600", .set = store_count(o.api.staged_ttl_s)},
+              {.name = "--routes",
+               .help = "print the route table as JSON (path or prefix, metrics name, methods) and exit; "
+                       "docs/openapi.yaml describes each route",
+               .set = set_bool(a.routes)},
               {.name = "--access-log", .help = "one line per request on stderr", .set = set_bool(o.access_log)},
               {.name = "--access-log-json",
                .help = "the access log as JSON lines (time, client, method, target, status, bytes, ms, team, ended)",
@@ -234,7 +255,21 @@ CommandSpec serve_spec() {
 
 int run_serve(const std::vector<std::string>& args) {
   ServeArgs a;
+  // The file first, then the command line through the same setters: flags win.
+  auto config = config_flag_value(args);
+  if (!config.ok()) return usage_error("serve", config.status().message());
+  if (*config) {
+    Status s = apply_config_file(spec(a), **config);
+    if (!s.ok()) return usage_error("serve", s.message());
+  }
   if (int bad = parse_or_usage_error(spec(a), args)) return bad;
+  if (a.routes) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : service::route_table())
+      out.push_back({{"prefix", r.prefix}, {"name", r.name}, {"methods", r.methods}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
   if (!a.store_flag.empty() && !a.cache_flag.empty()) return usage_error("serve", "give --cache PATH or --store URL, not both");
   if (!a.store_flag.empty() && !cache::is_postgres_url(a.store_flag))
     return usage_error("serve", "--store `" + a.store_flag + "` is not a postgresql:// URL (a store file is --cache PATH)");

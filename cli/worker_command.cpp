@@ -35,7 +35,16 @@ struct WorkerArgs {
   double lease_s = 30, poll_s = 0.2;
   int64_t max_jobs = 0;
   bool quiet = false;
+  bool json = false;
 };
+
+// One event of `--json` as a line on stdout (docs/cli.md, "mlk-worker-1").
+void emit(const WorkerArgs& a, json event) {
+  if (!a.json) return;
+  event["format"] = "mlk-worker-1";
+  std::printf("%s\n", event.dump().c_str());
+  std::fflush(stdout);
+}
 
 CommandSpec spec(WorkerArgs& a) {
   return {
@@ -49,7 +58,11 @@ CommandSpec spec(WorkerArgs& a) {
           "reported. The lease is extended while the candidate runs; a worker that dies\n"
           "loses its lease and the job goes to another worker. The token ($MLK_TOKEN)\n"
           "needs the scopes read and worker. Runs until SIGTERM or SIGINT, then\n"
-          "finishes the job in hand and exits 0.\n",
+          "finishes the job in hand and exits 0.\n"
+          "\n"
+          "With --json, stdout has one JSON object per line for each event:\n"
+          "{\"format\": \"mlk-worker-1\", \"event\": \"registered\" | \"job\" | \"stopped\" | \"done\", ...}\n"
+          "(docs/cli.md); the progress lines stay on stderr.\n",
       .flags =
           {
               {.name = "--server", .metavar = "URL", .help = "the server, or several comma-separated (replicas)",
@@ -68,6 +81,8 @@ CommandSpec spec(WorkerArgs& a) {
               {.name = "--max-jobs", .metavar = "N", .help = "exit 0 after N jobs; 0: no limit", .default_value = "0",
                .set = store_count(a.max_jobs)},
               {.name = "-q", .help = "no line per job", .set = set_bool(a.quiet), .aliases = {"--quiet"}},
+              {.name = "--json", .help = "events as JSON lines on stdout (registered, each job's result, the end)",
+               .set = set_bool(a.json)},
           },
   };
 }
@@ -178,6 +193,14 @@ Expected<bool> one_job(const WorkerArgs& a, const client::RemoteOptions& ro, cli
   std::string result = m.ok() ? tune::measurement_json(*m) : json{{"error", m.status().message()}}.dump();
   auto held = c.report(j.id, me, m.ok(), result);
   if (!held.ok()) return held.status();
+  emit(a, {{"event", "job"},
+           {"worker", me.name},
+           {"job", j.id},
+           {"attempt", j.attempts},
+           {"verdict", m.ok() ? json(tune::verdict_name(m->verdict)) : json(nullptr)},
+           {"median_ms", m.ok() && m->ok() ? json(m->median_ms) : json(nullptr)},
+           {"error", m.ok() ? (m->ok() ? json(nullptr) : json(m->detail)) : json(m.status().message())},
+           {"recorded", *held}});
   if (!a.quiet) {
     std::string what = m.ok() ? std::string(tune::verdict_name(m->verdict)) +
                                     (m->ok() ? " " + std::to_string(m->median_ms) + " ms" : ": " + m->detail.substr(0, 200))
@@ -220,6 +243,12 @@ int run_worker(const std::vector<std::string>& args) {
   std::fprintf(stderr, "mlk worker %s: registered as worker %lld for device key `%s` on %s; fingerprint %s (%s)\n",
                me->name.c_str(), static_cast<long long>(me->id), a.device_key.c_str(), (*c)->url().c_str(),
                fingerprint_id(fp).c_str(), fp.c_str());
+  emit(a, {{"event", "registered"},
+           {"worker", me->name},
+           {"id", me->id},
+           {"device_key", a.device_key},
+           {"server", (*c)->url()},
+           {"fingerprint", fingerprint_id(fp)}});
   std::map<std::string, Prepared> cache;
   int64_t done = 0;
   while (!g_stop && (a.max_jobs == 0 || done < a.max_jobs)) {
@@ -235,6 +264,7 @@ int run_worker(const std::vector<std::string>& args) {
   }
   std::fprintf(stderr, "mlk worker %s: %s after %lld jobs\n", me->name.c_str(), g_stop ? "stopped by a signal" : "done",
                static_cast<long long>(done));
+  emit(a, {{"event", g_stop ? "stopped" : "done"}, {"worker", me->name}, {"jobs", done}});
   return 0;
 }
 

@@ -132,6 +132,8 @@ PYBIND11_MODULE(_arrow, m) {
       .def_property_readonly("shape", [](const ArrowColumn& c) { return py::tuple(py::cast(c.col().values.shape)); })
       .def_property_readonly("dtype", [](const ArrowColumn& c) { return std::string(mlk::dtype_name(c.col().values.dtype)); })
       .def_property_readonly("copied", [](const ArrowColumn& c) { return c.col().view == nullptr; })
+      .def_property_readonly("stream_dims",  // the dimensions its stream bound: rows, list sizes, a Category's K
+                             [](const ArrowColumn& c) { return c.read->table.dims; })
       .def_property_readonly("dictionary",  // a Category column's dictionary (code c names [c]), else None
                              [](const ArrowColumn& c) -> py::object {
                                if (!c.col().dictionary) return py::none();

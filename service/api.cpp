@@ -293,6 +293,12 @@ const std::vector<Route>& routes() {
 
 }  // namespace
 
+std::vector<RouteInfo> route_table() {
+  std::vector<RouteInfo> out;
+  for (const auto& r : routes()) out.push_back({r.prefix, r.name, r.methods});
+  return out;
+}
+
 std::vector<std::string> route_prefixes() {
   std::vector<std::string> out;
   for (const auto& r : routes()) out.push_back(r.prefix);
@@ -316,8 +322,8 @@ ApiResponse dispatch(Ctx& c) {
   if (!route)
     return reject(c, 404, "no_route",
                   "no route " + c.req.method + " " + path.substr(0, 200) +
-                      "; the API is under /v1/ (blobs, entries, status, whoami), /ccache/ and /metrics, the dashboard under /ui "
-                      "(docs/api.md)");
+                      "; the API is under /v1/ (blobs, entries, status, whoami, bench, jobs), /ccache/ and /metrics, the dashboard "
+                      "under /ui (every route: docs/openapi.yaml)");
   c.route = route->name;
   bool allowed = false;
   std::string allow;

@@ -136,8 +136,18 @@ class Api {
   std::map<std::string, std::unique_ptr<std::mutex>> ns_locks_;
 };
 
-// The path (or path prefix, ending in `/`) of every route of the Api, in
-// routing order: what a test of all routes iterates over.
+// One route of the Api: an exact path, or a prefix ending in `/` whose rest
+// its handler dispatches; `name` is its metrics label; `methods` those it
+// accepts (others get 405 with Allow).
+struct RouteInfo {
+  std::string prefix, name;
+  std::vector<std::string> methods;
+};
+
+// Every route of the Api, in routing order (the first prefix that matches
+// wins): what `mlk serve --routes` prints and docs/openapi.yaml is checked
+// against, and what a test of all routes iterates over.
+std::vector<RouteInfo> route_table();
 std::vector<std::string> route_prefixes();
 
 // The error body: {"error": message}.

@@ -731,6 +731,7 @@ Status serve_until_signal(const ServeOptions& options) {
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, &old);  // inherited by every thread started below
   signal(SIGPIPE, SIG_IGN);                // a client gone mid-answer is its own problem
   raise_descriptor_limit();
@@ -744,7 +745,12 @@ Status serve_until_signal(const ServeOptions& options) {
               shown_store(options.store_path).c_str(), options.threads);
   std::fflush(stdout);
   int sig = 0;
-  sigwait(&set, &sig);
+  // SIGHUP (what a service manager's "reload" sends) reloads nothing: tokens
+  // are read from the store on every request, and options need a restart.
+  while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
+    log_line(LogLevel::kNote,
+             "mlk serve: SIGHUP: nothing to reload: tokens are read from the store on every request (created or "
+             "revoked ones count at once); flags and --config take effect on a restart");
   log_linef(LogLevel::kNote, "mlk serve: %s: no new connections; finishing the requests in flight",
             sig == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->stop();

@@ -75,6 +75,7 @@ class Server {
 
 // Starts a Server, prints "mlk serve: listening on http://HOST:PORT" to
 // stdout, and runs until SIGTERM or SIGINT; then stops gracefully and returns.
+// SIGHUP is logged as reloading nothing (tokens are read per request).
 // Call before starting other threads (it blocks those signals in the threads
 // it starts).
 Status serve_until_signal(const ServeOptions& options);

@@ -114,7 +114,7 @@ class _Fn:
         checked handles unwrapped (mlk/checked.py), tables read (mlk/arrow.py)."""
         args, dims = _checked.unwrap(records.place(self, args, named, BoundaryError), dims, self._sig["unbound_dims"])
         if self._sig.get("frames"):
-            args = arrow.expand(self, args, dims)
+            args, dims = arrow.expand(self, args, dims)
         return args, dims
 
     def kernel(self, *args, dims=None, **named):

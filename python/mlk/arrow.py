@@ -57,21 +57,24 @@ def _module():
 
 
 def expand(fn, args, dims):
-    """`args` of `fn` (an mlk _Fn) with each Dataframe argument replaced by its column tensors."""
+    """(`args` of `fn` (an mlk _Fn) with each Dataframe argument replaced by its column tensors,
+    `dims` with the dimensions the tables bound that it lacks: a Category column's K, which no
+    tensor's shape shows)."""
     sig = fn._sig
     frames = sig.get("frames") or []
     if not frames:
-        return args
+        return args, dims
     tables = any(hasattr(a, "__arrow_c_stream__") for a in args)
     user_arity = len(sig["params"]) - sum(len(f["params"]) - 1 for f in frames if f["params"])
     if not tables and (len(args) != user_arity or user_arity == len(sig["params"])):
-        return args  # the column tensors themselves (or a mistake the arity check names)
+        return args, dims  # the column tensors themselves (or a mistake the arity check names)
+    bound = {}
     first = {f["params"][0]: f for f in frames if f["params"]}
     out, k = [], 0
     i = 0
     while i < len(sig["params"]):
         if k >= len(args):
-            return args  # too few: the arity check names the problem
+            return args, dims  # too few: the arity check names the problem
         f = first.get(i)
         if f is None:
             out.append(args[k])
@@ -80,9 +83,13 @@ def expand(fn, args, dims):
             where = "argument %d `%s` of `%s`" % (k, f["name"], fn.__name__)
             cols = _module().read(args[k], fn._ops._program.source, fn.__name__, f["name"], dims or {}, where)
             out.extend(cols)
+            for c in cols[:1]:
+                bound.update(c.stream_dims)
             i += len(f["params"])
         k += 1
-    return tuple(out) if k == len(args) else args
+    if k != len(args):
+        return args, dims
+    return tuple(out), (dict(bound, **dims) if dims else bound or dims)
 
 
 def columns(fn, table, frame=None, dims=None):

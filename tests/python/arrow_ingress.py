@@ -238,7 +238,10 @@ if [(c.dtype, c.copied) for c in ecols] != [("BF16", False), ("BF16", False)]:
 with tempfile.NamedTemporaryFile("w", suffix=".tl", delete=False) as fh:
     fh.write("public fn lookup [N, K, D](df: Dataframe[N, Schema{ c: Category[I32, K], x: F32 }],\n"
              "    emb: Tensor[F32, [K, D]]) -> Tensor[F32, [N, D]] =\n"
-             "  gather(emb, to_tensor(df.c), axis=0) * broadcast(to_tensor(df.x), [N, D], axes=[0])\n")
+             "  gather(emb, to_tensor(df.c), axis=0) * broadcast(to_tensor(df.x), [N, D], axes=[0])\n"
+             "public fn counts [N, K](df: Dataframe[N, Schema{ c: Category[I32, K], x: F32 }]) -> Tensor[F32, [K]] =\n"
+             "  let hit = broadcast(to_tensor(df.c), [N, K], axes=[0]) == iota(I32, [N, K], axis=1)\n"
+             "  sum(where(hit, broadcast(to_tensor(df.x), [N, K], axes=[0]), full(F32, [N, K], 0.0)), axes=[0])\n")
 cops = mlk.load(fh.name)
 os.unlink(fh.name)
 words = ["red", "green", "blue", "green", "red", "red", "blue"]
@@ -247,6 +250,8 @@ ctab = pa.table({"c": pa.array(words).dictionary_encode(), "x": cx})
 cemb = rng.standard_normal((3, 4)).astype(np.float32)
 codes = np.array([["red", "green", "blue"].index(w) for w in words])
 check("category", cops.lookup(ctab, cemb), cemb[codes] * cx[:, None])
+# K in no tensor's shape: the table's dictionary binds it (and dims= must agree).
+check("category_k_from_the_dictionary", cops.counts(ctab), np.array([cx[codes == k].sum() for k in range(3)], np.float32))
 ccols = mlk.arrow.columns(cops.lookup, ctab)
 got = (ccols[0].dtype, ccols[0].shape, ccols[0].copied, ccols[0].dictionary, ccols[1].dictionary)
 if got != ("I32", (7,), False, ["red", "green", "blue"], None) or not np.array_equal(np.from_dlpack(ccols[0]), codes):

@@ -213,6 +213,11 @@ CAT = """
 public fn lookup [N, K, D](df: Dataframe[N, Schema{ c: Category[I32, K], x: F32 }], emb: Tensor[F32, [K, D]])
     -> Tensor[F32, [N, D]] =
   gather(emb, to_tensor(df.c), axis=0) * broadcast(to_tensor(df.x), [N, D], axes=[0])
+
+// K appears in no tensor: the stream's dictionary binds it.
+public fn counts [N, K](df: Dataframe[N, Schema{ c: Category[I32, K], x: F32 }]) -> Tensor[F32, [K]] =
+  let hit = broadcast(to_tensor(df.c), [N, K], axes=[0]) == iota(I32, [N, K], axis=1)
+  sum(where(hit, broadcast(to_tensor(df.x), [N, K], axes=[0]), full(F32, [N, K], 0.0)), axes=[0])
 """
 cat_tl = os.path.join(WORK, "cat.tl")
 with open(cat_tl, "w") as fh:
@@ -251,6 +256,19 @@ for name, batches in (("int32", whole.to_batches(max_chunksize=4)),
             failures.append(f"category_{name}{mode}: exit {rc.returncode}: {rc.stderr.strip()[-300:]}")
         else:
             print(f"ok category_{name}{mode}: codes gathered, matches numpy")
+
+
+# A fn whose K only the dictionary gives (a sum per category): mlk run binds it from the stream.
+p = cat_stream("cat_counts.arrows", whole.to_batches())
+for mode in ([], ["--reference"]):
+    cout = os.path.join(WORK, "cat_counts.safetensors")
+    rc = subprocess.run([MLK, "run", cat_tl, "--fn", "counts", "--no-cache", "--inputs", p, "--output", cout, *mode],
+                        capture_output=True, text=True)
+    want = np.array([cx[codes == k].sum() for k in range(3)], np.float32)
+    if rc.returncode != 0 or not np.allclose(load_file(cout)["output"], want, rtol=1e-5):
+        failures.append(f"category_counts{mode}: exit {rc.returncode}: {rc.stderr.strip()[-300:]}")
+    else:
+        print(f"ok category_counts{mode}: K = 3 from the stream's dictionary")
 
 
 def cat_refused(name, p, text, weights=cpath):

@@ -57,10 +57,17 @@ PORTS = [int(u.rsplit(":", 1)[1]) for u in SERVERS.split(",")]
 
 def start_worker(key, name, lease="30"):
     log = open(os.path.join(WORK, name + ".log"), "w")
-    p = subprocess.Popen([MLK, "worker", "--server", SERVERS, "--device-key", key, "--name", name, "--lease", lease],
-                         stdout=subprocess.DEVNULL, stderr=log, env=dict(os.environ, MLK_TOKEN=TOKEN))
+    events = open(os.path.join(WORK, name + ".jsonl"), "w")
+    p = subprocess.Popen([MLK, "worker", "--server", SERVERS, "--device-key", key, "--name", name, "--lease", lease,
+                          "--json"], stdout=events, stderr=log, env=dict(os.environ, MLK_TOKEN=TOKEN))
     own.append(p)
     return p
+
+
+def events_of(name):
+    """The worker's --json events (mlk-worker-1), one object per line."""
+    with open(os.path.join(WORK, name + ".jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def log_of(name):
@@ -113,6 +120,14 @@ wide = re.search(r"\[workers cpu-loopback\] (\d+) live workers of this key: meas
 R.check("the tune measures as many candidates at once as there are live workers (two)",
         wide is not None and wide.group(1) == wide.group(2) and int(wide.group(1)) >= 2, p.stderr[-800:])
 R.check("one tune's candidates are measured by both workers", {w for _, _, w, _, _ in lines} == WORKERS, str(lines))
+for n in sorted(WORKERS):
+    ev = events_of(n)
+    jobs = [e for e in ev if e.get("event") == "job"]
+    R.check(f"worker {n} --json: `registered` first, then a `job` event per measured job with its verdict and time",
+            ev and ev[0].get("event") == "registered" and ev[0].get("device_key") == "cpu-loopback" and jobs and
+            all(e["format"] == "mlk-worker-1" and isinstance(e["verdict"], str) and e["recorded"] is True and
+                (e["verdict"] != "ok" or (isinstance(e["median_ms"], float) and e["error"] is None)) for e in jobs) and
+            any(e["verdict"] == "ok" for e in jobs), json.dumps(ev)[:600])
 key = json.loads(p.stdout)[0]["key"] if p.returncode == 0 else "0" * 64
 for port in PORTS:
     st, body, _ = request(port, "GET", "/v1/entries/" + key, TOKEN)
@@ -223,6 +238,9 @@ for p in own:
 stopped = "rescuer-" + TAG
 R.check("a worker stopped by SIGTERM exits 0 and says so",
         rescuer is not None and rescuer.returncode == 0 and "stopped by a signal" in log_of(stopped), log_of(stopped)[-200:])
+R.check("its last --json event is `stopped` with its job count",
+        events_of(stopped) and events_of(stopped)[-1].get("event") == "stopped" and
+        events_of(stopped)[-1].get("jobs", 0) >= 1, json.dumps(events_of(stopped))[-300:])
 if MODE == "sqlite":
     server.stop()
 sys.exit(R.finish())

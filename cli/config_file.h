@@ -1,0 +1,42 @@
+// A command's flags from a TOML file (`mlk serve --config FILE`): the file is
+// another spelling of the command line, read through the same flag table
+// (cli/flags.h), so every flag has a key and the two cannot drift apart.
+//
+//   listen = "0.0.0.0:8080"          # --listen 0.0.0.0:8080
+//   threads = 16                     # --threads 16 (integers as written)
+//   access-log = true                # a switch: true gives it, false does not
+//   [quota]                          # a repeatable NAME=VALUE flag as a table:
+//   vision = "50G"                   #   --quota vision=50G
+//   [trusted-signers]
+//   release = ["ab12...", "k.pub"]   #   --trusted-signers release=ab12...,k.pub
+//
+// A key is a flag's name without its dashes. A repeatable flag also takes an
+// array of its values (`quota = ["vision=50G"]`). Errors are usage errors
+// (exit 2) that start with FILE:LINE:COLUMN: an unknown key (with the nearest
+// flag's name), a value of the wrong TOML type, a table or array where the
+// flag is not repeatable, a key naming `--config` itself, and whatever the
+// flag's own setter says of the value; TOML syntax errors as toml++ reports
+// them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "cli/flags.h"
+
+namespace mlk::cli {
+
+// Calls the setters of `spec`'s flags for every key of the TOML file at
+// `path`, in the file's order. Run it before parse_command_line on the same
+// spec, so that flags given on the command line are set last and win (a
+// repeatable map flag such as --quota merges: a flag replaces the file's
+// value for the same name).
+Status apply_config_file(const CommandSpec& spec, const std::string& path);
+
+// The value of `--config FILE` / `--config=FILE` in `args`, if given, without
+// parsing anything else. Given twice, or with no value, is a usage error.
+Expected<std::optional<std::string>> config_flag_value(const std::vector<std::string>& args);
+
+}  // namespace mlk::cli
