@@ -187,6 +187,27 @@ class IrEval {
 
   // Element `o` of softmax(x) along `axis` (of `extent` elements):
   // exp(x - max) over the sum of exp(x_j - max) along the axis.
+  // Element `o` of gather(table, idx, axis): out[pre, i.., post] =
+  // table[pre, idx[i..], post], a choice among the table's rows by the
+  // index's value. An index outside [0, E) is refused at run time (the
+  // interpreter and the compiled require() alike), so there the model takes
+  // the lowering's clamp of the index as int32.
+  static TermRef gather_at(const std::vector<Val>& ops, int axis, const std::vector<int64_t>& o) {
+    const int64_t extent = ops[0].shape[axis];
+    const auto ir = static_cast<std::ptrdiff_t>(ops[1].shape.size());
+    TermRef i = sym::int_cast(element_at(ops[1], std::vector<int64_t>(o.begin() + axis, o.begin() + axis + ir)), 32, true);
+    std::vector<int64_t> t(o.begin(), o.begin() + axis);
+    t.push_back(extent - 1);
+    t.insert(t.end(), o.begin() + axis + ir, o.end());
+    TermRef acc = element_at(ops[0], t);
+    for (int64_t row = extent - 2; row >= 0; --row) {
+      t[static_cast<size_t>(axis)] = row;
+      TermRef cond = sym::make(row == 0 ? TOp::kLe : TOp::kEq, {i, sym::int_const(row, 32, true)});
+      acc = sym::make(TOp::kSelect, {cond, element_at(ops[0], t), acc});
+    }
+    return acc;
+  }
+
   static TermRef softmax_at(const Val& x, int axis, int64_t extent, const std::vector<int64_t>& o) {
     std::vector<int64_t> idx = o;
     TermRef mx, sum;
@@ -289,28 +310,9 @@ Status IrEval::node(const ir::Node& n, Frame& fr, const std::vector<Val>& ops, V
         return konst(n.type.dtype, static_cast<double>(o[n.ints[0]]));
       });
     case Op::kGather: {
-      // out[pre, i.., post] = table[pre, idx[i..], post]: a choice among the
-      // table's rows by the index's value. An index outside [0, E) is refused
-      // at run time (the interpreter and the compiled require() alike), so
-      // there the model takes the lowering's clamp of the index as int32.
       const int axis = static_cast<int>(n.ints[0]);
-      const int ir = static_cast<int>(ops[1].shape.size());
-      const int64_t extent = ops[0].shape[axis];
-      if (extent < 1) return Status::InvalidArgument("`gather` from an empty table");
-      return each([&](const std::vector<int64_t>& o) -> Expected<TermRef> {
-        TermRef i = sym::int_cast(at(ops[1], std::vector<int64_t>(o.begin() + axis, o.begin() + axis + ir)), 32, true);
-        std::vector<int64_t> t(o.begin(), o.begin() + axis);
-        t.push_back(extent - 1);
-        t.insert(t.end(), o.begin() + axis + ir, o.end());
-        TermRef acc = at(ops[0], t);
-        for (int64_t row = extent - 2; row >= 0; --row) {
-          t[axis] = row;
-          TermRef here = sym::int_const(row, 32, true);
-          TermRef cond = sym::make(row == 0 ? TOp::kLe : TOp::kEq, {i, here});
-          acc = sym::make(TOp::kSelect, {cond, at(ops[0], t), acc});
-        }
-        return acc;
-      });
+      if (ops[0].shape[axis] < 1) return Status::InvalidArgument("`gather` from an empty table");
+      return each([&](const std::vector<int64_t>& o) -> Expected<TermRef> { return gather_at(ops, axis, o); });
     }
     case Op::kCall: {
       const ir::Function* callee = m_.find(n.callee);
