@@ -145,8 +145,6 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
   // mlk: the tuned artifact for exactly this fn, shape and profile, else the default schedule.
   mlk_ = Variant{"mlk", "", "", false, nullptr};
   variant_.clear();
-  // The shared resolver (runtime/resolve.h), strict: a benchmark's id is its
-  // shape, so only an artifact tuned at exactly this shape is "tuned" here.
   // --cache may name a `mlk serve`: its entries are pulled into the mirror.
   std::unique_ptr<client::CliCache> cc;
   if (!o.store_path.empty() && (!o.default_schedule || !o.baseline_key.empty())) {
@@ -182,24 +180,28 @@ Status PreparedKernel::PrepareMlk(const PrepareOptions& o, client::CliCache* cc)
     variant_ = "tuned";
     mlk_.how = "tuned artifact " + key.substr(0, 16) + " (the baseline's), tuned on " + hit->info.manifest.provenance.host;
   } else if (cc) {
-    auto found = rt::find_tuned({.cache = cc,
-                                 .ns = o.ns,
-                                 .module = &m,
-                                 .fn = spec_.fn,
-                                 .fhash = ir_hash_,
-                                 .profile = st.profile,
-                                 .dims = env_,
-                                 .require = rt::Require::kExact,
-                                 .cpu = detect_cpu()});
-    if (found.ok()) {
-      auto a = LoadedArtifact::LoadFiles(found->entry.files);
+    // The shared resolver (runtime/resolve.h), strict: a benchmark's id is its
+    // shape, so only an artifact tuned at exactly this shape is "tuned" here;
+    // else the default schedule of the profile.
+    auto res = rt::resolve_executable({.lookup = {.cache = cc,
+                                                  .ns = o.ns,
+                                                  .module = &m,
+                                                  .fn = spec_.fn,
+                                                  .fhash = ir_hash_,
+                                                  .dims = env_,
+                                                  .require = rt::Require::kExact,
+                                                  .cpu = detect_cpu()},
+                                       .profiles = {st.profile},
+                                       .cuda = detect_cuda(),
+                                       .jit_fallback = true});
+    if (!res.ok()) return with_where(spec_, res.status());
+    if (res->tuned) {
+      auto a = LoadedArtifact::LoadFiles(res->tuned->entry.files);
       if (!a.ok()) return with_where(spec_, a.status());
       st.tuned = std::move(a).value();
       variant_ = "tuned";
-      mlk_.how = "tuned artifact from the cache, key " + found->key.substr(0, 16) + ", tuned on " +
-                 found->entry.info.manifest.provenance.host;
-    } else if (found.status().code() != Status::Code::kNotFound) {
-      return with_where(spec_, found.status());
+      mlk_.how = "tuned artifact from the cache, key " + res->tuned->key.substr(0, 16) + ", tuned on " +
+                 res->tuned->entry.info.manifest.provenance.host;
     }
   }
   if (st.tuned) {

@@ -228,46 +228,52 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
     if (!c.ok()) return c.status();
     cc = std::move(c).value();
   }
-  auto found = rt::find_tuned({.cache = cc.get(),
-                               .ns = o.ns,
-                               .module = &m,
-                               .fn = o.fn,
-                               .fhash = ir::function_hash(m, f),
-                               .profile = *profile,
-                               .dims = ex.env,
-                               .require = o.require,
-                               .trusted = o.trusted,
-                               .cpu = detect_cpu()});
-  if (found.ok()) {
-    auto a = LoadedArtifact::LoadFiles(found->entry.files);
+  // The shared resolver (runtime/resolve.h): the tuned artifact, else under
+  // --require any the default schedule of this profile by the JIT.
+  auto res = rt::resolve_executable({.lookup = {.cache = cc.get(),
+                                                .ns = o.ns,
+                                                .module = &m,
+                                                .fn = o.fn,
+                                                .fhash = ir::function_hash(m, f),
+                                                .dims = ex.env,
+                                                .require = o.require,
+                                                .trusted = o.trusted,
+                                                .cpu = detect_cpu()},
+                                     .profiles = {*profile},
+                                     .cuda = detect_cuda(),
+                                     .jit_fallback = o.require == rt::Require::kAny});
+  if (!res.ok()) return res.status();
+  if (res->tuned) {
+    const rt::Tuned& found = *res->tuned;
+    auto a = LoadedArtifact::LoadFiles(found.entry.files);
     if (!a.ok()) return a.status();
     ex.tuned = std::move(a).value();
     const DumpRequest dump{.module = &m, .fn = o.fn, .profile = *profile, .dims = ex.env, .stage = o.dump_after};
-    if (Status d = dump_stored(dump, found->entry.files); !d.ok()) return d;
-    ex.how = "tuned artifact " + found->key.substr(0, 16) +
-             (found->exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + dims_str(found->tuned_dims) +
-             " on " + found->entry.info.manifest.provenance.host +
-             (found->signer.empty() ? "" : ", signed by key " + found->signer);
-  } else if (found.status().code() != Status::Code::kNotFound) {
-    return found.status();
-  } else if (o.require != rt::Require::kAny) {
-    if (!o.trusted.empty())
-      return Status::NotFound(found.status().message() + " (--require signed: only an artifact signed by a trusted key "
-                              "is loaded)");
-    return Status::NotFound(found.status().message() + " (--require " + rt::require_name(o.require) + "; run `mlk tune " +
-                            o.file + " --fn " + o.fn + " --target " + profile->name + precision_flag_text(o.precision) +
-                            " --dims " + dims_str(ex.env) + "` first)");
-  } else if (profile->is_gpu()) {
-    return Status::NotFound(found.status().message() + "; a CUDA profile has no JIT fallback: run `mlk tune " + o.file +
-                            " --target " + profile->name + precision_flag_text(o.precision) + " --fn " + o.fn +
-                            "` first, or use --target host");
-  } else {
-    auto k = Kernel::CompileJit(m, o.fn, *profile, nullptr, ex.env, o.dump_after, dump_to(stdout));
+    if (Status d = dump_stored(dump, found.entry.files); !d.ok()) return d;
+    ex.how = "tuned artifact " + found.key.substr(0, 16) +
+             (found.exact ? ", tuned at exactly " : ", tuned at the nearest shape ") + dims_str(found.tuned_dims) +
+             " on " + found.entry.info.manifest.provenance.host +
+             (found.signer.empty() ? "" : ", signed by key " + found.signer);
+    return ex;
+  }
+  // The one profile runs here (checked above): its line is find_tuned's reason.
+  const std::string reason = res->rejected.at(0).substr(profile->name.size() + 2);
+  if (res->jit) {
+    auto k = Kernel::CompileJit(m, o.fn, res->profile, nullptr, ex.env, o.dump_after, dump_to(stdout));
     if (!k.ok()) return k.status();
     ex.kernel = std::move(k).value();
-    ex.how = "default schedule (JIT), not tuned: " + found.status().message();
+    ex.how = "default schedule (JIT), not tuned: " + reason;
+    return ex;
   }
-  return ex;
+  if (o.require == rt::Require::kAny)  // a CUDA profile: no default schedule
+    return Status::NotFound(reason + "; a CUDA profile has no JIT fallback: run `mlk tune " + o.file + " --target " +
+                            profile->name + precision_flag_text(o.precision) + " --fn " + o.fn +
+                            "` first, or use --target host");
+  if (!o.trusted.empty())
+    return Status::NotFound(reason + " (--require signed: only an artifact signed by a trusted key is loaded)");
+  return Status::NotFound(reason + " (--require " + rt::require_name(o.require) + "; run `mlk tune " + o.file +
+                          " --fn " + o.fn + " --target " + profile->name + precision_flag_text(o.precision) +
+                          " --dims " + dims_str(ex.env) + "` first)");
 }
 
 // One run of the fn on its inputs, by whichever executor was chosen.

@@ -211,4 +211,33 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
   return Status::NotFound("no artifact of `" + fn + "` tuned for " + p.name + " in " + where + skipped);
 }
 
+Expected<Resolution> resolve_executable(const ResolveRequest& r) {
+  Resolution out;
+  std::optional<Profile> cpu_profile;  // the first CPU profile that runs here
+  for (const Profile& p : r.profiles) {
+    Runnable rn = can_run(p, r.lookup.cpu, r.cuda);
+    if (!rn.ok) {
+      out.rejected.push_back(p.name + ": cannot run here: " + rn.reason);
+      continue;
+    }
+    if (!p.is_gpu() && !cpu_profile) cpu_profile = p;
+    FindTunedRequest lookup = r.lookup;
+    lookup.profile = p;
+    auto found = find_tuned(lookup);
+    if (found.ok()) {
+      out.tuned = std::move(found).value();
+      out.profile = p;
+      return out;
+    }
+    if (found.status().code() != Status::Code::kNotFound) return found.status();
+    out.rejected.push_back(p.name + ": " + found.status().message());
+  }
+  out.no_cpu_profile = !cpu_profile;
+  if (r.jit_fallback && cpu_profile) {
+    out.jit = true;
+    out.profile = *cpu_profile;
+  }
+  return out;
+}
+
 }  // namespace mlk::rt

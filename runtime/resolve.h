@@ -15,6 +15,7 @@
 // the policies.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,5 +77,37 @@ struct FindTunedRequest {
 // NotFound (with a one-line reason) when no artifact qualifies; other
 // errors, such as a corrupt entry, are returned as they are.
 Expected<Tuned> find_tuned(const FindTunedRequest& r);
+
+// Which executable runs a call: the one decision of `mlk run`, `mlk bench`
+// and the runtime (Runtime::GetKernel). The profiles are tried in order:
+// one this machine cannot run is passed over; for one it can, a tuned
+// artifact by find_tuned (`lookup`, its profile set to each in turn) wins.
+// Without one, and when `jit_fallback` allows it, the default schedule of
+// the first CPU profile that runs here, compiled by the JIT (the caller
+// compiles it: Kernel::CompileJit, or the runtime's plugin). A CUDA profile
+// has no default schedule.
+struct ResolveRequest {
+  FindTunedRequest lookup;
+  std::vector<Profile> profiles;  // in preference order, `host` resolved (resolve_profile)
+  CudaInfo cuda;                  // this machine's GPUs (detect_cuda())
+  bool jit_fallback = true;       // false: a tuned artifact or nothing (Require kTuned, kExact)
+};
+
+struct Resolution {
+  std::optional<Tuned> tuned;  // a tuned artifact, for `profile`
+  bool jit = false;            // else the default schedule of `profile` by the JIT
+  Profile profile;
+  // One line per profile passed over: "NAME: cannot run here: ..." or
+  // "NAME: no artifact of ..." (find_tuned's reason).
+  std::vector<std::string> rejected;
+  // Neither: nothing may run; `no_cpu_profile` says whether that is because
+  // no CPU profile of the list runs here (else the request wanted a tuned
+  // artifact only). The caller words the refusal with `rejected`.
+  bool no_cpu_profile = false;
+  bool runs() const { return tuned.has_value() || jit; }
+};
+
+// Errors of find_tuned other than NotFound are returned as they are.
+Expected<Resolution> resolve_executable(const ResolveRequest& r);
 
 }  // namespace mlk::rt

@@ -439,66 +439,62 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     return done(std::move(sel));
   }
 
-  const CpuInfo cpu = detect_cpu();
-  const CudaInfo cuda = detect_cuda();
-  std::optional<Profile> jit_profile;  // the first CPU profile of the policy that runs here
+  ResolveRequest rr{.lookup = {.cache = cache_.get(),
+                               .ns = opts_.ns,
+                               .module = &prog->module,
+                               .fn = fn,
+                               .fhash = fhash,
+                               .dims = dims,
+                               .require = policy.require,
+                               .verified = policy.verified,
+                               .trusted = policy.trusted,
+                               .cpu = detect_cpu()},
+                    .cuda = detect_cuda(),
+                    .jit_fallback = policy.require == Require::kAny};
   for (const auto& name : policy.profiles) {
     auto p = resolve_profile(name);
     if (!p.ok()) return p.status();
-    Runnable rn = can_run(*p, cpu, cuda);
-    if (!rn.ok) {
-      sel.rejected.push_back(name + ": cannot run here: " + rn.reason);
-      continue;
-    }
-    if (!p->is_gpu() && !jit_profile) jit_profile = *p;
-    auto found = find_tuned({.cache = cache_.get(),
-                             .ns = opts_.ns,
-                             .module = &prog->module,
-                             .fn = fn,
-                             .fhash = fhash,
-                             .profile = *p,
-                             .dims = dims,
-                             .require = policy.require,
-                             .verified = policy.verified,
-                             .trusted = policy.trusted,
-                             .cpu = cpu});
-    if (!found.ok()) {
-      if (found.status().code() != Status::Code::kNotFound) return found.status();
-      sel.rejected.push_back(name + ": " + found.status().message());
-      continue;
-    }
-    auto loaded = LoadTuned(*found);
+    rr.profiles.push_back(*p);
+  }
+  auto res = resolve_executable(rr);
+  if (!res.ok()) return res.status();
+  sel.rejected = res->rejected;
+  if (res->tuned) {
+    const Tuned& found = *res->tuned;
+    const std::string& name = res->profile.name;
+    auto loaded = LoadTuned(found);
     if (!loaded.ok()) return loaded.status();
     std::shared_ptr<LoadedArtifact> art = *loaded;
-    auto meta = cache::parse_entry_meta(found->entry.info.manifest.meta_json);
-    if (!meta.ok()) return Status::Corruption("entry " + found->key.substr(0, 16) + ": " + meta.status().message());
-    sel.source = found->exact ? Selection::Source::kExact : Selection::Source::kOtherShape;
+    auto meta = cache::parse_entry_meta(found.entry.info.manifest.meta_json);
+    if (!meta.ok()) return Status::Corruption("entry " + found.key.substr(0, 16) + ": " + meta.status().message());
+    sel.source = found.exact ? Selection::Source::kExact : Selection::Source::kOtherShape;
     sel.profile = name;
-    sel.key = found->key;
-    sel.exact = found->exact;
-    sel.tuned_dims = dims_str(found->tuned_dims);
-    sel.reason = name + ": tuned artifact " + found->key.substr(0, 16) + (found->pulled ? " (pulled from the server)" : "") +
-                 (found->exact ? ", tuned at exactly " + sel.tuned_dims
-                               : ", tuned at " + sel.tuned_dims + " (the nearest tuned shape), run at " + dims_str(dims)) +
-                 " on " + found->entry.info.manifest.provenance.host + (!meta->measured ? ", NOT measured (estimated)" : "") +
+    sel.key = found.key;
+    sel.exact = found.exact;
+    sel.tuned_dims = dims_str(found.tuned_dims);
+    sel.reason = name + ": tuned artifact " + found.key.substr(0, 16) + (found.pulled ? " (pulled from the server)" : "") +
+                 (found.exact ? ", tuned at exactly " + sel.tuned_dims
+                              : ", tuned at " + sel.tuned_dims + " (the nearest tuned shape), run at " + dims_str(dims)) +
+                 " on " + found.entry.info.manifest.provenance.host + (!meta->measured ? ", NOT measured (estimated)" : "") +
                  ", verified: " + meta->verification.str() +
-                 (found->signer.empty() ? "" : ", signed by key " + found->signer) + cuda_copies_text(*art);
+                 (found.signer.empty() ? "" : ", signed by key " + found.signer) + cuda_copies_text(*art);
     k->artifact_ = art;
     return done(std::move(sel));
   }
   std::string why;
   for (const auto& r : sel.rejected) why += "\n  " + r;
-  if (policy.require != Require::kAny || !jit_profile)
+  if (!res->jit)
     return Status::NotFound("no kernel for `" + fn + "` at " + dims_str(dims) + " under policy " + policy.str() +
-                            (jit_profile ? "" : " (no CPU profile of it runs here, so no default schedule either)") +
+                            (res->no_cpu_profile ? " (no CPU profile of it runs here, so no default schedule either)" : "") +
                             ":" + why);
   // No tuned artifact: the default schedule, compiled once per fn and profile.
-  auto jit = DefaultJit(*prog, fn, fhash, *jit_profile, policy, dims, why);
+  const Profile& jit_profile = res->profile;
+  auto jit = DefaultJit(*prog, fn, fhash, jit_profile, policy, dims, why);
   if (!jit.ok()) return jit.status();
   sel.source = Selection::Source::kDefaultJit;
-  sel.profile = jit_profile->name;
-  sel.reason = jit_profile->name + ": default schedule (JIT), not tuned: no tuned artifact of `" + fn + "` for " +
-               policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile->name +
+  sel.profile = jit_profile.name;
+  sel.reason = jit_profile.name + ": default schedule (JIT), not tuned: no tuned artifact of `" + fn + "` for " +
+               policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile.name +
                precision_flag_text(prog->precision) + " --dims " + dims_str(dims) + "` tunes one)";
   k->jit_ = *jit;
   return done(std::move(sel));
