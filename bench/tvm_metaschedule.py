@@ -27,10 +27,12 @@ it
 Timings of the two are interleaved (3 rounds) and the best median of each kept, since this
 shared machine's speed drifts.
 
-Install (the venv the script runs under, .venv-tvm, which bench/setup_peers.sh makes):
+Install (the venv the script runs under, .venv-tvm, which bench/setup_peers.sh makes from the
+hash-pinned bench/requirements-tvm.txt, generated from bench/requirements-tvm.in by
+scripts/lock_requirements.sh: apache-tvm 0.27.0.post1, apache-tvm-ffi 0.1.14.post1, psutil,
+cloudpickle, xgboost-cpu, safetensors, numpy):
     python3 -m venv .venv-tvm
-    .venv-tvm/bin/pip install "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.14.post1" \
-        psutil cloudpickle xgboost-cpu safetensors numpy
+    .venv-tvm/bin/pip install --require-hashes -r bench/requirements-tvm.txt
 apache-tvm-ffi is pinned because the TVM wheels set no upper bound on it, and the newest
 (0.1.15.post1/.post2) segfaults in tvm::ffi::ToJSONGraph as soon as a TuneContext is created;
 0.1.14.post1 works. psutil and cloudpickle are needed by MetaSchedule's worker pools, xgboost-cpu
