@@ -2,13 +2,23 @@
 //
 // A Status is either OK or carries a Code and a message written for the user
 // ("what is wrong, where, and how to fix it"). Codes map one-to-one onto exit
-// codes (see exit_code()) and, later, HTTP statuses. Broken internal invariants
-// are not Statuses: they go through MLK_CHECK, which aborts with file:line.
+// codes (see exit_code()) and HTTP statuses. Broken internal invariants are
+// not Statuses: they go through MLK_CHECK (below).
+//
+// How mlk ends, one route per kind (docs/cli.md, "Exit statuses"):
+//   a user error      a Status with its code: exit 1, or 2 for bad usage
+//   an internal error Status::Internal, an MLK_CHECK that fails, or an
+//                     exception that escapes a command: exit 3, with the
+//                     place and a request to report it; never abort()
+//   in a request of `mlk serve` a failing MLK_CHECK throws InternalError
+//                     instead (CheckThrows), answered 500 and logged with
+//                     its cause; the server goes on
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <variant>
@@ -43,8 +53,9 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
 
   // Process exit code for a CLI command that ends with this status:
-  // 0 success, 2 bad usage, 1 everything else the user can act on.
-  int exit_code() const { return ok() ? 0 : code_ == Code::kUsage ? 2 : 1; }
+  // 0 success, 2 bad usage, 3 an internal error (kInternalErrorExit), 1
+  // everything else the user can act on.
+  int exit_code() const { return ok() ? 0 : code_ == Code::kUsage ? 2 : code_ == Code::kInternal ? 3 : 1; }
 
  private:
   Status(Code c, std::string m) : code_(c), message_(std::move(m)) {}
@@ -57,12 +68,7 @@ template <typename T>
 class [[nodiscard]] Expected {
  public:
   Expected(T value) : v_(std::move(value)) {}                // NOLINT: implicit by design
-  Expected(Status status) : v_(std::move(status)) {           // NOLINT
-    if (std::get<Status>(v_).ok()) {
-      std::fprintf(stderr, "internal error: Expected built from an OK Status\n");
-      std::abort();
-    }
-  }
+  Expected(Status status);  // NOLINT: implicit by design; not from an OK Status (MLK_CHECK)
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
   const Status& status() const {
@@ -81,15 +87,56 @@ class [[nodiscard]] Expected {
   std::variant<T, Status> v_;
 };
 
+// The exit status of every internal error: distinct from 1 (a bad program
+// or input) and 2 (bad usage).
+inline constexpr int kInternalErrorExit = 3;
+
+// What a failed MLK_CHECK throws inside a CheckThrows scope; what() is
+// "FILE:LINE: internal error: MESSAGE (CONDITION)".
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+namespace detail {
+inline thread_local int check_throws = 0;
+}
+
+// While one lives on this thread, a failed MLK_CHECK throws InternalError
+// rather than ending the process: what a server's request handler holds
+// (service::Api::handle), so that one bad request cannot end the server.
+class CheckThrows {
+ public:
+  CheckThrows() { ++detail::check_throws; }
+  ~CheckThrows() { --detail::check_throws; }
+  CheckThrows(const CheckThrows&) = delete;
+  CheckThrows& operator=(const CheckThrows&) = delete;
+};
+
+// A broken invariant at FILE:LINE: reported on stderr with the condition and
+// a request to report the bug, then the process ends with kInternalErrorExit
+// (std::_Exit: no destructors run on a state already known to be wrong);
+// inside a CheckThrows scope, InternalError is thrown instead.
+[[noreturn]] inline void check_failed(const char* file, int line, const char* cond, const char* msg) {
+  const std::string what = std::string(file) + ":" + std::to_string(line) + ": internal error: " + msg + " (" + cond + ")";
+  if (detail::check_throws > 0) throw InternalError(what);
+  std::fprintf(stderr, "%s; please report this bug to the mlk maintainers\n", what.c_str());
+  std::fflush(stderr);
+  std::_Exit(kInternalErrorExit);
+}
+
+template <typename T>
+Expected<T>::Expected(Status status) : v_(std::move(status)) {
+  if (std::get<Status>(v_).ok()) check_failed(__FILE__, __LINE__, "!status.ok()", "Expected built from an OK Status");
+}
+
 }  // namespace mlk
 
-// Internal invariant: aborts with file:line. Never for user mistakes.
-#define MLK_CHECK(cond, msg)                                                              \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
-      std::fprintf(stderr, "%s:%d: internal error: %s (%s)\n", __FILE__, __LINE__, msg, #cond); \
-      std::abort();                                                                       \
-    }                                                                                     \
+// Internal invariant: never for user mistakes (those are Statuses). See
+// check_failed for what a failure does.
+#define MLK_CHECK(cond, msg)                                          \
+  do {                                                                \
+    if (!(cond)) ::mlk::check_failed(__FILE__, __LINE__, #cond, msg); \
   } while (0)
 
 #define MLK_RETURN_IF_ERROR(expr)        \

@@ -49,10 +49,6 @@ namespace {
 
 void print_help(FILE* out) { std::fputs(main_help(command_specs()).c_str(), out); }
 
-// Exit status of a command that ended by an exception: a bug in mlk, distinct
-// from 1 (bad program or input) and 2 (bad usage).
-constexpr int kInternalErrorExit = 3;
-
 int internal_error(const char* command, const char* what) {
   std::fprintf(stderr,
                "mlk %s: internal error: %s (please report this bug to the mlk maintainers with the command line "
@@ -64,10 +60,19 @@ int internal_error(const char* command, const char* what) {
 // Runs one command; an escaping exception becomes exit status 3.
 int run_guarded(const Command& c, const std::vector<std::string>& args) {
   try {
-    // Test seam: MLK_TEST_THROW=1 makes the command throw before it starts, so
-    // that tests can check the internal-error path (tests/cli_tests.cmake).
-    if (const char* t = std::getenv("MLK_TEST_THROW"); t && std::string(t) == "1")
-      throw std::runtime_error("MLK_TEST_THROW is set (a test of the internal-error path)");
+    // Test seam (tests/cli_tests.cmake): each internal-error route before the
+    // command starts: MLK_TEST_THROW=1 an exception, =check a failing
+    // MLK_CHECK, =status a Status::Internal. Each must end with exit 3.
+    if (const char* t = std::getenv("MLK_TEST_THROW"); t && *t) {
+      const std::string route = t;
+      if (route == "1") throw std::runtime_error("MLK_TEST_THROW is set (a test of the internal-error path)");
+      MLK_CHECK(route != "check", "MLK_TEST_THROW=check (a test of the failed-check path)");
+      if (route == "status") {
+        Status s = Status::Internal("MLK_TEST_THROW=status (a test of the internal-status path)");
+        std::fprintf(stderr, "mlk %s: internal error: %s\n", c.name, s.message().c_str());
+        return s.exit_code();
+      }
+    }
     return c.run(args);
   } catch (const std::exception& e) {
     return internal_error(c.name, e.what());

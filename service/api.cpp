@@ -395,6 +395,7 @@ ApiResponse Api::handle(const ApiRequest& req, BodySource& body) {
   auto t0 = std::chrono::steady_clock::now();
   Ctx c{*this, req, body, "unknown", "", {}, std::nullopt};
   ApiResponse r;
+  CheckThrows checks_throw;  // a broken invariant fails this request (500, logged), not the server
   try {
     r = dispatch(c);
   } catch (const std::exception& e) {

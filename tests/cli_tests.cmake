@@ -47,6 +47,17 @@ add_test(NAME cli.internal_error_exit_3
   COMMAND ${CMAKE_COMMAND} -E env MLK_TEST_THROW=1
           ${_expect} 3 "^mlk check: internal error: MLK_TEST_THROW is set \\(a test of the internal-error path\\) \\(please report this bug"
           $<TARGET_FILE:mlk> check ${CMAKE_SOURCE_DIR}/examples/mlp.tl)
+# The other two internal-error routes (base/status.h): a failing MLK_CHECK
+# (FILE:LINE, the message and the condition; std::_Exit, no abort), and a
+# Status::Internal.
+add_test(NAME cli.internal_check_exit_3
+  COMMAND ${CMAKE_COMMAND} -E env MLK_TEST_THROW=check
+          ${_expect} 3 "^.*cli/main.cpp:[0-9]+: internal error: MLK_TEST_THROW=check \\(a test of the failed-check path\\) \\(route != \"check\"\\); please report this bug"
+          $<TARGET_FILE:mlk> check ${CMAKE_SOURCE_DIR}/examples/mlp.tl)
+add_test(NAME cli.internal_status_exit_3
+  COMMAND ${CMAKE_COMMAND} -E env MLK_TEST_THROW=status
+          ${_expect} 3 "^mlk check: internal error: MLK_TEST_THROW=status \\(a test of the internal-status path\\)"
+          $<TARGET_FILE:mlk> check ${CMAKE_SOURCE_DIR}/examples/mlp.tl)
 
 # Shapes too large for this machine's memory: refused before allocating, exit 1.
 set(_mlp ${CMAKE_SOURCE_DIR}/examples/mlp.tl)

@@ -1,6 +1,7 @@
 // service/api.h without sockets: every route's statuses and bodies, tokens,
 // namespaces and scopes, quotas, the blob visibility between teams, queries,
 // ccache objects, and that every rejected request leaves the store as it was.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -475,6 +476,28 @@ INSTANTIATE_TEST_SUITE_P(Shared, ApiTest, ::testing::Values("pg"), [](const auto
 #else
 INSTANTIATE_TEST_SUITE_P(Sqlite, ApiTest, ::testing::Values("sqlite"), [](const auto& i) { return i.param; });
 #endif
+
+// A broken invariant inside a request (an MLK_CHECK that fails, here in the
+// body's reader) fails that request with 500, logged with its place, and the
+// server goes on; outside a request it would end the process with exit 3.
+TEST_P(ApiTest, AFailedCheckInARequestIsA500NotTheServersEnd) {
+  struct Broken : BodySource {
+    Body read(int64_t) override {
+      MLK_CHECK(false, "a reader invariant");
+      return {};
+    }
+  } body;
+  std::vector<std::string> lines;
+  set_log_sink([&](LogLevel, std::string_view line) { lines.emplace_back(line); });
+  ApiRequest r{"PUT", "/v1/blobs/" + sha256_hex("x"), {}, "Bearer " + alpha};
+  ApiResponse got = api->handle(r, body);
+  set_log_sink(nullptr);
+  EXPECT_EQ(got.status, 500);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], ::testing::MatchesRegex(".*\\(route blobs\\): internal error: .*api_test.cpp:[0-9]+: internal "
+                                                "error: a reader invariant \\(false\\)"));
+  EXPECT_EQ(call("GET", "/v1/whoami", alpha).status, 200);  // still serving
+}
 
 // A 5xx answer (here an exception escaping the body's reader) reaches the
 // log sink with its cause, the method, the path and the route, on one line
