@@ -14,8 +14,8 @@
 #include "lang/bind.h"
 #include "lang/ir_printer.h"
 #include "lang/source.h"
-#include "targets/artifact.h"
-#include "targets/loaded_artifact.h"
+#include "artifact/build.h"
+#include "artifact/loaded.h"
 #include "targets/toolchain.h"
 #include "base/json.h"
 

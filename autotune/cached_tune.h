@@ -11,11 +11,11 @@
 #include "autotune/tuner.h"
 #include "cache/key.h"
 #include "cache/store.h"
-#include "targets/key_inputs.h"
+#include "artifact/key_inputs.h"
 
 namespace mlk::tune {
 
-// Everything that determines an artifact: targets/key_inputs.h (Halide-free,
+// Everything that determines an artifact: artifact/key_inputs.h (Halide-free,
 // shared with the runtime); named here too for the tuner's callers.
 using mlk::key_inputs;
 

@@ -20,7 +20,7 @@
 
 namespace mlk::tune {
 
-// One kernel of ptxas -v's report (targets/artifact.cpp, parse_ptxas).
+// One kernel of ptxas -v's report (artifact/build.cpp, parse_ptxas).
 struct PtxasKernel {
   std::string name;
   int registers = 0;

@@ -4,9 +4,9 @@
 #include <chrono>
 #include <filesystem>
 
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "targets/cuda_driver.h"
-#include "targets/loaded_artifact.h"
+#include "artifact/loaded.h"
 
 namespace mlk::tune {
 

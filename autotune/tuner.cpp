@@ -24,7 +24,7 @@
 #include "lang/interpreter.h"
 #include "lang/ir_printer.h"
 #include "scheduler/kernel.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "lang/memory_budget.h"
 #include "targets/detect.h"
 #include "targets/toolchain.h"

@@ -16,7 +16,7 @@
 #include "scheduler/kernel.h"
 #include "client/cli_cache.h"
 #include "targets/detect.h"
-#include "targets/loaded_artifact.h"
+#include "artifact/loaded.h"
 
 namespace mlk::bench {
 

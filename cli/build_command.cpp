@@ -9,7 +9,7 @@
 #include "base/files.h"
 #include "base/signing.h"
 #include "cache/signatures.h"
-#include "targets/artifact_manifest.h"
+#include "artifact/manifest.h"
 #include "cache/paths.h"
 #include "cli/args.h"
 #include "cli/flags.h"
@@ -19,7 +19,7 @@
 #include "lang/ir_printer.h"
 #include "runtime/resolve.h"
 #include "client/cli_cache.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "targets/detect.h"
 
 namespace mlk::cli {

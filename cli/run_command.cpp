@@ -27,7 +27,7 @@
 #include "scheduler/kernel.h"
 #include "client/cli_cache.h"
 #include "targets/detect.h"
-#include "targets/loaded_artifact.h"
+#include "artifact/loaded.h"
 #include "base/signing.h"
 
 namespace mlk::cli {

@@ -30,7 +30,7 @@
 #include "runtime/resolve.h"
 #include "scheduler/kernel.h"
 #include "targets/detect.h"
-#include "targets/loaded_artifact.h"
+#include "artifact/loaded.h"
 
 namespace mlk::spmd {
 namespace {

@@ -21,7 +21,7 @@
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
 #include "runtime/resolve.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "targets/detect.h"
 #include "verify/verify.h"
 

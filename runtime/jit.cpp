@@ -79,7 +79,7 @@ Expected<std::unique_ptr<JitPlugin>> open_plugin(const std::string& where) {
   p->free_error = reinterpret_cast<decltype(&mlk_jit_free_error)>(sym("mlk_jit_free_error"));
   if (!version || !p->compile || !p->call || !p->release || !p->free_error) {
     dlclose(h);
-    return Status::Unsupported(where + " is not an mlk JIT plugin: it lacks the mlk_jit_* entries of runtime/jit_plugin.h");
+    return Status::Unsupported(where + " is not an mlk JIT plugin: it lacks the mlk_jit_* entries of artifact/jit_plugin.h");
   }
   if (int32_t v = version(); v != MLK_JIT_ABI_VERSION) {
     dlclose(h);

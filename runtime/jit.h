@@ -1,5 +1,5 @@
 // The runtime's JIT fallback: the default schedule of a fn compiled by the
-// JIT plugin (libmlk_jit.so, runtime/jit_plugin.h), which is loaded with
+// JIT plugin (libmlk_jit.so, artifact/jit_plugin.h), which is loaded with
 // dlopen the first time a kernel needs it. The runtime itself links no
 // compiler; a deployment without the plugin runs tuned artifacts only.
 //
@@ -18,7 +18,7 @@
 
 #include "base/status.h"
 #include "lang/bind.h"
-#include "runtime/jit_plugin.h"
+#include "artifact/jit_plugin.h"
 
 namespace mlk::rt {
 

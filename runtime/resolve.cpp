@@ -9,7 +9,7 @@
 #include "cache/key.h"
 #include "cache/signatures.h"
 #include "client/cli_cache.h"
-#include "targets/key_inputs.h"
+#include "artifact/key_inputs.h"
 #include "base/json.h"
 
 namespace mlk::rt {

@@ -15,8 +15,8 @@
 #include "client/cli_cache.h"
 #include "targets/cuda_driver.h"
 #include "targets/detect.h"
-#include "targets/artifact_manifest.h"
-#include "targets/loaded_artifact.h"
+#include "artifact/manifest.h"
+#include "artifact/loaded.h"
 #include "base/json.h"
 
 namespace mlk::rt {

@@ -1,6 +1,6 @@
 // The one compile driver: the back end's stages for one fn, in order, shared
 // by the JIT (Kernel::CompileJit, scheduler/kernel.h) and ahead-of-time builds
-// (build_artifact, targets/artifact.h), with one set of error messages.
+// (build_artifact, artifact/build.h), with one set of error messages.
 //
 //   typed IR of the fn                           --dump-after=ir
 //   -> Halide algorithm (lower::lower_function)

@@ -18,7 +18,7 @@
  * an artifact, through the destructor below). Thread-safe.
  *
  * This file is plain C: the C ABI wrapper of every built artifact embeds it
- * (targets/artifact.cpp), and the JIT includes it (scheduler/compile.cpp), so
+ * (artifact/build.cpp), and the JIT includes it (scheduler/compile.cpp), so
  * the tuner measures a candidate the way an artifact runs it. */
 #ifndef MLK_TARGETS_SCRATCH_CACHE_H_
 #define MLK_TARGETS_SCRATCH_CACHE_H_

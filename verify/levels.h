@@ -9,7 +9,7 @@
 #include "lang/bind.h"
 #include "lang/ir.h"
 #include "lang/tensor.h"
-#include "targets/loaded_artifact.h"
+#include "artifact/loaded.h"
 #include "targets/profile.h"
 #include "verify/report.h"
 

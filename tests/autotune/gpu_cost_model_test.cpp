@@ -10,7 +10,7 @@
 #include "autotune/gpu_cost_model.h"
 #include "autotune/tuner.h"
 #include "scheduler/kernel.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "targets/detect.h"
 #include "targets/toolchain.h"
 #include "tests/test_support.h"

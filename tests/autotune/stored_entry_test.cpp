@@ -10,9 +10,9 @@
 #include "autotune/cached_tune.h"
 #include "cache/key.h"
 #include "lang/frontend.h"
-#include "targets/artifact_manifest.h"
+#include "artifact/manifest.h"
 #include "targets/detect.h"
-#include "targets/loaded_artifact.h"
+#include "artifact/loaded.h"
 
 namespace mlk {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "cache/entry_meta.h"
 #include "cache/manifest.h"
-#include "targets/artifact_manifest.h"
+#include "artifact/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

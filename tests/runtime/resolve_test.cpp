@@ -21,7 +21,7 @@
 #include "tests/runtime/dl_tensor.h"
 #include "runtime/resolve.h"
 #include "runtime/runtime.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "targets/detect.h"
 
 namespace mlk {

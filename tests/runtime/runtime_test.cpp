@@ -18,7 +18,7 @@
 #include "base/signing.h"
 #include "cache/entry_meta.h"
 #include "cache/signatures.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "cache/store.h"
 #include "lang/compare.h"
 #include "lang/frontend.h"
@@ -29,7 +29,7 @@
 #include "runtime/mlk_runtime.h"
 #include "runtime/runtime.h"
 #include "targets/detect.h"
-#include "targets/loaded_artifact.h"
+#include "artifact/loaded.h"
 
 namespace mlk {
 namespace {

@@ -15,7 +15,7 @@
 #include "lang/interpreter.h"
 #include "runtime/runtime.h"
 #include "runtime/select.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "targets/detect.h"
 #include "tests/runtime/dl_tensor.h"
 

@@ -12,7 +12,7 @@
 #include "tests/test_support.h"
 #include "scheduler/compile.h"
 #include "scheduler/kernel.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "targets/detect.h"
 
 namespace mlk {

@@ -20,7 +20,7 @@
 #include "scheduler/kernel.h"
 #include "scheduler/rules.h"
 #include "targets/abi.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "targets/detect.h"
 #include "targets/toolchain.h"
 
@@ -326,7 +326,7 @@ TEST(Artifact, GpuMatmulRuleStagesInputTilesInSharedMemory) {
 }  // namespace
 }  // namespace mlk
 
-#include "targets/loaded_artifact.h"
+#include "artifact/loaded.h"
 
 namespace mlk {
 namespace {

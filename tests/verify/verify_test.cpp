@@ -15,7 +15,7 @@
 #include "lang/ir_printer.h"
 #include "runtime/runtime.h"
 #include "scheduler/algorithm.h"
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "targets/detect.h"
 #include "../test_support.h"
 #include "verify/verify.h"

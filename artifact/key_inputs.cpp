@@ -1,4 +1,4 @@
-#include "targets/key_inputs.h"
+#include "artifact/key_inputs.h"
 
 #include <algorithm>
 #include <vector>

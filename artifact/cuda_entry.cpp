@@ -1,4 +1,4 @@
-#include "targets/cuda_entry.h"
+#include "artifact/cuda_entry.h"
 
 namespace mlk {
 

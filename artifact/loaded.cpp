@@ -1,4 +1,4 @@
-#include "targets/loaded_artifact.h"
+#include "artifact/loaded.h"
 #include "base/files.h"
 
 #include <dlfcn.h>
@@ -14,7 +14,7 @@
 #include "base/sha256.h"
 #include "lang/source.h"
 #include "targets/abi.h"
-#include "targets/artifact_manifest.h"
+#include "artifact/manifest.h"
 
 namespace mlk {
 

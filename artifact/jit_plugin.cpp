@@ -1,8 +1,8 @@
 // libmlk_jit.so: the JIT plugin of the runtime (the C ABI of
-// runtime/jit_plugin.h) over scheduler/kernel.h. The only part of the
+// artifact/jit_plugin.h) over scheduler/kernel.h. The only part of the
 // runtime that links the compiler; exports nothing but the mlk_jit_* entries
-// (runtime/mlk_jit.map).
-#include "runtime/jit_plugin.h"
+// (artifact/mlk_jit.map).
+#include "artifact/jit_plugin.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "targets/artifact_manifest.h"
+#include "artifact/manifest.h"
 
 #include <nlohmann/json.hpp>
 #include "base/json.h"

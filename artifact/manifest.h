@@ -1,4 +1,4 @@
-// The manifest.json of an artifact directory (as targets/artifact.cpp writes
+// The manifest.json of an artifact directory (as artifact/build.cpp writes
 // it), read defensively: artifacts come from a store, a cache server or a
 // directory on disk and may be damaged. Halide-free; nlohmann/json stays in
 // artifact_manifest.cpp.

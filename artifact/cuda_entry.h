@@ -1,4 +1,4 @@
-// The CUDA half of an artifact's C wrapper (targets/artifact.cpp writes the
+// The CUDA half of an artifact's C wrapper (artifact/build.cpp writes the
 // rest): C source text that makes CUDA artifacts take device memory
 // (mlk_NAME_cuda, targets/abi.h) and run in the process's one CUDA context.
 //

@@ -1,6 +1,6 @@
 // Ahead-of-time compilation of one function for one profile into an artifact
 // directory (see docs/artifacts.md for the layout and the manifest).
-#include "targets/artifact.h"
+#include "artifact/build.h"
 #include "base/files.h"
 #include "base/time.h"
 
@@ -22,7 +22,7 @@
 #include "base/sha256.h"
 #include "scheduler/compile.h"
 #include "scheduler/rules.h"  // kScheduleSpaceVersion
-#include "targets/cuda_entry.h"
+#include "artifact/cuda_entry.h"
 #include "targets/toolchain.h"
 #include "base/json.h"
 
@@ -193,7 +193,7 @@ std::string wrapper_support(bool gpu) {
 
 // The C wrapper: mlk ABI -> Halide's AOT entry point.
 // For a CUDA profile (`gpu`) it also exports mlk_NAME_cuda (targets/abi.h),
-// with the CUDA half from targets/cuda_entry.h.
+// with the CUDA half from artifact/cuda_entry.h.
 std::string wrapper_source(const ir::Function& f, const std::vector<std::string>& unbound, const std::string& hname,
                            bool gpu) {
   std::ostringstream c;
