@@ -1,6 +1,6 @@
 """docs/openapi.yaml and the server's route table agree.
 
-`MLK serve --routes --json` prints the route table of service/api.cpp as a
+`MLK serve --routes` prints the route table of service/api.cpp as a
 JSON array of {"prefix", "name", "methods"}: a prefix is an exact path, or,
 ending in '/', every path that starts with it. This test fails (exit 1,
 naming the path or route) when
@@ -38,9 +38,9 @@ def is_dashboard(prefix):
     return prefix == "/ui" or prefix.startswith("/ui/")
 
 
-p = subprocess.run([MLK, "serve", "--routes", "--json"], capture_output=True, text=True, timeout=60)
+p = subprocess.run([MLK, "serve", "--routes"], capture_output=True, text=True, timeout=60)
 if p.returncode != 0:
-    sys.exit(f"openapi routes: `mlk serve --routes --json` exited {p.returncode}: {p.stderr.strip()[-500:]}")
+    sys.exit(f"openapi routes: `mlk serve --routes` exited {p.returncode}: {p.stderr.strip()[-500:]}")
 routes = json.loads(p.stdout)
 with open(SPEC, encoding="utf-8") as f:
     spec = yaml.safe_load(f)
