@@ -76,6 +76,13 @@ ApiResponse reject(Ctx& c, int status, const std::string& reason, const std::str
   return error_response(status, message);
 }
 
+ApiResponse method_not_allowed(Ctx& c, const std::string& allow) {
+  ApiResponse r = reject(c, 405, "method",
+                         c.req.method.substr(0, 20) + " is not allowed on " + c.req.path.substr(0, 200) + " (allowed: " + allow + ")");
+  r.headers.push_back({"Allow", allow});
+  return r;
+}
+
 ApiResponse body_rejection(Ctx& c, const Body& b) {
   if (b.outcome == Body::kTooLarge)
     return reject(c, 413, "too_large",
@@ -331,11 +338,7 @@ ApiResponse dispatch(Ctx& c) {
     allowed = allowed || m == c.req.method;
     allow += (allow.empty() ? "" : ", ") + m;
   }
-  if (!allowed) {
-    ApiResponse r = reject(c, 405, "method", c.req.method + " is not allowed on " + path.substr(0, 200) + " (allowed: " + allow + ")");
-    r.headers.push_back({"Allow", allow});
-    return r;
-  }
+  if (!allowed) return method_not_allowed(c, allow);
   const std::string& m = c.req.method;
   bool read = m == "GET" || m == "HEAD";
   if (c.route == "health") return json_text(200, R"({"ok":true})");

@@ -30,8 +30,8 @@ ApiResponse bench_route(Ctx& c, const std::string& arg) {
   const bool read = c.req.method == "GET" || c.req.method == "HEAD";
   const std::string& path = c.api.options().bench_history_path;
   std::string set = query(c, "baseline_set");
-  if (arg == "results" && read) return reject(c, 405, "method", "GET is not allowed on /v1/bench/results (allowed: POST)");
-  if (arg != "results" && !read) return reject(c, 405, "method", c.req.method + " is not allowed on /v1/bench/" + arg);
+  if (arg == "results" && read) return method_not_allowed(c, "POST");
+  if (arg != "results" && !read) return method_not_allowed(c, "GET, HEAD");
   const bool is_set = arg.rfind("baselines/", 0) == 0;
   if (is_set) set = arg.substr(10);
   if (arg != "results" && arg != "history" && !is_set)

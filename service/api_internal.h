@@ -52,6 +52,9 @@ std::string token_of(const std::string& header);
 
 // A rejection: counts it under `reason` and returns the error response.
 ApiResponse reject(Ctx& c, int status, const std::string& reason, const std::string& message);
+// 405 for a method the request's route does not allow, with `Allow: ALLOW`
+// (every 405 carries it, RFC 9110) and the same list in the message.
+ApiResponse method_not_allowed(Ctx& c, const std::string& allow);
 // The rejection for a body that did not arrive whole (413 or 400).
 ApiResponse body_rejection(Ctx& c, const Body& b);
 // A JSON (object) response.

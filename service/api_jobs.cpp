@@ -252,9 +252,7 @@ ApiResponse lease(Ctx& c) {
 // /v1/jobs/ID[/heartbeat|/result|/setup|/cancel].
 ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
   const bool read = c.req.method != "POST";
-  if ((what.empty() || what == "setup") != read)
-    return reject(c, 405, "method", c.req.method + " is not allowed on " + c.req.path +
-                                        (read ? " (allowed: POST)" : " (allowed: GET, HEAD)"));
+  if ((what.empty() || what == "setup") != read) return method_not_allowed(c, read ? "POST" : "GET, HEAD");
   if (what != "" && what != "setup" && what != "heartbeat" && what != "result" && what != "cancel")
     return reject(c, 404, "no_route", "no route " + c.req.path.substr(0, 100) + " (ID, ID/heartbeat, ID/result, ID/setup, ID/cancel)");
   Scopes need = read ? kScopeRead : what == "cancel" ? kScopeWriteEntries : kScopeWorker;
@@ -309,7 +307,7 @@ ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
 ApiResponse jobs_route(Ctx& c, const std::string& arg) {
   const bool post = c.req.method == "POST";
   if (arg == "setups" || arg == "submit" || arg == "lease") {
-    if (!post) return reject(c, 405, "method", c.req.method + " is not allowed on " + c.req.path + " (allowed: POST)");
+    if (!post) return method_not_allowed(c, "POST");
     return arg == "setups" ? put_setup(c) : arg == "submit" ? submit(c) : lease(c);
   }
   if (arg == "workers") return workers_route(c);

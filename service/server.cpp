@@ -306,7 +306,7 @@ struct Server::Impl {
     std::string m = method;
     rq.api.method = m;
     if (!known_method(m))
-      return refuse(c, rq, 405, "method", "method `" + m.substr(0, 20) + "` is not supported (docs/api.md)");
+      return refuse(c, rq, 501, "method", "method `" + m.substr(0, 20) + "` is not supported (docs/api.md)");
     if (rq.nul_in_path) return refuse(c, rq, 400, "bad_request", "the path holds an encoded NUL byte (%00)");
     HeadSize head;
     MHD_get_connection_values(c, MHD_HEADER_KIND, &count_header, &head);

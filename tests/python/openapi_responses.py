@@ -196,10 +196,10 @@ def problems_of(req, resp, want_request_valid, allow):
     path = spec_path_of(req.path)
     item = spec["paths"].get(path, {}) if path else {}
     if method not in item:
-        # No operation: the route table's 404/405, which info.description documents.
-        if resp.status_code not in (404, 405):
+        # No operation: the route table's 404/405 or the transport's 501, which info.description documents.
+        if resp.status_code not in (404, 405, 501):
             out.append(f"no operation {method.upper()} {req.path} in the spec, and the status is "
-                       f"{resp.status_code}, not a 404 or 405 of the route table")
+                       f"{resp.status_code}, not a 404 or 405 of the route table or the transport's 501")
         if resp.status_code == 405 and allow is not None and resp.headers.get("Allow") != allow:
             out.append(f"Allow is {resp.headers.get('Allow')!r}, want {allow!r}")
         if method != "head":
@@ -372,9 +372,8 @@ call("delete without the scope", "DELETE", f"/v1/entries/{KEY}", 403, RO)
 call("an unknown path", "GET", "/v2/nothing", 404, RW)
 call("a method /v1/whoami does not allow", "POST", "/v1/whoami", 405, RW, {}, allow="GET, HEAD")
 call("OPTIONS on /healthz", "OPTIONS", "/healthz", 405, allow="GET, HEAD")
-# The transport's 405 for a method it does not know carries no Allow (nor do
-# the 405s of the bench and jobs sub-routes below): what the server does today.
-call("a method the transport does not know", "PROPFIND", "/healthz", 405)
+# A method the transport does not know: 501 Not Implemented (RFC 9110), not a 405.
+call("a method the transport does not know", "PROPFIND", "/healthz", 501)
 
 # --- the benchmark history -----------------------------------------------------------
 report = {
@@ -401,7 +400,7 @@ call("baseline set main", "GET", "/v1/bench/baselines/main", 200, RO,
 call("baseline set main, status only", "HEAD", "/v1/bench/baselines/main", 200, RO)
 call("a missing baseline set", "GET", "/v1/bench/baselines/nope", 404, RO)
 call("a missing baseline set, status only", "HEAD", "/v1/bench/baselines/nope", 404, RO)
-call("a GET of the results", "GET", "/v1/bench/results", 405, RO)
+call("a GET of the results", "GET", "/v1/bench/results", 405, RO, allow="POST")
 call("an unknown bench route", "GET", "/v1/bench/nothing", 404, RO)
 
 # --- measurement jobs ----------------------------------------------------------------
@@ -475,8 +474,8 @@ call("the cancelled job", "GET", f"/v1/jobs/{JOB2}", 200, RO,
      expect=lambda r: field(r, "state") == "failed" and field(r, "result", "error") == "not needed")
 call("cancel without the write-entries scope", "POST", f"/v1/jobs/{JOB2}/cancel", 403, RO, {})
 call("cancel a missing job", "POST", "/v1/jobs/999999/cancel", 404, RW, {})
-call("a GET of the lease route", "GET", "/v1/jobs/lease", 405, WORKER)
-call("a POST to a job", "POST", f"/v1/jobs/{JOB}", 405, RW, {})
+call("a GET of the lease route", "GET", "/v1/jobs/lease", 405, WORKER, allow="POST")
+call("a POST to a job", "POST", f"/v1/jobs/{JOB}", 405, RW, {}, allow="GET, HEAD")
 call("an unknown job route", "POST", f"/v1/jobs/{JOB}/nothing", 404, RW, {})
 
 # --- ccache --------------------------------------------------------------------------
