@@ -1,5 +1,5 @@
 // `mlk run`: computes one function of a .tl program on safetensors inputs
-// and Arrow IPC streams (cli/run_inputs.h), with the compiled (Halide JIT)
+// and Arrow IPC streams (interop/run_inputs.h), with the compiled (Halide JIT)
 // kernel or the reference interpreter.
 #include <unistd.h>
 
@@ -16,8 +16,8 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "cli/dump_after.h"
-#include "cli/run_inputs.h"
-#include "cli/spmd_launch.h"
+#include "interop/run_inputs.h"
+#include "dist/launch.h"
 #include "interop/tensor_files.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
@@ -31,6 +31,11 @@
 #include "base/signing.h"
 
 namespace mlk::cli {
+
+using inputs::read_run_inputs;
+using spmd::check_spmd;
+using spmd::launch_spmd;
+using spmd::SpmdRun;
 
 namespace {
 

@@ -18,9 +18,13 @@
 #include "base/signing.h"
 #include "cache/entry_meta.h"
 #include "cache/signatures.h"
-#include "cli/remote_measure.h"
+#include "autotune/remote_measure.h"
 
 namespace mlk::cli {
+
+using tune::RemoteMeasureError;
+using tune::RemoteMeasureOptions;
+using tune::use_workers;
 
 namespace {
 
@@ -37,7 +41,7 @@ struct TuneArgs {
   double budget_s = 0;  // --budget: one search budget for every job, split by expected gain
   DumpStage dump_after = DumpStage::kNone;
   std::string verify_levels = "cheap", require_verified;  // `mlk verify` levels run on each winner; a gate
-  std::string workers, server;  // --workers KEY: measured by `mlk worker`s through --server (cli/remote_measure.h)
+  std::string workers, server;  // --workers KEY: measured by `mlk worker`s through --server (autotune/remote_measure.h)
   double worker_wait_s = 60;
   Precision precision = Precision::kF32;  // --precision
   std::string sign_path;                 // --sign KEYFILE
@@ -297,7 +301,7 @@ Status check_hit(const TuneArgs& t, const std::string& fn, const std::string& me
   return cache::require_verified("the cached entry of `" + fn + "`", *v, *required);
 }
 
-// --workers: where and how the candidates are measured (cli/remote_measure.h).
+// --workers: where and how the candidates are measured (autotune/remote_measure.h).
 RemoteMeasureOptions worker_options(const TuneArgs& t) {
   const char* servers = std::getenv("MLK_SERVERS");
   const char* token = std::getenv("MLK_TOKEN");

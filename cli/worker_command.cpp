@@ -20,11 +20,14 @@
 #include "autotune/measure_wire.h"
 #include "cli/args.h"
 #include "cli/command.h"
-#include "cli/remote_measure.h"
+#include "autotune/remote_measure.h"
 #include "lang/frontend.h"
 #include "base/json.h"
 
 namespace mlk::cli {
+
+using tune::fingerprint_id;
+using tune::hardware_fingerprint;
 
 namespace {
 

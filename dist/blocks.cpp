@@ -1,5 +1,5 @@
 // Blocks of sharded tensors (see spmd_blocks.h).
-#include "cli/spmd_blocks.h"
+#include "dist/blocks.h"
 
 #include <cstring>
 

@@ -13,7 +13,7 @@
 #include "lang/ir.h"
 #include "lang/tensor.h"
 
-namespace mlk::cli {
+namespace mlk::inputs {
 
 // Whether `path` is read as an Arrow IPC stream (it ends in ".arrows").
 bool is_arrow_stream(const std::string& path);
@@ -38,4 +38,4 @@ Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>
                                                   std::map<std::string, int64_t>& dims,
                                                   std::vector<std::string>* notes = nullptr);
 
-}  // namespace mlk::cli
+}  // namespace mlk::inputs

@@ -1,5 +1,5 @@
 // The mesh over MPI (see spmd_mesh.h).
-#include "cli/spmd_mesh.h"
+#include "dist/mesh.h"
 
 #include <mpi.h>
 
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "cli/spmd_blocks.h"
+#include "dist/blocks.h"
 
 namespace mlk::spmd {
 

@@ -1,12 +1,12 @@
 // `mlk run --inputs`: safetensors files and Arrow IPC streams to the fn's
-// parameters (cli/run_inputs.h).
-#include "cli/run_inputs.h"
+// parameters (interop/run_inputs.h).
+#include "interop/run_inputs.h"
 
 #include "interop/arrow_reader.h"
 #include "interop/arrow_schema.h"
 #include "interop/tensor_files.h"
 
-namespace mlk::cli {
+namespace mlk::inputs {
 
 namespace {
 
@@ -201,4 +201,4 @@ Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>
   return inputs;
 }
 
-}  // namespace mlk::cli
+}  // namespace mlk::inputs

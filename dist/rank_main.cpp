@@ -1,5 +1,5 @@
 // mlk-rank: one rank of an SPMD run (`mlk run --ranks N`, which starts N of
-// these with mpirun; cli/spmd_launch.h). Each rank checks the program, joins
+// these with mpirun; dist/launch.h). Each rank checks the program, joins
 // the mesh, takes its block of every input as the plan's layouts say
 // (lang/shard_plan.h), runs the plan's kernels (ordinary fns at per-shard
 // shapes: the artifact tuned for exactly that kernel and shape from the
@@ -20,9 +20,9 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "cli/run_inputs.h"
-#include "cli/spmd_blocks.h"
-#include "cli/spmd_mesh.h"
+#include "interop/run_inputs.h"
+#include "dist/blocks.h"
+#include "dist/mesh.h"
 #include "client/cli_cache.h"
 #include "interop/tensor_files.h"
 #include "lang/frontend.h"
@@ -115,7 +115,7 @@ void fault_seam(int64_t rank) {
 Expected<HostTensor> run_plan(Mesh& mesh, const ir::Module& m, const ir::ShardPlan& p, const Args& a) {
   const ir::Function* f = m.find(p.fn);
   auto dims = parse_dims(a.dims);
-  auto inputs = cli::read_run_inputs(a.inputs, *f, dims);
+  auto inputs = inputs::read_run_inputs(a.inputs, *f, dims);
   if (!inputs.ok()) return inputs.status();
   std::vector<std::vector<int64_t>> shapes;
   for (const auto& t : *inputs) shapes.push_back(t.shape);

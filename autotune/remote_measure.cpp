@@ -1,4 +1,4 @@
-#include "cli/remote_measure.h"
+#include "autotune/remote_measure.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,7 +15,7 @@
 #include "targets/detect.h"
 #include "base/json.h"
 
-namespace mlk::cli {
+namespace mlk::tune {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -200,4 +200,4 @@ Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
   return Status::Ok();
 }
 
-}  // namespace mlk::cli
+}  // namespace mlk::tune

@@ -24,7 +24,7 @@
 #include "autotune/measure.h"
 #include "client/jobs_client.h"
 
-namespace mlk::cli {
+namespace mlk::tune {
 
 // Why remote measurement cannot go on (no worker, the server gone, a bad
 // answer): thrown out of the tuner by the measurer, caught by `mlk tune`.
@@ -83,4 +83,4 @@ std::string hardware_fingerprint();
 // A short name for a fingerprint in progress lines: its sha256's first 12 digits.
 std::string fingerprint_id(const std::string& fingerprint);
 
-}  // namespace mlk::cli
+}  // namespace mlk::tune

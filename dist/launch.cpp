@@ -1,5 +1,5 @@
 // The SPMD launcher (see spmd_launch.h).
-#include "cli/spmd_launch.h"
+#include "dist/launch.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -12,7 +12,7 @@
 
 extern char** environ;
 
-namespace mlk::cli {
+namespace mlk::spmd {
 namespace {
 
 std::string mesh_text(const ir::ShardPlan& p) {
@@ -77,4 +77,4 @@ Status launch_spmd(const SpmdRun& r, const ir::Module& m) {
                          "); the ranks' messages are above");
 }
 
-}  // namespace mlk::cli
+}  // namespace mlk::spmd

@@ -1,5 +1,5 @@
 // `mlk run --ranks N`: an SPMD run of a fn defined by `shard` on N local
-// ranks, started with Open MPI's mpirun over loopback (cli/spmd_rank.cpp is
+// ranks, started with Open MPI's mpirun over loopback (dist/rank_main.cpp is
 // the per-rank program). The launcher checks what it can before starting
 // anything (the fn has a plan, N is its mesh's size) and reports a failed run
 // with mpirun's exit status.
@@ -12,7 +12,7 @@
 #include "base/status.h"
 #include "lang/ir.h"
 
-namespace mlk::cli {
+namespace mlk::spmd {
 
 struct SpmdRun {
   std::string file, fn, output;
@@ -31,4 +31,4 @@ Status check_spmd(const SpmdRun& r, const ir::Module& m);
 // Runs mpirun and waits; Ok when every rank succeeded.
 Status launch_spmd(const SpmdRun& r, const ir::Module& m);
 
-}  // namespace mlk::cli
+}  // namespace mlk::spmd
