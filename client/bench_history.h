@@ -6,7 +6,7 @@
 
 #include "base/status.h"
 
-namespace mlk::cli {
+namespace mlk::client {
 
 // POST /v1/bench/results: `report` (an mlk bench report's JSON) stored on
 // `server` (http://HOST:PORT) in namespace `ns` (empty: the token's team),
@@ -18,4 +18,4 @@ Expected<int> push_bench_report(const std::string& server, const std::string& ns
 // GET /v1/bench/baselines/NAME: the set as an mlk bench report (JSON text).
 Expected<std::string> fetch_baseline_set(const std::string& server, const std::string& ns, const std::string& name);
 
-}  // namespace mlk::cli
+}  // namespace mlk::client

@@ -1,4 +1,4 @@
-#include "cli/bench_server.h"
+#include "client/bench_history.h"
 
 #include <httplib.h>
 
@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include "base/json.h"
 
-namespace mlk::cli {
+namespace mlk::client {
 
 namespace {
 
@@ -62,4 +62,4 @@ Expected<std::string> fetch_baseline_set(const std::string& server, const std::s
   return r->body;
 }
 
-}  // namespace mlk::cli
+}  // namespace mlk::client
