@@ -1,0 +1,132 @@
+// The tuning log (autotune/tuning_log.h).
+#include "autotune/tuning_log.h"
+
+#include <filesystem>
+
+#include "base/json.h"
+
+namespace mlk::tune {
+
+using nlohmann::json;
+
+namespace {
+
+Measurement::Verdict parse_verdict(const std::string& s) {
+  if (s == "ok") return Measurement::Verdict::kOk;
+  if (s == "wrong") return Measurement::Verdict::kWrong;
+  if (s == "crash") return Measurement::Verdict::kCrash;
+  if (s == "timeout") return Measurement::Verdict::kTimeout;
+  return Measurement::Verdict::kError;
+}
+
+// Trials of an earlier run of the same tuning problem, by schedule hash;
+// `finals` gets its final-round re-measurements.
+Expected<std::map<std::string, Trial>> read_log(const std::string& path, const json& header, FinalTimes* finals) {
+  std::map<std::string, Trial> out;
+  std::ifstream in(path);
+  if (!in) return out;
+  std::string line;
+  bool first = true;
+  int lineno = 0;
+  uintmax_t good = 0;  // bytes of complete lines
+  while (std::getline(in, line)) {
+    ++lineno;
+    bool complete = !in.eof();
+    json j = line.empty() ? json() : parse_json(line);
+    if (line.empty() || j.is_discarded() || !complete) {
+      // A run killed mid-write leaves a torn last line: cut it off so the
+      // appended trials start on a line of their own. Anything else is damage.
+      if (in.peek() == EOF && (j.is_discarded() || !complete)) {
+        in.close();
+        std::filesystem::resize_file(path, good);
+        break;
+      }
+      if (line.empty()) {
+        good += 1;
+        continue;
+      }
+      return Status::Corruption(path + ":" + std::to_string(lineno) + ": not a JSON line");
+    }
+    good += line.size() + 1;
+    if (j.contains("final")) {
+      (*finals)[j.value("schedule_hash", "")] = j.value("times_ms", std::vector<double>{});
+      continue;
+    }
+    if (first) {
+      first = false;
+      if (!j.contains("header") || j["header"] != header)
+        return Status::InvalidArgument(path + " is the log of a different tuning run (function, shape, profile, seed or "
+                                       "toolchain differ); remove it or choose another --log");
+      continue;
+    }
+    Trial t;
+    t.index = j.value("trial", 0);
+    t.origin = j.value("origin", "");
+    auto s = Schedule::from_json(j["schedule"].dump());
+    if (!s.ok()) return Status::Corruption(path + ":" + std::to_string(lineno) + ": " + s.status().message());
+    t.schedule = *s;
+    t.knobs = j.value("knobs", Knobs{});
+    t.predicted_ms = j.value("predicted_ms", 0.0);
+    t.m.verdict = parse_verdict(j.value("verdict", "error"));
+    t.m.detail = j.value("detail", "");
+    t.m.compile_ms = j.value("compile_ms", 0.0);
+    t.m.max_abs_error = j.value("max_abs_error", 0.0);
+    t.m.max_rel_error = j.value("max_rel_error", 0.0);
+    t.m.median_ms = j.value("median_ms", 0.0);
+    t.m.times_ms = j.value("times_ms", std::vector<double>{});
+    t.at_s = j.value("at_s", 0.0);
+    out[t.schedule.hash()] = t;
+  }
+  return out;
+}
+
+}  // namespace
+
+json trial_json(const Trial& t) {
+  return {{"trial", t.index},
+          {"origin", t.origin},
+          {"schedule_hash", t.schedule.hash()},
+          {"schedule", json::parse(t.schedule.to_json())},
+          {"knobs", t.knobs},
+          {"predicted_ms", t.predicted_ms},
+          {"verdict", verdict_name(t.m.verdict)},
+          {"detail", t.m.detail},
+          {"compile_ms", t.m.compile_ms},
+          {"max_abs_error", t.m.max_abs_error},
+          {"max_rel_error", t.m.max_rel_error},
+          {"median_ms", t.m.median_ms},
+          {"times_ms", t.m.times_ms},
+          {"at_s", t.at_s}};
+}
+
+Expected<std::unique_ptr<TuningLog>> TuningLog::Open(const std::string& path, const json& header) {
+  auto log = std::unique_ptr<TuningLog>(new TuningLog());
+  // A line of the wrong shape makes nlohmann::json throw: the log is damaged.
+  auto prev = [&]() -> Expected<std::map<std::string, Trial>> {
+    try {
+      return read_log(path, header, &log->finals_);
+    } catch (const json::exception& e) {
+      return Status::Corruption(path + " is not a tuning log of mlk (" + e.what() + "); remove it or choose another --log");
+    }
+  }();
+  if (!prev.ok()) return prev.status();
+  log->earlier_ = std::move(prev).value();
+  const bool fresh = log->earlier_.empty();
+  log->out_.open(path, fresh ? std::ios::trunc : std::ios::app);
+  if (!log->out_) return Status::IOError("cannot write the tuning log " + path);
+  if (fresh) log->out_ << json{{"header", header}}.dump() << "\n";
+  log->out_.flush();
+  return log;
+}
+
+void TuningLog::Append(const Trial& t) {
+  out_ << trial_json(t).dump() << "\n";
+  out_.flush();
+}
+
+void TuningLog::AppendFinal(const std::string& schedule_hash, const std::vector<double>& times_ms) {
+  out_ << json{{"final", true}, {"schedule_hash", schedule_hash}, {"times_ms", times_ms}}.dump() << "\n";
+  out_.flush();
+}
+
+}  // namespace mlk::tune
