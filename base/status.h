@@ -122,7 +122,11 @@ class CheckThrows {
   if (detail::check_throws > 0) throw InternalError(what);
   std::fprintf(stderr, "%s; please report this bug to the mlk maintainers\n", what.c_str());
   std::fflush(stderr);
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+  std::abort();  // a fuzzer's oracle: libFuzzer saves the input that crashed from its SIGABRT handler
+#else
   std::_Exit(kInternalErrorExit);
+#endif
 }
 
 template <typename T>

@@ -94,8 +94,8 @@ class PreparedKernel {
   PreparedKernel() = default;
   // Prepare's steps (variants.cpp), run in this order on the inputs Prepare
   // made. PrepareMlk sets mlk_ and variant_: o.artifact_key's artifact from
-  // `cc`, else the cache's artifact tuned at exactly this shape, else (host
-  // only) the default schedule; an error means mlk cannot run. `cc` may be
+  // `cc`, else the cache's artifact tuned at exactly this shape, else the
+  // default schedule of the kernel's profile (runtime/resolve.h); an error means mlk cannot run. `cc` may be
   // null (no cache, or none needed).
   Status PrepareMlk(const PrepareOptions& o, client::CliCache* cc);
   // Sets baseline_ from o.baseline_key (taken from `cc`) or

@@ -89,6 +89,8 @@ Status Conn::error(pg_result* r, const std::string& what) const {
   if (code == "40001" || code == "40P01") return Status::IOError(text + "; retry");
   if (code == "53100") return Status::IOError(name_ + ": the database disk is full (" + msg + ")");
   if (code.rfind("23", 0) == 0 || code.rfind("22", 0) == 0) return Status::InvalidArgument(text);
+  if (code == "42501" || code.rfind("28", 0) == 0)  // the role may not do this, or is not who it claims
+    return Status::IOError(text + "; check the database role's grants");
   return Status::Internal(text);
 }
 
@@ -131,7 +133,14 @@ Status txn(Conn& c, const std::function<Status()>& f) {
   auto begin = c.exec("BEGIN");
   if (!begin.ok()) return begin.status();
   c.depth_ = 1;
-  Status s = f();
+  Status s;
+  try {
+    s = f();
+  } catch (...) {  // e.g. a broken invariant in a server request: never leave the session in a transaction
+    if (c.c_ && PQstatus(c.c_) == CONNECTION_OK && PQtransactionStatus(c.c_) != PQTRANS_IDLE) (void)c.exec("ROLLBACK");
+    c.depth_ = 0;
+    throw;
+  }
   if (s.ok()) {
     auto commit = c.exec("COMMIT");
     s = commit.status();

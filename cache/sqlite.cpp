@@ -143,7 +143,13 @@ namespace {
 Status txn(Db& db, const char* begin, const std::function<Status()>& f) {
   MLK_CHECK(!db.in_transaction(), "nested cache transaction");
   MLK_RETURN_IF_ERROR(db.exec(begin));
-  Status s = f();
+  Status s;
+  try {
+    s = f();
+  } catch (...) {  // e.g. a broken invariant in a server request: never leave the session in a transaction
+    if (db.in_transaction()) (void)db.exec("ROLLBACK");
+    throw;
+  }
   if (s.ok()) s = db.exec("COMMIT");
   // After a failed COMMIT (or an error that already rolled back, e.g. SQLITE_FULL)
   // make sure no transaction is left open.

@@ -1,7 +1,7 @@
 // TOML files as command lines (cli/config_file.h), read with toml++.
 #include "cli/config_file.h"
 
-#include <toml++/toml.hpp>
+#include <toml++/toml.h>
 
 #include "base/files.h"
 
@@ -100,7 +100,8 @@ struct Applier {
 
 }  // namespace
 
-Status apply_config_file(const CommandSpec& spec, const std::string& path) {
+Status apply_config_file(const CommandSpec& spec, const std::string& path, const std::set<std::string>& skip,
+                         const std::set<std::string>& refused) {
   auto text = read_file(path);
   if (!text.ok()) return Status::Usage("--config: " + text.status().message());
   toml::table doc;
@@ -118,6 +119,9 @@ Status apply_config_file(const CommandSpec& spec, const std::string& path) {
       return Status::Usage(where(path, k.source()) + "unknown key `" + key + "` for `mlk " + spec.name + "`" + near);
     }
     if (flag->name == "--config") return Status::Usage(where(path, k.source()) + "a config file cannot name another one");
+    if (refused.count(flag->name))
+      return Status::Usage(where(path, k.source()) + "`" + key + "` is an action of the command line, not a setting");
+    if (skip.count(flag->name)) continue;  // the command line gives it
     if (Status s = Applier{path, *flag, key}.apply(v); !s.ok()) return s;
   }
   return Status::Ok();

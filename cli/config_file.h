@@ -10,6 +10,10 @@
 //   [trusted-signers]
 //   release = ["ab12...", "k.pub"]   #   --trusted-signers release=ab12...,k.pub
 //
+// Flags on the command line override the file: a flag given there replaces
+// the file's key whole (for a repeatable flag, its whole table: the file's
+// trusted keys are not kept beside the command line's).
+//
 // A key is a flag's name without its dashes. A repeatable flag also takes an
 // array of its values (`quota = ["vision=50G"]`). Errors are usage errors
 // (exit 2) that start with FILE:LINE:COLUMN: an unknown key (with the nearest
@@ -20,6 +24,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,11 +34,14 @@
 namespace mlk::cli {
 
 // Calls the setters of `spec`'s flags for every key of the TOML file at
-// `path`, in the file's order. Run it before parse_command_line on the same
-// spec, so that flags given on the command line are set last and win (a
-// repeatable map flag such as --quota merges: a flag replaces the file's
-// value for the same name).
-Status apply_config_file(const CommandSpec& spec, const std::string& path);
+// `path` (in key order: each key sets its own flag, so order does not
+// matter), but for the flags named in `skip` (by table name, "--quota"):
+// those the command line gives, which replace the file's value whole (a
+// repeatable flag's whole table). Run it before parse_command_line on the
+// same spec. `refused` names flags a file may not set (actions such as
+// --routes); a key naming one is an error at its position.
+Status apply_config_file(const CommandSpec& spec, const std::string& path, const std::set<std::string>& skip = {},
+                         const std::set<std::string>& refused = {});
 
 // The value of `--config FILE` / `--config=FILE` in `args`, if given, without
 // parsing anything else. Given twice, or with no value, is a usage error.

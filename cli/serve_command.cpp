@@ -1,5 +1,6 @@
 // `mlk serve`: the cache daemon (service/server.h) on a store file.
 #include <algorithm>
+#include <set>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -255,11 +256,18 @@ CommandSpec serve_spec() {
 
 int run_serve(const std::vector<std::string>& args) {
   ServeArgs a;
-  // The file first, then the command line through the same setters: flags win.
+  // The file first, then the command line through the same setters; a flag
+  // the command line gives replaces the file's key whole (--cache and
+  // --store: either replaces both).
   auto config = config_flag_value(args);
   if (!config.ok()) return usage_error("serve", config.status().message());
   if (*config) {
-    Status s = apply_config_file(spec(a), **config);
+    ServeArgs scratch;
+    ParsedFlags given;
+    if (int bad = parse_or_usage_error(spec(scratch), args, &given)) return bad;
+    std::set<std::string> skip(given.given.begin(), given.given.end());
+    if (skip.count("--cache") || skip.count("--store")) skip.insert({"--cache", "--store"});
+    Status s = apply_config_file(spec(a), **config, skip, {"--routes"});
     if (!s.ok()) return usage_error("serve", s.message());
   }
   if (int bad = parse_or_usage_error(spec(a), args)) return bad;

@@ -1,4 +1,4 @@
-// Blocks of sharded tensors (see spmd_blocks.h).
+// Blocks of sharded tensors (dist/blocks.h).
 #include "dist/blocks.h"
 
 #include <cstring>

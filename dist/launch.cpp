@@ -1,4 +1,4 @@
-// The SPMD launcher (see spmd_launch.h).
+// The SPMD launcher (dist/launch.h).
 #include "dist/launch.h"
 
 #include <spawn.h>

@@ -1,4 +1,4 @@
-// The mesh over MPI (see spmd_mesh.h).
+// The mesh over MPI (dist/mesh.h).
 #include "dist/mesh.h"
 
 #include <mpi.h>

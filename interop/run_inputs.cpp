@@ -182,7 +182,10 @@ Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>
       by_name[name] = std::move(t);
     }
   }
-  dims.insert(bound.begin(), bound.end());  // keeps the values dims already has (the streams agreed with them)
+  // Only the fn's dimensions no input's shape shows (a Category's K): the
+  // streams' others are shapes already, or a constant row count's text.
+  for (const std::string& d : f.unbound_dims())
+    if (auto it = bound.find(d); it != bound.end()) dims.emplace(d, it->second);  // keeps a value dims has
   std::vector<HostTensor> inputs;
   for (size_t i = 0; i < f.params.size(); ++i) {
     const ir::Param& p = f.params[i];

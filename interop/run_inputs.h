@@ -31,9 +31,9 @@ bool is_arrow_stream(const std::string& path);
 // the parameter or column. With `notes`, one line per stream read says what
 // was done with its data (its rows and batches; its columns copied into the
 // input tensors: `mlk run` never computes on a stream's memory in place).
-// The dimensions a Dataframe's stream binds (its row count, list sizes, a
-// Category column's dictionary size K, which no tensor's shape shows) are
-// added to `dims` where it has none.
+// A dimension of `f` that no parameter's shape shows but a Dataframe's
+// stream binds (a Category column's dictionary size K) is added to `dims`
+// where it has none.
 Expected<std::vector<HostTensor>> read_run_inputs(const std::vector<std::string>& files, const ir::Function& f,
                                                   std::map<std::string, int64_t>& dims,
                                                   std::vector<std::string>* notes = nullptr);

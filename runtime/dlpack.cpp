@@ -97,7 +97,7 @@ Expected<std::shared_ptr<HostBuffer>> HostBuffer::Allocate(DType dtype, std::vec
   const size_t nbytes = static_cast<size_t>(numel) * static_cast<size_t>(dtype_bits(dtype) / 8);
   // aligned_alloc wants a size that is a multiple of the alignment (and > 0).
   void* p = std::aligned_alloc(64, std::max<size_t>(64, (nbytes + 63) / 64 * 64));
-  if (!p) return Status::Internal("cannot allocate " + std::to_string(nbytes) + " bytes for a result");
+  if (!p) return Status::IOError("cannot allocate " + std::to_string(nbytes) + " bytes for a result (out of memory)");
   std::shared_ptr<HostBuffer> b(new HostBuffer());
   b->data_ = p;
   b->dtype_ = dtype;

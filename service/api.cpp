@@ -398,8 +398,8 @@ ApiResponse Api::handle(const ApiRequest& req, BodySource& body) {
   auto t0 = std::chrono::steady_clock::now();
   Ctx c{*this, req, body, "unknown", "", {}, std::nullopt};
   ApiResponse r;
-  CheckThrows checks_throw;  // a broken invariant fails this request (500, logged), not the server
   try {
+    CheckThrows checks_throw;  // a broken invariant fails this request (500, logged), not the server
     r = dispatch(c);
   } catch (const std::exception& e) {
     r = error_response(500, std::string("internal error: ") + e.what());

@@ -83,8 +83,9 @@ def expand(fn, args, dims):
             where = "argument %d `%s` of `%s`" % (k, f["name"], fn.__name__)
             cols = _module().read(args[k], fn._ops._program.source, fn.__name__, f["name"], dims or {}, where)
             out.extend(cols)
-            for c in cols[:1]:
-                bound.update(c.stream_dims)
+            unbound = set(sig.get("unbound_dims") or [])
+            for c in cols[:1]:  # the fn's dims no shape shows (a Category's K); not a constant row count's text
+                bound.update({d: v for d, v in c.stream_dims.items() if d in unbound})
             i += len(f["params"])
         k += 1
     if k != len(args):
