@@ -59,7 +59,7 @@ def main():
     def load(precision):
         return mlk.load_model(os.path.join(ROOT, "examples/minilm/minilm.tl"),
                               weights=os.path.join(MODEL_DIR, "model.safetensors"), target="host",
-                              precision=precision)
+                              precision=precision, entry="encode")
 
     model = load("f32")
 

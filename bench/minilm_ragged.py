@@ -1,6 +1,6 @@
 """Ragged batches: all-MiniLM-L6-v2 on 32 real sentences of different lengths.
 mlk runs them in the packed-token form (Model.encode on
-examples/minilm/minilm_packed.binding.json: no FLOP on padding in the
+examples/minilm/minilm.tl's entry `encode_packed`: no FLOP on padding in the
 products and norms, attention within each sentence); the peers of
 bench/minilm_peers.py (PyTorch eager, torch.compile, ONNX Runtime, OpenVINO)
 run the batch padded to its longest sentence, as they are called (with
@@ -71,9 +71,8 @@ def main():
     contenders, want = peers(ids, mask, THREADS)
     program = os.path.join(ROOT, "examples", "minilm", "minilm.tl")
     weights = os.path.join(MODEL_DIR, "model.safetensors")
-    packed = mlk.load_model(program, weights=weights, target="host",
-                            binding=os.path.join(ROOT, "examples", "minilm", "minilm_packed.binding.json"))
-    padded = mlk.load_model(program, weights=weights, target="host")
+    packed = mlk.load_model(program, weights=weights, target="host", entry="encode_packed")
+    padded = mlk.load_model(program, weights=weights, target="host", entry="encode")
     tids, tmask = torch.from_numpy(ids), torch.from_numpy(mask)
 
     def mlk_packed():

@@ -1,5 +1,6 @@
-// Copies of syntax-tree dimension expressions, for the front-end steps that
-// rewrite the tree (lang/records.cpp, lang/dataframe.cpp). Spans are kept.
+// Copies of syntax-tree dimension expressions and expressions, for the
+// front-end steps that rewrite the tree (lang/records.cpp,
+// lang/dataframe.cpp). Spans are kept.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +24,24 @@ inline std::unique_ptr<DimExpr> clone(const DimExpr& d, const std::map<std::stri
   if (d.lhs) c->lhs = clone(*d.lhs, subst);
   if (d.rhs) c->rhs = clone(*d.rhs, subst);
   c->depth = 1 + std::max(c->lhs ? c->lhs->depth : 0, c->rhs ? c->rhs->depth : 0);
+  return c;
+}
+
+// A deep copy of `e`.
+inline ExprPtr clone(const Expr& e) {
+  auto c = std::make_unique<Expr>();
+  c->kind = e.kind;
+  c->span = e.span;
+  c->depth = e.depth;
+  c->name = e.name;
+  c->text = e.text;
+  c->bool_value = e.bool_value;
+  for (const auto& a : e.args) c->args.push_back(clone(*a));
+  c->arg_keywords = e.arg_keywords;
+  c->arg_keyword_spans = e.arg_keyword_spans;
+  for (const auto& [n, d] : e.dim_args) c->dim_args.emplace_back(n, clone(*d));
+  c->dim_arg_spans = e.dim_arg_spans;
+  c->callee_span = e.callee_span;
   return c;
 }
 

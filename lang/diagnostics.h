@@ -27,9 +27,14 @@ struct Diagnostic {
 };
 
 // Collects diagnostics in emission order. Not thread-safe; one per check.
+// A diagnostic identical to one already collected (kind, span and message:
+// the same mistake reached again, as each call a `fold` expands to reaches
+// its fn's) is dropped.
 class DiagnosticSink {
  public:
   void error(DiagKind kind, Span span, std::string message) {
+    for (const Diagnostic& d : diags_)
+      if (d.kind == kind && d.span.begin == span.begin && d.span.end == span.end && d.message == message) return;
     diags_.push_back({kind, span, std::move(message)});
   }
   const std::vector<Diagnostic>& diagnostics() const { return diags_; }

@@ -108,6 +108,10 @@ struct Function {
     std::string type;  // "Params[D, H]"
     int first = 0;     // its leaves: params[first, first + count)
     int count = 0;
+    // Each leaf's path below the parameter, in leaf order:
+    // "encoder.layer.0.attention.self.query.weight" (an Array's elements
+    // by index). A model binds its weights by them (runtime/derived_binding.h).
+    std::vector<std::string> paths;
   };
   std::vector<RecordParam> records;
   // Dimension variables no parameter shape binds (must be given explicitly).

@@ -126,7 +126,7 @@ class Merge {
   void expr(ast::Expr& e) {
     e.span = e.callee_span = at_;
     if (e.kind == ast::Expr::Kind::kCall && fns_.count(e.name)) e.name = prefix_ + e.name;
-    if (e.kind == ast::Expr::Kind::kCall && e.name == "fold" && e.args.size() == 3 &&
+    if (e.kind == ast::Expr::Kind::kCall && e.name == "fold" && e.args.size() >= 3 &&
         e.args[2]->kind == ast::Expr::Kind::kName && fns_.count(e.args[2]->name))
       e.args[2]->name = prefix_ + e.args[2]->name;  // `fold(xs, h, step)` names a fn
     for (auto& s : e.arg_keyword_spans) s = at_;

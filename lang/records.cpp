@@ -320,6 +320,7 @@ class Lowering {
       for (auto& l : leaves) {
         l.name_span = p.name_span;
         scope_.leaves[l.name] = leaf_path_[l.name];
+        rp.paths.push_back(leaf_path_[l.name].substr(p.name.size() + 1));
         params.push_back(std::move(l));
       }
       scope_.params[p.name] = std::move(n);
@@ -483,11 +484,14 @@ class Lowering {
     e.arg_keyword_spans = std::move(kw_spans);
   }
 
-  // fold(xs, init, g) -> g(.. g(init, xs[0]) .., xs[N-1]).
+  // fold[dims](xs, init, g, extra..) -> g[dims](.. g[dims](init, xs[0], extra..) .., xs[N-1], extra..).
   void fold(ast::ExprPtr& e) {
-    const char* form = "`fold` takes an Array, the initial value and a fn: `fold(xs, init, g)`, calling `g(carry, xs[i])`";
-    if (e->args.size() != 3 || !e->arg_keywords[0].empty() || !e->arg_keywords[1].empty() || !e->arg_keywords[2].empty() ||
-        e->args[2]->kind != ast::Expr::Kind::kName) {
+    const char* form =
+        "`fold` takes an Array, the initial value, a fn and the fn's other arguments: `fold(xs, init, g, a..)`, "
+        "calling `g(carry, xs[i], a..)`";
+    bool positional = e->args.size() >= 3 && e->args[2]->kind == ast::Expr::Kind::kName;
+    for (const auto& k : e->arg_keywords) positional = positional && k.empty();
+    if (!positional) {
       error(DiagKind::BadArguments, e->span, form);
       return;
     }
@@ -510,7 +514,8 @@ class Lowering {
                 std::to_string(kMaxTreeHeight) + " here; fold fewer elements, or fold inside a fn");
       return;
     }
-    if (!spend(xs->children.size(), e->span)) return;
+    const size_t extras = e->args.size() - 3;
+    if (!spend(xs->children.size() * (1 + extras), e->span)) return;
     ast::ExprPtr acc = std::move(e->args[1]);
     const std::string base = e->args[0]->name;
     for (size_t i = 0; i < xs->children.size(); ++i) {
@@ -520,16 +525,21 @@ class Lowering {
       c->span = e->span;
       c->callee_span = e->args[2]->span;
       c->depth = acc->depth + 1;
-      c->args.push_back(std::move(acc));
-      c->arg_keywords.emplace_back();
-      c->arg_keyword_spans.push_back(e->span);
+      for (const auto& [n, d] : e->dim_args) c->dim_args.emplace_back(n, ast::clone(*d));
+      c->dim_arg_spans = e->dim_arg_spans;
+      auto arg = [&](ast::ExprPtr a, Span s) {
+        c->depth = std::max(c->depth, a->depth + 1);
+        c->args.push_back(std::move(a));
+        c->arg_keywords.emplace_back();
+        c->arg_keyword_spans.push_back(s);
+      };
+      arg(std::move(acc), e->span);
       auto x = std::make_unique<ast::Expr>();
       x->kind = ast::Expr::Kind::kName;
       x->name = base + "." + xs->children[i].name;
       x->span = e->args[0]->span;
-      c->args.push_back(std::move(x));
-      c->arg_keywords.emplace_back();
-      c->arg_keyword_spans.push_back(e->args[0]->span);
+      arg(std::move(x), e->args[0]->span);
+      for (size_t k = 3; k < e->args.size(); ++k) arg(ast::clone(*e->args[k]), e->args[k]->span);
       acc = std::move(c);
     }
     expr(acc);  // once, from the outermost call in

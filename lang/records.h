@@ -21,7 +21,10 @@
 //   at a record parameter of another record type is an error naming both;
 // - `fold(xs, init, g)` over an Array `xs` of N elements is
 //   `g(.. g(g(init, xs[0]), xs[1]) .., xs[N-1])` (carry first, as
-//   functools.reduce and jax.lax.scan), unrolled here;
+//   functools.reduce and jax.lax.scan), unrolled here; further arguments
+//   are passed to every call after the element (`fold(xs, h, g, mask)`:
+//   `g(h, xs[0], mask)`), and dimension arguments too (`fold[H=12](..)`:
+//   `g[H=12](..)`);
 // - a record anywhere else is an error (RecordUse).
 // In transforms of a fn with record parameters, a `wrt` entry naming a
 // record (or a path into one) stands for its float leaves, and a per-parameter

@@ -412,12 +412,15 @@ void bind_runtime_and_models(py::module_& m) {
         }
         return PyProgram{rt, unwrap(std::move(*prog))};
       }, py::arg("name"), py::arg("text"), py::arg("precision") = "f32")
-      // A model: its program, binding ("" = next to the program) and weights (runtime/model.h).
+      // A model: its program, binding ("" = next to the program, or derived from `entry`) and weights
+      // (runtime/model.h).
       .def("model", [](std::shared_ptr<mlk::rt::Runtime> rt, const std::string& program, const std::string& binding,
-                       const std::string& weights, const std::string& targets) {
+                       const std::string& weights, const std::string& targets, const std::string& entry,
+                       const std::map<std::string, std::string>& rename) {
         auto policy = unwrap(mlk::rt::TargetPolicy::Parse(targets));
-        return PyModel{rt, unwrap(mlk::rt::Model::Load(rt, {program, binding, weights}, policy))};
-      });
+        return PyModel{rt, unwrap(mlk::rt::Model::Load(rt, {program, binding, weights, entry, rename}, policy))};
+      }, py::arg("program"), py::arg("binding"), py::arg("weights"), py::arg("targets"), py::arg("entry") = "",
+         py::arg("rename") = std::map<std::string, std::string>{});
 
   py::class_<PyModel>(m, "Model")
       // [(name, required)], in call order.

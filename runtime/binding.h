@@ -51,6 +51,7 @@ struct Binding {
   // Keys of the weights file that no step binds, on purpose; any other
   // unbound tensor of the file is an error.
   std::vector<std::string> unused;
+  bool derived = false;  // from the program (runtime/derived_binding.h), not a file
 };
 
 // The key of instance `i` of a key template: `{i}` replaced by i.

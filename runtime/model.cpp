@@ -1,6 +1,7 @@
 #include "runtime/model.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <set>
@@ -8,6 +9,7 @@
 #include "base/files.h"
 #include "interop/safetensors.h"
 #include "lang/tensor.h"
+#include "runtime/derived_binding.h"
 #include "runtime/boundary.h"
 
 namespace mlk::rt {
@@ -62,6 +64,16 @@ class Model::Call {
 };
 
 namespace {
+
+// How messages name parameter `index` of `f`: "parameter `wq`", or for a
+// leaf of a record parameter "field `p.attention.self.query.weight`".
+std::string param_label(const ir::Function& f, size_t index) {
+  for (const auto& r : f.records)
+    if (static_cast<int>(index) >= r.first && static_cast<int>(index) < r.first + r.count &&
+        index - r.first < r.paths.size())
+      return "field `" + r.name + "." + r.paths[index - r.first] + "`";
+  return "parameter `" + f.params[index].name + "`";
+}
 
 DLTensor dl_tensor(void* data, DType dtype, std::vector<int64_t>& shape) {
   DLTensor t{};
@@ -192,6 +204,14 @@ Expected<std::shared_ptr<const Model>> Model::Load(std::shared_ptr<Runtime> runt
     if (binding_path.size() > 3 && binding_path.compare(binding_path.size() - 3, 3, ".tl") == 0)
       binding_path.resize(binding_path.size() - 3);
     binding_path += ".binding.json";
+    std::error_code ec;
+    if (!files.entry.empty() || !files.rename.empty() || !std::filesystem::exists(binding_path, ec)) {
+      auto b = derive_binding(m->program_->module, files.program, files.entry, files.rename);
+      if (!b.ok()) return b.status();
+      m->binding_ = std::move(*b);
+      MLK_RETURN_IF_ERROR(m->BindWeights(files.weights));
+      return std::shared_ptr<const Model>(std::move(m));
+    }
   }
   auto text = read_file(binding_path);
   if (!text.ok()) return Status::NotFound("the binding of " + files.program + ": " + text.status().message());
@@ -224,8 +244,9 @@ Status Model::BindWeights(const std::string& weights_path) {
       for (const auto& [d, v] : step.dims) st.origin[d] = "the step's \"dims\" in " + binding_.file;
       for (size_t p = 0; p < f->params.size(); ++p) {
         const ir::Param& par = f->params[p];
-        // "`wq` of `layer` (step 1, instance 3 of 6)", after the word "parameter".
-        const std::string bound = "`" + par.name + "` of `" + f->name + "` (step " + std::to_string(si) +
+        // "parameter `wq` of `layer` (step 1, instance 3 of 6)", or for a
+        // record's leaf "field `p.attention.self.query.weight` of `layer` (step 4)".
+        const std::string bound = param_label(*f, p) + " of `" + f->name + "` (step " + std::to_string(si) +
                                   (step.repeat > 1 ? ", instance " + std::to_string(i) + " of " + std::to_string(step.repeat)
                                                    : std::string()) + ")";
         if (auto a = step.args.find(par.name); a != step.args.end()) {
@@ -246,13 +267,13 @@ Status Model::BindWeights(const std::string& weights_path) {
         const std::string of = "`" + key + "` of " + weights_path;
         const safetensors::TensorView* tv = weights_->file.find(key);
         if (!tv) return Status::InvalidArgument(weights_path + " has no tensor `" + key + "`, which " + binding_.file +
-                                                " binds to parameter " + bound);
+                                                " binds to " + bound);
         auto dt = mlk_dtype(tv->dtype);
         if (!dt)
           return Status::InvalidArgument("tensor " + of + " has dtype " + std::string(safetensors::dtype_name(tv->dtype)) +
-                                         ", which no mlk dtype holds; parameter " + bound + " is " + par.type.str());
+                                         ", which no mlk dtype holds; " + bound + " is " + par.type.str());
         if (*dt != par.type.dtype)
-          return Status::InvalidArgument("tensor " + of + " is " + dtype_name(*dt) + ", but parameter " + bound + " is " +
+          return Status::InvalidArgument("tensor " + of + " is " + dtype_name(*dt) + ", but " + bound + " is " +
                                          par.type.str() + "; mlk never converts dtypes");
         DimState before = st;
         std::string why = fit(*f, par.type.shape, tv->shape, key, st);
@@ -261,7 +282,7 @@ Status Model::BindWeights(const std::string& weights_path) {
           if (rev.size() == 2 && rev != tv->shape && fit(*f, par.type.shape, rev, key, before).empty())
             why += " (the tensor looks transposed: " + shape_str(rev) + " would fit; the program takes the weight "
                    "as stored, e.g. nn.Linear's [out, in])";
-          return Status::InvalidArgument("tensor " + of + " has shape " + shape_str(tv->shape) + ", but parameter " + bound +
+          return Status::InvalidArgument("tensor " + of + " has shape " + shape_str(tv->shape) + ", but " + bound +
                                          " is " + par.type.str() + ": " + why);
         }
         if (!bound_at.count(key)) bound_at[key] = bound;
@@ -288,16 +309,21 @@ Status Model::BindWeights(const std::string& weights_path) {
   std::set<std::string> unused(binding_.unused.begin(), binding_.unused.end());
   for (const auto& k : unused) {
     if (!weights_->file.find(k))
-      return Status::InvalidArgument(binding_.file + " lists `" + k + "` as \"unused\", but " + weights_path +
+      return Status::InvalidArgument(binding_.derived ? weights_path + " has no tensor `" + k + "`, a field of the records of " +
+                                                            binding_.file + " (one no step reads)"
+                                                      : binding_.file + " lists `" + k + "` as \"unused\", but " + weights_path +
                                      " has no such tensor");
     if (bound_at.count(k))
-      return Status::InvalidArgument(binding_.file + " lists `" + k + "` as \"unused\", but it is bound to parameter " +
+      return Status::InvalidArgument(binding_.file + " lists `" + k + "` as \"unused\", but it is bound to " +
                                      bound_at[k]);
   }
   for (const auto& t : weights_->file.tensors())
     if (!bound_at.count(t.name) && !unused.count(t.name))
-      return Status::InvalidArgument("tensor `" + t.name + "` of " + weights_path + " is bound by no step of " +
-                                     binding_.file + "; bind it to a parameter, or list it under \"unused\"");
+      return Status::InvalidArgument(
+          "tensor `" + t.name + "` of " + weights_path + " is bound by no step of " + binding_.file +
+          (binding_.derived ? "; give the record a field at that path (a record may describe the whole checkpoint), "
+                              "or map a field to it with a rename"
+                            : "; bind it to a parameter, or list it under \"unused\""));
   return Status::Ok();
 }
 

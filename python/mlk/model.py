@@ -1,13 +1,15 @@
-"""mlk models: a .tl program, its binding file and its weights, served through
-the runtime (runtime/model.h). docs/tutorial-serve-a-model.md walks through one.
+"""mlk models: a .tl program, its binding (derived from the program, or a
+file) and its weights, served through the runtime (runtime/model.h).
+docs/tutorial-serve-a-model.md walks through one.
 
     import mlk
-    model = mlk.load_model("examples/minilm/minilm.tl", weights="model.safetensors", target="host")
+    model = mlk.load_model("examples/minilm/minilm.tl", weights="model.safetensors", target="host",
+                           entry="encode")
     emb = model(input_ids, attention_mask)     # torch tensors in, a torch tensor out
 
 The weights are mapped once and checked against the program at load (a
 missing, extra, mistyped or misshapen tensor raises mlk.BoundaryError naming
-its key and the parameter); each call runs the binding's steps on the
+its key and the field); each call runs the binding's steps on the
 runtime's kernels with the weights in place.
 """
 from . import _dlpack, _mlk
@@ -134,11 +136,11 @@ class Model:
         sequence of token ids per sentence (each as a tokenizer gives it, [CLS] ... [SEP]). Their
         tokens go back to back into one row (the packed-token form, pack_tokens), so the products
         and norms spend no FLOP on padding and attention only crosses tokens of one sentence. Needs
-        a binding whose inputs are the packed form's (examples/minilm/minilm_packed.binding.json);
+        a model whose inputs are the packed form's (examples/minilm/minilm.tl's entry `encode_packed`);
         returns one row per sentence, as a numpy array."""
         missing = [n for n in PACKED_INPUTS if n not in self._required]
         if missing:
-            raise _mlk.BoundaryError("encode needs a binding of the packed-token form; this model's inputs (%s) lack %s"
+            raise _mlk.BoundaryError("encode needs a model of the packed-token form; this model's inputs (%s) lack %s"
                                      % (", ".join(self.input_names), ", ".join(missing)))
         return self(**pack_tokens(token_lists))
 
@@ -160,16 +162,25 @@ class Model:
 
 
 def load_model(program, weights, binding=None, target="host", cache="", namespace="default", token="", require="any",
-               namespaces="", precision="f32"):
+               namespaces="", precision="f32", entry=None, rename=None):
     """The model of the .tl file `program` with the weights in the safetensors
-    file `weights`, bound by `binding` (default: the program's path with .tl
-    replaced by .binding.json). `target`, `cache`, `namespace`, `token`,
-    `namespaces` and `require` choose the kernels as in mlk.load: the tuned artifact of each
-    step for the call's shape from the cache, else the default schedule (JIT).
-    `precision` ("f32", "bf16", "f16") is the products' policy, as in mlk.load."""
+    file `weights`. Its steps and the key of each weight come from `binding`
+    (a binding file) when given; else from the program itself when `entry`
+    or `rename` is given or no `<program>.binding.json` exists: the entry fn
+    (`entry`, default: the only fn that takes a record and that no fn calls) calls the
+    step fns, and each field of its record parameters binds the tensor named
+    by the field's path (`encoder.layer.0.attention.self.query.weight`), after
+    `rename` ({path prefix: key prefix}) (docs/tutorial-serve-a-model.md).
+    `target`, `cache`, `namespace`, `token`, `namespaces` and `require` choose
+    the kernels as in mlk.load: the tuned artifact of each step for the call's
+    shape from the cache, else the default schedule (JIT). `precision` ("f32",
+    "bf16", "f16") is the products' policy, as in mlk.load."""
     option = _precision_option(precision)
     if require not in ("any", "tuned", "exact"):
         raise ValueError("require=%r: expected 'any', 'tuned' or 'exact'" % (require,))
+    if rename is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(rename).items()):
+        raise TypeError("rename maps a record path prefix (str) to a weights key prefix (str)")
     rt = _mlk.Runtime(cache, namespace, token, namespaces)
     policy = (target if require == "any" else "%s;require=%s" % (target, require)) + option
-    return Model(rt.model(str(program), "" if binding is None else str(binding), str(weights), policy))
+    return Model(rt.model(str(program), "" if binding is None else str(binding), str(weights), policy,
+                          "" if entry is None else str(entry), dict(rename or {})))

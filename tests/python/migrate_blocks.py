@@ -227,7 +227,8 @@ with torch.no_grad():
         "D mod H = 0")
 
     # --- a whole model --------------------------------------------------------
-    model = mlk.load_model(os.path.join(EXAMPLES, "minilm", "minilm.tl"), weights=WEIGHTS, target="host", cache=CACHE)
+    model = mlk.load_model(os.path.join(EXAMPLES, "minilm", "minilm.tl"), weights=WEIGHTS, target="host", cache=CACHE,
+                           entry="encode")
     raises("a model needs k=", lambda: mlk.testing.compare(model, lambda i, m: forward(i, m, TORCH_BLOCKS),
                                                            (ids, mask)), ValueError,
            "compare: the envelope of a model needs k= (its longest reduction: the K of docs/numerics.md), or rtol= "

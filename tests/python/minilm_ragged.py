@@ -1,8 +1,8 @@
 """Ragged batches: all-MiniLM-L6-v2 in the packed-token form
-(examples/minilm/minilm_packed.binding.json, Model.encode) on sentences of
+(examples/minilm/minilm.tl's entry `encode_packed`, Model.encode) on sentences of
 different lengths. Every sentence's embedding must equal, within the F32
 envelope of docs/numerics.md, the embedding of that sentence run alone with
-no padding through the padded model (minilm.binding.json, itself checked
+no padding through the padded model (the entry `encode`, itself checked
 against PyTorch by minilm_torch.py): so attention crossed no other
 sentence's tokens and the packing lost none. Also pack_tokens' arrays on a
 small case, and encode's errors.
@@ -53,9 +53,8 @@ for n in lengths:
     t = rng.integers(1000, 30000, size=n)
     t[0], t[-1] = 101, 102
     sentences.append(t.astype(np.int64))
-packed = mlk.load_model(PROGRAM, weights=WEIGHTS, target="host", cache=CACHE,
-                        binding=os.path.join(EXAMPLES, "minilm", "minilm_packed.binding.json"))
-padded = mlk.load_model(PROGRAM, weights=WEIGHTS, target="host", cache=CACHE)
+packed = mlk.load_model(PROGRAM, weights=WEIGHTS, target="host", cache=CACHE, entry="encode_packed")
+padded = mlk.load_model(PROGRAM, weights=WEIGHTS, target="host", cache=CACHE, entry="encode")
 got = np.asarray(packed.encode(sentences))
 check("one row per sentence", got.shape == (len(lengths), 384) and got.dtype == np.float32, str(got.shape))
 worst = 0.0
@@ -72,8 +71,8 @@ check("reversed order", np.allclose(rev[::-1], got, rtol=RTOL, atol=ATOL))
 
 # --- errors ----------------------------------------------------------------------
 raises("encode on a padded binding", lambda: padded.encode(sentences), mlk.BoundaryError,
-       "encode needs a binding of the packed-token form; this model's inputs (input_ids, attention_mask, "
-       "token_type_ids) lack position_ids, pad_index, pad_mask, unpad_index", exact=True)
+       "encode needs a model of the packed-token form; this model's inputs (input_ids, attention_mask) lack "
+       "position_ids, pad_index, pad_mask, unpad_index", exact=True)
 raises("no sentence", lambda: packed.encode([]), mlk.BoundaryError,
        "the packed-token form needs at least one sentence", exact=True)
 raises("an empty sentence", lambda: packed.encode([[101, 102], []]), mlk.BoundaryError,

@@ -135,13 +135,13 @@ types = torch.zeros(B, S, dtype=torch.long)
 types[0, 8:] = 1  # a sentence pair in row 0
 
 t0 = time.time()
-model = mlk.load_model(PROGRAM, weights=WEIGHTS, target="host", cache=CACHE)
+model = mlk.load_model(PROGRAM, weights=WEIGHTS, target="host", cache=CACHE, entry="encode")
 load_s = time.time() - t0
 check("loads with the weights mapped in place", model.copied_bytes == 0 and model.mapped_bytes > 80e6,
       "mapped %d bytes, copied %d" % (model.mapped_bytes, model.copied_bytes))
-check("the inputs", model.input_names == ["input_ids", "attention_mask", "token_type_ids"], str(model.input_names))
+check("the inputs", model.input_names == ["input_ids", "attention_mask"], str(model.input_names))
 sel = model.selections(ids, mask)
-check("default schedules (JIT)", len(sel) == 3 and all("default schedule (JIT)" in s for s in sel), "\n".join(sel))
+check("default schedules (JIT), one line per step: embed, 6 layers, pool", len(sel) == 8 and all("default schedule (JIT)" in s for s in sel), "\n".join(sel))
 
 want = reference(ids, mask, torch.zeros_like(ids))
 want64 = reference(ids, mask, torch.zeros_like(ids), torch.float64)
@@ -181,8 +181,11 @@ check("a second call gives the same result", torch.equal(got, again))
 alone = model(ids[1:, :KEEP], mask[1:, :KEEP])
 check("padding is masked out", torch.allclose(alone[0], got[1], rtol=RTOL, atol=ATOL),
       "max abs err %.3g" % (alone[0] - got[1]).abs().max().item())
-# Token types, given explicitly (row 0 is a pair).
-agree("with token types", model(ids, mask, token_type_ids=types), reference(ids, mask, types),
+# Token types, given explicitly (row 0 is a pair): the entry `encode_typed`.
+typed = mlk.load_model(PROGRAM, weights=WEIGHTS, target="host", cache=CACHE, entry="encode_typed")
+check("the typed entry's inputs", typed.input_names == ["input_ids", "attention_mask", "token_type_ids"],
+      str(typed.input_names))
+agree("with token types", typed(ids, mask, types), reference(ids, mask, types),
       reference(ids, mask, types, torch.float64))
 # numpy in, numpy out
 npo = model(ids.numpy(), mask.numpy())
@@ -229,21 +232,23 @@ def bad_weights(name, change, *needles):
     change(tensors)
     path = os.path.join(WORK, name.replace(" ", "_") + ".safetensors")
     write_safetensors(path, tensors)
-    refused("bad weights, " + name, lambda: mlk.load_model(PROGRAM, weights=path, target="host", cache=CACHE), *needles)
+    refused("bad weights, " + name, lambda: mlk.load_model(PROGRAM, weights=path, target="host", cache=CACHE, entry="encode"),
+            *needles)
     os.remove(path)
 
 
 Q3 = "encoder.layer.3.attention.self.query.weight"
 FF2 = "encoder.layer.2.intermediate.dense.weight"
-bad_weights("missing tensor", lambda t: t.pop(Q3), "has no tensor `%s`" % Q3, "parameter `wq`",
-            "of `layer` (step 1, instance 3 of 6)")
+bad_weights("missing tensor", lambda t: t.pop(Q3), "has no tensor `%s`" % Q3,
+            "field `p.attention.self.query.weight` of `layer` (step 4)")
 bad_weights("transposed tensor", lambda t: t.update({FF2: t[FF2].T}),
-            "`%s`" % FF2, "shape [384, 1536]", "parameter `wi` of `layer` (step 1, instance 2 of 6) is Tensor[F32, [F, D]]",
+            "`%s`" % FF2, "shape [384, 1536]", "field `p.intermediate.dense.weight` of `layer` (step 3) is Tensor[F32, [F, D]]",
             "axis 1 is 1536, but D = 384", "looks transposed")
 bad_weights("F16 weights", lambda t: t.update({k: v.astype(np.float16) for k, v in t.items() if v.dtype == np.float32}),
-            "`embeddings.word_embeddings.weight`", "is F16", "parameter `word` of `embed` (step 0) is Tensor[F32, [V, D]]")
+            "`embeddings.word_embeddings.weight`", "is F16", "field `e.word_embeddings.weight` of `embed` (step 0) is Tensor[F32, [V, D]]")
 bad_weights("extra tensor", lambda t: t.update({"encoder.layer.6.attention.self.query.weight": t[Q3]}),
-            "tensor `encoder.layer.6.attention.self.query.weight`", "bound by no step", "\"unused\"")
+            "tensor `encoder.layer.6.attention.self.query.weight`", "bound by no step of `encode`",
+            "give the record a field at that path")
 
 print("load %.3fs, first call (compiles 3 kernels) %.1fs, second call %.3fs" % (load_s, first_s, call_s))
 failed = [r for r in results if not r[1]]

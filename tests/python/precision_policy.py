@@ -143,7 +143,8 @@ weights = os.path.join(MODEL_DIR, "model.safetensors")
 program = os.path.join(EXAMPLES, "minilm", "minilm.tl")
 emb = {}
 for policy in ("f32", "bf16"):
-    model = mlk.load_model(program, weights=weights, target="host", cache=STORE, precision=policy)
+    model = mlk.load_model(program, weights=weights, target="host", cache=STORE, precision=policy,
+                           entry="encode")
     emb[policy] = np.asarray(model(ids, mask), dtype=np.float64)
 cos = (emb["f32"] * emb["bf16"]).sum(1) / (np.linalg.norm(emb["f32"], axis=1) * np.linalg.norm(emb["bf16"], axis=1))
 print("MiniLM bf16 vs f32, %d sentences (%d tokens at most): cosine min %.6f, mean %.6f" %
