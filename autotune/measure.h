@@ -38,6 +38,11 @@ struct Measurement {
   // result of each verification case, case by case (a case's results
   // together, in order; nothing compared, nothing timed).
   std::vector<double> case_max_abs_errors;
+  // A candidate built but not run (a GPU profile with no GPU here,
+  // autotune/measurer.h): its artifact's manifest.json, whose ptxas report
+  // the cost model estimates its time from (CostModel::complete). Neither
+  // logged nor sent to workers.
+  std::string manifest_json;
   bool ok() const { return verdict == Verdict::kOk; }
 };
 

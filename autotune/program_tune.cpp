@@ -102,6 +102,9 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
     log_linef(LogLevel::kProgress, "[tune program] %zu of %zu jobs to tune, %.0f s of search in all, slices of %.0f s",
               active.size(), jobs.size(), o.budget_s, slice);
   double spent = 0;
+  // The measurer's error that stopped a job's search or final round: it
+  // stops every job (TuningTask::stopped), each unfinished one failing with it.
+  Status stopped = Status::Ok();
   // Finishes a converged (or the last) job: final round, build, check, store.
   auto finish_job = [&](Active& a) {
     ProgramJobResult& r = out[a.job];
@@ -111,6 +114,7 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
     auto res = a.task.finish();
     if (!res.ok()) {
       r.status = res.status();
+      if (!a.task.stopped().ok()) stopped = a.task.stopped();
       return;
     }
     r.curve = best_so_far(res->log);
@@ -126,10 +130,11 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
   auto run_slice = [&](Active& a, bool first) {
     const double before = a.task.spent_s();
     a.best_before = a.task.best_ms();
-    a.task.advance(std::min(slice, std::max(o.budget_s - spent, 0.0)));
+    Status st = a.task.advance(std::min(slice, std::max(o.budget_s - spent, 0.0)));
     a.last_slice_s = a.task.spent_s() - before;
     spent += a.last_slice_s;
-    if (!o.progress) return;
+    if (!st.ok()) stopped = st;
+    if (!o.progress || !st.ok()) return;
     const double best = a.task.best_ms(), dflt = a.task.default_ms();
     std::string resumed = a.task.resumed() ? ", " + std::to_string(a.task.resumed()) + " from the log" : "";
     char speed[48] = "";
@@ -140,10 +145,10 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
               std::max(0.0, o.budget_s - spent));
   };
   // Every job gets a first slice, in order.
-  for (Active& a : active) run_slice(a, true);
+  for (size_t k = 0; k < active.size() && stopped.ok(); ++k) run_slice(active[k], true);
   std::vector<bool> done(active.size(), false);
   auto finish_converged = [&]() {
-    for (size_t k = 0; k < active.size(); ++k)
+    for (size_t k = 0; k < active.size() && stopped.ok(); ++k)
       if (!done[k] && active[k].task.converged()) {
         finish(active[k]);
         done[k] = true;
@@ -151,7 +156,7 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
   };
   finish_converged();
   // Then the slices go by expected gain until the budget is spent.
-  while (spent < o.budget_s) {
+  while (spent < o.budget_s && stopped.ok()) {
     std::optional<size_t> pick;
     double best_gain = -1;
     for (size_t k = 0; k < active.size(); ++k) {
@@ -165,7 +170,9 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
     finish_converged();
   }
   for (size_t k = 0; k < active.size(); ++k)
-    if (!done[k]) finish(active[k]);
+    if (!done[k] && stopped.ok()) finish(active[k]);
+    else if (!done[k]) out[active[k].job].status = stopped;
+  if (!stopped.ok()) return out;
   if (o.progress && !active.empty())
     log_linef(LogLevel::kProgress,
               "[tune program] done in %.0f s: %.0f s of search, %.0f s starting (cache lookups, references), %.0f s "

@@ -6,7 +6,9 @@
 // sum of its recent rate (the drop in its best time over its last slice) and
 // an optimistic one (its best time over the seconds it has had). A job that
 // converges (its evolution went stale, or --trials) is finished at once:
-// final round, build, check, store. At the end each tuned job's best-so-far
+// final round, build, check, store. A measurer that cannot go on (remote
+// workers gone: TuningTask::stopped) stops every job, and each one not
+// finished yet fails with its error. At the end each tuned job's best-so-far
 // curve is reported (best at 10, 30, 60 s and final, and when it came within
 // 5% of its final best), with how many were within 5% after 60 s. A job found in the cache costs nothing.
 // Every job's log is kept next to the store as `mlk tune` keeps it, so a

@@ -56,31 +56,42 @@ Expected<std::shared_ptr<RemoteMeasurer>> RemoteMeasurer::Open(RemoteMeasureOpti
   return std::shared_ptr<RemoteMeasurer>(new RemoteMeasurer(std::move(o), std::move(*c)));
 }
 
+Status RemoteMeasurer::fail(Status s) {
+  std::lock_guard lock(failure_mu_);
+  if (failure_.ok()) failure_ = s;
+  return s;
+}
+
+Status RemoteMeasurer::failure() const {
+  std::lock_guard lock(failure_mu_);
+  return failure_;
+}
+
 // The setup is the same for every candidate of one tuning (the limits that
 // differ go into each job's payload): stored once.
 // Called with mu_ held.
-std::string RemoteMeasurer::setup_digest(const tune::MeasureSetup& setup) {
+Expected<std::string> RemoteMeasurer::setup_digest(const tune::MeasureSetup& setup) {
   if (!setup_.empty()) return setup_;
   auto source = read_file(o_.source_path);
-  if (!source.ok()) throw RemoteMeasureError(source.status().message());
+  if (!source.ok()) return Status(source.status());
   auto bytes =
       tune::encode_setup(setup, *source, std::filesystem::path(o_.source_path).filename().string(), o_.precision);
-  if (!bytes.ok()) throw RemoteMeasureError(bytes.status().message());
+  if (!bytes.ok()) return Status(bytes.status());
   auto d = c_->put_setup(*bytes);
-  if (!d.ok()) throw RemoteMeasureError("storing the measurement setup: " + d.status().message());
+  if (!d.ok()) return Status::IOError("storing the measurement setup: " + d.status().message());
   setup_ = *d;
   return setup_;
 }
 
-// Polls job `id` until it finished; cancels it and throws when no worker
+// Polls job `id` until it finished; cancels it and fails when no worker
 // leased it within wait_s.
-client::JobView RemoteMeasurer::wait_for(int64_t id) {
+Expected<client::JobView> RemoteMeasurer::wait_for(int64_t id) {
   const auto start = Clock::now();
   auto poll = std::chrono::milliseconds(20);
   while (true) {
     std::unique_lock lock(mu_);
     auto j = c_->get(id);
-    if (!j.ok()) throw RemoteMeasureError("job " + std::to_string(id) + ": " + j.status().message());
+    if (!j.ok()) return Status::IOError("job " + std::to_string(id) + ": " + j.status().message());
     if (j->state == "done" || j->state == "failed") return *j;
     double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (j->state == "queued" && j->attempts == 0 && waited > o_.wait_s) {
@@ -91,7 +102,7 @@ client::JobView RemoteMeasurer::wait_for(int64_t id) {
         seen.clear();
         for (const auto& w : *ws) seen += (seen.empty() ? "" : ", ") + w.name + " (fingerprint " + fingerprint_id(w.fingerprint) + ")";
       }
-      throw RemoteMeasureError(
+      return Status::Unsupported(
           "no worker with device key `" + o_.device_key + "`" +
           (fingerprint_.empty() ? "" : " and fingerprint " + fingerprint_id(fingerprint_)) + " took job " +
           std::to_string(id) + " within " + tune::seconds_str(o_.wait_s) + " s (workers of that key seen in the last 60 s: " +
@@ -103,7 +114,7 @@ client::JobView RemoteMeasurer::wait_for(int64_t id) {
   }
 }
 
-tune::Measurement RemoteMeasurer::measure(const tune::MeasureSetup& setup, const Schedule& schedule) {
+Expected<tune::Measurement> RemoteMeasurer::measure(const tune::MeasureSetup& setup, const Schedule& schedule) {
   json payload = {{"schedule", json::parse(schedule.to_json())},
                   {"compile_timeout_s", setup.compile_timeout_s},
                   {"run_timeout_s", setup.run_timeout_s},
@@ -119,10 +130,14 @@ tune::Measurement RemoteMeasurer::measure(const tune::MeasureSetup& setup, const
   std::unique_lock lock(mu_, std::defer_lock);
   for (bool again = true; again;) {
     lock.lock();
-    auto id = c_->submit(o_.device_key, setup_digest(setup), payload.dump(), fingerprint_);
+    auto digest = setup_digest(setup);
+    if (!digest.ok()) return fail(digest.status());
+    auto id = c_->submit(o_.device_key, *digest, payload.dump(), fingerprint_);
     lock.unlock();
-    if (!id.ok()) throw RemoteMeasureError("submitting a job: " + id.status().message());
-    j = wait_for(*id);
+    if (!id.ok()) return fail(Status::IOError("submitting a job: " + id.status().message()));
+    auto done = wait_for(*id);
+    if (!done.ok()) return fail(done.status());
+    j = std::move(*done);
     lock.lock();
     ++jobs_;
     again = j.state == "done" && !fingerprint_.empty() && j.worker_fingerprint != fingerprint_;
@@ -138,7 +153,9 @@ tune::Measurement RemoteMeasurer::measure(const tune::MeasureSetup& setup, const
     return m;
   }
   auto m = tune::parse_measurement(j.result);
-  if (!m.ok()) throw RemoteMeasureError("job " + std::to_string(j.id) + " from worker " + j.worker_name + ": " + m.status().message());
+  if (!m.ok())
+    return fail(Status::Corruption("job " + std::to_string(j.id) + " from worker " + j.worker_name + ": " +
+                                   m.status().message()));
   if (fingerprint_.empty()) fingerprint_ = j.worker_fingerprint;
   workers_.insert(j.worker_name);
   lock.unlock();
@@ -158,7 +175,7 @@ int RemoteMeasurer::live_workers(int seen_s) {
   return ws.ok() ? static_cast<int>(ws->size()) : 0;
 }
 
-Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
+Expected<std::shared_ptr<RemoteMeasurer>> use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
   if (r.profile.is_gpu())
     return Status::Unsupported("`" + r.profile.name + "` is a GPU profile, and workers measure CPU candidates only so far");
   if (!(o.wait_s > 0)) return Status::Usage("--worker-wait must be more than 0 seconds");
@@ -170,6 +187,7 @@ Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
   // a job wait for the others (within --worker-wait of no lease at all).
   const int live = rm->live_workers();
   r.opts.parallel_measurements = std::max(1, live);
+  rm->set_concurrency(r.opts.parallel_measurements);
   if (r.opts.progress)
     log_linef(LogLevel::kProgress, "[workers %s] %d live worker%s of this key: measuring up to %d candidate%s at once",
               rm->device_key().c_str(), live, live == 1 ? "" : "s", r.opts.parallel_measurements,
@@ -197,7 +215,7 @@ Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
     meta = j.dump();
     return Status::Ok();
   };
-  return Status::Ok();
+  return rm;
 }
 
 }  // namespace mlk::tune

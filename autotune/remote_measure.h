@@ -6,7 +6,8 @@
 // Results are compared within one fingerprint only: the first result fixes
 // the fingerprint of the run, and every later job may only be leased by a
 // worker with that fingerprint. A job no worker leases within `wait_s` ends
-// the tuning with RemoteMeasureError (caught by `mlk tune`): never a hang.
+// the tuning with an error (the measurer's, autotune/measurer.h: the search
+// stops with it, and `mlk tune` says it): never a hang.
 // Each result is a progress line naming the worker.
 //
 // Thread-safe: the tuner measures up to TuneOptions::parallel_measurements
@@ -14,23 +15,18 @@
 // of live workers of the key.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <stdexcept>
 #include <string>
 
 #include "autotune/cached_tune.h"
 #include "autotune/measure.h"
+#include "autotune/measurer.h"
 #include "client/jobs_client.h"
 
 namespace mlk::tune {
-
-// Why remote measurement cannot go on (no worker, the server gone, a bad
-// answer): thrown out of the tuner by the measurer, caught by `mlk tune`.
-struct RemoteMeasureError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 struct RemoteMeasureOptions {
   std::string servers;     // one URL or several, comma-separated
@@ -43,12 +39,18 @@ struct RemoteMeasureOptions {
   std::string precision = "f32";  // the policy applied to it (lang/precision.h), which workers apply too
 };
 
-class RemoteMeasurer {
+class RemoteMeasurer : public Measurer {
  public:
   static Expected<std::shared_ptr<RemoteMeasurer>> Open(RemoteMeasureOptions o);
-  // Measures one candidate on a worker; throws RemoteMeasureError. Several
-  // threads may call it at once.
-  tune::Measurement measure(const tune::MeasureSetup& setup, const Schedule& schedule);
+  // Measures one candidate on a worker. An error when remote measurement
+  // cannot go on (no worker leased the job within wait_s, the server gone,
+  // a bad answer); a job that failed on its worker is a Measurement
+  // (verdict error). Several threads may call it at once.
+  Expected<Measurement> measure(const MeasureSetup& setup, const Schedule& schedule) override;
+  int concurrency() const override { return concurrency_; }
+  void set_concurrency(int n) { concurrency_ = std::max(1, n); }
+  // The first error measure() returned; OK while there was none.
+  Status failure() const;
   // The workers of the device key that sent a heartbeat or registered within
   // the last `seen_s` seconds (whatever their fingerprint); 0 when the server
   // cannot say.
@@ -62,21 +64,27 @@ class RemoteMeasurer {
 
  private:
   RemoteMeasurer(RemoteMeasureOptions o, std::unique_ptr<client::JobsClient> c) : o_(std::move(o)), c_(std::move(c)) {}
-  std::string setup_digest(const tune::MeasureSetup& setup);
-  client::JobView wait_for(int64_t id);
+  Expected<std::string> setup_digest(const MeasureSetup& setup);
+  Expected<client::JobView> wait_for(int64_t id);
+  Status fail(Status s);
   RemoteMeasureOptions o_;
   std::unique_ptr<client::JobsClient> c_;
   std::string setup_, fingerprint_;
   std::set<std::string> workers_;
   int jobs_ = 0;
+  int concurrency_ = 1;
   std::mutex mu_;  // c_ (one connection at a time) and the members above
+  mutable std::mutex failure_mu_;
+  Status failure_;
 };
 
 // Makes `r` measure its candidates through a RemoteMeasurer on `o`, up to
 // as many at once as the key has live workers now (at least one), said in a
 // progress line, and record in the stored entry's metadata who measured it ("measured_by":
 // device key, fingerprint, workers, jobs), after r's own before_store.
-Status use_workers(tune::TuneRequest& r, RemoteMeasureOptions o);
+// Returns the measurer, whose failure() tells an error of the tuning that
+// came from remote measurement from any other.
+Expected<std::shared_ptr<RemoteMeasurer>> use_workers(tune::TuneRequest& r, RemoteMeasureOptions o);
 
 // The machine's hardware fingerprint: CPU model, its cpuid features, GPUs.
 std::string hardware_fingerprint();

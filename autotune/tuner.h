@@ -3,6 +3,12 @@
 // against the reference interpreter and measured in an isolated worker.
 // Seeded and replayable; the tuning log is appended after every trial, and a
 // run pointed at an existing log resumes where it stopped.
+//
+// The loop (tuner.cpp) wires four parts, each behind its own interface: the
+// SearchStrategy that proposes candidates (search_strategy.h), the
+// CostModel that predicts and ranks them (cost_model_interface.h), the
+// Measurer that times them (measurer.h) and the TuningLog (tuning_log.h);
+// the cost model and the measurer are chosen by profile.
 #pragma once
 
 #include <functional>
@@ -36,9 +42,10 @@ struct TuneOptions {
   std::function<void(const Schedule&, const VerifyCase&, HostTensor&)> fault;
   std::function<void(const Schedule&)> compile_fault;
   // Measures a candidate instead of measure() in a local worker process
-  // (`mlk tune --workers`: on a remote worker, autotune/measure_wire.h).
-  // Empty: measure().
-  std::function<Measurement(const MeasureSetup&, const Schedule&)> measurer;
+  // (`mlk tune --workers`: on a remote worker, autotune/measure_wire.h), as
+  // a Measurer does (autotune/measurer.h): an error only when measuring
+  // cannot go on, which stops the search with it. Empty: measure().
+  std::function<Expected<Measurement>(const MeasureSetup&, const Schedule&)> measurer;
   // How many candidates may be measured at once, with a `measurer` that
   // measures elsewhere (remote workers: `mlk tune --workers` sets it to the
   // number of live workers of the key). Where a group of candidates is known
@@ -131,15 +138,21 @@ class TuningTask {
   TuningTask& operator=(TuningTask&&) noexcept;
   ~TuningTask();
 
-  void advance(double seconds);
+  // An error when the measurer cannot go on (TuneOptions::measurer): the
+  // search stops there, and finish() returns the same error.
+  Status advance(double seconds);
   bool converged() const;   // nothing left to try, or the trial limit reached
   double best_ms() const;   // best so far (estimate on GPU profiles); 0 before any candidate passed
   double default_ms() const;
   int trials() const;
   int resumed() const;      // trials taken from the log, not measured now
   double spent_s() const;   // search seconds used so far
+  // The measurer's error that stopped the search (in advance or finish);
+  // OK while it goes on.
+  Status stopped() const;
   // The final round (the best few re-measured side by side) and the result;
-  // once, after the last advance. An error when no candidate passed.
+  // once, after the last advance. An error when no candidate passed, or
+  // when the measurer could not go on.
   Expected<TuneResult> finish();
 
  private:

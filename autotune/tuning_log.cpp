@@ -1,9 +1,12 @@
 // The tuning log (autotune/tuning_log.h).
 #include "autotune/tuning_log.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "base/json.h"
+#include "base/log.h"
 
 namespace mlk::tune {
 
@@ -127,6 +130,26 @@ void TuningLog::Append(const Trial& t) {
 void TuningLog::AppendFinal(const std::string& schedule_hash, const std::vector<double>& times_ms) {
   out_ << json{{"final", true}, {"schedule_hash", schedule_hash}, {"times_ms", times_ms}}.dump() << "\n";
   out_.flush();
+}
+
+namespace {
+
+std::string fmt(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, v < 10 ? "%.3f" : "%.1f", v);
+  return b;
+}
+
+}  // namespace
+
+void log_trial_progress(const Trial& t, const TrialProgress& p) {
+  std::string best = p.has_best ? fmt(p.best_ms) + " ms" : "none yet";
+  std::string speed = p.has_best && p.default_ms > 0 ? " (" + fmt(p.default_ms / p.best_ms) + "x over default)" : "";
+  std::string compile = t.m.compile_ms > 0 ? "  compile " + fmt(t.m.compile_ms / 1000) + " s" : "";
+  log_linef(LogLevel::kProgress, "[tune %s] trial %zu/%d %-9s %-7s %s%s  best %s%s  ETA %.0fs", p.label.c_str(),
+            p.trials, p.max_trials, t.origin.c_str(), verdict_name(t.m.verdict),
+            t.m.ok() ? (fmt(p.score_ms) + " ms").c_str() : "", compile.c_str(), best.c_str(), speed.c_str(),
+            std::max(0.0, p.eta_s));
 }
 
 }  // namespace mlk::tune

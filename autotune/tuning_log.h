@@ -3,6 +3,7 @@
 // seed, schedule-space version, Halide version), and a line per final-round
 // re-measurement. A run given the log of an earlier run of the same problem
 // takes its trials instead of measuring them again, and appends its own.
+// Also the progress line each trial prints to the log sink.
 #pragma once
 
 #include <fstream>
@@ -46,5 +47,21 @@ class TuningLog {
 
 // A trial as a line of the log.
 nlohmann::json trial_json(const Trial& t);
+
+// Where the search stands when a trial is recorded, for its progress line.
+struct TrialProgress {
+  std::string label;      // "FN PROFILE"
+  size_t trials = 0;      // recorded so far, this one included
+  int max_trials = 0;     // TuneOptions::trials
+  double score_ms = 0;    // this trial's (when ok)
+  bool has_best = false;  // a trial passed
+  double best_ms = 0;     // the best so far
+  double default_ms = 0;  // the default's; 0 none yet
+  double eta_s = 0;
+};
+
+// "[tune FN PROFILE] trial 3/40 mutation ok 0.123 ms  compile 0.8 s  best
+// 0.100 ms (2.000x over default)  ETA 12s", to the log sink.
+void log_trial_progress(const Trial& t, const TrialProgress& p);
 
 }  // namespace mlk::tune

@@ -22,7 +22,6 @@
 
 namespace mlk::cli {
 
-using tune::RemoteMeasureError;
 using tune::RemoteMeasureOptions;
 using tune::use_workers;
 
@@ -317,14 +316,27 @@ RemoteMeasureOptions worker_options(const TuneArgs& t) {
           .precision = precision_name(t.precision)};
 }
 
-// tune_jobs, with remote measurement that cannot go on (--workers) said on
-// stderr: exit status 1.
-int tune_jobs_guarded(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
-                      const std::vector<Job>& jobs, std::string& all_json);
+// The remote measurers of --workers, one per request (use_workers).
+using WorkerMeasurers = std::vector<std::shared_ptr<tune::RemoteMeasurer>>;
 
-// The request of jobs[i], with its key pulled from a server --cache names.
-tune::TuneRequest job_request(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
-                              const std::vector<Job>& jobs, size_t i) {
+// The first error of remote measurement, if any: what ends the tuning.
+Status workers_failure(const WorkerMeasurers& workers) {
+  for (const auto& w : workers)
+    if (Status s = w->failure(); !s.ok()) return s;
+  return Status::Ok();
+}
+
+// Remote measurement that cannot go on (--workers), said on stderr: exit status 1.
+int workers_failed(const TuneArgs& t, const Status& s) {
+  std::fprintf(stderr, "mlk tune: --workers %s: %s\n", t.workers.c_str(), s.message().c_str());
+  return 1;
+}
+
+// The request of jobs[i], with its key pulled from a server --cache names;
+// with --workers, measured by a RemoteMeasurer added to `workers`. An error
+// when remote measurement cannot start.
+Expected<tune::TuneRequest> job_request(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
+                                        const std::vector<Job>& jobs, size_t i, WorkerMeasurers& workers) {
   const auto& [name, shape] = jobs[i];
   std::string dir = t.out_dir.empty() ? "" : jobs.size() == 1 ? t.out_dir : t.out_dir + "/" + name + "-" + std::to_string(i);
   tune::TuneOptions o = t.opts;
@@ -342,8 +354,11 @@ tune::TuneRequest job_request(const TuneArgs& t, const ir::Module& m, const Prof
                       .work_dir = c.work,
                       .before_store = sign_hook(t, verify_hook(t, m, profile, name, shape),
                                                 cache::cache_key(tune::key_inputs(m, name, shape, profile)))};
-  if (!t.workers.empty())
-    if (Status s = use_workers(r, worker_options(t)); !s.ok()) throw RemoteMeasureError(s.message());
+  if (!t.workers.empty()) {
+    auto w = use_workers(r, worker_options(t));
+    if (!w.ok()) return w.status();
+    workers.push_back(*w);
+  }
   return r;
 }
 
@@ -385,35 +400,37 @@ bool report_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, 
 }
 
 // Tunes every job: one after the other with --time each, or with --budget
-// under one budget split by expected gain (autotune/program_tune.h).
+// under one budget split by expected gain (autotune/program_tune.h). Remote
+// measurement that cannot go on (--workers) ends it at once, its jobs not
+// reported (workers_failed).
 int tune_jobs(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
               const std::vector<Job>& jobs, std::string& all_json) {
   int status = 0;
+  WorkerMeasurers workers;
   if (t.budget_s <= 0) {
-    for (size_t i = 0; i < jobs.size(); ++i)
-      if (!report_job(t, m, profile, c, jobs, i, tune::tune_cached(job_request(t, m, profile, c, jobs, i)), all_json))
-        status = 1;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      auto r = job_request(t, m, profile, c, jobs, i, workers);
+      if (!r.ok()) return workers_failed(t, r.status());
+      auto res = tune::tune_cached(*r);
+      if (Status w = workers_failure(workers); !w.ok()) return workers_failed(t, w);
+      if (!report_job(t, m, profile, c, jobs, i, std::move(res), all_json)) status = 1;
+    }
     return status;
   }
   std::vector<tune::TuneRequest> requests;
-  for (size_t i = 0; i < jobs.size(); ++i) requests.push_back(job_request(t, m, profile, c, jobs, i));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    auto r = job_request(t, m, profile, c, jobs, i, workers);
+    if (!r.ok()) return workers_failed(t, r.status());
+    requests.push_back(std::move(*r));
+  }
   auto results = tune::tune_program(requests, {.budget_s = t.budget_s, .progress = t.opts.progress});
+  if (Status w = workers_failure(workers); !w.ok()) return workers_failed(t, w);
   for (size_t i = 0; i < jobs.size(); ++i) {
     auto& r = results[i];
     Expected<tune::Outcome> res = r.status.ok() ? Expected<tune::Outcome>(std::move(r.outcome)) : r.status;
     if (!report_job(t, m, profile, c, jobs, i, std::move(res), all_json)) status = 1;
   }
   return status;
-}
-
-int tune_jobs_guarded(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
-                      const std::vector<Job>& jobs, std::string& all_json) {
-  try {
-    return tune_jobs(t, m, profile, c, jobs, all_json);
-  } catch (const RemoteMeasureError& e) {
-    std::fprintf(stderr, "mlk tune: --workers %s: %s\n", t.workers.c_str(), e.what());
-    return 1;
-  }
 }
 
 }  // namespace
@@ -448,7 +465,7 @@ int run_tune(const std::vector<std::string>& args) {
   auto c = open_cache(t);
   if (!c.ok()) return fail(c.status());
   std::string all_json = "[";
-  const int status = tune_jobs_guarded(t, fe->module, *profile, *c, *jobs, all_json);
+  const int status = tune_jobs(t, fe->module, *profile, *c, *jobs, all_json);
   if (t.json_out) std::printf("%s]\n", all_json.c_str());
   if (c->store) std::fprintf(stderr, "cache: %s\n", c->store_path.c_str());
   return status;

@@ -1,0 +1,102 @@
+// The TuningLog alone (autotune/tuning_log.h), with hand-made trials: what
+// one run appends the next run of the same problem reads back, a log of
+// another problem is refused, and a torn or damaged line is handled as the
+// contract says.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "autotune/tuning_log.h"
+
+namespace mlk::tune {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::HasSubstr;
+
+std::string fresh_path(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("mlk_tuning_log_test_" + std::to_string(getpid()));
+  fs::create_directories(d);
+  fs::remove(d / name);
+  return (d / name).string();
+}
+
+const json kHeader = {{"fn", "f"}, {"ir", "abc"}, {"dims", {{"N", 8}}}, {"profile", "cpu_avx2"}, {"seed", 1}};
+
+Trial trial(int index, const std::string& origin, double ms) {
+  Trial t;
+  t.index = index;
+  t.origin = origin;
+  Directive d;  // a distinct schedule per trial
+  d.op = "vectorize";
+  d.vars = {"x"};
+  d.factors = {8 << index};
+  t.schedule.stages["out"] = {d};
+  t.m.verdict = Measurement::Verdict::kOk;
+  t.m.median_ms = ms;
+  t.m.times_ms = {ms, ms};
+  return t;
+}
+
+TEST(TuningLog, WhatARunAppendsTheNextRunReadsBack) {
+  const std::string path = fresh_path("round_trip.jsonl");
+  const Trial a = trial(0, "default", 2.5), b = trial(1, "mutation", 1.25);
+  {
+    auto log = TuningLog::Open(path, kHeader);
+    ASSERT_TRUE(log.ok()) << log.status().message();
+    EXPECT_TRUE((*log)->earlier().empty()) << "a missing file is an empty log";
+    (*log)->Append(a);
+    (*log)->Append(b);
+    (*log)->AppendFinal(b.schedule.hash(), {1.0, 1.5});
+  }
+  auto again = TuningLog::Open(path, kHeader);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  const auto& earlier = (*again)->earlier();
+  ASSERT_EQ(earlier.size(), 2u);
+  ASSERT_TRUE(earlier.count(b.schedule.hash()));
+  EXPECT_EQ(earlier.at(b.schedule.hash()).m.median_ms, 1.25);
+  EXPECT_EQ(earlier.at(a.schedule.hash()).origin, "default");
+  ASSERT_TRUE((*again)->finals().count(b.schedule.hash()));
+  EXPECT_EQ((*again)->finals().at(b.schedule.hash()), (std::vector<double>{1.0, 1.5}));
+}
+
+TEST(TuningLog, ALogOfAnotherProblemIsRefused) {
+  const std::string path = fresh_path("other.jsonl");
+  ASSERT_TRUE(TuningLog::Open(path, kHeader).ok());
+  json other = kHeader;
+  other["seed"] = 2;
+  auto log = TuningLog::Open(path, other);
+  ASSERT_FALSE(log.ok());
+  EXPECT_EQ(log.status().code(), Status::Code::kInvalidArgument) << log.status().message();
+}
+
+TEST(TuningLog, ATornLastLineIsCutOffAndADamagedLineIsNamed) {
+  const std::string path = fresh_path("torn.jsonl");
+  {
+    auto log = TuningLog::Open(path, kHeader);
+    ASSERT_TRUE(log.ok());
+    (*log)->Append(trial(0, "default", 2.0));
+  }
+  std::ofstream(path, std::ios::app) << "{\"index\": 1, \"orig";  // killed mid-write
+  auto torn = TuningLog::Open(path, kHeader);
+  ASSERT_TRUE(torn.ok()) << torn.status().message();
+  EXPECT_EQ((*torn)->earlier().size(), 1u);
+
+  const std::string damaged = fresh_path("damaged.jsonl");
+  {
+    auto log = TuningLog::Open(damaged, kHeader);
+    ASSERT_TRUE(log.ok());
+  }
+  std::ofstream(damaged, std::ios::app) << "not json\n" << trial_json(trial(0, "default", 2.0)).dump() << "\n";
+  auto bad = TuningLog::Open(damaged, kHeader);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(bad.status().message(), damaged + ":2: not a JSON line");
+}
+
+}  // namespace
+}  // namespace mlk::tune
