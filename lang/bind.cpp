@@ -22,7 +22,7 @@ std::string axis_name(const ir::Function& f, size_t p, size_t ax) {
 }  // namespace
 
 Expected<DimEnv> bind_dims(const ir::Function& f, const std::vector<std::vector<int64_t>>& shapes,
-                           const DimEnv& given) {
+                           const DimEnv& given, const SkipRefinement& skip) {
   if (shapes.size() != f.params.size())
     return Status::InvalidArgument("`" + f.name + "` takes " + std::to_string(f.params.size()) + " inputs, got " +
                                    std::to_string(shapes.size()));
@@ -74,6 +74,7 @@ Expected<DimEnv> bind_dims(const ir::Function& f, const std::vector<std::vector<
     }
   }
   for (const Pred& r : f.refinements) {
+    if (skip && skip(r, env)) continue;
     auto holds = r.eval(env);
     if (!holds || !*holds) {
       std::string vals;

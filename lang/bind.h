@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -20,8 +21,12 @@ using DimEnv = std::map<std::string, int64_t>;
 // must agree with the inputs otherwise. Errors name the parameter, axis and
 // symbol, and where the symbol was bound:
 //   "x.shape[2] = 1000 but D = 1024, bound by w.shape[0]".
+// `skip`, when given, is asked for each refinement once every dimension is
+// bound and checked; a refinement it answers true for is not evaluated (the
+// runtime's checked handles proved it: runtime/boundary.h, Proven).
+using SkipRefinement = std::function<bool(const Pred&, const DimEnv&)>;
 Expected<DimEnv> bind_dims(const ir::Function& f, const std::vector<std::vector<int64_t>>& shapes,
-                           const DimEnv& given);
+                           const DimEnv& given, const SkipRefinement& skip = nullptr);
 
 // Concrete shape of `d` under `env` (all of whose variables must be bound).
 Expected<std::vector<int64_t>> concrete_shape(const Shape& s, const DimEnv& env);

@@ -110,6 +110,26 @@ Consumed consume_all(const py::list& caps, const mlk::ir::Function* f) {
   return c;
 }
 
+// What the handles of a call proved (python/mlk/checked.py, unwrap): one
+// (argument index, refinements, dims, shape, (code, bits, lanes)) per handle.
+std::vector<mlk::rt::Proven> proven_of(const py::list& items) {
+  std::vector<mlk::rt::Proven> out;
+  for (const auto& item : items) {
+    auto t = item.cast<py::tuple>();
+    mlk::rt::Proven p;
+    p.arg = t[0].cast<size_t>();
+    p.refinements = t[1].cast<std::vector<std::string>>();
+    auto dims = t[2].cast<std::map<std::string, int64_t>>();
+    p.dims = mlk::DimEnv(dims.begin(), dims.end());
+    p.shape = t[3].cast<std::vector<int64_t>>();
+    auto d = t[4].cast<std::tuple<int, int, int>>();
+    p.dtype = {static_cast<uint8_t>(std::get<0>(d)), static_cast<uint8_t>(std::get<1>(d)),
+               static_cast<uint16_t>(std::get<2>(d))};
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 // The output capsule, consumed and checked writable.
 mlk::rt::ConsumedTensor consume_output(const py::handle& cap, const std::string& what) {
   auto t = consume(cap, what);
@@ -215,6 +235,7 @@ struct PyProgram {
 
 struct PyKernel {
   std::shared_ptr<const mlk::rt::Kernel> k;
+  std::vector<std::string> skipped;  // the refinements the call's handles proved (CheckedCall::skipped)
 };
 
 // mlk.select(...) (runtime/select.h): the selector and a kernel it picked.
@@ -228,6 +249,7 @@ struct PySelector {
 };
 struct PyPicked {
   mlk::rt::Selector::Picked p;
+  std::vector<std::string> skipped;  // as PyKernel's
 };
 
 // A choice as Python data: {"fn", "text", "chosen": index or None, "considered": [..]}.
@@ -305,11 +327,13 @@ py::dict signature(const mlk::ir::Function& f) {
 // the call's dims without the GIL, and returns the tuple of results.
 template <typename GetKernel>
 py::tuple run_all(const mlk::ir::Function& f, const py::list& caps, const std::map<std::string, int64_t>& given,
-                  const py::list& allocs, GetKernel get) {
+                  const py::list& allocs, const py::list& proven, GetKernel get) {
   Consumed args = consume_all(caps, &f);
   mlk::rt::Placement any;
   any.any_device = true;
-  auto checked = unwrap(mlk::rt::check_call_all(f, args.tensors, {}, given, any));
+  mlk::rt::RunOptions ro;
+  ro.proven = proven_of(proven);
+  auto checked = unwrap(mlk::rt::check_call_all(f, args.tensors, {}, given, any, ro.proven));
   if (allocs.size() != checked.out_shapes.size())
     throw BoundaryError("`" + f.name + "` has " + std::to_string(checked.out_shapes.size()) + " results, got " +
                         std::to_string(allocs.size()) + " outputs");
@@ -326,7 +350,7 @@ py::tuple run_all(const mlk::ir::Function& f, const py::list& caps, const std::m
   Status s;
   {
     py::gil_scoped_release release;
-    s = k->RunAll(args.tensors, out_ptrs);
+    s = k->RunAll(args.tensors, out_ptrs, ro);
   }
   if (!s.ok()) raise(s);
   return results;
@@ -370,7 +394,9 @@ void bind_errors_and_buffers(py::module_& m) {
     auto r = mlk::rt::check_type(type, d.dtype, shape, mlk::DimEnv(dims.begin(), dims.end()));
     if (!r.ok()) throw BoundaryError(r.status().message());
     return py::dict(py::arg("type") = r->type, py::arg("refinements") = r->refinements,
-                    py::arg("dims") = std::map<std::string, int64_t>(r->dims.begin(), r->dims.end()));
+                    py::arg("dims") = std::map<std::string, int64_t>(r->dims.begin(), r->dims.end()),
+                    py::arg("shape") = r->shape,
+                    py::arg("dtype") = py::make_tuple(r->dtype.code, r->dtype.bits, r->dtype.lanes));
   });
   m.def("live_host_buffers", &mlk::rt::live_host_buffers);
   m.def("live_exports", &mlk::rt::live_exports);
@@ -433,30 +459,34 @@ void bind_runtime_and_models(py::module_& m) {
       .def_property_readonly("result_dtype", [](const PyModel& p) { return mlk::dtype_name(p.model->result_fn().result_type.dtype); })
       .def_property_readonly("mapped_bytes", [](const PyModel& p) { return p.model->mapped_bytes(); })
       .def_property_readonly("copied_bytes", [](const PyModel& p) { return p.model->copied_bytes(); })
-      // Which kernel runs each step for these inputs, one line per step.
-      .def("selections", [](const PyModel& p, const py::list& caps) {
+      // Which kernel runs each step for these inputs, one line per step (and
+      // one per refinement the inputs' handles, `proven`, spared it).
+      .def("selections", [](const PyModel& p, const py::list& caps, const py::list& proven) {
         Consumed ins = model_inputs(caps, *p.model);
+        const std::vector<mlk::rt::Proven> handles = proven_of(proven);
         Status s;
         std::shared_ptr<mlk::rt::Model::Call> call;
         {
           py::gil_scoped_release release;  // the first call of a shape may compile kernels
-          auto c = p.model->Prepare(ins.tensors);
+          auto c = p.model->Prepare(ins.tensors, handles);
           if (c.ok()) call = std::move(*c); else s = c.status();
         }
         if (!s.ok()) raise(s);
         return mlk::rt::Model::Selections(*call);
-      });
+      }, py::arg("caps"), py::arg("proven") = py::list());
 
   // One call of a model: every step checked and its kernel found, the result
   // made by `alloc(shape)` -> (result, its capsule), the steps run; the GIL
-  // is released while kernels compile or run.
-  m.def("model_call", [](const PyModel& p, const py::list& caps, const py::object& alloc) {
+  // is released while kernels compile or run. `proven`: what the inputs' checked
+  // handles proved (proven_of; Proven::arg indexes the inputs).
+  m.def("model_call", [](const PyModel& p, const py::list& caps, const py::object& alloc, const py::list& proven) {
     Consumed ins = model_inputs(caps, *p.model);
+    const std::vector<mlk::rt::Proven> handles = proven_of(proven);
     Status s;
     std::shared_ptr<mlk::rt::Model::Call> call;
     {
       py::gil_scoped_release release;
-      auto c = p.model->Prepare(ins.tensors);
+      auto c = p.model->Prepare(ins.tensors, handles);
       if (c.ok()) call = std::move(*c); else s = c.status();
     }
     if (!s.ok()) raise(s);
@@ -468,7 +498,7 @@ void bind_runtime_and_models(py::module_& m) {
     }
     if (!s.ok()) raise(s);
     return py::object(made[0]);
-  });
+  }, py::arg("model"), py::arg("caps"), py::arg("alloc"), py::arg("proven") = py::list());
 }
 
 // mlk.Program: a loaded program's public fns, their signatures, shapes and
@@ -540,17 +570,20 @@ void bind_program(py::module_& m) {
              if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
              return signature(*f);
            })
-      // The kernel for these arguments: dims from their shapes (checked),
-      // the artifact chosen by `targets`.
+      // The kernel for these arguments: dims from their shapes (checked,
+      // but for the refinements the handles' `proven` holds), the artifact
+      // chosen by `targets`.
       .def("kernel",
            [](const PyProgram& p, const std::string& fn, const std::string& targets, const py::list& caps,
-              const std::map<std::string, int64_t>& given) {
+              const std::map<std::string, int64_t>& given, const py::list& proven) {
              const auto* f = p.prog->module.find(fn);
              if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
              Consumed args = consume_all(caps, f);
-             auto dims = unwrap(mlk::rt::dims_of(*f, args.tensors, given));
-             return PyKernel{unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), dims))};
-           });
+             mlk::rt::Placement any;
+             any.any_device = true;  // the kernel, chosen from these dims, checks the device
+             auto c = unwrap(mlk::rt::check_call(*f, args.tensors, nullptr, given, any, proven_of(proven)));
+             return PyKernel{unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), c.dims)), c.skipped};
+           }, py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("proven") = py::list());
 }
 
 // call and call_all: a Program's fn called in one crossing, with one result
@@ -563,38 +596,42 @@ void bind_calls(py::module_& m) {
   // `stream`: for a CUDA kernel, the CUstream (an int, e.g. torch's
   // current_stream().cuda_stream; 0: the legacy default stream) the kernel
   // runs on; the capsules were made for it (__dlpack__(stream=...)).
+  // `proven`: what the arguments' checked handles proved (proven_of).
   m.def("call", [](const PyProgram& p, const std::string& fn, const std::string& targets, const py::list& caps,
-                   const std::map<std::string, int64_t>& given, const py::object& alloc, uintptr_t stream) {
+                   const std::map<std::string, int64_t>& given, const py::object& alloc, uintptr_t stream,
+                   const py::list& proven) {
     const auto* f = p.prog->module.find(fn);
     if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
     Consumed args = consume_all(caps, f);
     mlk::rt::Placement any;
     any.any_device = true;  // the kernel chosen below checks the devices
-    auto checked = unwrap(mlk::rt::check_call(*f, args.tensors, nullptr, given, any));
+    mlk::rt::RunOptions ro;
+    ro.proven = proven_of(proven);
+    auto checked = unwrap(mlk::rt::check_call(*f, args.tensors, nullptr, given, any, ro.proven));
     auto k = unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), checked.dims));
     py::tuple made = alloc(py::cast(checked.out_shape));
     auto out = consume_output(made[1], "the output of `" + fn + "`");
     Status s;
     {
       py::gil_scoped_release release;  // the consumed tensors live until the call returns
-      mlk::rt::RunOptions ro;
       ro.cuda_stream = reinterpret_cast<void*>(stream);
       s = k->Run(args.tensors, const_cast<DLTensor*>(out.tensor()), ro);
     }
     if (!s.ok()) raise(s);
     return py::object(made[0]);
   }, py::arg("program"), py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("alloc"),
-     py::arg("stream") = 0);
+     py::arg("stream") = 0, py::arg("proven") = py::list());
 
   // The same for a fn with several results: `allocs` holds one alloc per
   // result; returns the tuple of results, computed by one run.
   m.def("call_all", [](const PyProgram& p, const std::string& fn, const std::string& targets, const py::list& caps,
-                       const std::map<std::string, int64_t>& given, const py::list& allocs) {
+                       const std::map<std::string, int64_t>& given, const py::list& allocs, const py::list& proven) {
     const auto* f = p.prog->module.find(fn);
     if (!f || !f->is_public) throw NotFoundError(p.prog->file + " has no public fn `" + fn + "`");
-    return run_all(*f, caps, given, allocs,
+    return run_all(*f, caps, given, allocs, proven,
                    [&](const mlk::DimEnv& dims) { return unwrap(p.rt->GetKernel(p.prog, fn, p.policy(targets), dims)); });
-  }, py::arg("program"), py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("allocs"));
+  }, py::arg("program"), py::arg("fn"), py::arg("targets"), py::arg("caps"), py::arg("given"), py::arg("allocs"),
+     py::arg("proven") = py::list());
 }
 
 // mlk.select: a Selector over candidate programs and directories, the
@@ -629,16 +666,22 @@ void bind_selection(py::module_& m) {
       .def("choose", [](const PySelector& s, const std::string& fn) { return choice_dict(s.s->Choose(fn)); })
       // The kernel these arguments would run, and why (PyPicked).
       .def("kernel", [](const PySelector& s, const std::string& fn, const py::list& caps,
-                        const std::map<std::string, int64_t>& given) {
+                        const std::map<std::string, int64_t>& given, const py::list& proven) {
         const auto& f = s.fn(fn);
         Consumed args = consume_all(caps, &f);
-        auto dims = unwrap(mlk::rt::dims_of(f, args.tensors, given));
-        return PyPicked{unwrap(s.s->GetKernel(fn, dims))};
-      });
+        mlk::rt::Placement any;
+        any.any_device = true;  // the kernel, chosen from these dims, checks the device
+        auto c = unwrap(mlk::rt::check_call(f, args.tensors, nullptr, given, any, proven_of(proven)));
+        return PyPicked{unwrap(s.s->GetKernel(fn, c.dims)), c.skipped};
+      }, py::arg("fn"), py::arg("caps"), py::arg("given"), py::arg("proven") = py::list());
 
   py::class_<PyPicked>(m, "SelectedKernel")
       // Which candidate and why, then the chosen kernel's own selection.
-      .def_property_readonly("selection", [](const PyPicked& k) { return k.p.choice.explain(); })
+      .def_property_readonly("selection", [](const PyPicked& k) {
+        std::string s = k.p.choice.explain();
+        for (const auto& line : k.skipped) s += "\n  " + line;  // as Selection::explain(skipped)
+        return s;
+      })
       .def_property_readonly("choice", [](const PyPicked& k) { return choice_dict(k.p.choice); })
       .def_property_readonly("candidate", [](const PyPicked& k) { return k.p.choice.chosen()->index; })
       .def_property_readonly("profile", [](const PyPicked& k) { return k.p.kernel->selection().profile; })
@@ -648,38 +691,44 @@ void bind_selection(py::module_& m) {
   // mlk.call for a selector: the candidate's kernel for these arguments, run
   // into the output `alloc(shape)` makes; the GIL is released while it runs.
   m.def("select_call", [](const PySelector& sel, const std::string& fn, const py::list& caps,
-                          const std::map<std::string, int64_t>& given, const py::object& alloc, uintptr_t stream) {
+                          const std::map<std::string, int64_t>& given, const py::object& alloc, uintptr_t stream,
+                          const py::list& proven) {
     const auto& f = sel.fn(fn);
     Consumed args = consume_all(caps, &f);
     mlk::rt::Placement any;
     any.any_device = true;  // the kernel chosen below checks the devices
-    auto checked = unwrap(mlk::rt::check_call(f, args.tensors, nullptr, given, any));
+    mlk::rt::RunOptions ro;
+    ro.proven = proven_of(proven);
+    auto checked = unwrap(mlk::rt::check_call(f, args.tensors, nullptr, given, any, ro.proven));
     auto picked = unwrap(sel.s->GetKernel(fn, checked.dims));
     py::tuple made = alloc(py::cast(checked.out_shape));
     auto out = consume_output(made[1], "the output of `" + fn + "`");
     Status s;
     {
       py::gil_scoped_release release;
-      mlk::rt::RunOptions ro;
       ro.cuda_stream = reinterpret_cast<void*>(stream);
       s = picked.kernel->Run(args.tensors, const_cast<DLTensor*>(out.tensor()), ro);
     }
     if (!s.ok()) raise(s);
     return py::object(made[0]);
-  }, py::arg("selector"), py::arg("fn"), py::arg("caps"), py::arg("given"), py::arg("alloc"), py::arg("stream") = 0);
+  }, py::arg("selector"), py::arg("fn"), py::arg("caps"), py::arg("given"), py::arg("alloc"), py::arg("stream") = 0,
+     py::arg("proven") = py::list());
 
   // The same for a fn with several results (one alloc per result; a tuple back).
   m.def("select_call_all", [](const PySelector& sel, const std::string& fn, const py::list& caps,
-                              const std::map<std::string, int64_t>& given, const py::list& allocs) {
-    return run_all(sel.fn(fn), caps, given, allocs,
+                              const std::map<std::string, int64_t>& given, const py::list& allocs,
+                              const py::list& proven) {
+    return run_all(sel.fn(fn), caps, given, allocs, proven,
                    [&](const mlk::DimEnv& dims) { return unwrap(sel.s->GetKernel(fn, dims)).kernel; });
-  }, py::arg("selector"), py::arg("fn"), py::arg("caps"), py::arg("given"), py::arg("allocs"));
+  }, py::arg("selector"), py::arg("fn"), py::arg("caps"), py::arg("given"), py::arg("allocs"),
+     py::arg("proven") = py::list());
 }
 
 // mlk.Kernel: a kernel GetKernel chose, its selection, output shape and run.
 void bind_kernel(py::module_& m) {
   py::class_<PyKernel>(m, "Kernel")
-      .def_property_readonly("selection", [](const PyKernel& k) { return k.k->selection().explain(); })
+      // Its selection, then the refinements the call's handles proved (not checked again).
+      .def_property_readonly("selection", [](const PyKernel& k) { return k.k->selection().explain(k.skipped); })
       .def_property_readonly("profile", [](const PyKernel& k) { return k.k->selection().profile; })
       // "exact", "other-shape", "default-jit" or "directory".
       .def_property_readonly("source", [](const PyKernel& k) { return mlk::rt::source_name(k.k->selection().source); })

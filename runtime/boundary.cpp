@@ -1,6 +1,8 @@
 #include "runtime/boundary.h"
 
 #include <algorithm>
+#include <cctype>
+#include <set>
 
 namespace mlk::rt {
 
@@ -133,20 +135,61 @@ Status check_tensor(const DLTensor& t, const std::string& what, DType dtype, siz
   return Status::Ok();
 }
 
+// `s` with whitespace kept only where it separates two words, one space:
+// "D mod H = 0" and "D  mod H=0" are one text.
+std::string normal_text(const std::string& s) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  bool gap = false;
+  for (char c : s) {
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      gap = true;
+      continue;
+    }
+    if (gap && !out.empty() && word(out.back()) && word(c)) out += ' ';
+    out += c;
+    gap = false;
+  }
+  return out;
+}
+
+// The handle of `proven` that proved `r` for this call under `env` (rules a,
+// b and c of boundary.h's dims rule), or null.
+const Proven* proven_for(const Pred& r, const DimEnv& env, const std::vector<Proven>& proven,
+                         const std::vector<const DLTensor*>& args, const std::vector<std::vector<int64_t>>& shapes) {
+  const std::string text = normal_text(r.str());
+  std::set<std::string> vars;
+  r.lhs.collect_vars(vars);
+  r.rhs.collect_vars(vars);
+  for (const Proven& p : proven) {
+    if (p.arg >= args.size() || p.arg >= shapes.size() || shapes[p.arg] != p.shape) continue;  // (c)
+    const DLDataType d = args[p.arg]->dtype;
+    if (d.code != p.dtype.code || d.bits != p.dtype.bits || d.lanes != p.dtype.lanes) continue;
+    bool same = std::any_of(p.refinements.begin(), p.refinements.end(),
+                            [&](const std::string& t) { return normal_text(t) == text; });  // (a)
+    for (const auto& v : vars) {  // (b)
+      auto bound = env.find(v), was = p.dims.find(v);
+      same = same && bound != env.end() && was != p.dims.end() && bound->second == was->second;
+    }
+    if (same) return &p;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const DLTensor*>& args, const DLTensor* out,
-                                 const DimEnv& given, const Placement& where) {
+                                 const DimEnv& given, const Placement& where, const std::vector<Proven>& proven) {
   if (out && !f.more_results.empty())
     return Status::InvalidArgument("`" + f.name + "` has " + std::to_string(f.results().size()) +
                                    " results; give one output per result");
   return check_call_all(f, args, out ? std::vector<const DLTensor*>{out} : std::vector<const DLTensor*>{}, given,
-                        where);
+                        where, proven);
 }
 
 Expected<CheckedCall> check_call_all(const ir::Function& f, const std::vector<const DLTensor*>& args,
                                      const std::vector<const DLTensor*>& outs, const DimEnv& given,
-                                     const Placement& where) {
+                                     const Placement& where, const std::vector<Proven>& proven) {
   if (args.size() != f.params.size())
     return Status::InvalidArgument("`" + f.name + "` takes " + std::to_string(f.params.size()) + " arguments, got " +
                                    std::to_string(args.size()));
@@ -171,7 +214,17 @@ Expected<CheckedCall> check_call_all(const ir::Function& f, const std::vector<co
     c.shapes.push_back(std::move(shape));
     spans.push_back(span);
   }
-  auto dims = bind_dims(f, c.shapes, given);
+  SkipRefinement skip;
+  if (!proven.empty())
+    skip = [&](const Pred& r, const DimEnv& env) {
+      const Proven* p = proven_for(r, env, proven, args, c.shapes);
+      if (!p) return false;
+      std::string line = "refinement `" + r.str() + "` of `" + f.params[p->arg].name +
+                         "`: proven by its handle (mlk.check), not checked again";
+      if (std::find(c.skipped.begin(), c.skipped.end(), line) == c.skipped.end()) c.skipped.push_back(line);
+      return true;
+    };
+  auto dims = bind_dims(f, c.shapes, given, skip);
   if (!dims.ok()) return Status::InvalidArgument("`" + f.name + "`: " + dims.status().message());
   c.dims = *dims;
   for (const ir::Result& r : results) {

@@ -19,7 +19,14 @@
 //   data    non-NULL unless the tensor is empty; data + byte_offset aligned to
 //           the element size
 //   dims    every symbol consistent across arguments, the refinements hold
-//           (lang/bind.h, same messages as `mlk run`)
+//           (lang/bind.h, same messages as `mlk run`), but for those a
+//           checked handle proved (`proven`, below): a refinement of the fn
+//           is not evaluated again when (a) its text is one a handle passed
+//           as argument i proved (whitespace aside), (b) the call binds
+//           every dimension it names to the value the handle bound, and (c)
+//           argument i still has the dtype and shape it was checked with.
+//           Each one skipped is a line of CheckedCall::skipped. Every other
+//           rule runs for a handle's tensor as for any other.
 //   output  the result's dtype and concrete shape, compact, and no byte in
 //           common with any argument (a fn with several results: one output
 //           per result, none sharing a byte with an argument or another)
@@ -52,6 +59,17 @@ struct Placement {
   bool any_device = false; // skip the device rule (dims and shapes only; the run checks it)
 };
 
+// What a checked handle (runtime/checked.h) proved about argument `arg` of
+// a call: `refinements`, as the language prints them, for the values `dims`,
+// of a tensor of `dtype` and `shape`.
+struct Proven {
+  size_t arg = 0;
+  std::vector<std::string> refinements;
+  DimEnv dims;
+  DLDataType dtype{};
+  std::vector<int64_t> shape;
+};
+
 struct CheckedCall {
   DimEnv dims;                      // every dimension variable of the fn
   std::vector<bool> on_device;      // per argument: its data is CUDA device memory
@@ -63,18 +81,24 @@ struct CheckedCall {
   std::vector<void*> outs;                       // one per result (when outputs were given)
   std::vector<std::vector<int64_t>> out_shapes;  // one per result
   std::vector<bool> outs_on_device;              // one per result (when outputs were given)
+  // One line per refinement a handle proved and the call did not check
+  // again: "refinement `D mod H = 0` of `w`: proven by its handle
+  // (mlk.check), not checked again".
+  std::vector<std::string> skipped;
 };
 
 // `given`: dims the caller fixes (the fn's unbound dims must be here).
 // `out` may be null to check only the arguments (then out_shape is still
 // computed: the shape the caller must allocate).
 // `where`: the kernel's placement (default: a CPU kernel).
+// `proven`: what the handles among the arguments proved (the dims rule).
 Expected<CheckedCall> check_call(const ir::Function& f, const std::vector<const DLTensor*>& args, const DLTensor* out,
-                                 const DimEnv& given, const Placement& where = {});
+                                 const DimEnv& given, const Placement& where = {},
+                                 const std::vector<Proven>& proven = {});
 // The same with one output per result of `f` (`outs` empty: the arguments
 // only). The one-output form refuses a fn with several results.
 Expected<CheckedCall> check_call_all(const ir::Function& f, const std::vector<const DLTensor*>& args,
                                      const std::vector<const DLTensor*>& outs, const DimEnv& given,
-                                     const Placement& where = {});
+                                     const Placement& where = {}, const std::vector<Proven>& proven = {});
 
 }  // namespace mlk::rt

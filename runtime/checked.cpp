@@ -52,7 +52,30 @@ Expected<CheckedType> check_type(const std::string& type, DLDataType dtype, cons
   out.type = t.str();
   for (const auto& p : fn.refinements) out.refinements.push_back(p.str());
   out.dims = std::move(env).value();
+  out.dtype = dtype;
+  out.shape = shape;
   return out;
+}
+
+Proven Checked::proven(size_t arg) const { return {arg, type.refinements, type.dims, type.dtype, type.shape}; }
+
+Expected<Checked> check(const DLTensor& t, const std::string& type, const DimEnv& given) {
+  if (t.ndim < 0) return Status::Usage("the checked tensor has rank " + std::to_string(t.ndim));
+  if (t.ndim > 0 && !t.shape) return Status::Usage("the checked tensor: shape is NULL");
+  auto r = check_type(type, t.dtype, std::vector<int64_t>(t.shape, t.shape + t.ndim), given);
+  if (!r.ok()) return r.status();
+  return Checked{t, std::move(r).value()};
+}
+
+CallArgs& CallArgs::add(const DLTensor* t) {
+  tensors.push_back(t);
+  return *this;
+}
+
+CallArgs& CallArgs::add(const Checked& h) {
+  proven.push_back(h.proven(tensors.size()));
+  tensors.push_back(&h.tensor);
+  return *this;
 }
 
 }  // namespace mlk::rt

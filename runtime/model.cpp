@@ -56,6 +56,8 @@ class Model::Call {
     std::shared_ptr<const Kernel> kernel;
     std::vector<const DLTensor*> args;
     DLTensor* out = nullptr;  // null for the last, which writes the caller's output
+    RunOptions run;  // what handles proved of its arguments (run.proven)
+    std::vector<std::string> skipped;  // the refinements they spared (CheckedCall::skipped)
   };
   std::vector<Step> steps;
   std::vector<int64_t> out_shape;
@@ -327,7 +329,8 @@ Status Model::BindWeights(const std::string& weights_path) {
   return Status::Ok();
 }
 
-Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DLTensor*>& inputs) const {
+Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DLTensor*>& inputs,
+                                                      const std::vector<Proven>& proven) const {
   const auto& ins = binding_.inputs;
   if (inputs.size() != ins.size()) {
     std::string names;
@@ -373,8 +376,15 @@ Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DL
     Call::Step cs;
     cs.at = &in;
     for (size_t p = 0; p < in.fn->params.size(); ++p) cs.args.push_back(in.held[p] ? &in.held[p]->dl : values.at(in.value[p]));
-    auto checked = check_call(*in.fn, cs.args, nullptr, step.dims);
+    for (const Proven& q : proven)  // a handle's input, wherever this step takes it
+      for (size_t p = 0; p < cs.args.size(); ++p)
+        if (q.arg < inputs.size() && inputs[q.arg] && cs.args[p] == inputs[q.arg]) {
+          cs.run.proven.push_back(q);
+          cs.run.proven.back().arg = p;
+        }
+    auto checked = check_call(*in.fn, cs.args, nullptr, step.dims, {}, cs.run.proven);
     if (!checked.ok()) return prefixed(checked.status(), at);
+    cs.skipped = checked->skipped;
     auto kernel = rt_->GetKernel(program_, in.fn->name, policy_, checked->dims);
     if (!kernel.ok()) return prefixed(kernel.status(), at);
     cs.kernel = *kernel;
@@ -415,7 +425,7 @@ Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DL
 Status Model::Run(Call& call, DLTensor* out) const {
   if (!out) return Status::InvalidArgument("the output of the model is NULL");
   for (auto& s : call.steps) {
-    Status st = s.kernel->Run(s.args, s.out ? s.out : out);
+    Status st = s.kernel->Run(s.args, s.out ? s.out : out, s.run);
     if (!st.ok()) {
       const BindingStep& step = binding_.steps[s.at->step];
       return prefixed(st, step.where(s.at->step) +
@@ -431,6 +441,7 @@ std::vector<std::string> Model::Selections(const Call& call) {
   for (const auto& s : call.steps) {
     if (last && last->step == s.at->step) continue;
     out.push_back("`" + s.at->fn->name + "`: " + s.kernel->selection().reason);
+    for (const auto& line : s.skipped) out.push_back("  " + line);
     last = s.at;
   }
   return out;

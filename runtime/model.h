@@ -66,14 +66,19 @@ class Model {
   class Call;
   // `inputs` in the order of inputs(); nullptr for an input left out (only
   // one with `zeros_like`). Errors name the step, its instance and the
-  // argument.
-  Expected<std::shared_ptr<Call>> Prepare(const std::vector<const DLTensor*>& inputs) const;
+  // argument. `proven`: what checked handles proved of inputs (Proven::arg
+  // indexes `inputs`; runtime/checked.h): a step given such an input skips
+  // those refinements as a call does (runtime/boundary.h).
+  Expected<std::shared_ptr<Call>> Prepare(const std::vector<const DLTensor*>& inputs,
+                                          const std::vector<Proven>& proven = {}) const;
   // The shape the caller allocates for the result of `call` (the result
   // fn's dtype, compact row-major).
   static const std::vector<int64_t>& OutputShape(const Call& call);
   // Runs the prepared call into `out`. Not concurrently on one Call.
   Status Run(Call& call, DLTensor* out) const;
-  // One line per step: which kernel ran it and why (Selection::reason).
+  // One line per step: which kernel ran it and why (Selection::reason),
+  // each followed by the refinements its inputs' handles proved, one
+  // indented line each (CheckedCall::skipped).
   static std::vector<std::string> Selections(const Call& call);
 
  private:

@@ -170,6 +170,12 @@ std::string Selection::explain() const {
   return s;
 }
 
+std::string Selection::explain(const std::vector<std::string>& skipped) const {
+  std::string s = explain();
+  for (const auto& line : skipped) s += "\n  " + line;
+  return s;
+}
+
 Expected<DimEnv> dims_of(const ir::Function& f, const std::vector<const DLTensor*>& args, const DimEnv& given) {
   Placement any;
   any.any_device = true;  // the kernel, chosen from these dims, checks the device
@@ -240,7 +246,8 @@ Status Kernel::RunAll(const std::vector<const DLTensor*>& args, const std::vecto
   auto where = placement();
   if (!where.ok()) return where.status();
   if (where->cuda) return Status::Unsupported("`" + fn_->name + "`: CUDA kernels have one result");
-  auto c = check_call_all(*fn_, args, std::vector<const DLTensor*>(outs.begin(), outs.end()), unbound_, *where);
+  auto c = check_call_all(*fn_, args, std::vector<const DLTensor*>(outs.begin(), outs.end()), unbound_, *where,
+                          options.proven);
   if (!c.ok()) return c.status();
   AbiCall a = abi_call(*fn_, *c);
   if (jit_) {
@@ -254,7 +261,7 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, cons
   if (!out) return Status::InvalidArgument("the output of `" + fn_->name + "` is NULL");
   auto where = placement();
   if (!where.ok()) return where.status();
-  auto c = check_call(*fn_, args, out, unbound_, *where);
+  auto c = check_call(*fn_, args, out, unbound_, *where, options.proven);
   if (!c.ok()) return c.status();
   AbiCall a = abi_call(*fn_, *c);
   if (jit_) {

@@ -92,6 +92,9 @@ struct Selection {
   std::string reason;                 // one line for people
   std::vector<std::string> rejected;  // "PROFILE: why not", for the profiles tried before it
   std::string explain() const;        // reason, then the rejections
+  // The same, then a call's refinements its handles proved, one line each
+  // (CheckedCall::skipped; runtime/checked.h).
+  std::string explain(const std::vector<std::string>& skipped) const;
 };
 
 const char* source_name(Selection::Source s);  // "exact", "other-shape", "default-jit", "directory"
@@ -119,6 +122,9 @@ struct RunOptions {
   // is queued; the caller synchronises the stream before reading the result
   // (as with any CUDA library). Ignored by CPU kernels.
   void* cuda_stream = nullptr;
+  // What the checked handles among the arguments proved (runtime/checked.h,
+  // CallArgs): the refinements the boundary need not evaluate again.
+  std::vector<Proven> proven;
 };
 
 class Kernel {

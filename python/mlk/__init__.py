@@ -110,19 +110,25 @@ class _Fn:
         return np.asarray(v, dtype=_NUMPY_DTYPES[dtype])
 
     def _prepare(self, args, named, dims):
-        """The flat tensor arguments and dims of a call: records expanded (mlk/records.py),
-        checked handles unwrapped (mlk/checked.py), tables read (mlk/arrow.py)."""
-        args, dims = _checked.unwrap(records.place(self, args, named, BoundaryError), dims, self._sig["unbound_dims"])
+        """The flat tensor arguments, dims and what the handles proved of a call: records
+        expanded (mlk/records.py), checked handles unwrapped (mlk/checked.py), tables read
+        (mlk/arrow.py)."""
+        args, dims, proven = _checked.unwrap(records.place(self, args, named, BoundaryError), dims,
+                                             self._sig["unbound_dims"])
         if self._sig.get("frames"):
-            args, dims = arrow.expand(self, args, dims)
-        return args, dims
+            flat, dims = arrow.expand(self, args, dims)
+            if len(flat) != len(args):
+                proven = []  # tables moved the arguments: the handles' refinements are checked again
+            args = flat
+        return args, dims, proven
 
     def kernel(self, *args, dims=None, **named):
-        """The kernel these arguments would run (its .selection says which artifact and why)."""
-        args, dims = self._prepare(args, named, dims)
+        """The kernel these arguments would run (its .selection says which artifact and why, and
+        which refinements the arguments' checked handles proved: mlk/checked.py)."""
+        args, dims, proven = self._prepare(args, named, dims)
         use_torch = any(_is_torch(a) for a in args)
         keep, caps = self._capsules(args, use_torch)
-        return self._ops._program.kernel(self.__name__, self._ops.target, caps, dims or {})
+        return self._ops._program.kernel(self.__name__, self._ops.target, caps, dims or {}, proven)
 
     def _alloc(self, kind):
         alloc = self._allocs.get(kind)
@@ -130,7 +136,7 @@ class _Fn:
             alloc = self._allocs[kind] = _dlpack.allocator(kind, self._sig["result_dtype"], _torch())
         return alloc
 
-    def _call_all(self, args, caps, dims, out, use_torch):
+    def _call_all(self, args, caps, dims, out, use_torch, proven=()):
         """A fn with several results: one run, a tuple of results (each allocated like a
         single result, or the tensors of the tuple `out`)."""
         results = self._sig["results"]
@@ -145,16 +151,17 @@ class _Fn:
             allocs = self._allocs.get(key)
             if allocs is None:
                 allocs = self._allocs[key] = [_dlpack.allocator(kind, r["dtype"], _torch()) for r in results]
-        return self._cross_all(caps, dims or {}, allocs)
+        return self._cross_all(caps, dims or {}, allocs, proven)
 
     # The one crossing into C++ of a call (check, select, allocate through the
     # callbacks, run); the capsules are consumed there, each deleter run once.
     # A Runner's fns (mlk/_select.py) cross to their selector instead.
-    def _cross(self, caps, dims, alloc, stream):
-        return _mlk.call(self._ops._program, self.__name__, self._ops.target, caps, dims, alloc, stream)
+    # `proven`: what the arguments' checked handles proved (mlk/checked.py, unwrap).
+    def _cross(self, caps, dims, alloc, stream, proven=()):
+        return _mlk.call(self._ops._program, self.__name__, self._ops.target, caps, dims, alloc, stream, list(proven))
 
-    def _cross_all(self, caps, dims, allocs):
-        return _mlk.call_all(self._ops._program, self.__name__, self._ops.target, caps, dims, allocs)
+    def _cross_all(self, caps, dims, allocs, proven=()):
+        return _mlk.call_all(self._ops._program, self.__name__, self._ops.target, caps, dims, allocs, list(proven))
 
     def __call__(self, *args, dims=None, out=None, stream=None, **named):
         """Runs the kernel on `args` (dims: values of dims no argument binds). A fn with several
@@ -165,11 +172,11 @@ class _Fn:
         (a CUstream as an int; default: torch's current stream); the result is ready on that
         stream. A Dataframe parameter takes a table (mlk/arrow.py); a record parameter a dict
         or list of tensors, positionally or by keyword (mlk/records.py)."""
-        args, dims = self._prepare(args, named, dims)
+        args, dims, proven = self._prepare(args, named, dims)
         use_torch = any(_is_torch(a) for a in args)
         if len(self._sig["results"]) > 1:  # a tuple of results, on the CPU
             keep, caps = self._capsules(args, use_torch)
-            return self._call_all(args, caps, dims, out, use_torch)
+            return self._call_all(args, caps, dims, out, use_torch, proven)
         device = _dlpack.cuda_device(list(args) + ([out] if out is not None else []))
         if device is not None and stream is None:
             stream = _dlpack.current_stream(_torch() if use_torch else None, device)
@@ -180,7 +187,7 @@ class _Fn:
             alloc = _dlpack.allocator("torch", self._sig["result_dtype"], _torch(), device, stream)
         else:
             alloc = self._alloc("torch" if use_torch else _dlpack.output_kind(args))
-        return self._cross(caps, dims or {}, alloc, stream or 0)
+        return self._cross(caps, dims or {}, alloc, stream or 0, proven)
 
 
 class Ops:

@@ -122,12 +122,12 @@ class _SelectedFn(_Fn):
     def kernel(self, *args, dims=None, **named):
         """The kernel these arguments would run: .selection (the candidate, why the
         ones before it were skipped, its own selection), .choice, .candidate, .source."""
-        args, dims = self._prepare(args, named, dims)
+        args, dims, proven = self._prepare(args, named, dims)
         keep, caps = self._capsules(args, any(_is_torch(a) for a in args))
-        return self._ops._selector.kernel(self.__name__, caps, dims or {})
+        return self._ops._selector.kernel(self.__name__, caps, dims or {}, proven)
 
-    def _cross(self, caps, dims, alloc, stream):
-        return _mlk.select_call(self._ops._selector, self.__name__, caps, dims, alloc, stream)
+    def _cross(self, caps, dims, alloc, stream, proven=()):
+        return _mlk.select_call(self._ops._selector, self.__name__, caps, dims, alloc, stream, list(proven))
 
-    def _cross_all(self, caps, dims, allocs):
-        return _mlk.select_call_all(self._ops._selector, self.__name__, caps, dims, allocs)
+    def _cross_all(self, caps, dims, allocs, proven=()):
+        return _mlk.select_call_all(self._ops._selector, self.__name__, caps, dims, allocs, list(proven))

@@ -7,10 +7,21 @@ and refinements are the language's; the tensor's dtype, every extent and
 every refinement are checked, and the handle keeps the dimensions the check
 bound (`.dims`: {"D": 384, "H": 8}). A handle is accepted wherever its
 tensor is (a fn's argument, a record's field): the call takes the tensor,
-and its own boundary check still runs (checks at the boundary are the
-runtime's contract, and cost O(rank)). A handle's dims give the call the
-values of the fn's unbound dims of the same name (as `dims=` would), and
-must agree with the call's own `dims=`.
+and a refinement of the fn that the handle proved is not checked again when
+(a) it is, as the language prints it, one of the handle's `.refinements`,
+(b) the call binds every dimension it names to the value in the handle's
+`.dims`, and (c) the tensor still has the dtype and shape it was checked
+with. Every other boundary check runs as for any tensor (the device, dtype,
+shape and layout rules always do: O(rank), and they catch a tensor resized
+in place since the check), and so does any refinement not meeting (a)-(c).
+The call's `kernel(...).selection` names each refinement it skipped
+("refinement `D mod H = 0` of `w_q`: proven by its handle (mlk.check), not
+checked again"); a handle given to a model (mlk.load_model) does the same for
+every step that takes it, listed by the model's `selections(...)`. The checks
+are made, and skipped, by the C++ runtime (runtime/boundary.h, Proven),
+which C++ callers reach with mlk::rt::check (runtime/checked.h). A handle's dims give the call the values of the fn's
+unbound dims of the same name (as `dims=` would), and must agree with the
+call's own `dims=`.
 """
 import builtins
 
@@ -21,10 +32,11 @@ class Checked:
     """A tensor and the type it was checked against: .tensor, .type (as the language prints
     it), .refinements (each proven for .dims) and .dims (every dimension of the type)."""
 
-    __slots__ = ("tensor", "type", "refinements", "dims")
+    __slots__ = ("tensor", "type", "refinements", "dims", "_as")
 
-    def __init__(self, tensor, type, refinements, dims):
+    def __init__(self, tensor, type, refinements, dims, checked_as=((), (0, 0, 0))):
         self.tensor, self.type, self.refinements, self.dims = tensor, type, refinements, dims
+        self._as = checked_as  # (shape, (DLPack code, bits, lanes)) as checked: rule (c)
 
     def __repr__(self):
         where = " where " + ", ".join(self.refinements) if self.refinements else ""
@@ -53,21 +65,26 @@ def check(x, type, dims=None):
         t = x.view(torch.uint8)  # DLPack's Bool as mlk takes it (runtime/boundary.h)
     cap = _dlpack.capsule(t, lambda i: "the checked tensor", 0, None)
     r = _mlk.check_type(cap, str(type), {str(k): int(v) for k, v in (dims or {}).items()})
-    return Checked(x, r["type"], list(r["refinements"]), dict(r["dims"]))
+    return Checked(x, r["type"], list(r["refinements"]), dict(r["dims"]), (list(r["shape"]), tuple(r["dtype"])))
 
 
 def unwrap(args, dims, unbound):
-    """(`args` with each handle replaced by its tensor, the call's dims): a handle's dims must
-    agree with the call's `dims`, and give the values of the fn's `unbound` dims it names."""
+    """(`args` with each handle replaced by its tensor, the call's dims, what the handles
+    proved): a handle's dims must agree with the call's `dims`, and give the values of the fn's
+    `unbound` dims it names. What they proved is one (argument index, refinements, dims, shape,
+    dtype) per handle, for the C++ call (runtime/boundary.h, Proven), which skips those
+    refinements under rules (a)-(c) above."""
     if not any(isinstance(a, Checked) for a in args):
-        return args, dims
+        return args, dims, []
     out = dict(dims or {})
-    for a in args:
+    proven = []
+    for i, a in enumerate(args):
         if isinstance(a, Checked):
+            proven.append((i, list(a.refinements), dict(a.dims), list(a._as[0]), tuple(a._as[1])))
             for k, v in a.dims.items():
                 if k in out and out[k] != v:
                     raise _mlk.BoundaryError("a handle checked with %s = %d, but the call has %s = %d"
                                              % (k, v, k, out[k]))
                 if k in unbound:
                     out[k] = v
-    return tuple(a.tensor if isinstance(a, Checked) else a for a in args), out
+    return tuple(a.tensor if isinstance(a, Checked) else a for a in args), out, proven

@@ -13,6 +13,7 @@ its key and the field); each call runs the binding's steps on the
 runtime's kernels with the weights in place.
 """
 from . import _dlpack, _mlk
+from . import checked as _checked
 
 __all__ = ["load_model", "Model", "pack_tokens", "PACKED_INPUTS"]
 
@@ -112,7 +113,7 @@ class Model:
         for n, v in zip(self.input_names, values):
             if v is None and self._required[n]:
                 raise _mlk.BoundaryError("input `%s` of the model is required" % n)
-            if v is not None and getattr(v, "requires_grad", False):
+            if v is not None and getattr(v.tensor if isinstance(v, _checked.Checked) else v, "requires_grad", False):
                 raise _mlk.BoundaryError("input `%s` requires grad; mlk kernels have no autograd (pass x.detach())" % n)
             if v is not None and not hasattr(v, "__dlpack__"):
                 raise _mlk.BoundaryError("input `%s`: a %s, not a tensor (torch.Tensor or an object with __dlpack__)"
@@ -127,9 +128,16 @@ class Model:
         return alloc
 
     def __call__(self, *args, **kwargs):
-        values = self._inputs(args, kwargs)
+        values, proven = self._unwrap(self._inputs(args, kwargs))
         torch = _torch_module(values)
-        return _mlk.model_call(self._native, self._capsules(values, torch), self._alloc(values, torch))
+        return _mlk.model_call(self._native, self._capsules(values, torch), self._alloc(values, torch), proven)
+
+    @staticmethod
+    def _unwrap(values):
+        """(`values` with each checked handle replaced by its tensor, what the handles proved):
+        a step given a handle's input skips the refinements it proved (mlk/checked.py)."""
+        values, _, proven = _checked.unwrap(values, None, ())
+        return list(values), proven
 
     def encode(self, token_lists):
         """Embeds sentences of different lengths without padding them: `token_lists` holds one
@@ -156,9 +164,10 @@ class Model:
         return caps
 
     def selections(self, *args, **kwargs):
-        """Which kernel runs each step for these inputs (tuned, or the default schedule), one line per step."""
-        values = self._inputs(args, kwargs)
-        return self._native.selections(self._capsules(values, _torch_module(values)))
+        """Which kernel runs each step for these inputs (tuned, or the default schedule), one line per step,
+        each followed by the refinements an input's checked handle proved (mlk.check), not checked again."""
+        values, proven = self._unwrap(self._inputs(args, kwargs))
+        return self._native.selections(self._capsules(values, _torch_module(values)), proven)
 
 
 def load_model(program, weights, binding=None, target="host", cache="", namespace="default", token="", require="any",

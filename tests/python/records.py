@@ -11,7 +11,10 @@ with its parameters and batch passed as dicts, positionally and by keyword:
 3. a missing, extra or misnamed leaf is refused naming it;
 4. scenario 1: `mlk.check` of a weight against a written type with a
    refinement, its refusals (refinement, dtype, shape, the type's own
-   errors), and the handle as an argument giving the call its unbound dim.
+   errors), the handle as an argument giving the call its unbound dim, and
+   the call skipping the refinement the handle proved (its selection says
+   so; a call without handles, or with a handle's tensor resized in place,
+   checks it).
 
 usage: records.py SOURCE_DIR MODULE_DIR
 """
@@ -121,6 +124,16 @@ xb = t(B, D)
 close(ops.project(xb, w), (xb @ w_q).reshape(B, D, 1), "a handle as an argument, its H giving the call's unbound dim")
 raises("a handle's dims must agree with the call's", lambda: ops.project(xb, w, dims={"H": 1}), mlk.BoundaryError,
        "a handle checked with H = 19, but the call has H = 1")
+skipped = "refinement `D mod H = 0` of `w_q`: proven by its handle (mlk.check), not checked again"
+sel = ops.project.kernel(xb, w).selection
+check("a call given a handle skips the refinement it proved, and its selection says so", skipped in sel, sel)
+sel = ops.project.kernel(xb, w_q, dims={"H": D}).selection
+check("a call without handles checks every refinement (its selection names none skipped)",
+      "proven by its handle" not in sel, sel)
+w_r = mlk.check(t(D, D), "Tensor[F32, [D, D], [D mod H = 0]]", dims={"H": D})
+w_r.tensor.resize_(D + 1, D + 1)  # in place, after the check: D = 20 no longer a multiple of H = 19
+raises("a handle's tensor resized since its check is checked again", lambda: ops.project(t(B, D + 1), w_r),
+       mlk.BoundaryError, "refinement `D mod H = 0` of `project` does not hold: D = 20, H = 19")
 
 failed = [r for r in results if not r[1]]
 for name, ok, note in results:

@@ -1,10 +1,13 @@
 // mlk::rt::check_type (runtime/checked.h): a shape and dtype against a
-// written type, its refinements, and the dims it binds.
+// written type, its refinements, and the dims it binds; a handle (check)
+// passed to a call skips the refinements it proved, and only those.
 #include "runtime/checked.h"
 
 #include <gtest/gtest.h>
 
+#include "lang/frontend.h"
 #include "runtime/boundary.h"
+#include "tests/runtime/dl_tensor.h"
 
 namespace mlk::rt {
 namespace {
@@ -55,6 +58,77 @@ TEST(CheckedType, ATypeThatDoesNotCheckIsAUsageError) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Status::Code::kUsage) << bad;
   }
+}
+
+// The fn the handles are passed to: its one refinement names D and H, not E.
+const char* kWType = "Tensor[F32, [D, E], [D mod H = 0]]";
+const ir::Function& project() {
+  static const FrontendResult r = compile_source(
+      "project.tl",
+      "fn project [B, D, E, H](x: Tensor[F32, [B, D]], w: Tensor[F32, [D, E], [D mod H = 0]]) -> "
+      "Tensor[F32, [B, E]] =\n  matmul(x, w)\n");
+  EXPECT_TRUE(r.ok()) << r.rendered();
+  return r.module.functions.front();
+}
+const std::string kSkipped = "refinement `D mod H = 0` of `w`: proven by its handle (mlk.check), not checked again";
+
+TEST(CheckedHandle, ACallSkipsTheRefinementAHandleProvedAndSaysSo) {
+  Dl x(DType::F32, {2, 384}), w(DType::F32, {384, 16});
+  auto h = check(w.d, kWType, {{"H", 12}});
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ(h->type.shape, (std::vector<int64_t>{384, 16}));
+  CallArgs a;
+  a.add(&x.d).add(*h);
+  ASSERT_EQ(a.tensors.size(), 2u);
+  EXPECT_EQ(a.tensors[1], &h->tensor);
+  auto c = check_call(project(), a.tensors, nullptr, {{"H", 12}}, {}, a.proven);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->skipped, std::vector<std::string>{kSkipped});
+  // The same tensors without the handle: every refinement checked, none listed.
+  auto plain = check_call(project(), {&x.d, &w.d}, nullptr, {{"H", 12}});
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_TRUE(plain->skipped.empty());
+  // What a handle proved is taken as proven (text compared with whitespace
+  // aside): a refinement that does not hold passes unevaluated.
+  Proven claimed{1, {"D  mod H=0"}, {{"D", 384}, {"H", 5}}, to_dl(DType::F32), {384, 16}};
+  auto trusted = check_call(project(), {&x.d, &w.d}, nullptr, {{"H", 5}}, {}, {claimed});
+  ASSERT_TRUE(trusted.ok()) << trusted.status().message();
+  EXPECT_EQ(trusted->skipped, std::vector<std::string>{kSkipped});
+  EXPECT_FALSE(check_call(project(), {&x.d, &w.d}, nullptr, {{"H", 5}}).ok());
+}
+
+TEST(CheckedHandle, AHandleWhoseDimsDifferFromTheCallsDoesNotSkip) {
+  Dl x(DType::F32, {2, 384}), w(DType::F32, {384, 16});
+  auto h = check(w.d, kWType, {{"H", 12}});
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  CallArgs a;
+  a.add(&x.d).add(*h);
+  auto other = check_call(project(), a.tensors, nullptr, {{"H", 6}}, {}, a.proven);  // holds, checked again
+  ASSERT_TRUE(other.ok()) << other.status().message();
+  EXPECT_TRUE(other->skipped.empty());
+  auto broken = check_call(project(), a.tensors, nullptr, {{"H", 5}}, {}, a.proven);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.status().message(),
+            "`project`: refinement `D mod H = 0` of `project` does not hold: D = 384, H = 5");
+}
+
+// A handle's tensor resized in place after the check (its DLTensor shares the
+// shape array): the refinement is evaluated again, and refused when it fails.
+TEST(CheckedHandle, ATensorChangedSinceTheCheckIsCheckedAsBefore) {
+  Dl x(DType::F32, {2, 384}), w(DType::F32, {384, 16});
+  auto h = check(w.d, kWType, {{"H", 12}});
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  CallArgs a;
+  a.add(&x.d).add(*h);
+  w.t.shape[1] = 8;  // E only: D and H are as the handle bound them, but the shape is not
+  auto narrowed = check_call(project(), a.tensors, nullptr, {{"H", 12}}, {}, a.proven);
+  ASSERT_TRUE(narrowed.ok()) << narrowed.status().message();
+  EXPECT_TRUE(narrowed->skipped.empty());
+  x.t.shape[1] = w.t.shape[0] = 390;  // never read: only the records are checked
+  auto resized = check_call(project(), a.tensors, nullptr, {{"H", 12}}, {}, a.proven);
+  ASSERT_FALSE(resized.ok());
+  EXPECT_EQ(resized.status().message(),
+            "`project`: refinement `D mod H = 0` of `project` does not hold: D = 390, H = 12");
 }
 
 }  // namespace
