@@ -192,7 +192,9 @@ Dim Dim::exact_div(const Dim& num, const Dim& den) {
   }
   auto q = std::make_shared<Quot>(Quot{n, d});
   std::string nk = n.terms_.size() > 1 ? "(" + n.str() + ")" : n.str();
-  std::string dk = d.terms_.size() > 1 || (!d.terms_[0].atoms.empty() && d.terms_[0].coef != 1) ? "(" + d.str() + ")" : d.str();
+  // The denominator is bracketed unless it is a constant or one variable:
+  // `A / (B / C)` and `(A / B) / C` must not print (nor key their atom) alike.
+  std::string dk = d.is_atomic() ? d.str() : "(" + d.str() + ")";
   Dim out;
   out.terms_.push_back({1, {Atom{nk + " / " + dk, q}}});
   return out;

@@ -50,6 +50,12 @@ class Dim {
   bool operator!=(const Dim& o) const { return !(*this == o); }
 
   bool is_constant() const { return !overflow_ && (terms_.empty() || (terms_.size() == 1 && terms_[0].atoms.empty())); }
+  // A constant or one variable: printed, it needs no brackets as an operand
+  // of `/` or `mod` (a product or quotient does: `D / (H * K)`).
+  bool is_atomic() const {
+    return is_constant() || (!overflow_ && terms_.size() == 1 && terms_[0].coef == 1 && terms_[0].atoms.size() == 1 &&
+                             !terms_[0].atoms[0].quot);
+  }
   int64_t constant_value() const { return terms_.empty() ? 0 : terms_[0].coef; }
   bool overflowed() const { return overflow_; }
   const std::vector<Term>& terms() const { return terms_; }

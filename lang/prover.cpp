@@ -10,7 +10,7 @@ std::string Pred::str() const {
   switch (op) {
     case Op::kModZero: {
       auto wrap = [](const Dim& d) { return d.terms().size() > 1 ? "(" + d.str() + ")" : d.str(); };
-      return wrap(lhs) + " mod " + wrap(rhs) + " = 0";
+      return wrap(lhs) + " mod " + (rhs.is_atomic() ? rhs.str() : "(" + rhs.str() + ")") + " = 0";
     }
     case Op::kEq: return lhs.str() + " = " + rhs.str();
     case Op::kNe: return lhs.str() + " != " + rhs.str();

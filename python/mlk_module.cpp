@@ -111,20 +111,22 @@ Consumed consume_all(const py::list& caps, const mlk::ir::Function* f) {
 }
 
 // What the handles of a call proved (python/mlk/checked.py, unwrap): one
-// (argument index, refinements, dims, shape, (code, bits, lanes)) per handle.
+// (argument index, proof) per handle, the proof the opaque CheckProof that
+// check_type made (Python cannot make or change one, so a handle's edited
+// .dims or a hand-made Checked proves nothing; a non-proof is a TypeError).
 std::vector<mlk::rt::Proven> proven_of(const py::list& items) {
   std::vector<mlk::rt::Proven> out;
   for (const auto& item : items) {
     auto t = item.cast<py::tuple>();
+    if (t.size() != 2 || !py::isinstance<mlk::rt::CheckedType>(t[1]))
+      throw BoundaryError("a checked handle whose proof is not mlk.check's: make handles with mlk.check");
+    const auto& proof = t[1].cast<const mlk::rt::CheckedType&>();
     mlk::rt::Proven p;
     p.arg = t[0].cast<size_t>();
-    p.refinements = t[1].cast<std::vector<std::string>>();
-    auto dims = t[2].cast<std::map<std::string, int64_t>>();
-    p.dims = mlk::DimEnv(dims.begin(), dims.end());
-    p.shape = t[3].cast<std::vector<int64_t>>();
-    auto d = t[4].cast<std::tuple<int, int, int>>();
-    p.dtype = {static_cast<uint8_t>(std::get<0>(d)), static_cast<uint8_t>(std::get<1>(d)),
-               static_cast<uint16_t>(std::get<2>(d))};
+    p.refinements = proof.refinements;
+    p.dims = proof.dims;
+    p.shape = proof.shape;
+    p.dtype = proof.dtype;
     out.push_back(std::move(p));
   }
   return out;
@@ -386,6 +388,8 @@ void bind_errors_and_buffers(py::module_& m) {
     return PyTensor{unwrap(mlk::rt::HostBuffer::Allocate(dtype_of(dtype), shape))};
   });
   // For leak tests: result buffers alive, exports whose deleter has not run.
+  // What mlk.check proved, opaque to Python (no constructor, nothing to set).
+  py::class_<mlk::rt::CheckedType>(m, "CheckProof");
   // mlk.check: a tensor (a DLPack capsule, consumed) against a written type.
   m.def("check_type", [](const py::object& cap, const std::string& type, const std::map<std::string, int64_t>& dims) {
     auto t = consume(cap, "the checked tensor");
@@ -395,8 +399,7 @@ void bind_errors_and_buffers(py::module_& m) {
     if (!r.ok()) throw BoundaryError(r.status().message());
     return py::dict(py::arg("type") = r->type, py::arg("refinements") = r->refinements,
                     py::arg("dims") = std::map<std::string, int64_t>(r->dims.begin(), r->dims.end()),
-                    py::arg("shape") = r->shape,
-                    py::arg("dtype") = py::make_tuple(r->dtype.code, r->dtype.bits, r->dtype.lanes));
+                    py::arg("proof") = *r);
   });
   m.def("live_host_buffers", &mlk::rt::live_host_buffers);
   m.def("live_exports", &mlk::rt::live_exports);

@@ -7,9 +7,15 @@
 
 namespace mlk::rt {
 
-std::string renamed_key(const std::string& path, const std::map<std::string, std::string>& rename) {
+std::string renamed_key(const std::string& path, const std::map<std::string, std::string>& rename,
+                        std::string* matched) {
   for (std::string prefix = path;;) {  // longest first: the whole path, then without its last component
-    if (auto it = rename.find(prefix); it != rename.end()) return it->second + path.substr(prefix.size());
+    if (auto it = rename.find(prefix); it != rename.end()) {
+      if (matched) *matched = prefix;
+      std::string rest = path.substr(prefix.size());
+      if (it->second.empty() && !rest.empty()) rest.erase(0, 1);  // "" drops the prefix and its dot
+      return it->second + rest;
+    }
     const size_t dot = prefix.rfind('.');
     if (dot == std::string::npos) return path;
     prefix.resize(dot);
@@ -30,16 +36,14 @@ class Deriver {
  public:
   Deriver(const ir::Module& m, const ir::Function& f, const std::string& program,
           const std::map<std::string, std::string>& rename)
-      : m_(m), f_(f), where_(q(f.name) + " of " + program) {
+      : m_(m), f_(f), where_(q(f.name) + " of " + program), rename_(rename) {
     uses_.resize(f.params.size());
-    for (const auto& r : f.records)
-      for (int i = 0; i < r.count && i < static_cast<int>(r.paths.size()); ++i)
-        uses_[r.first + i].key = renamed_key(r.paths[i], rename);
     b_.file = where_;
     b_.derived = true;
   }
 
   Expected<Binding> run() {
+    MLK_RETURN_IF_ERROR(keys());
     MLK_RETURN_IF_ERROR(inputs());
     if (!f_.more_results.empty())
       return err("the entry of a model has one result; " + q(f_.name) + " has " +
@@ -60,6 +64,43 @@ class Deriver {
  private:
   Status err(const std::string& what) const { return Status::InvalidArgument(where_ + ": " + what); }
 
+  // Each record leaf's key: its path below its parameter (below the
+  // parameter's name when the entry takes several records), after the
+  // rename. A rename that matches no path, and two fields on one key, are
+  // refused.
+  Status keys() {
+    for (const auto& [from, to] : rename_) {
+      const bool bad_from = from.empty() || from.front() == '.' || from.back() == '.' ||
+                            from.find("..") != std::string::npos;
+      const bool bad_to = !to.empty() && (to.front() == '.' || to.back() == '.' || to.find("..") != std::string::npos);
+      if (bad_from || bad_to)
+        return err("rename " + q(from) + " -> " + q(to) + ": each side is a path of `.`-separated names (the key "
+                   "side may be empty, to drop the prefix)");
+    }
+    std::set<std::string> used_renames;
+    std::map<std::string, std::string> field_of;  // key -> the field bound to it
+    for (const auto& r : f_.records)
+      for (int i = 0; i < r.count && i < static_cast<int>(r.paths.size()); ++i) {
+        const std::string path = (f_.records.size() > 1 ? r.name + "." : std::string()) + r.paths[i];
+        std::string matched;
+        const std::string key = renamed_key(path, rename_, &matched);
+        if (!matched.empty()) used_renames.insert(matched);
+        if (key.empty()) return err("rename " + q(matched) + " -> `` leaves field " + q(r.name + "." + r.paths[i]) + " no key");
+        const std::string field = r.name + "." + r.paths[i];
+        auto [it, fresh] = field_of.emplace(key, field);
+        if (!fresh)
+          return err("fields " + q(it->second) + " and " + q(field) + " both bind the key " + q(key) +
+                     (rename_.empty() ? "" : " (after the rename)") + "; a weight is one field's");
+        uses_[r.first + i].key = key;
+      }
+    for (const auto& [from, to] : rename_)
+      if (!used_renames.count(from))
+        return err("rename " + q(from) + " matches no field path of its records (a rename maps a prefix of whole "
+                   "`.`-separated names" + std::string(f_.records.size() > 1 ? ", below the record parameter's name" : "") +
+                   ")");
+    return Status::Ok();
+  }
+
   Status inputs() {
     for (size_t i = 0; i < f_.params.size(); ++i) {
       if (!uses_[i].key.empty()) continue;
@@ -73,9 +114,14 @@ class Deriver {
     return Status::Ok();
   }
 
-  // One step per call, after the steps of its arguments.
-  Status visit(const ir::NodeRef& n) {
+  // One step per call, after the steps of its arguments. Calls nest at
+  // most kMaxDepth deep (a chain of `let`s is a nest).
+  static constexpr int kMaxDepth = 2048;
+  Status visit(const ir::NodeRef& n, int depth = 0) {
     if (done_.count(n.get())) return Status::Ok();
+    if (depth > kMaxDepth)
+      return err("its calls nest more than " + std::to_string(kMaxDepth) + " deep; a model is at most that many "
+                 "steps in a chain (fold fewer layers)");
     const ir::Function* g = m_.find(n->callee);
     if (!g || !g->is_public)
       return err("it calls " + q(n->callee) + ", which is not public; a model's steps are public fns (their kernels)");
@@ -83,7 +129,7 @@ class Deriver {
       return err("the call of " + q(g->name) + " has " + std::to_string(n->operands.size()) + " arguments, the fn " +
                  std::to_string(g->params.size()));
     for (const auto& a : n->operands)  // the arguments' steps first, so this step's index is known below
-      if (a->op == ir::Op::kCall) MLK_RETURN_IF_ERROR(visit(a));
+      if (a->op == ir::Op::kCall) MLK_RETURN_IF_ERROR(visit(a, depth + 1));
     BindingStep s;
     s.fn = g->name;
     for (size_t i = 0; i < g->dim_vars.size() && i < n->dims.size(); ++i)
@@ -139,6 +185,7 @@ class Deriver {
   const ir::Module& m_;
   const ir::Function& f_;
   std::string where_;
+  const std::map<std::string, std::string>& rename_;
   Binding b_;
   std::vector<ParamUse> uses_;
   std::map<const ir::Node*, size_t> done_;

@@ -20,9 +20,14 @@
 // - The model's inputs are the entry's parameters that are not records, in
 //   order; a Scalar parameter is refused (write the constant in the body).
 // - A record leaf binds the weights file's tensor named by its path below
-//   the record parameter (`layer.2.weight`), after `rename`: a map from a
-//   path prefix (whole components) to the key prefix the file uses
-//   (`{"layer": "encoder.layer"}`), the longest matching prefix applied.
+//   the record parameter (`layer.2.weight`; with several record parameters,
+//   below the parameter's name: `enc.layer.2.weight`), after `rename`: a map
+//   from a path prefix (whole components) to the key prefix the file uses
+//   (`{"layer": "encoder.layer"}`, `{"model": ""}` to drop one), the longest
+//   matching prefix applied. A rename that matches no path, and two fields
+//   bound to one key, are refused. Keys are used as written ({i} is a
+//   binding file's).
+// - Calls nest at most 2048 deep.
 // - A callee's dimension that the call fixes to a constant (`layer[H=12]`,
 //   `fold[H=12](..)`) is the step's "dims".
 // - Leaves no step reads are the binding's "unused": their keys must exist
@@ -47,6 +52,8 @@ Expected<Binding> derive_binding(const ir::Module& module, const std::string& pr
 
 // `path` with the longest prefix of `rename` (on whole `.` components)
 // replaced by its value; `path` itself when none matches.
-std::string renamed_key(const std::string& path, const std::map<std::string, std::string>& rename);
+// `matched`, when given, receives the prefix applied ("" when none).
+std::string renamed_key(const std::string& path, const std::map<std::string, std::string>& rename,
+                        std::string* matched = nullptr);
 
 }  // namespace mlk::rt

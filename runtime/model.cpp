@@ -265,7 +265,8 @@ Status Model::BindWeights(const std::string& weights_path) {
           held_.push_back(std::move(h));
           continue;
         }
-        const std::string key = weight_key(step.weights.at(par.name), i);
+        const std::string& written = step.weights.at(par.name);
+        const std::string key = binding_.derived ? written : weight_key(written, i);  // a derived key has no {i}
         const std::string of = "`" + key + "` of " + weights_path;
         const safetensors::TensorView* tv = weights_->file.find(key);
         if (!tv) return Status::InvalidArgument(weights_path + " has no tensor `" + key + "`, which " + binding_.file +

@@ -32,11 +32,13 @@ class Checked:
     """A tensor and the type it was checked against: .tensor, .type (as the language prints
     it), .refinements (each proven for .dims) and .dims (every dimension of the type)."""
 
-    __slots__ = ("tensor", "type", "refinements", "dims", "_as")
+    __slots__ = ("tensor", "type", "refinements", "dims", "_proof")
 
-    def __init__(self, tensor, type, refinements, dims, checked_as=((), (0, 0, 0))):
+    def __init__(self, tensor, type, refinements, dims, proof=None):
         self.tensor, self.type, self.refinements, self.dims = tensor, type, refinements, dims
-        self._as = checked_as  # (shape, (DLPack code, bits, lanes)) as checked: rule (c)
+        # What the check proved, opaque (the C++ CheckedType, with the shape and dtype as
+        # checked: rule (c)); .refinements and .dims are copies to read. None proves nothing.
+        self._proof = proof
 
     def __repr__(self):
         where = " where " + ", ".join(self.refinements) if self.refinements else ""
@@ -65,14 +67,14 @@ def check(x, type, dims=None):
         t = x.view(torch.uint8)  # DLPack's Bool as mlk takes it (runtime/boundary.h)
     cap = _dlpack.capsule(t, lambda i: "the checked tensor", 0, None)
     r = _mlk.check_type(cap, str(type), {str(k): int(v) for k, v in (dims or {}).items()})
-    return Checked(x, r["type"], list(r["refinements"]), dict(r["dims"]), (list(r["shape"]), tuple(r["dtype"])))
+    return Checked(x, r["type"], list(r["refinements"]), dict(r["dims"]), r["proof"])
 
 
 def unwrap(args, dims, unbound):
     """(`args` with each handle replaced by its tensor, the call's dims, what the handles
     proved): a handle's dims must agree with the call's `dims`, and give the values of the fn's
-    `unbound` dims it names. What they proved is one (argument index, refinements, dims, shape,
-    dtype) per handle, for the C++ call (runtime/boundary.h, Proven), which skips those
+    `unbound` dims it names. What they proved is one (argument index, proof) per handle, for
+    the C++ call (runtime/boundary.h, Proven), which skips those
     refinements under rules (a)-(c) above."""
     if not any(isinstance(a, Checked) for a in args):
         return args, dims, []
@@ -80,7 +82,8 @@ def unwrap(args, dims, unbound):
     proven = []
     for i, a in enumerate(args):
         if isinstance(a, Checked):
-            proven.append((i, list(a.refinements), dict(a.dims), list(a._as[0]), tuple(a._as[1])))
+            if a._proof is not None:
+                proven.append((i, a._proof))
             for k, v in a.dims.items():
                 if k in out and out[k] != v:
                     raise _mlk.BoundaryError("a handle checked with %s = %d, but the call has %s = %d"

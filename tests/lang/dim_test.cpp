@@ -121,6 +121,22 @@ TEST(Dim, QuotientsCancelAndReduce) {
   EXPECT_TRUE((big * Dim::constant(2)).overflowed());
 }
 
+// A quotient in a denominator is bracketed: A / (B / C) and (A / B) / C
+// differ (16 / (4 / 2) = 8, (16 / 4) / 2 = 2), so they must neither print
+// nor compare alike (a checked handle's proof is matched by its text).
+TEST(Dim, NestedQuotientsPrintAndCompareApart) {
+  Dim A = Dim::var("A"), B = Dim::var("B"), C = Dim::var("C"), H = Dim::var("H"), K = Dim::var("K");
+  Dim right = Dim::exact_div(A, Dim::exact_div(B, C)), left = Dim::exact_div(Dim::exact_div(A, B), C);
+  EXPECT_EQ(right.str(), "A / (B / C)");
+  EXPECT_EQ(left.str(), "A / B / C");
+  EXPECT_FALSE(right == left);
+  const std::map<std::string, int64_t> env = {{"A", 16}, {"B", 4}, {"C", 2}};
+  EXPECT_EQ(right.eval(env), 8);
+  EXPECT_EQ(left.eval(env), 2);
+  EXPECT_EQ(Dim::exact_div(A, H * K).str(), "A / (H*K)");
+  EXPECT_EQ((Pred{Pred::Op::kModZero, A, Dim::exact_div(B, C)}).str(), "A mod (B / C) = 0");
+}
+
 TEST(Dim, SubstitutionAgreesWithEvaluation) {
   Dim D = Dim::var("D"), H = Dim::var("H");
   Dim t = Dim::exact_div(D, H) * Dim::constant(3) + H;

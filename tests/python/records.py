@@ -134,6 +134,17 @@ w_r = mlk.check(t(D, D), "Tensor[F32, [D, D], [D mod H = 0]]", dims={"H": D})
 w_r.tensor.resize_(D + 1, D + 1)  # in place, after the check: D = 20 no longer a multiple of H = 19
 raises("a handle's tensor resized since its check is checked again", lambda: ops.project(t(B, D + 1), w_r),
        mlk.BoundaryError, "refinement `D mod H = 0` of `project` does not hold: D = 20, H = 19")
+# A handle's .dims and .refinements are copies to read: edited, or on a hand-made Checked, they prove nothing.
+w_e = mlk.check(w_q, "Tensor[F32, [D, D], [D mod H = 0]]", dims={"H": D})
+w_e.dims["H"] = 5
+raises("a handle whose dims were edited proves nothing", lambda: ops.project(xb, w_e), mlk.BoundaryError,
+       "refinement `D mod H = 0` of `project` does not hold: D = 19, H = 5")
+forged = mlk.checked.Checked(w_q, "Tensor[F32, [D, D]]", ["D mod H = 0"], {"D": D, "H": 5})
+raises("a hand-made handle proves nothing", lambda: ops.project(xb, forged), mlk.BoundaryError,
+       "refinement `D mod H = 0` of `project` does not hold: D = 19, H = 5")
+raises("a handle with another object as its proof is refused",
+       lambda: ops.project(xb, mlk.checked.Checked(w_q, "t", [], {"H": D}, object())), mlk.BoundaryError,
+       "a checked handle whose proof is not mlk.check's")
 
 failed = [r for r in results if not r[1]]
 for name, ok, note in results:

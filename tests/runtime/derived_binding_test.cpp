@@ -38,6 +38,8 @@ public fn private_step [N, D](x: Tensor[F32, [N, D]], net: Net[D, 3]) -> Tensor[
   hidden(affine(x, net.layer[0], 0.5))
 public fn scalar_input [N, D](x: Tensor[F32, [N, D]], s: Scalar[F32], net: Net[D, 3]) -> Tensor[F32, [N, D]] =
   affine(x, net.layer[0], s)
+fn pair [N, D](x: Tensor[F32, [N, D]], a: Lin[D, D], b: Lin[D, D]) -> Tensor[F32, [N, D]] =
+  affine(affine(x, a, 0.5), b, 0.5)
 )";
 
 constexpr int64_t kD = 4;
@@ -96,6 +98,12 @@ class DerivedBindingTest : public ::testing::Test {
   std::shared_ptr<rt::Runtime> rt_;
   std::shared_ptr<const rt::Program> prog_;
 };
+
+TEST(RenamedKey, AnEmptyKeyPrefixDropsThePrefixAndItsDot) {
+  std::string matched;
+  EXPECT_EQ(rt::renamed_key("model.layer.0.weight", {{"model", ""}}, &matched), "layer.0.weight");
+  EXPECT_EQ(matched, "model");
+}
 
 TEST(RenamedKey, TheLongestWholeComponentPrefixIsReplaced) {
   const std::map<std::string, std::string> r = {{"layer", "a"}, {"layer.0", "b"}, {"lay", "no"}};
@@ -211,7 +219,52 @@ TEST_F(DerivedBindingTest, AnEntryThatIsNotStepsIsRefusedNamingTheCall) {
   EXPECT_EQ(derive_error("nope"), program_ + " has no fn `nope` (the model's entry)");
   // The steps `affine` and `proj` take records too, but `model` calls them: only fns no fn calls are candidates.
   EXPECT_EQ(derive_error(""), program_ + ": several fns could be the model's entry (`model`, `computes`, "
-                                         "`private_step`, `scalar_input`); name it (entry=)");
+                                         "`private_step`, `scalar_input`, `pair`); name it (entry=)");
+}
+
+// Two record parameters bind below their names, so the same field of each
+// is its own tensor; a rename that would put two fields on one key, a rename
+// that matches no path and a malformed one are refused.
+TEST_F(DerivedBindingTest, SeveralRecordsBindBelowTheirNamesAndNoTwoFieldsShareAKey) {
+  auto b = rt::derive_binding(prog_->module, program_, "pair", {});
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(b->steps.size(), 2u);
+  EXPECT_EQ(b->steps[0].weights.at("p_weight"), "a.weight");
+  EXPECT_EQ(b->steps[1].weights.at("p_weight"), "b.weight");
+  auto collide = rt::derive_binding(prog_->module, program_, "pair", {{"a", "b"}});
+  ASSERT_FALSE(collide.ok());
+  EXPECT_EQ(collide.status().message(), "`pair` of " + program_ +
+                                            ": fields `a.weight` and `b.weight` both bind the key `b.weight` (after the "
+                                            "rename); a weight is one field's");
+  auto nothing = rt::derive_binding(prog_->module, program_, "model", {{"layers", "enc.layers"}});
+  ASSERT_FALSE(nothing.ok());
+  EXPECT_EQ(nothing.status().message(), "`model` of " + program_ +
+                                            ": rename `layers` matches no field path of its records (a rename maps a "
+                                            "prefix of whole `.`-separated names)");
+  auto bad = rt::derive_binding(prog_->module, program_, "model", {{"layer.", "x"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("rename `layer.` -> `x`: each side is a path of `.`-separated names"));
+  auto dropped = rt::derive_binding(prog_->module, program_, "model", {{"layer", ""}});
+  ASSERT_TRUE(dropped.ok()) << dropped.status().message();
+  EXPECT_EQ(dropped->steps[0].weights.at("p_weight"), "0.weight");
+}
+
+// A chain of calls deeper than the limit is refused, not a stack overflow.
+TEST_F(DerivedBindingTest, AChainDeeperThanTheLimitIsRefused) {
+  std::string text = kProgram;
+  text += "fn deep [N, D](x: Tensor[F32, [N, D]], net: Net[D, 3]) -> Tensor[F32, [N, D]] =\n";
+  const int n = 2100;
+  text += "  let h0 = affine(x, net.layer[0], 0.5)\n";
+  for (int i = 1; i < n; ++i)
+    text += "  let h" + std::to_string(i) + " = affine(h" + std::to_string(i - 1) + ", net.layer[0], 0.5)\n";
+  text += "  h" + std::to_string(n - 1) + "\n";
+  const std::string path = dir_ + "/deep.tl";
+  ASSERT_TRUE(write_file(path, text).ok());
+  auto p = rt_->LoadProgram(path, Precision::kF32);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto b = rt::derive_binding((*p)->module, path, "deep", {});
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(b.status().message(), HasSubstr("its calls nest more than 2048 deep"));
 }
 
 }  // namespace
