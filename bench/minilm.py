@@ -34,25 +34,12 @@ import torch  # noqa: E402
 torch.set_num_threads(THREADS)
 os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
 import mlk  # noqa: E402
-from minilm_peers import MODEL_DIR, has_bf16, min_cosine, peers, race  # noqa: E402
+from minilm_peers import MODEL_DIR, has_bf16, min_cosine, padded_batch, peers, race  # noqa: E402
 from peer_timing import cpu  # noqa: E402
 
 
-def batch():
-    rng = np.random.default_rng(0)
-    ids = rng.integers(1000, 30000, size=(B, S), dtype=np.int64)
-    ids[:, 0] = 101
-    mask = np.ones((B, S), dtype=np.int64)
-    for r in range(1, B, 2):  # every other row padded after 3/4 of its tokens
-        n = S * 3 // 4
-        ids[r, n - 1] = 102
-        ids[r, n:] = 0
-        mask[r, n:] = 0
-    return ids, mask
-
-
 def main():
-    ids, mask = batch()
+    ids, mask = padded_batch(B, S)
     tids, tmask = torch.from_numpy(ids), torch.from_numpy(mask)
     contenders, want = peers(ids, mask, THREADS)
 

@@ -19,6 +19,21 @@ from peer_timing import cpu, median_ms
 MODEL_DIR = os.path.join(os.path.dirname(pkg.__file__), "model")
 
 
+def padded_batch(b, s):
+    """The benches' token batch, int64 [b, s] ids and mask: random ids after [CLS], every other
+    row padded after 3/4 of its tokens ([SEP], then [PAD] under mask 0)."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1000, 30000, size=(b, s), dtype=np.int64)
+    ids[:, 0] = 101
+    mask = np.ones((b, s), dtype=np.int64)
+    for r in range(1, b, 2):
+        n = s * 3 // 4
+        ids[r, n - 1] = 102
+        ids[r, n:] = 0
+        mask[r, n:] = 0
+    return ids, mask
+
+
 def has_bf16():
     """Whether the CPU computes BF16 products natively (AVX512_BF16 or AMX), per /proc/cpuinfo."""
     _, flags = cpu()

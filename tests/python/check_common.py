@@ -1,6 +1,7 @@
 """Helpers the Python test scripts share: named checks collected in
 `results` (each script prints them and exits non-zero on a failure), and the
-directory of the MiniLM weights installed in the venv."""
+directory of the MiniLM weights installed in the venv, and a
+comparison with a tensor within a tolerance of its scale."""
 import subprocess
 import sys
 
@@ -22,6 +23,17 @@ def raises(name, call, exc, text, exact=False):
         check(name, False, "raised %s: %s" % (type(e).__name__, e))
         return
     check(name, False, "no error")
+
+
+def close_to_scale(what, got, want, tol):
+    """Checks that `got` (a tensor or anything torch.as_tensor takes) has `want`'s shape and is
+    within tol * max(|want|, 1) of it everywhere."""
+    import torch
+    got, want = torch.as_tensor(got).double(), want.detach().double()
+    err = (got - want).abs().max().item()
+    scale = max(want.abs().max().item(), 1.0)
+    check(what, got.shape == want.shape and err <= tol * scale,
+          "shape %s vs %s, max error %.3g (scale %.3g)" % (tuple(got.shape), tuple(want.shape), err, scale))
 
 
 def minilm_model_dir(venv_py):
