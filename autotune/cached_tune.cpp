@@ -1,5 +1,6 @@
 #include "autotune/cached_tune.h"
 #include "base/files.h"
+#include "base/sha256.h"
 #include "base/log.h"
 
 #include <unistd.h>
@@ -60,6 +61,13 @@ Expected<json> check_artifact(const ir::Module& m, const std::string& fn, const 
                               const TuneResult& r, const TuneOptions& opts) {
   if (!r.measured)
     return json{{"checked", false}, {"why", "not run: no GPU here that can run this CUDA artifact (measured: false)"}};
+  if (!r.measured_on.empty()) {  // imported: the runner loaded these very bytes (store_tuned compared them)
+    json cases = json::array();
+    for (const VerifyCase& c : r.verify_cases) cases.push_back(c.name);
+    return json{{"checked", true},
+                {"how", "the same library, run by mlk-measure on " + r.measured_on + " through its C ABI"},
+                {"cases", cases}};
+  }
   if (r.verify_cases.empty()) return Status::Internal("tuning `" + fn + "` produced no verification cases to check its artifact on");
   auto art = LoadedArtifact::LoadFiles(files);
   if (!art.ok()) return Status::Internal("the built artifact of `" + fn + "` cannot be loaded: " + art.status().message());
@@ -88,6 +96,47 @@ Expected<json> check_artifact(const ir::Module& m, const std::string& fn, const 
               {"cases", cases},
               {"max_abs_error", worst.max_abs},
               {"max_rel_error", worst.max_rel}};
+}
+
+// The winner's artifact files, manifest.json among them: built as `mlk
+// build` would; or, measured elsewhere, the very files that were measured
+// (their library must be the one the measurements name).
+Expected<std::map<std::string, std::string>> winner_files(const TuneRequest& request, const TuneResult& r,
+                                                          const std::string& key) {
+  std::map<std::string, std::string> files;
+  std::string manifest_text;
+  std::vector<std::string> names;
+  fs::path art = fs::path(request.work_dir) / (key + ".artifact");
+  std::error_code ec;
+  if (!r.measured_artifact_dir.empty()) {
+    art = r.measured_artifact_dir;
+    auto text = read_file((art / "manifest.json").string());
+    if (!text.ok()) return text.status();
+    manifest_text = *text;
+    json mj = parse_json(manifest_text);
+    if (!mj.is_object() || !mj.contains("files") || !mj["files"].is_object())
+      return Status::Corruption((art / "manifest.json").string() + ": no `files`");
+    for (const auto& [name, digest] : mj["files"].items()) names.push_back(name);
+    if (mj.value("library", "") == "" || mj["files"].value(mj.value("library", ""), "") != r.measured_library_sha256)
+      return Status::InvalidArgument(art.string() + " is not the library that was measured on " + r.measured_on +
+                                     " (its sha256 differs); nothing was cached");
+  } else {
+    fs::remove_all(art, ec);
+    BuildRequest req{request.module, request.fn, request.source, request.profile, request.dims, r.best, art.string(),
+                     r.verification_json};
+    auto built = build_artifact(req);
+    if (!built.ok()) return Status::Internal("the winning schedule did not build: " + built.status().message());
+    manifest_text = built->manifest_json;
+    names = built->files;
+  }
+  for (const auto& f : names) {
+    auto bytes = read_file((art / f).string());
+    if (!bytes.ok()) return bytes.status();
+    files[f] = *bytes;
+  }
+  files["manifest.json"] = manifest_text;
+  if (r.measured_artifact_dir.empty()) fs::remove_all(art, ec);
+  return files;
 }
 
 }  // namespace
@@ -151,19 +200,9 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
   o.key = tuning_key(request);
   const std::string label = fn + " [" + dims_str(dims) + "] " + p.name;
   std::error_code ec;
-  // Build the winner as `mlk build` would.
-  fs::path art = fs::path(work_dir) / (o.key + ".artifact");
-  fs::remove_all(art, ec);
-  BuildRequest req{&m, fn, source, p, dims, r->best, art.string(), r->verification_json};
-  auto built = build_artifact(req);
-  if (!built.ok()) return Status::Internal("the winning schedule did not build: " + built.status().message());
-  std::map<std::string, std::string> files;
-  for (const auto& f : built->files) {
-    auto bytes = read_file((art / f).string());
-    if (!bytes.ok()) return bytes.status();
-    files[f] = *bytes;
-  }
-  files["manifest.json"] = built->manifest_json;
+  auto winner = winner_files(request, *r, o.key);
+  if (!winner.ok()) return winner.status();
+  std::map<std::string, std::string>& files = *winner;
   // The artifact as stored must compute what the reference does before it is
   // stored; the manifest then records that it did.
   auto aot = check_artifact(m, fn, files, *r, opts);
@@ -171,7 +210,7 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
   json verification = parse_json(r->verification_json);
   if (!verification.is_object()) verification = json::object();
   verification["aot_artifact"] = *aot;
-  json manifest = json::parse(built->manifest_json);
+  json manifest = json::parse(files["manifest.json"]);
   manifest["verification"] = verification;
   files["manifest.json"] = manifest.dump(2);
   files["schedule.json"] = r->best.to_json();
@@ -198,6 +237,7 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
                   {"verification", verification},
                   {"cached", false},
                   {"schedule_hash", r->best.hash()}};
+  if (!r->measured_on.empty()) summary["measured_on"] = r->measured_on;
   o.json = summary.dump();
   if (request.before_store) MLK_RETURN_IF_ERROR(request.before_store(files, o.json));
   if (store) {
@@ -212,9 +252,8 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
   o.summary_line = label + ": " + (r->measured ? "" : "estimated ") + fmt(r->best_ms) + " ms (" + r->best_origin +
                    "), default schedule " + fmt(r->default_ms) + " ms, " +
                    fmt(r->default_ms > 0 && r->best_ms > 0 ? r->default_ms / r->best_ms : 0) + "x, " +
-                   std::to_string(r->trials) + " trials, " + (r->measured ? "measured" : "NOT measured (GPU candidates are ranked by the cost model and ptxas)") +
+                   std::to_string(r->trials) + " trials, " + (r->measured ? (r->measured_on.empty() ? std::string("measured") : "measured on " + r->measured_on) : std::string("NOT measured (GPU candidates are ranked by the cost model and ptxas)")) +
                    ", key " + o.key.substr(0, 16);
-  fs::remove_all(art, ec);
   return o;
 }
 

@@ -119,20 +119,6 @@ std::string seconds_str(double s) {
   return b;
 }
 
-ErrorStats error_stats(const HostTensor& expected, const HostTensor& actual) {
-  ErrorStats e;
-  if (expected.dtype != actual.dtype || expected.shape != actual.shape) return e;
-  for (int64_t i = 0; i < expected.numel(); ++i) {
-    double x = expected.get(i), y = actual.get(i);
-    if ((std::isnan(x) && std::isnan(y)) || (std::isinf(x) && x == y)) continue;
-    double d = std::fabs(y - x);
-    if (std::isnan(d)) d = std::numeric_limits<double>::infinity();
-    e.max_abs = std::max(e.max_abs, d);
-    if (x != 0) e.max_rel = std::max(e.max_rel, d / std::fabs(x));
-  }
-  return e;
-}
-
 ErrorStats error_stats(const VerifyCase& c, const std::vector<HostTensor>& outs) {
   ErrorStats worst;
   for (size_t i = 0; i < c.references.size() && i < outs.size(); ++i) {

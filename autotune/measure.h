@@ -61,12 +61,7 @@ struct VerifyCase {
   std::vector<Tolerance> tols;         // one per result
 };
 
-struct ErrorStats {
-  double max_abs = 0, max_rel = 0;
-};
-// The largest absolute and relative differences between `expected` and
-// `actual` (same dtype and shape; see Measurement::max_abs_error).
-ErrorStats error_stats(const HostTensor& expected, const HostTensor& actual);
+// ErrorStats and error_stats(expected, actual): lang/compare.h.
 // Over every result of a case: `outs` holds one tensor per reference.
 ErrorStats error_stats(const VerifyCase& c, const std::vector<HostTensor>& outs);
 // compare() of every result with its reference and tolerance; the message

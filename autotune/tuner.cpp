@@ -44,8 +44,9 @@ class Search final : public SearchHistory {
 
   // The inputs and verification cases (tuning_setup.h), where candidates are measured.
   Status prepare_measurement() {
-    if (!measures()) return Status::Ok();
-    auto v = tune::prepare_measurement(setup_, stages_, o_.seed);
+    if (!measures() && !o_.cases_for_export) return Status::Ok();
+    // Exported cases travel: a case's tensors stay under 4 MiB.
+    auto v = tune::prepare_measurement(setup_, stages_, o_.seed, o_.cases_for_export ? (4 << 20) : 0);
     if (!v.ok()) return v.status();
     verification_ = std::move(*v);
     return Status::Ok();
@@ -284,6 +285,7 @@ class Search final : public SearchHistory {
     r.measured = measures();
     r.trials = static_cast<int>(trials_.size());
     r.log.assign(trials_.begin(), trials_.end());
+    for (Trial& t : r.log) t.score_ms = score(t);
     r.default_ms = default_;
     r.reference = measures() ? verification_.reference : "none: " + measurers_.search->why_not_measured();
     if (best_) {
@@ -293,10 +295,9 @@ class Search final : public SearchHistory {
       r.best_ms = f != final_ms_.end() ? f->second : score(*best_);
       r.best_times_ms = f != final_ms_.end() ? final_times_.at(best_) : best_->m.times_ms;
     }
-    if (measures()) {
-      r.verify_cases = setup_.verify;
-      r.verification_json = verification_json(verification_, best_, setup_.verify.size());
-    }
+    r.verify_cases = setup_.verify;
+    r.cases_json = verification_json(verification_, nullptr, setup_.verify.size());
+    if (measures()) r.verification_json = verification_json(verification_, best_, setup_.verify.size());
     return r;
   }
 

@@ -65,6 +65,11 @@ struct TuneOptions {
   // profile runs on this machine, so that a time a worker reported never
   // alone decides what is stored.
   bool final_round_here = false;
+  // Draw the verification cases and compute their references even where
+  // nothing measures the candidates (a GPU profile without a GPU), for
+  // TuneResult::verify_cases: what --export-candidates carries (at a
+  // verification shape capped where one case would pass 4 MiB).
+  bool cases_for_export = false;
   // Test seam for tune_cached: called with the stored AOT artifact's output
   // for each verification case before it is compared with the reference.
   std::function<void(const VerifyCase&, HostTensor&)> aot_fault;
@@ -96,6 +101,7 @@ struct Trial {
   Measurement m;
   double predicted_ms = 0;
   bool resumed = false;  // taken from the log of an earlier run, not measured now
+  double score_ms = 0;   // what the search ranked it by (TuneResult::log): its median, else the cost model's estimate
   double at_s = 0;       // seconds of its job's search when it was recorded (resumed: as logged)
 };
 
@@ -114,12 +120,23 @@ struct TuneResult {
   int trials = 0;
   std::vector<Trial> log;
   std::string reference;     // what verification compared against
-  // What was verified (CPU profiles): the cases (inputs, shapes, references,
-  // tolerances), and a JSON object describing them for the manifest and the
-  // cache entry: generator, seed, per-param ranges, shapes, tolerances and
-  // the winner's largest errors (see docs/tuning.md, "Verification").
+  // The cases every candidate is verified on (inputs, shapes, references,
+  // tolerances; on GPU profiles without a GPU, what a runner elsewhere
+  // checks them on), and a JSON object describing them (generator, seed,
+  // per-param ranges, shapes, tolerances): cases_json always,
+  // verification_json (with the winner's largest errors, for the manifest
+  // and the cache entry; docs/tuning.md, "Verification") when measured.
   std::vector<VerifyCase> verify_cases;
+  std::string cases_json = "null";
   std::string verification_json = "null";
+  // Measured elsewhere (`mlk tune --import-measurements`): the device
+  // (mlk-measure's description of it), the winner's artifact as measured
+  // (stored as it is, not built again: a build in another process may name
+  // Halide's symbols otherwise) and the sha256 of the library the runner
+  // loaded, which that artifact's must equal. Empty otherwise.
+  std::string measured_on;
+  std::string measured_artifact_dir;
+  std::string measured_library_sha256;
 };
 
 // One search, advanced in slices of its budget: what `mlk tune --budget`

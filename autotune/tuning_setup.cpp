@@ -49,12 +49,29 @@ bool valid_shape(const ir::Function& f, const DimEnv& env) {
   return true;
 }
 
+// The bytes of every parameter and result of `f` at `dims`.
+int64_t io_bytes(const ir::Function& f, const DimEnv& dims) {
+  int64_t bytes = 0;
+  auto add = [&](const ir::Type& t) {
+    auto shape = concrete_shape(t.shape, dims);
+    int64_t n = dtype_bits(t.dtype) / 8;
+    for (int64_t e : shape.ok() ? *shape : std::vector<int64_t>{}) n *= e;
+    bytes += n;
+  };
+  for (const auto& p : f.params) add(p.type);
+  for (const auto& r : f.results()) add(r.type);
+  return bytes;
+}
+
 // The shape candidates are verified at: the tuning shape itself (the cached
 // artifact is for that shape), unless the interpreter would need more than
-// ~1e10 element-steps there; then a smaller shape with every dimension
-// capped, odd remainders kept and refinements still satisfied.
-DimEnv verification_dims(const ir::Function& f, const DimEnv& dims, const std::vector<StageInfo>& stages) {
-  if (interpreter_cost(stages) <= 1e10) return dims;
+// ~1e10 element-steps there, or its tensors would take more than
+// `max_bytes` (> 0: cases that must travel); then a smaller shape with
+// every dimension capped, odd remainders kept and refinements still
+// satisfied.
+DimEnv verification_dims(const ir::Function& f, const DimEnv& dims, const std::vector<StageInfo>& stages,
+                         int64_t max_bytes) {
+  if (interpreter_cost(stages) <= 1e10 && (max_bytes <= 0 || io_bytes(f, dims) <= max_bytes)) return dims;
   DimEnv small = dims;
   for (auto& [k, v] : small)
     if (v > 64) v = 48 + v % 16;
@@ -189,7 +206,8 @@ int result_bytes(const ir::Module& m, const std::string& fn) {
   return f ? dtype_bits(f->result_type.dtype) / 8 : 4;
 }
 
-Expected<Verification> prepare_measurement(MeasureSetup& setup, const std::vector<StageInfo>& stages, uint64_t seed) {
+Expected<Verification> prepare_measurement(MeasureSetup& setup, const std::vector<StageInfo>& stages, uint64_t seed,
+                                           int64_t max_case_bytes) {
   const ir::Module& m = *setup.module;
   const std::string& fn = setup.fn;
   const DimEnv& dims = setup.dims;
@@ -216,7 +234,7 @@ Expected<Verification> prepare_measurement(MeasureSetup& setup, const std::vecto
   const std::vector<ir::Result> results = f.results();
   // The verification shape (the tuning shape, or a capped one) and the
   // ragged one, each with two independent input sets.
-  std::vector<std::pair<std::string, DimEnv>> shapes = {{"verification", verification_dims(f, dims, stages)}};
+  std::vector<std::pair<std::string, DimEnv>> shapes = {{"verification", verification_dims(f, dims, stages, max_case_bytes)}};
   std::string ragged_note;
   if (auto rg = ragged_dims(f, shapes[0].second)) {
     auto st = stage_infos_for(m, fn, *rg, setup.target);

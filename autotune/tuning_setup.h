@@ -41,9 +41,12 @@ int result_bytes(const ir::Module& m, const std::string& fn);
 
 // Fills setup.timing (as many input sets as fit in ~256 MiB, 1 to 3) and
 // setup.verify for the fn `setup.fn` of `*setup.module` at `setup.dims`
-// (`stages`: its stage table there, for `setup.target`). InvalidArgument
-// when the reference interpreter fails on the inputs.
-Expected<Verification> prepare_measurement(MeasureSetup& setup, const std::vector<StageInfo>& stages, uint64_t seed);
+// (`stages`: its stage table there, for `setup.target`). `max_case_bytes`
+// > 0 caps the verification shape where the tensors of one case would take
+// more (cases that travel with exported candidates). InvalidArgument when
+// the reference interpreter fails on the inputs.
+Expected<Verification> prepare_measurement(MeasureSetup& setup, const std::vector<StageInfo>& stages, uint64_t seed,
+                                           int64_t max_case_bytes = 0);
 
 // v.record with the winner's largest errors ("winner_jit") when there is
 // one (`best`), as JSON text: TuneResult::verification_json.

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -33,12 +34,28 @@ struct Cuda {
   int (*mem_free)(uint64_t);
   int (*memset_d8)(uint64_t, unsigned char, size_t);
   int (*memcpy_dtod)(uint64_t, uint64_t, size_t);
+  int (*memcpy_htod)(uint64_t, const void*, size_t);
   int (*event_create)(void**, unsigned);
   int (*event_record)(void*, void*);
   int (*event_synchronize)(void*);
   int (*event_elapsed_time)(float*, void*, void*);
   int (*device_get_name)(char*, int, int);
 };
+
+// IEEE half bits of v (|v| < 1, round to nearest): the F16 peer's operands.
+uint16_t half_bits(float v) {
+  uint32_t f;
+  std::memcpy(&f, &v, 4);
+  const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000);
+  const float a = v < 0 ? -v : v;
+  if (a < 6.1035156e-05f) return sign;  // to zero below the smallest normal
+  int e = 0;
+  const float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  uint32_t mant = static_cast<uint32_t>(std::lround((m * 2 - 1) * 1024));
+  int exp = e - 1 + 15;
+  if (mant == 1024) mant = 0, ++exp;
+  return static_cast<uint16_t>(sign | (exp << 10) | mant);
+}
 
 int missing(const std::string& what, const std::string& why) {
   std::printf("{\"ran\": false, \"missing\": \"%s\", \"why\": \"%s\"}\n", what.c_str(), why.c_str());
@@ -59,9 +76,12 @@ const char* open_cuda(Cuda* c, std::string* name) {
       !sym(lib, "cuDevicePrimaryCtxRetain", &c->primary_ctx_retain) || !sym(lib, "cuCtxSetCurrent", &c->ctx_set_current) ||
       !sym(lib, "cuMemAlloc_v2", &c->mem_alloc) || !sym(lib, "cuMemFree_v2", &c->mem_free) ||
       !sym(lib, "cuMemsetD8_v2", &c->memset_d8) || !sym(lib, "cuMemcpyDtoD_v2", &c->memcpy_dtod) ||
+      !sym(lib, "cuMemcpyHtoD_v2", &c->memcpy_htod) ||
       !sym(lib, "cuEventCreate", &c->event_create) || !sym(lib, "cuEventRecord", &c->event_record) ||
       !sym(lib, "cuEventSynchronize", &c->event_synchronize) ||
-      !sym(lib, "cuEventElapsedTime", &c->event_elapsed_time) || !sym(lib, "cuDeviceGetName", &c->device_get_name))
+      !(sym(lib, "cuEventElapsedTime_v2", &c->event_elapsed_time) ||  // CUDA 13's name
+        sym(lib, "cuEventElapsedTime", &c->event_elapsed_time)) ||
+      !sym(lib, "cuDeviceGetName", &c->device_get_name))
     return "the CUDA driver lacks an entry point";
   int dev = 0;
   void* ctx = nullptr;
@@ -127,8 +147,19 @@ int gemm(const Cuda& c, const std::string& dev, int m, int k, int n, bool f16) {
   uint64_t a = 0, b = 0, d = 0;
   if (c.mem_alloc(&a, es * m * k) || c.mem_alloc(&b, es * k * n) || c.mem_alloc(&d, 4 * size_t(m) * n))
     return missing("memory", "cuMemAlloc failed");
-  c.memset_d8(a, 0, es * m * k);
-  c.memset_d8(b, 0, es * k * n);
+  // Random operands, uniform in [-1, 1): zeros run faster than real data.
+  auto fill = [&](uint64_t dst, size_t count) {
+    std::vector<uint16_t> h16(f16 ? count : 0);
+    std::vector<float> h32(f16 ? 0 : count);
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (size_t i = 0; i < count; ++i) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      const float v = static_cast<float>(x >> 40) / static_cast<float>(1 << 23) - 1.0f;
+      if (f16) h16[i] = half_bits(v); else h32[i] = v;
+    }
+    return c.memcpy_htod(dst, f16 ? static_cast<const void*>(h16.data()) : h32.data(), es * count);
+  };
+  if (fill(a, size_t(m) * k) != 0 || fill(b, size_t(k) * n) != 0) return missing("memory", "cuMemcpyHtoD failed");
   const float one = 1, zero = 0;
   // Row-major C = A B is column-major C^T = B^T A^T: swap the operands.
   auto run = [&] {

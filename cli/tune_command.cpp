@@ -4,7 +4,10 @@
 #include <filesystem>
 #include <optional>
 
+#include <nlohmann/json.hpp>
+
 #include "autotune/cached_tune.h"
+#include "autotune/candidate_export.h"
 #include "autotune/program_tune.h"
 #include "cache/paths.h"
 #include "cli/args.h"
@@ -45,6 +48,8 @@ struct TuneArgs {
   Precision precision = Precision::kF32;  // --precision
   std::string sign_path;                 // --sign KEYFILE
   std::optional<SigningKey> sign_key;    // loaded from it before anything is tuned
+  std::string export_dir, import_file;   // --export-candidates DIR, --import-measurements FILE
+  int64_t candidates = 8;                // --candidates N
 };
 
 const char* kTuneDescription =
@@ -61,7 +66,9 @@ const char* kTuneEpilogue =
     "GPU profiles are measured on this machine's GPU when it has one of the profile's\n"
     "compute capability (timed with CUDA events, verified like CPU candidates); without\n"
     "one they are ranked by the GPU cost model (occupancy from the ptxas resource report,\n"
-    "bytes by dtype, tiling), and their results are marked measured: false.\n"
+    "bytes by dtype, tiling), and their results are marked measured: false; or they\n"
+    "are exported (--export-candidates), measured where the GPU is (mlk-measure), and\n"
+    "imported (--import-measurements): docs/tuning.md, \"Measuring elsewhere\".\n"
     "Progress goes to stderr: trials done, best time, speedup over the default, ETA.\n"
     "\n"
     "Exit status: 0 success; 1 a bad program or input (including a shape whose\n"
@@ -139,6 +146,19 @@ CommandSpec spec(TuneArgs& t) {
        .help = "sign each stored winner (and its verification report) with this Ed25519 key (`mlk key create`; "
                "docs/signing.md)",
        .set = store(t.sign_path)},
+      {.name = "--export-candidates", .metavar = "DIR",
+       .help = "search here, then write the search's best candidates (ranked by measurement here, or by the cost "
+               "model where nothing runs them) to DIR as built artifacts with the verification cases, for "
+               "`mlk-measure DIR` on the machine with the device; nothing is stored. With "
+               "--import-measurements: the set the measurements are of",
+       .set = store(t.export_dir)},
+      {.name = "--candidates", .metavar = "N", .help = "with --export-candidates, how many (the default schedule among them)",
+       .default_value = "8", .set = store_count(t.candidates)},
+      {.name = "--import-measurements", .metavar = "FILE",
+       .help = "search no more: take mlk-measure's FILE as the measured trials of the exported candidates (the set "
+               "beside FILE, or --export-candidates DIR), and store the fastest that passed, measured: true, with "
+               "the device it ran on; the winner built here must be the very library that was measured",
+       .set = store(t.import_file)},
       {.name = "-q", .help = "no progress lines", .set = set_bool(t.opts.progress, false), .aliases = {"--quiet"}},
   };
   return {
@@ -403,10 +423,54 @@ bool report_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, 
 // under one budget split by expected gain (autotune/program_tune.h). Remote
 // measurement that cannot go on (--workers) ends it at once, its jobs not
 // reported (workers_failed).
+// --export-candidates without --import-measurements: search, then export.
+// --import-measurements: no search; the measured candidates' winner stored.
+Expected<tune::Outcome> tune_elsewhere(const TuneArgs& t, const tune::TuneRequest& r, size_t jobs) {
+  if (!t.import_file.empty()) {
+    std::string set_dir = !t.export_dir.empty() ? t.export_dir
+                                                : std::filesystem::path(t.import_file).parent_path().string();
+    auto res = tune::import_measurements(r, t.import_file, set_dir.empty() ? "." : set_dir);
+    if (!res.ok()) return res.status();
+    return tune::store_tuned(r, *res);
+  }
+  std::string dir = jobs == 1 ? t.export_dir : t.export_dir + "/" + r.fn + "-" + dims_label(r.dims);
+  std::error_code ec;
+  std::filesystem::create_directories(r.work_dir, ec);
+  tune::TuneOptions o = r.opts;
+  o.log_path = tune::tuning_log_path(r);
+  o.cases_for_export = true;
+  auto res = tune::tune_function(*r.module, r.fn, r.profile, r.dims, o);
+  if (!res.ok()) return res.status();
+  auto line = tune::export_candidates(r, *res, dir, static_cast<int>(t.candidates));
+  if (!line.ok()) return line.status();
+  tune::Outcome out;
+  out.summary_line = *line;
+  out.json = nlohmann::json{{"fn", r.fn}, {"target", r.profile.name}, {"dims", r.dims}, {"exported_to", dir}}.dump();
+  return out;
+}
+
 int tune_jobs(const TuneArgs& t, const ir::Module& m, const Profile& profile, TuneCache& c,
               const std::vector<Job>& jobs, std::string& all_json) {
   int status = 0;
   WorkerMeasurers workers;
+  if (!t.export_dir.empty() || !t.import_file.empty()) {
+    if (!t.import_file.empty() && jobs.size() != 1)
+      return fail(Status::InvalidArgument("--import-measurements imports one fn at one shape; give --fn and --dims"));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      auto r = job_request(t, m, profile, c, jobs, i, workers);
+      if (!r.ok()) return fail(r.status());
+      auto res = tune_elsewhere(t, *r, jobs.size());
+      if (res.ok() && !t.import_file.empty() && c.cc) (void)c.cc->push(res->key);
+      if (!res.ok()) {
+        std::fprintf(stderr, "mlk tune: %s: %s\n", jobs[i].first.c_str(), res.status().message().c_str());
+        status = 1;
+        continue;
+      }
+      std::fprintf(t.json_out ? stderr : stdout, "%s\n", res->summary_line.c_str());
+      all_json += (all_json.size() > 1 ? "," : "") + res->json;
+    }
+    return status;
+  }
   if (t.budget_s <= 0) {
     for (size_t i = 0; i < jobs.size(); ++i) {
       auto r = job_request(t, m, profile, c, jobs, i, workers);
@@ -445,7 +509,12 @@ int run_tune(const std::vector<std::string>& args) {
   if (int bad = parse_or_usage_error(spec(t), args)) return bad;
   auto profile = resolve_profile(t.target);
   if (!profile.ok()) return fail(profile.status());
-  if (Status s = check_measurable(*profile, t.require_measured); !s.ok()) return fail(s);
+  if (!t.export_dir.empty() || !t.import_file.empty()) {
+    if (t.budget_s > 0 || !t.workers.empty())
+      return usage_error("tune", "--export-candidates and --import-measurements take neither --budget nor --workers");
+    if (t.candidates < 1 || t.candidates > 256) return usage_error("tune", "--candidates must be 1 to 256");
+  }
+  if (Status s = check_measurable(*profile, t.require_measured && t.import_file.empty()); !s.ok()) return fail(s);
   auto fe = compile_file(t.file);
   if (!fe.ok()) return fail(fe.status());
   if (!fe->ok()) {

@@ -1,10 +1,12 @@
 // Tolerance table and tensor comparison of the numerics policy.
 #include "lang/compare.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 namespace mlk {
 namespace {
@@ -105,6 +107,20 @@ Status compare(const HostTensor& expected, const HostTensor& actual, Tolerance t
                             num(tol.rtol) + ", atol " + num(tol.atol) + "); first at " +
                             multi_index_str(expected.shape, first) + ": expected " + value_str(expected, first) + ", got " +
                             value_str(actual, first));
+}
+
+ErrorStats error_stats(const HostTensor& expected, const HostTensor& actual) {
+  ErrorStats e;
+  if (expected.dtype != actual.dtype || expected.shape != actual.shape) return e;
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    double x = expected.get(i), y = actual.get(i);
+    if ((std::isnan(x) && std::isnan(y)) || (std::isinf(x) && x == y)) continue;
+    double d = std::fabs(y - x);
+    if (std::isnan(d)) d = std::numeric_limits<double>::infinity();
+    e.max_abs = std::max(e.max_abs, d);
+    if (x != 0) e.max_rel = std::max(e.max_rel, d / std::fabs(x));
+  }
+  return e;
 }
 
 }  // namespace mlk

@@ -37,6 +37,15 @@ constexpr double kF64ErfAtol = 1e-6;
 //    expected 1.5, got 1.625"
 Status compare(const HostTensor& expected, const HostTensor& actual, Tolerance tol);
 
+struct ErrorStats {
+  double max_abs = 0, max_rel = 0;
+};
+// The largest |actual - expected| and |actual - expected| / |expected|
+// (expected != 0) between two tensors of one dtype and shape (zeros
+// otherwise); elements where both are NaN or the same infinity count as 0,
+// a NaN against a number as an infinite difference.
+ErrorStats error_stats(const HostTensor& expected, const HostTensor& actual);
+
 // "[1, 0, 3]": the multi-index of flat element `flat` of a row-major tensor of
 // shape `shape` (extents >= 1, 0 <= flat < the element count).
 std::string multi_index_str(const std::vector<int64_t>& shape, int64_t flat);

@@ -1,102 +1,121 @@
 #!/usr/bin/env bash
-# The GPU checks of mlk's CUDA path (docs/targets.md, "Checking on a GPU"), in
-# one script for a machine with an NVIDIA GPU that has only the working tree
-# and a carried build directory:
-#   1. the CUDA tests of mlk_halide_tests (on a GPU they run kernels on device
-#      memory and compare with the reference);
-#   2. mlk tune --target cuda_sm90 with measurement (--require-measured) and
-#      verification of SGEMM 4096^3 F32 and F16, softmax and RMSNorm;
-#   3. the peers: cuBLAS SGEMM / F16 GemmEx at 4096^3 and a device-to-device
-#      bandwidth probe (mlk-cuda-peer, bench/cuda_peer.cpp);
-# and writes every result under $OUT (default BUILD/device_check), one file
-# per step plus summary.txt.
+# The GPU check of mlk's CUDA path (docs/targets.md, "Checking on a GPU"), in
+# three steps, so that the GPU machine needs neither Halide nor a compiler:
 #
-#   scripts/device_check.sh [--dry-run] [BUILD_DIR]     (default BUILD_DIR: build)
+#   scripts/device_check.sh --prepare DIR [BUILD]
+#       here: tunes SGEMM 4096^3 F32 and F16, softmax and RMSNorm for cuda_sm90
+#       (ranked by the cost model) and exports each search's best candidates as
+#       built artifacts (`mlk tune --export-candidates`) to DIR/kernels/NAME,
+#       with the runner mlk-measure, the peer mlk-cuda-peer (cuBLAS and a
+#       bandwidth probe) and DIR/run.sh; refuses a set that, with a stripped
+#       libmlk_runtime.so, takes 48 MiB or more. MLK_DEVICE_TRIALS: the trials
+#       of each search (default 24).
+#   bash DIR/run.sh
+#       there: mlk-measure on every kernel's candidates, then the peers; the
+#       results go to $OUT (default DIR/results), one file per kernel plus
+#       peers.json, nvidia-smi.txt and run.log.
+#   scripts/device_check.sh --import RESULTS DIR [BUILD]
+#       here again: imports each kernel's measurements (`mlk tune
+#       --import-measurements`), stores the winners in the cache ($MLK_CACHE,
+#       default RESULTS/cache.db) and prints the table of mlk against cuBLAS and
+#       the copy bandwidth (Markdown) for docs/benchmarks.md.
 #
-# --dry-run (any machine): checks that every file the run needs exists and
-# that the binaries' libraries resolve, runs the peer to see that it reports
-# a missing driver cleanly, and prints what a run would do and how much the
-# build directory weighs (the device tool carries 64 MiB at most). Exit 0
-# when the run could start, 1 otherwise. It builds nothing: build first.
+#   scripts/device_check.sh --dry-run [BUILD]
+#       all three on this machine with CPU candidates at small shapes (the
+#       `host` profile): the set is prepared, measured here by mlk-measure, and
+#       imported; the peer must report the missing driver cleanly. A ctest.
+#
+# BUILD is the build directory (default build). Exit 0 on success.
 set -uo pipefail
-dry=0
-if [ "${1:-}" = "--dry-run" ]; then dry=1; shift; fi
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$root/build}" 2>/dev/null && pwd) || { echo "device_check: no build directory ${1:-$root/build}" >&2; exit 1; }
-out=${OUT:-$build/device_check}
-mkdir -p "$out"
-summary=$out/summary.txt
-: > "$summary"
-say() { echo "$*" | tee -a "$summary"; }
+limit_mib=48
 
+die() { echo "device_check: $*" >&2; exit 1; }
+
+mode=${1:-}
+case "$mode" in
+  --prepare) [ $# -ge 2 ] || die "--prepare needs DIR"; dir=$2; build=${3:-$root/build} ;;
+  --import) [ $# -ge 3 ] || die "--import needs RESULTS and DIR"; results=$2; dir=$3; build=${4:-$root/build} ;;
+  --dry-run) build=${2:-$root/build} ;;
+  *) die "usage: device_check.sh --prepare DIR [BUILD] | --import RESULTS DIR [BUILD] | --dry-run [BUILD]" ;;
+esac
+build=$(cd "$build" 2>/dev/null && pwd) || die "no build directory (build first: scripts/build.sh)"
 mlk=$build/mlk
-tests=$build/tests/mlk_halide_tests
-peer=$build/mlk-cuda-peer
-# name | program | fn | dims
-kernels=(
-  "sgemm_f32|$root/examples/mlp.tl|sgemm|M=4096,K=4096,N=4096"
-  "sgemm_f16|$root/bench/device_kernels.tl|hgemm|M=4096,K=4096,N=4096"
-  "softmax|$root/examples/softmax.tl|softmax_builtin|N=16384,C=4096"
-  "rmsnorm|$root/examples/norms.tl|rmsnorm|B=16,S=1024,D=4096"
+for b in "$mlk" "$build/mlk-measure" "$build/mlk-cuda-peer"; do
+  [ -x "$b" ] || die "missing $b (build it: scripts/build.sh)"
+done
+
+# name | program | fn | dims : the check's kernels (GPU), or their CPU stand-ins (--dry-run)
+gpu_kernels=(
+  "sgemm_f32|examples/mlp.tl|sgemm|M=4096,K=4096,N=4096"
+  "sgemm_f16|bench/device_kernels.tl|hgemm|M=4096,K=4096,N=4096"
+  "softmax|examples/softmax.tl|softmax_builtin|N=16384,C=4096"
+  "rmsnorm|examples/norms.tl|rmsnorm|B=16,S=1024,D=4096"
+)
+cpu_kernels=(
+  "sgemm_f32|examples/mlp.tl|sgemm|M=128,K=128,N=128"
+  "softmax|examples/softmax.tl|softmax_builtin|N=256,C=256"
+  "rmsnorm|examples/norms.tl|rmsnorm|B=2,S=64,D=256"
 )
 
-missing=0
-for f in "$mlk" "$tests" "$peer"; do
-  if [ -x "$f" ]; then say "have: $f"; else say "MISSING: $f (build it: scripts/build.sh)"; missing=1; fi
-done
-for k in "${kernels[@]}"; do
-  IFS='|' read -r name prog fn dims <<< "$k"
-  [ -f "$prog" ] || { say "MISSING: $prog"; missing=1; }
-done
-for b in "$mlk" "$tests"; do
-  [ -x "$b" ] || continue
-  unresolved=$(ldd "$b" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
-  if [ -n "$unresolved" ]; then say "UNRESOLVED for $(basename "$b"): $unresolved"; missing=1; fi
-done
-
-if [ "$dry" = 1 ]; then
-  say "dry run: the peer without a device must say what is missing:"
-  if [ -x "$peer" ]; then
-    "$peer" bandwidth 1 > "$out/peer_dry.json"
-    rc=$?
-    say "  mlk-cuda-peer bandwidth -> exit $rc: $(cat "$out/peer_dry.json")"
-    if [ "$rc" != 0 ] && [ "$rc" != 2 ]; then missing=1; fi
-  fi
-  for k in "${kernels[@]}"; do
+# prepare DIR TARGET TRIALS KERNEL...: the candidate sets, the binaries, run.sh.
+prepare() {
+  local dir=$1 target=$2 trials=$3; shift 3
+  [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ] && die "$dir is not empty"
+  mkdir -p "$dir/kernels" || die "cannot create $dir"
+  local k name prog fn dims
+  for k in "$@"; do
     IFS='|' read -r name prog fn dims <<< "$k"
-    if [ -x "$mlk" ] && ! "$mlk" check "$prog" > /dev/null 2>&1; then say "  $prog does not check"; missing=1; fi
-    say "  would run: mlk tune $prog --fn $fn --target cuda_sm90 --dims $dims --require-measured --json"
+    echo "device_check: exporting $name ($fn at $dims) for $target" >&2
+    "$mlk" tune "$root/$prog" --fn "$fn" --target "$target" --dims "$dims" --trials "$trials" --time 120 \
+      --no-autoschedulers --export-candidates "$dir/kernels/$name" --candidates 8 --no-cache -q \
+      --log "$dir/$name.tuning.jsonl" >&2 || die "exporting $name failed"
+    rm -f "$dir/$name.tuning.jsonl"
+    printf '%s|%s|%s|%s\n' "$name" "$prog" "$fn" "$dims" >> "$dir/kernels.txt"
   done
-  say "  would run: mlk_halide_tests --gtest_filter='Cuda*:GpuCostModel*'"
-  say "  would run: mlk-cuda-peer bandwidth 1024; gemm 4096 4096 4096 f32; gemm 4096 4096 4096 f16"
-  say "  the build directory: $(du -sh "$build" 2>/dev/null | cut -f1) (mlk $(du -sh "$mlk" 2>/dev/null | cut -f1));" \
-      "libHalide.so: $(du -sh "$(ldd "$mlk" 2>/dev/null | awk '/libHalide/ {print $3}')" 2>/dev/null | cut -f1)"
-  [ "$missing" = 0 ] && say "dry run: ready" || say "dry run: NOT ready (see above)"
-  exit "$missing"
-fi
+  cp "$build/mlk-measure" "$build/mlk-cuda-peer" "$dir/" || die "cannot copy the binaries"
+  cp "$root/scripts/device_run.sh" "$dir/run.sh"
+  # The runner's one library beyond libc, for a machine without OpenSSL 3 (run.sh uses it only then).
+  mkdir -p "$dir/lib" && cp "$(ldd "$build/mlk-measure" | awk '/libcrypto/ {print $3}')" "$dir/lib/" ||
+    die "cannot copy libcrypto for the runner"
+  # The budget counts the runtime library too (stripped), though mlk-measure
+  # links the artifact loader statically and the set does not carry it.
+  local kib rt_kib tmp
+  kib=$(du -sk "$dir" | cut -f1)
+  tmp=$(mktemp) && strip -o "$tmp" "$build/libmlk_runtime.so" && rt_kib=$(du -k "$tmp" | cut -f1) && rm -f "$tmp" ||
+    die "cannot strip $build/libmlk_runtime.so"
+  echo "device_check: $dir holds $kib KiB; with a stripped libmlk_runtime.so ($rt_kib KiB)" \
+       "$(( (kib + rt_kib) / 1024 )) MiB, the limit is $limit_mib MiB" >&2
+  [ $((kib + rt_kib)) -lt $((limit_mib * 1024)) ] || die "$dir is over $limit_mib MiB"
+  echo "device_check: prepared $dir; on the GPU machine run: bash $dir/run.sh" >&2
+}
 
-[ "$missing" = 0 ] || { say "device_check: cannot start (see above)"; exit 1; }
-command -v nvidia-smi > /dev/null && nvidia-smi > "$out/nvidia-smi.txt" 2>&1
-"$mlk" targets > "$out/targets.txt" 2>&1
+# import RESULTS DIR TARGET: each kernel's measurements into the cache; the table.
+import() {
+  local results=$1 dir=$2 target=$3 name prog fn dims failed=0
+  export MLK_CACHE=${MLK_CACHE:-$results/cache.db}
+  while IFS='|' read -r name prog fn dims; do
+    "$mlk" tune "$root/$prog" --fn "$fn" --target "$target" --dims "$dims" --json -q \
+      --import-measurements "$results/$name.json" --export-candidates "$dir/kernels/$name" \
+      > "$results/$name.import.json" || { echo "device_check: importing $name failed" >&2; failed=1; }
+  done < "$dir/kernels.txt"
+  python3 "$root/scripts/device_table.py" "$results" "$dir/kernels.txt" || failed=1
+  return $failed
+}
 
-# 1. The CUDA tests.
-"$tests" --gtest_filter='Cuda*:GpuCostModel*' > "$out/tests.txt" 2>&1
-say "tests: exit $? ($(grep -c '^\[       OK' "$out/tests.txt") ok, $(grep -c '^\[  FAILED' "$out/tests.txt") failed lines)"
-
-# 2. Tuning with measurement and verification.
-export MLK_CACHE=$out/cache.db
-for k in "${kernels[@]}"; do
-  IFS='|' read -r name prog fn dims <<< "$k"
-  timeout 150 "$mlk" tune "$prog" --fn "$fn" --target cuda_sm90 --dims "$dims" --trials 12 --time 60 \
-    --require-measured --json --log "$out/tune_$name.log" > "$out/tune_$name.json" 2> "$out/tune_$name.err"
-  say "tune $name: exit $? $(tr -d '\n' < "$out/tune_$name.json" | cut -c1-400)"
-done
-
-# 3. The peers.
-"$peer" bandwidth 1024 > "$out/bandwidth.json" 2>&1
-say "bandwidth: exit $? $(cat "$out/bandwidth.json")"
-for dt in f32 f16; do
-  "$peer" gemm 4096 4096 4096 "$dt" > "$out/cublas_$dt.json" 2>&1
-  say "cublas $dt: exit $? $(cat "$out/cublas_$dt.json")"
-done
-say "results in $out"
+case "$mode" in
+  --prepare) prepare "$dir" cuda_sm90 "${MLK_DEVICE_TRIALS:-24}" "${gpu_kernels[@]}" ;;
+  --import) import "$results" "$dir" cuda_sm90 ;;
+  --dry-run)
+    work=${OUT:-$build/device_check_dry}
+    rm -rf "$work" && mkdir -p "$work" || die "cannot create $work"
+    prepare "$work/set" host 6 "${cpu_kernels[@]}"
+    OUT=$work/results bash "$work/set/run.sh" || die "run.sh failed"
+    for k in "${cpu_kernels[@]}"; do
+      IFS='|' read -r name _ <<< "$k"
+      [ -s "$work/results/$name.json" ] || die "no measurements of $name"
+    done
+    grep -q '"missing": "cuda"' "$work/results/peers.json" || die "the peer did not report the missing driver"
+    import "$work/results" "$work/set" host || die "import failed"
+    echo "device_check: dry run passed" ;;
+esac

@@ -43,7 +43,9 @@ Loaded load() {
             bind(lib, "cuMemcpyDtoH_v2", &d.memcpy_dtoh) && bind(lib, "cuMemsetD8_v2", &d.memset_d8) &&
             bind(lib, "cuEventCreate", &d.event_create) && bind(lib, "cuEventRecord", &d.event_record) &&
             bind(lib, "cuEventSynchronize", &d.event_synchronize) &&
-            bind(lib, "cuEventElapsedTime", &d.event_elapsed_time) &&
+            (bind(lib, "cuEventElapsedTime_v2", &d.event_elapsed_time) ||  // CUDA 13's name
+             bind(lib, "cuEventElapsedTime", &d.event_elapsed_time)) &&
+            bind(lib, "cuDriverGetVersion", &d.driver_get_version) &&
             bind(lib, "cuEventDestroy_v2", &d.event_destroy) &&
             bind(lib, "cuStreamSynchronize", &d.stream_synchronize) &&
             bind(lib, "cuGetErrorName", &d.get_error_name);

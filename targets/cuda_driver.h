@@ -45,6 +45,7 @@ struct Driver {
   int (*event_destroy)(void*) = nullptr;
   int (*stream_synchronize)(void*) = nullptr;
   int (*get_error_name)(int, const char**) = nullptr;
+  int (*driver_get_version)(int*) = nullptr;
 };
 
 // The driver, loaded once (libcuda.so.1, else libcuda.so). Unsupported, with

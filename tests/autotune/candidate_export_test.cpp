@@ -1,0 +1,197 @@
+// Candidates measured elsewhere: `mlk tune --export-candidates`, the runner
+// of mlk-measure and `--import-measurements`, on CPU candidates (the same
+// path CUDA candidates take, where only the device differs).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "artifact/candidate_set.h"
+#include "autotune/candidate_export.h"
+#include "base/files.h"
+#include "base/sha256.h"
+#include "runtime/candidate_runner.h"
+#include "targets/cuda_driver.h"
+#include "targets/detect.h"
+#include "tests/test_support.h"
+
+namespace mlk::tune {
+namespace {
+
+namespace fs = std::filesystem;
+
+const DimEnv kShape = {{"M", 64}, {"K", 64}, {"N", 64}};
+
+// A time that depends on the schedule alone: the "same times" both paths see.
+double fake_ms(const Schedule& s) { return 1.0 + std::stoul(s.hash().substr(0, 4), nullptr, 16) / 65536.0; }
+
+struct Exported {
+  ir::Module module = testing_support::sgemm_module();
+  std::string dir, source;
+  TuneRequest request;
+  TuneResult local;
+};
+
+// Tunes sgemm with fake times (nothing timed, everything verified), then
+// exports its best `count` candidates to a fresh folder.
+std::unique_ptr<Exported> tune_and_export(const std::string& name, int count) {
+  auto e = std::make_unique<Exported>();
+  e->dir = testing_support::scratch_dir("mlk_export_test", name);
+  e->source = e->dir + ".tl";
+  std::ofstream(e->source) << "public fn sgemm [M, K, N](a: Tensor[F32, [M, K]], b: Tensor[F32, [K, N]]) -> "
+                              "Tensor[F32, [M, N]] =\n  matmul(a, b)\n";
+  TuneOptions o;
+  o.trials = 8;
+  o.seed = 3;
+  o.progress = false;
+  o.autoschedulers = false;
+  o.cases_for_export = true;
+  o.measurer = [](const MeasureSetup&, const Schedule& s) -> Expected<Measurement> {
+    Measurement m;
+    m.verdict = Measurement::Verdict::kOk;
+    m.median_ms = fake_ms(s);
+    m.times_ms = {m.median_ms};
+    return m;
+  };
+  e->request = TuneRequest{.module = &e->module, .fn = "sgemm", .source = e->source, .profile = host_profile(),
+                           .dims = kShape, .opts = o, .work_dir = e->dir + ".work"};
+  auto r = tune_function(e->module, "sgemm", host_profile(), kShape, o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  if (!r.ok()) return nullptr;
+  e->local = *r;
+  auto line = export_candidates(e->request, e->local, e->dir, count);
+  EXPECT_TRUE(line.ok()) << line.status().message();
+  if (!line.ok()) return nullptr;
+  return e;
+}
+
+std::string write_measurements(const Measurements& m, const std::string& dir) {
+  const std::string path = dir + "/measurements.json";
+  EXPECT_TRUE(write_file(path, measurements_json(m)).ok());
+  return path;
+}
+
+TEST(CandidateExport, TheImportedWinnerIsTheLocalWinnerGivenTheSameTimes) {
+  auto e = tune_and_export("same_winner", 4);
+  ASSERT_TRUE(e);
+  auto set = read_candidate_set(e->dir);
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  ASSERT_EQ(set->candidates.size(), 4u);
+  EXPECT_EQ(set->cases.size(), 4u) << "two input sets at the verification and the ragged shape";
+  EXPECT_TRUE(std::any_of(set->candidates.begin(), set->candidates.end(),
+                          [](const Candidate& c) { return c.origin == "default"; }));
+  // The runner checks and times every candidate for real on this CPU ...
+  auto m = rt::run_candidates(e->dir, {});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->results.size(), 4u);
+  for (auto& r : m->results) {
+    EXPECT_EQ(r.verdict, "ok") << r.id << ": " << r.detail;
+    EXPECT_GT(r.median_ms, 0);
+    // ... and here its times are replaced by the ones the local search saw.
+    auto c = std::find_if(set->candidates.begin(), set->candidates.end(), [&](const Candidate& k) { return k.id == r.id; });
+    r.median_ms = fake_ms(*Schedule::from_json(c->schedule_json));
+  }
+  auto imported = import_measurements(e->request, write_measurements(*m, e->dir), e->dir);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_EQ(imported->best.hash(), e->local.best.hash());
+  EXPECT_TRUE(imported->measured);
+  EXPECT_EQ(imported->measured_on, m->device);
+  EXPECT_EQ(imported->trials, 4);
+  // Stored: the measured library itself, measured: true, with the device.
+  auto out = store_tuned(e->request, *imported);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_NE(out->json.find("\"measured_on\""), std::string::npos) << out->json;
+  EXPECT_NE(out->summary_line.find("measured on cpu"), std::string::npos) << out->summary_line;
+}
+
+TEST(CandidateExport, TheRunnerRefusesAWrongOutputAndSaysWhere) {
+  auto e = tune_and_export("wrong", 3);
+  ASSERT_TRUE(e);
+  rt::RunnerOptions o;
+  o.fault = [](const std::string& id, HostTensor& out) {
+    if (id == "c01") out.set(5, out.get(5) + 1.0);
+  };
+  auto m = rt::run_candidates(e->dir, o);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_EQ(m->results.size(), 3u);
+  EXPECT_EQ(m->results[0].verdict, "ok");
+  EXPECT_EQ(m->results[1].verdict, "wrong");
+  EXPECT_NE(m->results[1].detail.find("verification shape"), std::string::npos) << m->results[1].detail;
+  EXPECT_NE(m->results[1].detail.find("first at [0, 5]"), std::string::npos) << m->results[1].detail;
+  EXPECT_TRUE(m->results[1].times_ms.empty()) << "a wrong candidate is not timed";
+  EXPECT_EQ(m->results[2].verdict, "ok");
+  // The import never picks it, however fast it claims to be.
+  m->results[1].median_ms = 1e-6;
+  auto imported = import_measurements(e->request, write_measurements(*m, e->dir), e->dir);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  EXPECT_NE(imported->best.hash(), m->results[1].schedule_hash);
+}
+
+TEST(CandidateExport, DamagedSetsAndOtherSetsAreRefusedByName) {
+  auto e = tune_and_export("damaged", 2);
+  ASSERT_TRUE(e);
+  auto m = rt::run_candidates(e->dir, {});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::string file = write_measurements(*m, e->dir);
+  // A case's data changed after the export: the runner names the file.
+  const std::string data = e->dir + "/data/case0_in0.bin";
+  auto bytes = read_file(data);
+  ASSERT_TRUE(bytes.ok());
+  std::string changed = *bytes;
+  changed[0] ^= 1;
+  ASSERT_TRUE(write_file(data, changed).ok());
+  auto bad = rt::run_candidates(e->dir, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Status::Code::kCorruption);
+  EXPECT_NE(bad.status().message().find("data/case0_in0.bin does not match its sha256"), std::string::npos)
+      << bad.status().message();
+  ASSERT_TRUE(write_file(data, *bytes).ok());
+  // Measurements of another set (candidates.json edited) are refused.
+  auto text = read_file(e->dir + "/candidates.json");
+  ASSERT_TRUE(write_file(e->dir + "/candidates.json", *text + " ").ok());
+  auto other = import_measurements(e->request, file, e->dir);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("measured another candidate set"), std::string::npos)
+      << other.status().message();
+  ASSERT_TRUE(write_file(e->dir + "/candidates.json", *text).ok());
+  // Another problem: the set of sgemm at 64^3 is not of sgemm at 32^3.
+  TuneRequest r = e->request;
+  r.dims = {{"M", 32}, {"K", 32}, {"N", 32}};
+  auto wrong_shape = import_measurements(r, file, e->dir);
+  ASSERT_FALSE(wrong_shape.ok());
+  EXPECT_NE(wrong_shape.status().message().find("holds candidates of `sgemm` for"), std::string::npos)
+      << wrong_shape.status().message();
+  // A library swapped after it was measured is not stored.
+  auto lib = read_file(e->dir + "/c00/libsgemm.so");
+  ASSERT_TRUE(lib.ok());
+  auto imported = import_measurements(e->request, file, e->dir);
+  ASSERT_TRUE(imported.ok()) << imported.status().message();
+  imported->measured_library_sha256 = sha256_hex("another library");
+  auto stored = store_tuned(e->request, *imported);
+  ASSERT_FALSE(stored.ok());
+  EXPECT_NE(stored.status().message().find("is not the library that was measured"), std::string::npos)
+      << stored.status().message();
+}
+
+TEST(CandidateExport, CudaCandidatesWithoutADriverAreAClearError) {
+  if (cuda::driver().ok()) GTEST_SKIP() << "this machine has a CUDA driver";
+  auto e = tune_and_export("nodriver", 1);
+  ASSERT_TRUE(e);
+  // The same set, said to be for cuda_sm90: the runner needs the driver first.
+  auto text = read_file(e->dir + "/candidates.json");
+  ASSERT_TRUE(text.ok());
+  std::string t = *text;
+  const std::string from = "\"profile\": \"" + host_profile().name + "\"";
+  ASSERT_NE(t.find(from), std::string::npos) << t.substr(0, 400);
+  t.replace(t.find(from), from.size(), "\"profile\": \"cuda_sm90\"");
+  ASSERT_TRUE(write_file(e->dir + "/candidates.json", t).ok());
+  auto m = rt::run_candidates(e->dir, {});
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Status::Code::kUnsupported);
+  EXPECT_NE(m.status().message().find("the candidates are for cuda_sm90"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("libcuda.so.1"), std::string::npos) << m.status().message();
+}
+
+}  // namespace
+}  // namespace mlk::tune
