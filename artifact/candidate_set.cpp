@@ -1,5 +1,6 @@
 #include "artifact/candidate_set.h"
 
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 
@@ -242,6 +243,79 @@ Expected<CandidateSet> read_candidate_set(const std::string& dir) {
   }
   if (s.candidates.empty()) return Status::InvalidArgument(path + ": no candidates");
   return s;
+}
+
+namespace {
+
+constexpr std::string_view kPackMagic = "mlk-candidate-pack 1\n";
+
+// "candidates.json", "data/x.bin" or "c00/libf.so": one or two plain names.
+bool pack_path(const std::string& p) {
+  const size_t slash = p.find('/');
+  if (slash == std::string::npos) return plain_name(p);
+  return plain_name(p.substr(0, slash)) && plain_name(p.substr(slash + 1));
+}
+
+}  // namespace
+
+Expected<std::string> pack_candidate_set(const std::string& dir) {
+  json files = json::array();
+  std::string body;
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+    if (e.is_regular_file(ec)) paths.push_back(fs::relative(e.path(), dir, ec).generic_string());
+  if (ec) return Status::IOError("cannot list " + dir + ": " + ec.message());
+  std::sort(paths.begin(), paths.end());
+  for (const std::string& p : paths) {
+    if (!pack_path(p)) return Status::InvalidArgument(dir + ": `" + p + "` is not a path a candidate set holds");
+    auto bytes = read_file((fs::path(dir) / p).string());
+    if (!bytes.ok()) return bytes.status();
+    files.push_back({{"path", p}, {"size", bytes->size()}});
+    body += *bytes;
+  }
+  const std::string header = json{{"files", files}}.dump();
+  return std::string(kPackMagic) + std::to_string(header.size()) + "\n" + header + body;
+}
+
+Status unpack_candidate_set(std::string_view pack, const std::string& dir) {
+  auto bad = [](const std::string& what) { return Status::InvalidArgument("a candidate pack: " + what); };
+  if (pack.substr(0, kPackMagic.size()) != kPackMagic) return bad("it does not start with `mlk-candidate-pack 1`");
+  pack.remove_prefix(kPackMagic.size());
+  const size_t nl = pack.find('\n');
+  if (nl == std::string_view::npos || nl == 0 || nl > 9) return bad("no header length");
+  size_t header_len = 0;
+  for (char c : pack.substr(0, nl)) {
+    if (c < '0' || c > '9') return bad("the header length is not a number");
+    header_len = header_len * 10 + static_cast<size_t>(c - '0');
+  }
+  pack.remove_prefix(nl + 1);
+  if (header_len > pack.size()) return bad("the header is longer than the pack");
+  std::string why;
+  json h = parse_json(pack.substr(0, header_len), &why);
+  pack.remove_prefix(header_len);
+  if (!h.is_object() || !h.contains("files") || !h["files"].is_array()) return bad("the header has no `files` list" + (why.empty() ? "" : ": " + why));
+  std::vector<std::pair<std::string, size_t>> files;
+  size_t total = 0;
+  for (const json& f : h["files"]) {
+    if (!f.is_object() || !f.contains("path") || !f["path"].is_string() || !f.contains("size") ||
+        !f["size"].is_number_unsigned())
+      return bad("a file entry needs a string `path` and a size");
+    const std::string p = f["path"].get<std::string>();
+    const size_t n = f["size"].get<size_t>();
+    if (!pack_path(p)) return bad("`" + p + "` is not a plain relative path");
+    if (n > pack.size() - total) return bad("the files' sizes add up to more than the pack holds");
+    total += n;
+    files.push_back({p, n});
+  }
+  if (total != pack.size()) return bad("the files' sizes add up to less than the pack holds");
+  for (const auto& [p, n] : files) {
+    std::error_code ec;
+    fs::create_directories((fs::path(dir) / p).parent_path(), ec);
+    MLK_RETURN_IF_ERROR(write_file((fs::path(dir) / p).string(), pack.substr(0, n)));
+    pack.remove_prefix(n);
+  }
+  return Status::Ok();
 }
 
 std::string measurements_json(const Measurements& m) {

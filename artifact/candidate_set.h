@@ -98,6 +98,16 @@ struct Measurements {
   std::vector<CandidateResult> results;
 };
 
+// A candidate set's folder as one blob, for a job of `mlk tune --workers`
+// (GPU profiles): "mlk-candidate-pack 1\n", the header's length and "\n",
+// the header (JSON: each file's relative path and size), then the files'
+// bytes. Only plain relative paths (candidates.json, data/NAME, ID/NAME).
+Expected<std::string> pack_candidate_set(const std::string& dir);
+// Writes a pack's files into `dir` (created). InvalidArgument, naming what
+// is wrong, for a malformed pack: a bad magic or length, a path that is not
+// plain, sizes that do not add up; nothing is written outside `dir`.
+Status unpack_candidate_set(std::string_view pack, const std::string& dir);
+
 std::string measurements_json(const Measurements& m);
 // InvalidArgument naming the field for a malformed file.
 Expected<Measurements> parse_measurements(const std::string& text, const std::string& where);

@@ -17,6 +17,7 @@
 #include "lang/source.h"
 #include "artifact/build.h"
 #include "artifact/loaded.h"
+#include "autotune/measure_cuda.h"
 #include "targets/toolchain.h"
 #include "base/json.h"
 
@@ -57,8 +58,9 @@ Status copy_files(const std::map<std::string, std::string>& files, const std::st
 // shape and the verification shape, both input sets), compared with the
 // reference. What it checked, for the verification record; an error when
 // the artifact cannot be loaded or called, or computes something else.
-Expected<json> check_artifact(const ir::Module& m, const std::string& fn, const std::map<std::string, std::string>& files,
-                              const TuneResult& r, const TuneOptions& opts) {
+Expected<json> check_artifact(const ir::Module& m, const std::string& fn, const Profile& p,
+                              const std::map<std::string, std::string>& files, const TuneResult& r,
+                              const TuneOptions& opts) {
   if (!r.measured)
     return json{{"checked", false}, {"why", "not run: no GPU here that can run this CUDA artifact (measured: false)"}};
   if (!r.measured_on.empty()) {  // imported: the runner loaded these very bytes (store_tuned compared them)
@@ -68,6 +70,10 @@ Expected<json> check_artifact(const ir::Module& m, const std::string& fn, const 
                 {"how", "the same library, run by mlk-measure on " + r.measured_on + " through its C ABI"},
                 {"cases", cases}};
   }
+  if (p.is_gpu() && !cuda_measurable(p).ok)  // measured by GPU workers (`mlk tune --workers`)
+    return json{{"checked", false},
+                {"why", "not run here (" + cuda_measurable(p).reason + "); the workers verified the candidate, built "
+                        "by this mlk from the same schedule, on every case before timing it"}};
   if (r.verify_cases.empty()) return Status::Internal("tuning `" + fn + "` produced no verification cases to check its artifact on");
   auto art = LoadedArtifact::LoadFiles(files);
   if (!art.ok()) return Status::Internal("the built artifact of `" + fn + "` cannot be loaded: " + art.status().message());
@@ -205,7 +211,7 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
   std::map<std::string, std::string>& files = *winner;
   // The artifact as stored must compute what the reference does before it is
   // stored; the manifest then records that it did.
-  auto aot = check_artifact(m, fn, files, *r, opts);
+  auto aot = check_artifact(m, fn, p, files, *r, opts);
   if (!aot.ok()) return aot.status();
   json verification = parse_json(r->verification_json);
   if (!verification.is_object()) verification = json::object();

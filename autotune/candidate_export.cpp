@@ -50,28 +50,42 @@ Expected<TensorSpec> spec_at(const ir::Type& t, const DimEnv& dims) {
 }
 
 // The problem's part of the set: fn, shape, timing specs and cases.
-Expected<CandidateSet> problem_of(const TuneRequest& r, const TuneResult& result) {
-  const ir::Function& f = *r.module->find(r.fn);
+Expected<CandidateSet> problem_of(const ir::Module& m, const std::string& fn, const Profile& p, const DimEnv& dims,
+                                  const std::vector<VerifyCase>& cases, const std::string& cases_json) {
+  const ir::Function& f = *m.find(fn);
   if (f.results().size() != 1)
-    return Status::Unsupported("`" + r.fn + "` has several results; candidates are exported for fns with one");
+    return Status::Unsupported("`" + fn + "` has several results; candidates are exported for fns with one");
   CandidateSet s;
-  s.fn = r.fn;
-  s.profile = r.profile.name;
-  s.ir_hash = ir::function_hash(*r.module, f);
-  s.dims = r.dims;
-  for (const ir::Param& p : f.params) {
-    auto spec = spec_at(p.type, r.dims);
+  s.fn = fn;
+  s.profile = p.name;
+  s.ir_hash = ir::function_hash(m, f);
+  s.dims = dims;
+  for (const ir::Param& prm : f.params) {
+    auto spec = spec_at(prm.type, dims);
     if (!spec.ok()) return spec.status();
     s.timing_inputs.push_back(*spec);
   }
-  auto out = spec_at(f.result_type, r.dims);
+  auto out = spec_at(f.result_type, dims);
   if (!out.ok()) return out.status();
   s.timing_output = *out;
-  for (const VerifyCase& c : result.verify_cases)
-    s.cases.push_back({c.name, c.dims, c.inputs, c.references.at(0), c.tols.at(0)});
+  for (const VerifyCase& c : cases) s.cases.push_back({c.name, c.dims, c.inputs, c.references.at(0), c.tols.at(0)});
   if (s.cases.empty()) return Status::Internal("the search produced no verification cases to export");
-  s.cases_record = result.cases_json;
+  s.cases_record = cases_json;
   return s;
+}
+
+// Builds `t`'s schedule into DIR/ID and adds it to the set.
+Status add_candidate(CandidateSet& set, const ir::Module& m, const std::string& source, const Profile& p,
+                     const std::string& dir, const Schedule& schedule, const std::string& origin, double score_ms) {
+  char id[16];
+  std::snprintf(id, sizeof id, "c%02zu", set.candidates.size());
+  BuildRequest req{&m, set.fn, source, p, set.dims, schedule, (fs::path(dir) / id).string(), set.cases_record};
+  auto built = build_artifact(req);
+  if (!built.ok()) return Status::Internal(std::string("candidate ") + id + " did not build: " + built.status().message());
+  json manifest = json::parse(built->manifest_json);
+  set.candidates.push_back({id, origin, schedule.to_json(), schedule.hash(), score_ms,
+                            manifest.at("files").at(manifest.at("library").get<std::string>()).get<std::string>()});
+  return Status::Ok();
 }
 
 double dir_mib(const std::string& dir) {
@@ -89,20 +103,10 @@ Expected<std::string> export_candidates(const TuneRequest& r, const TuneResult& 
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
     return Status::InvalidArgument("--export-candidates " + dir + ": the folder is not empty");
-  auto set = problem_of(r, result);
+  auto set = problem_of(*r.module, r.fn, r.profile, r.dims, result.verify_cases, result.cases_json);
   if (!set.ok()) return set.status();
-  char id[16];
-  for (const Trial* t : pick(result, count)) {
-    std::snprintf(id, sizeof id, "c%02zu", set->candidates.size());
-    BuildRequest req{r.module, r.fn, r.source, r.profile, r.dims, t->schedule, (fs::path(dir) / id).string(),
-                     result.cases_json};
-    auto built = build_artifact(req);
-    if (!built.ok()) return Status::Internal(std::string("candidate ") + id + " did not build: " + built.status().message());
-    json manifest = json::parse(built->manifest_json);
-    Candidate c{id, t->origin, t->schedule.to_json(), t->schedule.hash(), t->score_ms,
-                manifest.at("files").at(manifest.at("library").get<std::string>()).get<std::string>()};
-    set->candidates.push_back(std::move(c));
-  }
+  for (const Trial* t : pick(result, count))
+    MLK_RETURN_IF_ERROR(add_candidate(*set, *r.module, r.source, r.profile, dir, t->schedule, t->origin, t->score_ms));
   MLK_RETURN_IF_ERROR(write_candidate_set(*set, dir));
   char line[512];
   std::snprintf(line, sizeof line, "%s: exported %zu candidates (%s) to %s, %.1f MiB; measure them with `mlk-measure %s`",
@@ -110,6 +114,29 @@ Expected<std::string> export_candidates(const TuneRequest& r, const TuneResult& 
                 result.measured ? "ranked by measurement here" : "ranked by the cost model", dir.c_str(), dir_mib(dir),
                 dir.c_str());
   return std::string(line);
+}
+
+Status export_one(const MeasureSetup& setup, const Profile& p, const std::string& source, const Schedule& schedule,
+                  const std::string& dir) {
+  auto set = problem_of(*setup.module, setup.fn, p, setup.dims, setup.verify, "{}");
+  if (!set.ok()) return set.status();
+  set->min_reps = setup.min_reps;
+  set->max_reps = setup.max_reps;
+  set->min_time_s = setup.min_time_s;
+  MLK_RETURN_IF_ERROR(add_candidate(*set, *setup.module, source, p, dir, schedule, "remote", 0));
+  return write_candidate_set(*set, dir);
+}
+
+Measurement measurement_of(const CandidateResult& r) {
+  Measurement m;
+  m.verdict = r.verdict == "ok" ? Measurement::Verdict::kOk
+              : r.verdict == "wrong" ? Measurement::Verdict::kWrong : Measurement::Verdict::kError;
+  m.detail = r.detail;
+  m.median_ms = r.median_ms;
+  m.times_ms = r.times_ms;
+  m.max_abs_error = r.max_abs_error;
+  m.max_rel_error = r.max_rel_error;
+  return m;
 }
 
 Expected<TuneResult> import_measurements(const TuneRequest& r, const std::string& file, const std::string& set_dir) {
@@ -150,13 +177,7 @@ Expected<TuneResult> import_measurements(const TuneRequest& r, const std::string
     t.origin = c->origin;
     t.schedule = *sched;
     t.predicted_ms = c->estimate_ms;
-    t.m.verdict = cr.verdict == "ok" ? Measurement::Verdict::kOk
-                  : cr.verdict == "wrong" ? Measurement::Verdict::kWrong : Measurement::Verdict::kError;
-    t.m.detail = cr.detail;
-    t.m.median_ms = cr.median_ms;
-    t.m.times_ms = cr.times_ms;
-    t.m.max_abs_error = cr.max_abs_error;
-    t.m.max_rel_error = cr.max_rel_error;
+    t.m = measurement_of(cr);
     t.score_ms = cr.median_ms;
     res.log.push_back(t);
     if (!t.m.ok()) failures += "; " + cr.id + " " + cr.verdict + ": " + cr.detail;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "autotune/cached_tune.h"
+#include "artifact/candidate_set.h"
 #include "autotune/tuner.h"
 
 namespace mlk::tune {
@@ -18,6 +19,16 @@ namespace mlk::tune {
 // `dir` must be empty or absent. Returns a line for people.
 Expected<std::string> export_candidates(const TuneRequest& r, const TuneResult& result, const std::string& dir,
                                         int count);
+
+// A set of one candidate, `schedule` built for `p`, with the setup's cases,
+// shape and timing limits, written to `dir`: what a job of `mlk tune
+// --workers` carries for a worker that only runs artifacts (GPU profiles).
+// `source` is the program's path, recorded in the manifest.
+Status export_one(const MeasureSetup& setup, const Profile& p, const std::string& source, const Schedule& schedule,
+                  const std::string& dir);
+
+// A runner's result as the tuner's Measurement.
+Measurement measurement_of(const CandidateResult& r);
 
 // The TuneResult that `mlk-measure`'s measurements in `file` (of the
 // candidate set in `set_dir`) make: the candidates as trials with the

@@ -55,6 +55,11 @@ Expected<Measurement> BuildOnlyMeasurer::measure(const MeasureSetup& setup, cons
 Expected<Measurers> make_measurers(const Profile& p, const TuneOptions& opts) {
   Measurers out;
   if (p.is_gpu()) {
+    // Remote GPU workers (`mlk tune --workers`), which run built artifacts.
+    if (opts.measurer) {
+      out.search = std::make_unique<FunctionMeasurer>(opts.measurer, opts.parallel_measurements);
+      return out;
+    }
     const Runnable gpu = cuda_measurable(p);
     if (gpu.ok) out.search = std::make_unique<CudaMeasurer>(p);
     else out.search = std::make_unique<BuildOnlyMeasurer>(p, gpu.reason);

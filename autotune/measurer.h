@@ -104,8 +104,9 @@ struct Measurers {
 // CPU profiles: opts.measurer (with opts.parallel_measurements) if set, else
 // LocalMeasurer; the final round measures locally, or through opts.measurer
 // unless opts.final_round_here. Unsupported when the profile cannot run
-// here. GPU profiles: CudaMeasurer where the GPU can run the profile
-// (cuda_measurable), else BuildOnlyMeasurer; opts.measurer is not used.
+// here. GPU profiles: opts.measurer if set (remote GPU workers, which run
+// the candidates built here), else CudaMeasurer where the GPU can run the
+// profile (cuda_measurable), else BuildOnlyMeasurer; no final round.
 Expected<Measurers> make_measurers(const Profile& p, const TuneOptions& opts);
 
 // The scratch directory of a GPU candidate's artifact.

@@ -1,6 +1,7 @@
 #include "autotune/remote_measure.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <unistd.h>
+
+#include "autotune/candidate_export.h"
 #include "autotune/measure_wire.h"
 #include "base/files.h"
 #include "base/log.h"
@@ -83,18 +87,20 @@ Expected<std::string> RemoteMeasurer::setup_digest(const tune::MeasureSetup& set
   return setup_;
 }
 
-// Polls job `id` until it finished; cancels it and fails when no worker
-// leased it within wait_s.
+// Polls job `id` until it finished; cancels it and fails when it stayed
+// queued for wait_s: no worker leased it, or none took it again after a
+// lease expired (its workers died).
 Expected<client::JobView> RemoteMeasurer::wait_for(int64_t id) {
-  const auto start = Clock::now();
+  auto queued_since = Clock::now();
   auto poll = std::chrono::milliseconds(20);
   while (true) {
     std::unique_lock lock(mu_);
     auto j = c_->get(id);
     if (!j.ok()) return Status::IOError("job " + std::to_string(id) + ": " + j.status().message());
     if (j->state == "done" || j->state == "failed") return *j;
-    double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (j->state == "queued" && j->attempts == 0 && waited > o_.wait_s) {
+    if (j->state != "queued") queued_since = Clock::now();
+    double waited = std::chrono::duration<double>(Clock::now() - queued_since).count();
+    if (j->state == "queued" && waited > o_.wait_s) {
       (void)c_->cancel(id, "no worker leased it within " + tune::seconds_str(o_.wait_s) + " s");
       auto ws = c_->workers(o_.device_key, 60);
       std::string seen = "none";
@@ -114,8 +120,32 @@ Expected<client::JobView> RemoteMeasurer::wait_for(int64_t id) {
   }
 }
 
+Expected<std::string> RemoteMeasurer::candidate_pack(const MeasureSetup& setup, const Schedule& schedule,
+                                                     Measurement& failed) {
+  static std::atomic<int> n{0};
+  const std::string dir = gpu_scratch_dir() + "/remote-" + std::to_string(getpid()) + "-" + std::to_string(n++);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  Status built = export_one(setup, *o_.artifacts_for, o_.source_path, schedule, dir);
+  auto pack = built.ok() ? pack_candidate_set(dir) : Expected<std::string>(built);
+  std::filesystem::remove_all(dir, ec);
+  if (!built.ok()) failed.detail = "the candidate did not build here: " + built.message();
+  return pack;
+}
+
 Expected<tune::Measurement> RemoteMeasurer::measure(const tune::MeasureSetup& setup, const Schedule& schedule) {
+  // Artifact jobs: the candidate is built here; each job's blob is its pack.
+  std::optional<std::string> pack;
+  if (o_.artifacts_for) {
+    Measurement failed;
+    failed.verdict = Measurement::Verdict::kError;
+    auto p = candidate_pack(setup, schedule, failed);
+    if (!failed.detail.empty()) return failed;
+    if (!p.ok()) return fail(p.status());
+    pack = std::move(*p);
+  }
   json payload = {{"schedule", json::parse(schedule.to_json())},
+                  {"kind", pack ? "candidates" : "source"},
                   {"compile_timeout_s", setup.compile_timeout_s},
                   {"run_timeout_s", setup.run_timeout_s},
                   {"min_time_s", setup.min_time_s},
@@ -130,7 +160,7 @@ Expected<tune::Measurement> RemoteMeasurer::measure(const tune::MeasureSetup& se
   std::unique_lock lock(mu_, std::defer_lock);
   for (bool again = true; again;) {
     lock.lock();
-    auto digest = setup_digest(setup);
+    auto digest = pack ? c_->put_setup(*pack) : setup_digest(setup);
     if (!digest.ok()) return fail(digest.status());
     auto id = c_->submit(o_.device_key, *digest, payload.dump(), fingerprint_);
     lock.unlock();
@@ -176,8 +206,8 @@ int RemoteMeasurer::live_workers(int seen_s) {
 }
 
 Expected<std::shared_ptr<RemoteMeasurer>> use_workers(tune::TuneRequest& r, RemoteMeasureOptions o) {
-  if (r.profile.is_gpu())
-    return Status::Unsupported("`" + r.profile.name + "` is a GPU profile, and workers measure CPU candidates only so far");
+  if (r.profile.is_gpu()) o.artifacts_for = r.profile;  // GPU workers compile nothing
+  if (o.artifacts_for) o.artifacts_for = r.profile;
   if (!(o.wait_s > 0)) return Status::Usage("--worker-wait must be more than 0 seconds");
   auto m = RemoteMeasurer::Open(std::move(o));
   if (!m.ok()) return m.status();

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -37,6 +38,11 @@ struct RemoteMeasureOptions {
   bool progress = true;
   std::string source_path;  // the .tl file the setup's module came from
   std::string precision = "f32";  // the policy applied to it (lang/precision.h), which workers apply too
+  // Set (GPU profiles, or `mlk tune --workers-run-artifacts`): each candidate
+  // is built here for this profile and sent as a one-candidate set
+  // (artifact/candidate_set.h), which the worker runs with mlk-measure's
+  // runner, compiling nothing. Unset: the worker compiles the source.
+  std::optional<Profile> artifacts_for;
 };
 
 class RemoteMeasurer : public Measurer {
@@ -65,6 +71,8 @@ class RemoteMeasurer : public Measurer {
  private:
   RemoteMeasurer(RemoteMeasureOptions o, std::unique_ptr<client::JobsClient> c) : o_(std::move(o)), c_(std::move(c)) {}
   Expected<std::string> setup_digest(const MeasureSetup& setup);
+  // The candidate built and packed (a build failure is its Measurement).
+  Expected<std::string> candidate_pack(const MeasureSetup& setup, const Schedule& schedule, Measurement& failed);
   Expected<client::JobView> wait_for(int64_t id);
   Status fail(Status s);
   RemoteMeasureOptions o_;

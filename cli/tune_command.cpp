@@ -50,6 +50,7 @@ struct TuneArgs {
   std::optional<SigningKey> sign_key;    // loaded from it before anything is tuned
   std::string export_dir, import_file;   // --export-candidates DIR, --import-measurements FILE
   int64_t candidates = 8;                // --candidates N
+  bool workers_run_artifacts = false;    // --workers-run-artifacts
 };
 
 const char* kTuneDescription =
@@ -137,6 +138,11 @@ CommandSpec spec(TuneArgs& t) {
                "as many at once as the key has live workers when the tune starts (here: one at a time); "
                "results are compared within one worker fingerprint, which the entry records",
        .set = store(t.workers)},
+      {.name = "--workers-run-artifacts",
+       .help = "with --workers, build each candidate here and send it as a built artifact that the worker only "
+               "loads, checks and times (mlk-measure's runner), as GPU profiles always do, instead of the "
+               "source the worker compiles",
+       .set = set_bool(t.workers_run_artifacts)},
       {.name = "--server", .metavar = "URL", .help = "the server whose workers measure (--workers)",
        .default_value = "--cache when a URL, else $MLK_SERVERS", .set = store(t.server)},
       {.name = "--worker-wait", .metavar = "SECONDS",
@@ -333,7 +339,8 @@ RemoteMeasureOptions worker_options(const TuneArgs& t) {
           .wait_s = t.worker_wait_s,
           .progress = t.opts.progress,
           .source_path = t.file,
-          .precision = precision_name(t.precision)};
+          .precision = precision_name(t.precision),
+          .artifacts_for = t.workers_run_artifacts ? std::optional<Profile>(Profile{}) : std::nullopt};
 }
 
 // The remote measurers of --workers, one per request (use_workers).
@@ -514,7 +521,7 @@ int run_tune(const std::vector<std::string>& args) {
       return usage_error("tune", "--export-candidates and --import-measurements take neither --budget nor --workers");
     if (t.candidates < 1 || t.candidates > 256) return usage_error("tune", "--candidates must be 1 to 256");
   }
-  if (Status s = check_measurable(*profile, t.require_measured && t.import_file.empty()); !s.ok()) return fail(s);
+  if (Status s = check_measurable(*profile, t.require_measured && t.import_file.empty() && t.workers.empty()); !s.ok()) return fail(s);
   auto fe = compile_file(t.file);
   if (!fe.ok()) return fail(fe.status());
   if (!fe->ok()) {

@@ -4,24 +4,37 @@
 // the job's measurement setup (cached by sha256), compiles the program's
 // source, runs the candidate in the isolated measurer (autotune/measure.h),
 // which verifies it against the tuner's references before timing it, and
-// reports the measurement. A second thread extends the lease while the
+// reports the measurement. A job of built artifacts (GPU profiles, or
+// `mlk tune --workers-run-artifacts`) is run by mlk-measure's runner
+// (runtime/candidate_runner.h) instead: nothing is compiled here. A second thread extends the lease while the
 // candidate runs. SIGTERM or SIGINT: no new lease; the job in hand is
 // finished and reported; exit 0.
+#include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "artifact/candidate_set.h"
+#include "autotune/candidate_export.h"
+#include "autotune/measure.h"
 #include "autotune/measure_wire.h"
 #include "cli/args.h"
 #include "cli/command.h"
 #include "autotune/remote_measure.h"
 #include "lang/frontend.h"
+#include "runtime/candidate_runner.h"
 #include "base/json.h"
 
 namespace mlk::cli {
@@ -39,6 +52,7 @@ struct WorkerArgs {
   int64_t max_jobs = 0;
   bool quiet = false;
   bool json = false;
+  bool run_artifacts = false;  // --run-artifacts
 };
 
 // One event of `--json` as a line on stdout (docs/cli.md, "mlk-worker-1").
@@ -58,7 +72,8 @@ CommandSpec spec(WorkerArgs& a) {
           "fingerprint (CPU model, cpuid flags, GPUs), then leases measurement jobs of that\n"
           "key one at a time: each candidate is compiled here, verified against the\n"
           "tuner's reference results and timed in an isolated process, and its times are\n"
-          "reported. The lease is extended while the candidate runs; a worker that dies\n"
+          "reported. Jobs of built artifacts (GPU profiles: nothing is compiled here) run\n"
+          "only with --run-artifacts. The lease is extended while the candidate runs; a worker that dies\n"
           "loses its lease and the job goes to another worker. The token ($MLK_TOKEN)\n"
           "needs the scopes read and worker. Runs until SIGTERM or SIGINT, then\n"
           "finishes the job in hand and exits 0.\n"
@@ -83,6 +98,11 @@ CommandSpec spec(WorkerArgs& a) {
                .default_value = "0.2", .set = store_count(a.poll_s)},
               {.name = "--max-jobs", .metavar = "N", .help = "exit 0 after N jobs; 0: no limit", .default_value = "0",
                .set = store_count(a.max_jobs)},
+              {.name = "--run-artifacts",
+               .help = "also run jobs of built artifacts (GPU profiles, `mlk tune --workers-run-artifacts`): "
+                       "native code built by whoever may submit jobs in the namespace, loaded and timed here in a "
+                       "child process by mlk-measure's runner; without it such jobs fail with the reason",
+               .set = set_bool(a.run_artifacts)},
               {.name = "-q", .help = "no line per job", .set = set_bool(a.quiet), .aliases = {"--quiet"}},
               {.name = "--json", .help = "events as JSON lines on stdout (registered, each job's result, the end)",
                .set = set_bool(a.json)},
@@ -132,12 +152,115 @@ Expected<Prepared*> prepare(client::JobsClient& c, const client::JobView& job, s
   return &cache.emplace(job.setup, std::move(p)).first->second;
 }
 
+// Runs `fn` in a child process (a candidate that crashes or hangs takes the
+// child, not the worker) and returns what it wrote, or why nothing came:
+// the child killed after `limit_s`, or dead by a signal. The child's address
+// space is bounded by `mem_limit` bytes when that is not 0.
+Expected<std::string> in_child(const std::function<std::string()>& fn, double limit_s, int64_t mem_limit) {
+  int fds[2];
+  if (pipe(fds) != 0) return Status::IOError("pipe() failed");
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return Status::IOError("fork() failed");
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    if (mem_limit > 0) {
+      rlimit as{static_cast<rlim_t>(mem_limit), static_cast<rlim_t>(mem_limit)};
+      setrlimit(RLIMIT_AS, &as);
+    }
+    std::string out;
+    try {
+      out = fn();
+    } catch (const std::exception& e) {
+      out = json{{"error", std::string("the runner failed: ") + e.what()}}.dump();
+    }
+    for (size_t at = 0; at < out.size();) {
+      ssize_t n = write(fds[1], out.data() + at, out.size() - at);
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string buf;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(limit_s * 1000));
+  bool timed_out = false;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r <= 0) continue;
+    char chunk[65536];
+    ssize_t n = read(fds[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  char limit[32];
+  std::snprintf(limit, sizeof limit, "%.0f", limit_s);
+  if (timed_out) return Status::IOError(std::string("the runner took more than ") + limit + " s and was killed");
+  if (WIFSIGNALED(status)) return Status::Internal("the runner died of signal " + std::to_string(WTERMSIG(status)));
+  return buf;
+}
+
+// A job of built artifacts (GPU profiles, --workers-run-artifacts): its
+// pack unpacked into a private folder and run by mlk-measure's runner in a
+// child process; nothing is compiled. Refused unless the worker was started
+// with --run-artifacts: the pack is native code from whoever may submit
+// jobs in this namespace.
+Expected<tune::Measurement> run_candidates_job(const WorkerArgs& a, client::JobsClient& c, const client::JobView& job,
+                                               const json& payload) {
+  if (!a.run_artifacts)
+    return Status::Unsupported(
+        "the job is a built artifact (native code built by the tuning client), and this worker runs only source it "
+        "compiles itself; start it with --run-artifacts to run such jobs (GPU profiles need it)");
+  auto bytes = c.setup_of(job);
+  if (!bytes.ok()) return bytes.status();
+  std::string tmpl = (std::filesystem::temp_directory_path() / "mlk-worker-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) return Status::IOError("cannot create a folder for the job's candidates");
+  Status st = unpack_candidate_set(*bytes, tmpl);
+  auto set = st.ok() ? read_candidate_set(tmpl) : Expected<CandidateSet>(st);
+  Expected<std::string> out = set.ok() ? Expected<std::string>(std::string()) : Expected<std::string>(set.status());
+  if (set.ok()) {
+    const bool gpu = set->profile.find("cuda") != std::string::npos;  // the driver maps far more than it uses
+    const double limit_s = 60 + payload.value("run_timeout_s", 60.0) * 2;
+    out = in_child(
+        [&] {
+          auto m = rt::run_candidates(tmpl, {});
+          return m.ok() ? measurements_json(*m) : json{{"error", m.status().message()}}.dump();
+        },
+        limit_s, gpu ? 0 : tune::default_worker_memory_limit());
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+  if (!out.ok()) return out.status();
+  json err = parse_json(*out);
+  if (err.is_object() && err.contains("error")) return Status::InvalidArgument(err.value("error", std::string()));
+  auto m = parse_measurements(*out, "the runner's measurements");
+  if (!m.ok()) return m.status();
+  if (m->results.size() != 1) return Status::InvalidArgument("the job's candidate set holds more than one candidate");
+  return tune::measurement_of(m->results[0]);
+}
+
 // The measurement of `job`, or why it cannot be measured (a bad job).
-Expected<tune::Measurement> run_job(client::JobsClient& c, const client::JobView& job,
+Expected<tune::Measurement> run_job(const WorkerArgs& a, client::JobsClient& c, const client::JobView& job,
                                     std::map<std::string, Prepared>& cache) {
+  json pl = parse_json(job.payload);
+  if (pl.is_object() && pl.value("kind", "source") == "candidates") return run_candidates_job(a, c, job, pl);
   auto p = prepare(c, job, cache);
   if (!p.ok()) return p.status();
-  json pl = parse_json(job.payload);
   if (!pl.is_object() || !pl.contains("schedule"))
     return Status::InvalidArgument("the job's payload has no `schedule`");
   auto sched = Schedule::from_json(pl["schedule"].dump());
@@ -190,15 +313,17 @@ Expected<bool> one_job(const WorkerArgs& a, const client::RemoteOptions& ro, cli
                  j.attempts);
   std::atomic<bool> done{false}, lost{false};
   std::thread hb(heartbeats, ro, j.id, std::cref(me), a.lease_s, std::ref(done), std::ref(lost));
-  auto m = run_job(c, j, cache);
+  auto m = run_job(a, c, j, cache);
   done = true;
   hb.join();
   std::string result = m.ok() ? tune::measurement_json(*m) : json{{"error", m.status().message()}}.dump();
   auto held = c.report(j.id, me, m.ok(), result);
   if (!held.ok()) return held.status();
+  const bool artifact = parse_json(j.payload).value("kind", "source") == "candidates";
   emit(a, {{"event", "job"},
            {"worker", me.name},
            {"job", j.id},
+           {"kind", artifact ? "candidates" : "source"},
            {"attempt", j.attempts},
            {"verdict", m.ok() ? json(tune::verdict_name(m->verdict)) : json(nullptr)},
            {"median_ms", m.ok() && m->ok() ? json(m->median_ms) : json(nullptr)},
@@ -208,8 +333,9 @@ Expected<bool> one_job(const WorkerArgs& a, const client::RemoteOptions& ro, cli
     std::string what = m.ok() ? std::string(tune::verdict_name(m->verdict)) +
                                     (m->ok() ? " " + std::to_string(m->median_ms) + " ms" : ": " + m->detail.substr(0, 200))
                               : "bad job: " + m.status().message();
-    std::fprintf(stderr, "mlk worker %s: job %lld (attempt %d): %s%s\n", me.name.c_str(), static_cast<long long>(j.id),
-                 j.attempts, what.c_str(), *held ? "" : " (not recorded: the lease was lost meanwhile)");
+    std::fprintf(stderr, "mlk worker %s: job %lld (attempt %d%s): %s%s\n", me.name.c_str(), static_cast<long long>(j.id),
+                 j.attempts, artifact ? ", a built artifact" : "", what.c_str(),
+                 *held ? "" : " (not recorded: the lease was lost meanwhile)");
   }
   return true;
 }

@@ -68,7 +68,7 @@ start_replica() {  # N: starts replica N, writes its pid and url to DIR
 start_worker() {  # N TOKEN: starts worker N on both replicas, writes its pid to DIR
   local n=$1
   MLK_TOKEN=$2 setsid "$mlk" worker --server "$(cat "$dir/replica1.url"),$(cat "$dir/replica2.url")" \
-    --device-key cpu-loopback --name "worker$n" --lease "${MLK_CLUSTER_LEASE:-30}" >"$dir/worker$n.out" \
+    --device-key cpu-loopback --run-artifacts --name "worker$n" --lease "${MLK_CLUSTER_LEASE:-30}" >"$dir/worker$n.out" \
     2>"$dir/worker$n.log" &
   echo $! >"$dir/worker$n.pid"
   local i

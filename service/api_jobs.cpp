@@ -35,6 +35,8 @@ using nlohmann::json;
 
 constexpr size_t kMaxPayload = size_t{1} << 20;
 constexpr std::string_view kSetupMagic = "mlk-measure-setup ";
+// A GPU job's blob: one candidate built by the tuner (artifact/candidate_set.h).
+constexpr std::string_view kPackMagic = "mlk-candidate-pack ";
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -149,8 +151,10 @@ ApiResponse put_setup(Ctx& c) {
   if (auto r = authorize(c, kScopeWriteEntries)) return *r;
   Body b = c.body.read(c.api.options().max_body_bytes);
   if (b.outcome != Body::kOk) return body_rejection(c, b);
-  if (b.bytes.compare(0, kSetupMagic.size(), kSetupMagic) != 0)
-    return reject(c, 400, "bad_job", "the body is not a measurement setup (it does not start with `mlk-measure-setup`)");
+  if (b.bytes.compare(0, kSetupMagic.size(), kSetupMagic) != 0 && b.bytes.compare(0, kPackMagic.size(), kPackMagic) != 0)
+    return reject(c, 400, "bad_job",
+                  "the body is not a measurement setup (it does not start with `mlk-measure-setup` or, for built "
+                  "candidates, `mlk-candidate-pack`)");
   bool fresh = false;
   if (auto r = store_for_namespace(c, b, fresh)) return *r;
   return json_text(fresh ? 201 : 200, json{{"setup", b.sha256}}.dump());

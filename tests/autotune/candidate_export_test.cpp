@@ -193,5 +193,35 @@ TEST(CandidateExport, CudaCandidatesWithoutADriverAreAClearError) {
   EXPECT_NE(m.status().message().find("libcuda.so.1"), std::string::npos) << m.status().message();
 }
 
+TEST(CandidatePack, RoundTripsASetAndRefusesHostilePacks) {
+  auto e = tune_and_export("pack", 1);
+  ASSERT_TRUE(e);
+  auto pack = pack_candidate_set(e->dir);
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  const std::string out = e->dir + ".unpacked";
+  ASSERT_TRUE(unpack_candidate_set(*pack, out).ok());
+  auto m = rt::run_candidates(out, {});  // the unpacked set runs as the original
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->results.at(0).verdict, "ok") << m->results[0].detail;
+  auto refused = [&](const std::string& bytes, const std::string& why) {
+    const std::string dir = e->dir + ".hostile";
+    fs::remove_all(dir);
+    Status s = unpack_candidate_set(bytes, dir);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << why;
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
+  };
+  auto with = [](const std::string& header, const std::string& body) {
+    return "mlk-candidate-pack 1\n" + std::to_string(header.size()) + "\n" + header + body;
+  };
+  refused(with(R"({"files":[{"path":"../escape","size":1}]})", "x"), "`../escape` is not a plain relative path");
+  refused(with(R"({"files":[{"path":"/etc/x","size":1}]})", "x"), "is not a plain relative path");
+  refused(with(R"({"files":[{"path":"a/b/c","size":1}]})", "x"), "is not a plain relative path");
+  refused(with(R"({"files":[{"path":"a","size":5}]})", "x"), "add up to more than the pack holds");
+  refused(with(R"({"files":[{"path":"a","size":1}]})", "xy"), "add up to less than the pack holds");
+  refused("mlk-candidate-pack 1\n999999\n{}", "the header is longer than the pack");
+  refused("garbage", "does not start with `mlk-candidate-pack 1`");
+  EXPECT_FALSE(fs::exists(e->dir + ".hostile/../escape"));
+}
+
 }  // namespace
 }  // namespace mlk::tune

@@ -9,8 +9,13 @@ moto_server, two replicas, two workers of key cpu-loopback) or on one SQLite
 - a worker killed with SIGKILL mid-job: its short lease expires and another
   worker finishes the job (attempt 2), and the tune completes;
 - a key with no workers: a clear timeout error within --worker-wait, no hang;
-- bad job requests get clear errors (text and status), a bad setup fails
-  its job with the decoder's message, and SIGTERM stops a worker cleanly.
+  nor when the only worker leased a job and died;
+- candidates sent as built artifacts (`--workers-run-artifacts`, what GPU
+  profiles always do): the workers only load, verify and time them;
+- bad job requests get clear errors (text and status), a bad setup or a
+  damaged candidate pack fails its job with the decoder's message, a worker
+  without --run-artifacts refuses built artifacts, and SIGTERM stops a
+  worker cleanly.
 
 usage: serve_workers.py MLK EXAMPLES WORK cluster CLUSTER_DIR
        serve_workers.py MLK EXAMPLES WORK sqlite
@@ -55,11 +60,12 @@ else:
 PORTS = [int(u.rsplit(":", 1)[1]) for u in SERVERS.split(",")]
 
 
-def start_worker(key, name, lease="30"):
+def start_worker(key, name, lease="30", run_artifacts=True):
     log = open(os.path.join(WORK, name + ".log"), "w")
     events = open(os.path.join(WORK, name + ".jsonl"), "w")
     p = subprocess.Popen([MLK, "worker", "--server", SERVERS, "--device-key", key, "--name", name, "--lease", lease,
-                          "--json"], stdout=events, stderr=log, env=dict(os.environ, MLK_TOKEN=TOKEN))
+                          "--json"] + (["--run-artifacts"] if run_artifacts else []),
+                         stdout=events, stderr=log, env=dict(os.environ, MLK_TOKEN=TOKEN))
     own.append(p)
     return p
 
@@ -135,6 +141,23 @@ for port in PORTS:
     R.check(f"the entry is served by the replica on port {port} with the workers' fingerprint",
             st == 200 and "measured_by" in text and lines and lines[0][3] in text, f"{st} {text[:300]}")
 
+# --- Built artifacts, as GPU workers get them: the workers compile nothing ------
+p, _ = tune("--dims", "M=36,K=40,N=20", "--trials", "3", "--time", "60", "--cache", SERVERS, "--workers",
+            "cpu-loopback", "--workers-run-artifacts", "--json")
+R.check("tune --workers --workers-run-artifacts succeeds", p.returncode == 0, p.stderr[-800:])
+art_lines = PROGRESS.findall(p.stderr)
+R.check("its candidates are measured by the workers", len(art_lines) >= 3 and
+        {w for _, _, w, _, _ in art_lines} <= WORKERS, p.stderr[-800:])
+art_jobs = {int(j) for _, j, _, _, _ in art_lines}
+if MODE == "sqlite":
+    got = [e for n in sorted(WORKERS) for e in events_of(n) if e.get("event") == "job" and e["job"] in art_jobs]
+    R.check("each was a built artifact the worker ran (--json kind `candidates`), verified and timed",
+            len(got) == len(art_jobs) and all(e["kind"] == "candidates" for e in got) and
+            any(e["verdict"] == "ok" and isinstance(e["median_ms"], float) for e in got), json.dumps(got)[:600])
+if p.returncode == 0:
+    meta = json.loads(p.stdout)[0]
+    R.check("the stored entry was measured by the workers", meta.get("measured") is True, p.stdout[:400])
+
 # --- A worker killed with SIGKILL mid-job: its lease expires, another finishes ---
 kill_key = "cpu-kill-" + TAG
 victim = start_worker(kill_key, "victim-" + TAG, lease="1")
@@ -174,6 +197,33 @@ R.check("a key without workers fails with a clear timeout error",
         p.returncode == 1 and f"no worker with device key `gpu-none-{TAG}`" in p.stderr and "within 2 s" in p.stderr
         and "seen in the last 60 s: none" in p.stderr and "start `mlk worker --device-key" in p.stderr, p.stderr[-600:])
 R.check("... within a few seconds of --worker-wait", took < 60, f"{took:.1f} s")
+
+# --- A worker that leases a job and dies, with no other worker: a clear error ---
+ghost_key = "cpu-ghost-" + TAG
+st, data, _ = post("/v1/jobs/workers", {"device_key": ghost_key, "name": "ghost-" + TAG, "fingerprint": "ghost"})
+ghost = json.loads(data)["worker"] if st == 201 else {"id": 0, "secret": ""}
+t0 = time.time()
+bg = subprocess.Popen([MLK, "tune", TL, "--fn", "sgemm", "--target", "host", "--no-autoschedulers", "--dims",
+                       "M=8,K=8,N=8", "--trials", "1", "--no-cache", "--server", SERVERS, "--log",
+                       os.path.join(WORK, "ghost.log"), "--workers", ghost_key, "--worker-wait", "4"],
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ, MLK_TOKEN=TOKEN))
+own.append(bg)
+
+
+def ghost_lease():
+    s, b, _ = post("/v1/jobs/lease", {"worker": ghost["id"], "secret": ghost["secret"], "lease_s": 1})
+    return s == 200 and json.loads(b).get("job") is not None
+
+
+R.check("the ghost worker leases the tune's first job", wait_for(ghost_lease, 30), "")
+try:
+    out, err = bg.communicate(timeout=90)
+except subprocess.TimeoutExpired:
+    bg.kill()
+    out, err = bg.communicate()
+R.check("the job, requeued when the ghost's lease expired and taken by no one, fails the tune within --worker-wait",
+        bg.returncode == 1 and f"no worker with device key `{ghost_key}`" in err and "within 4 s" in err
+        and time.time() - t0 < 60, f"{time.time() - t0:.1f} s: " + err[-600:])
 
 # --- Bad requests get clear errors -----------------------------------------------
 cases = [
@@ -225,8 +275,33 @@ R.check("a job with an undecodable setup fails with the decoder's message",
         j.get("state") == "failed" and "measurement setup: the header length is not a number" in
         json.dumps(j.get("result")), json.dumps(j)[:400])
 
+# A job of built artifacts whose pack is damaged fails with the unpacker's message.
+st, data, _ = post("/v1/jobs/setups", b"mlk-candidate-pack 1\n5\n[1,2]")
+digest = json.loads(data)["setup"] if st == 201 else "0" * 64
+st, data, _ = post("/v1/jobs/submit", {"device_key": "cpu-loopback", "setup": digest,
+                                       "payload": {"kind": "candidates", "schedule": {}}})
+bad_job = json.loads(data)["id"] if st == 201 else 0
+wait_for(lambda: bad_state().get("state") == "failed", 30)
+j = bad_state()
+R.check("a job with a damaged candidate pack fails with the unpacker's message",
+        j.get("state") == "failed" and "a candidate pack: the header has no `files` list" in
+        json.dumps(j.get("result")), json.dumps(j)[:400])
+
+# A worker started without --run-artifacts refuses built artifacts: they are
+# native code from whoever may submit jobs.
+plain_key = "cpu-plain-" + TAG
+start_worker(plain_key, "plain-" + TAG, run_artifacts=False)
+st, data, _ = post("/v1/jobs/submit", {"device_key": plain_key, "setup": digest,
+                                       "payload": {"kind": "candidates", "schedule": {}}})
+bad_job = json.loads(data)["id"] if st == 201 else 0
+wait_for(lambda: bad_state().get("state") == "failed", 30)
+j = bad_state()
+R.check("a worker without --run-artifacts fails a job of built artifacts, saying how to allow it",
+        j.get("state") == "failed" and "start it with --run-artifacts" in json.dumps(j.get("result")),
+        json.dumps(j)[:400])
+
 # --- SIGTERM stops a worker cleanly ----------------------------------------------
-rescuer = own[-1] if own[-1].args[1] == "worker" else None
+rescuer = next((p for p in own if "rescuer-" + TAG in p.args), None)
 for p in own:
     if p.poll() is None and p.args[1] == "worker":
         p.send_signal(signal.SIGTERM)
