@@ -24,30 +24,6 @@ namespace mlk::tune {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string hardware_fingerprint() {
-  std::string model = "unknown";
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-      model = line.substr(line.find(':') + 1);
-      model.erase(0, model.find_first_not_of(' '));
-      break;
-    }
-  CpuInfo cpu = detect_cpu();
-  std::vector<std::string> features = cpu.features;
-  std::sort(features.begin(), features.end());
-  std::string flags;
-  for (const auto& f : features) flags += (flags.empty() ? "" : ",") + f;
-  std::string gpus;
-  CudaInfo cuda = detect_cuda();
-  for (const auto& d : cuda.devices)
-    gpus += (gpus.empty() ? "" : ",") + d.name + " sm_" + std::to_string(d.compute_capability);
-  return "cpu=" + model + "; cores=" + std::to_string(cpu.cores) + "; flags=" + flags +
-         "; gpu=" + (gpus.empty() ? "none" : gpus);
-}
-
-std::string fingerprint_id(const std::string& fingerprint) { return sha256_hex(fingerprint).substr(0, 12); }
-
 Expected<std::shared_ptr<RemoteMeasurer>> RemoteMeasurer::Open(RemoteMeasureOptions o) {
   if (o.servers.empty())
     return Status::Usage("--workers needs a server: give --server URL (or --cache URL, or set $MLK_SERVERS)");

@@ -94,9 +94,4 @@ class RemoteMeasurer : public Measurer {
 // came from remote measurement from any other.
 Expected<std::shared_ptr<RemoteMeasurer>> use_workers(tune::TuneRequest& r, RemoteMeasureOptions o);
 
-// The machine's hardware fingerprint: CPU model, its cpuid features, GPUs.
-std::string hardware_fingerprint();
-// A short name for a fingerprint in progress lines: its sha256's first 12 digits.
-std::string fingerprint_id(const std::string& fingerprint);
-
 }  // namespace mlk::tune

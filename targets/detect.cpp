@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+
+#include "base/sha256.h"
 
 namespace mlk {
 
@@ -136,5 +139,29 @@ Expected<Profile> resolve_profile(const std::string& name) {
   if (name == "host") return host_profile();
   return find_profile(name);
 }
+
+std::string hardware_fingerprint() {
+  std::string model = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      model = line.substr(line.find(':') + 1);
+      model.erase(0, model.find_first_not_of(' '));
+      break;
+    }
+  CpuInfo cpu = detect_cpu();
+  std::vector<std::string> features = cpu.features;
+  std::sort(features.begin(), features.end());
+  std::string flags;
+  for (const auto& f : features) flags += (flags.empty() ? "" : ",") + f;
+  std::string gpus;
+  CudaInfo cuda = detect_cuda();
+  for (const auto& d : cuda.devices)
+    gpus += (gpus.empty() ? "" : ",") + d.name + " sm_" + std::to_string(d.compute_capability);
+  return "cpu=" + model + "; cores=" + std::to_string(cpu.cores) + "; flags=" + flags +
+         "; gpu=" + (gpus.empty() ? "none" : gpus);
+}
+
+std::string fingerprint_id(const std::string& fingerprint) { return sha256_hex(fingerprint).substr(0, 12); }
 
 }  // namespace mlk

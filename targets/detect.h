@@ -44,4 +44,10 @@ Profile host_profile();
 // `name`, with `host` resolved by host_profile().
 Expected<Profile> resolve_profile(const std::string& name);
 
+// The machine's hardware fingerprint, what measurement workers register
+// with: "cpu=MODEL; cores=N; flags=F,..; gpu=NAME sm_CC,.. | none".
+std::string hardware_fingerprint();
+// A short name for a fingerprint in progress lines: its sha256's first 12 digits.
+std::string fingerprint_id(const std::string& fingerprint);
+
 }  // namespace mlk

@@ -75,10 +75,16 @@ TEST(Measurer, MeasurersAreChosenByProfileAndOptions) {
 
   auto sm90 = find_profile("cuda_sm90");
   ASSERT_TRUE(sm90.ok());
+  auto workers = make_measurers(*sm90, o);
+  ASSERT_TRUE(workers.ok());
+  EXPECT_NE(dynamic_cast<FunctionMeasurer*>(workers->search.get()), nullptr) << "GPU workers measure the search";
+  EXPECT_EQ(workers->search->concurrency(), 4);
+  EXPECT_EQ(workers->final_round, nullptr) << "no final round on GPU profiles";
+  o.measurer = nullptr;
   auto gpu = make_measurers(*sm90, o);
   ASSERT_TRUE(gpu.ok());
   EXPECT_EQ(gpu->final_round, nullptr) << "no final round on GPU profiles";
-  EXPECT_EQ(gpu->search->concurrency(), 1) << "opts.measurer is not used on GPU profiles";
+  EXPECT_EQ(gpu->search->concurrency(), 1);
   const Runnable r = cuda_measurable(*sm90);
   EXPECT_EQ(gpu->search->measures(), r.ok);
   if (!r.ok) {

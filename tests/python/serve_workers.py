@@ -15,7 +15,9 @@ moto_server, two replicas, two workers of key cpu-loopback) or on one SQLite
 - bad job requests get clear errors (text and status), a bad setup or a
   damaged candidate pack fails its job with the decoder's message, a worker
   without --run-artifacts refuses built artifacts, and SIGTERM stops a
-  worker cleanly.
+  worker cleanly;
+- mlk-measure-worker (the loop without the compiler, what a GPU machine
+  runs) measures a tune of built artifacts alone and refuses source jobs.
 
 usage: serve_workers.py MLK EXAMPLES WORK cluster CLUSTER_DIR
        serve_workers.py MLK EXAMPLES WORK sqlite
@@ -300,10 +302,36 @@ R.check("a worker without --run-artifacts fails a job of built artifacts, saying
         j.get("state") == "failed" and "start it with --run-artifacts" in json.dumps(j.get("result")),
         json.dumps(j)[:400])
 
+# --- mlk-measure-worker: the same loop with no compiler linked -------------------
+MEASURE_WORKER = os.path.join(os.path.dirname(MLK), "mlk-measure-worker")
+mw_key, mw_name = "cpu-measure-" + TAG, "measure-" + TAG
+mw = subprocess.Popen([MEASURE_WORKER, "--server", SERVERS, "--device-key", mw_key, "--name", mw_name, "--json"],
+                      stdout=open(os.path.join(WORK, mw_name + ".jsonl"), "w"),
+                      stderr=open(os.path.join(WORK, mw_name + ".log"), "w"), env=dict(os.environ, MLK_TOKEN=TOKEN))
+own.append(mw)
+R.check("mlk-measure-worker registers", wait_for(lambda: "registered as worker" in log_of(mw_name), 20),
+        log_of(mw_name)[-300:])
+p, _ = tune("--dims", "M=28,K=32,N=12", "--trials", "2", "--time", "60", "--cache", SERVERS, "--workers", mw_key,
+            "--workers-run-artifacts", "--json")
+mw_lines = PROGRESS.findall(p.stderr)
+R.check("a tune of built artifacts is measured by mlk-measure-worker alone",
+        p.returncode == 0 and len(mw_lines) >= 2 and {w for _, _, w, _, _ in mw_lines} == {mw_name},
+        p.stderr[-800:])
+mw_jobs = [e for e in events_of(mw_name) if e.get("event") == "job"]
+R.check("its jobs were built artifacts, verified and timed",
+        mw_jobs and all(e["kind"] == "candidates" for e in mw_jobs) and
+        any(e["verdict"] == "ok" and isinstance(e["median_ms"], float) for e in mw_jobs), json.dumps(mw_jobs)[:600])
+st, data, _ = post("/v1/jobs/submit", {"device_key": mw_key, "setup": digest, "payload": {"schedule": {}}})
+bad_job = json.loads(data)["id"] if st == 201 else 0
+wait_for(lambda: bad_state().get("state") == "failed", 30)
+j = bad_state()
+R.check("mlk-measure-worker fails a job of source to compile, saying it runs built artifacts only",
+        j.get("state") == "failed" and "runs built artifacts only" in json.dumps(j.get("result")), json.dumps(j)[:400])
+
 # --- SIGTERM stops a worker cleanly ----------------------------------------------
 rescuer = next((p for p in own if "rescuer-" + TAG in p.args), None)
 for p in own:
-    if p.poll() is None and p.args[1] == "worker":
+    if p.poll() is None and (p.args[1] == "worker" or p.args[0] == MEASURE_WORKER):
         p.send_signal(signal.SIGTERM)
 for p in own:
     try:
@@ -316,6 +344,9 @@ R.check("a worker stopped by SIGTERM exits 0 and says so",
 R.check("its last --json event is `stopped` with its job count",
         events_of(stopped) and events_of(stopped)[-1].get("event") == "stopped" and
         events_of(stopped)[-1].get("jobs", 0) >= 1, json.dumps(events_of(stopped))[-300:])
+R.check("mlk-measure-worker stopped by SIGTERM exits 0, its last --json event `stopped`",
+        mw.returncode == 0 and events_of(mw_name) and events_of(mw_name)[-1].get("event") == "stopped",
+        log_of(mw_name)[-300:])
 if MODE == "sqlite":
     server.stop()
 sys.exit(R.finish())

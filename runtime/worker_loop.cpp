@@ -1,0 +1,312 @@
+#include "runtime/worker_loop.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "artifact/candidate_set.h"
+#include "base/json.h"
+#include "runtime/candidate_runner.h"
+#include "targets/detect.h"
+
+namespace mlk::rt {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_stop{false};
+
+// SIGTERM and SIGINT are blocked in every thread (children inherit that)
+// and taken by one thread that sets g_stop.
+void watch_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    g_stop = true;
+  }).detach();
+}
+
+// One event of `--json` as a line on stdout (docs/cli.md, "mlk-worker-1").
+void emit(const WorkerLoopOptions& o, json event) {
+  if (!o.json) return;
+  event["format"] = "mlk-worker-1";
+  std::printf("%s\n", event.dump().c_str());
+  std::fflush(stdout);
+}
+
+// A measurement in the wire form of autotune/measure_wire.h.
+std::string wire(const std::string& verdict, const std::string& detail, double median_ms = 0,
+                 const std::vector<double>& times = {}, double abs_err = 0, double rel_err = 0) {
+  return json{{"verdict", verdict}, {"detail", detail},     {"compile_ms", 0.0},       {"median_ms", median_ms},
+              {"times_ms", times},  {"max_abs_error", abs_err}, {"max_rel_error", rel_err}}
+      .dump();
+}
+
+// What a child process wrote, and how it ended.
+struct ChildResult {
+  std::string out;
+  bool timed_out = false;
+  int signal = 0;  // the signal that killed it, or 0
+};
+
+// Runs `fn` in a child process whose address space is bounded by
+// `mem_limit` bytes (0: unbounded), killed after `limit_s`.
+Expected<ChildResult> in_child(const std::function<std::string()>& fn, double limit_s, int64_t mem_limit) {
+  int fds[2];
+  if (pipe(fds) != 0) return Status::IOError("pipe() failed");
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return Status::IOError("fork() failed");
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    if (mem_limit > 0) {
+      rlimit as{static_cast<rlim_t>(mem_limit), static_cast<rlim_t>(mem_limit)};
+      setrlimit(RLIMIT_AS, &as);
+    }
+    std::string out;
+    try {
+      out = fn();
+    } catch (const std::exception& e) {
+      out = wire("error", std::string("the runner failed: ") + e.what());
+    }
+    for (size_t at = 0; at < out.size();) {
+      ssize_t n = write(fds[1], out.data() + at, out.size() - at);
+      if (n <= 0) break;
+      at += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  ChildResult r;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(limit_s * 1000));
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      r.timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000))) <= 0) continue;
+    char chunk[65536];
+    ssize_t n = read(fds[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    r.out.append(chunk, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (r.timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!r.timed_out && WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  return r;
+}
+
+// A job of built artifacts: its pack unpacked into a private folder and run
+// by the candidate runner in a child process (bounded in memory for CPU
+// candidates: the CUDA driver maps far more than it uses).
+Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::JobsClient& c, const client::JobView& job,
+                                         const json& payload) {
+  if (!o.run_artifacts)
+    return Status::Unsupported(
+        "the job is a built artifact (native code built by the tuning client), and this worker runs only source it "
+        "compiles itself; start it with --run-artifacts to run such jobs (GPU profiles need it)");
+  auto bytes = c.setup_of(job);
+  if (!bytes.ok()) return bytes.status();
+  std::string dir = (std::filesystem::temp_directory_path() / "mlk-worker-XXXXXX").string();
+  if (!mkdtemp(dir.data())) return Status::IOError("cannot create a folder for the job's candidates");
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  if (Status st = unpack_candidate_set(*bytes, dir); !st.ok()) return st;
+  auto set = read_candidate_set(dir);
+  if (!set.ok()) return set.status();
+  const double limit_s = 60 + 2 * payload.value("run_timeout_s", 60.0);
+  const bool gpu = set->profile.find("cuda") != std::string::npos;
+  auto child = in_child(
+      [&] {
+        auto m = run_candidates(dir, {});
+        return m.ok() ? measurements_json(*m) : json{{"error", m.status().message()}}.dump();
+      },
+      limit_s, gpu ? 0 : int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGE_SIZE) / 3);
+  if (!child.ok()) return child.status();
+  char s[32];
+  std::snprintf(s, sizeof s, "%.0f", limit_s);
+  if (child->timed_out) return wire("timeout", std::string("the candidate ran more than ") + s + " s and was killed");
+  if (child->signal) return wire("crash", "the candidate's process died of signal " + std::to_string(child->signal));
+  json err = parse_json(child->out);
+  if (err.is_object() && err.contains("error")) return Status::InvalidArgument(err.value("error", std::string()));
+  if (err.is_object() && err.contains("verdict")) return child->out;  // the runner's own failure, as a verdict
+  auto m = parse_measurements(child->out, "the runner's measurements");
+  if (!m.ok()) return m.status();
+  if (m->results.size() != 1) return Status::InvalidArgument("the job's candidate set holds more than one candidate");
+  const CandidateResult& r = m->results[0];
+  return wire(r.verdict == "ok" || r.verdict == "wrong" ? r.verdict : "error", r.detail, r.median_ms, r.times_ms,
+              r.max_abs_error, r.max_rel_error);
+}
+
+// The measurement of `job` as JSON, or why it cannot be measured.
+Expected<std::string> run_job(const WorkerLoopOptions& o, client::JobsClient& c, const client::JobView& job,
+                              const SourceJobRunner& source) {
+  json pl = parse_json(job.payload);
+  if (pl.is_object() && pl.value("kind", "source") == "candidates") return run_candidates_job(o, c, job, pl);
+  if (!source)
+    return Status::Unsupported("the job is source to compile, and this worker (" + o.program +
+                               ") runs built artifacts only; `mlk worker` compiles source");
+  return source(c, job, job.payload);
+}
+
+// Extends the lease of `job` every third of the lease until `done`.
+void heartbeats(const WorkerLoopOptions& o, client::RemoteOptions ro, int64_t job, const client::WorkerView& me,
+                std::atomic<bool>& done) {
+  auto c = client::JobsClient::Open(ro);
+  if (!c.ok()) {
+    std::fprintf(stderr, "%s: no heartbeats for job %lld: %s\n", o.program.c_str(), static_cast<long long>(job),
+                 c.status().message().c_str());
+    return;
+  }
+  auto every = std::chrono::milliseconds(static_cast<int64_t>(o.lease_s * 1000 / 3));
+  auto next = Clock::now() + every;
+  while (!done) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (Clock::now() < next) continue;
+    next += every;
+    auto held = (*c)->heartbeat(job, me, o.lease_s);
+    if (!held.ok())
+      std::fprintf(stderr, "%s: heartbeat of job %lld: %s\n", o.program.c_str(), static_cast<long long>(job),
+                   held.status().message().c_str());
+  }
+}
+
+// The job's event and progress line.
+void tell(const WorkerLoopOptions& o, const client::WorkerView& me, const client::JobView& j,
+          const Expected<std::string>& m, bool held) {
+  json r = m.ok() ? parse_json(*m) : json::object();
+  if (!r.is_object()) r = json::object();
+  const std::string verdict = r.value("verdict", "");
+  const bool ok = verdict == "ok";
+  const double ms = r.value("median_ms", 0.0);
+  const bool artifact = parse_json(j.payload).value("kind", "source") == "candidates";
+  emit(o, {{"event", "job"},
+           {"worker", me.name},
+           {"job", j.id},
+           {"kind", artifact ? "candidates" : "source"},
+           {"attempt", j.attempts},
+           {"verdict", m.ok() ? json(verdict) : json(nullptr)},
+           {"median_ms", ok ? json(ms) : json(nullptr)},
+           {"error", m.ok() ? (ok ? json(nullptr) : json(r.value("detail", ""))) : json(m.status().message())},
+           {"recorded", held}});
+  if (o.quiet) return;
+  std::string what = !m.ok() ? "bad job: " + m.status().message()
+                     : ok    ? verdict + " " + std::to_string(ms) + " ms"
+                             : verdict + ": " + r.value("detail", "").substr(0, 200);
+  std::fprintf(stderr, "%s %s: job %lld (attempt %d%s): %s%s\n", o.program.c_str(), me.name.c_str(),
+               static_cast<long long>(j.id), j.attempts, artifact ? ", a built artifact" : "", what.c_str(),
+               held ? "" : " (not recorded: the lease was lost meanwhile)");
+}
+
+// Leases, measures and reports one job; false when there was none.
+Expected<bool> one_job(const WorkerLoopOptions& o, const client::RemoteOptions& ro, client::JobsClient& c,
+                       const client::WorkerView& me, const SourceJobRunner& source) {
+  auto job = c.lease(me, o.lease_s);
+  if (!job.ok()) return job.status();
+  if (!*job) return false;
+  const client::JobView& j = **job;
+  if (!o.quiet)
+    std::fprintf(stderr, "%s %s: job %lld leased (attempt %d)\n", o.program.c_str(), me.name.c_str(),
+                 static_cast<long long>(j.id), j.attempts);
+  std::atomic<bool> done{false};
+  std::thread hb(heartbeats, std::cref(o), ro, j.id, std::cref(me), std::ref(done));
+  auto m = run_job(o, c, j, source);
+  done = true;
+  hb.join();
+  auto held = c.report(j.id, me, m.ok(), m.ok() ? *m : json{{"error", m.status().message()}}.dump());
+  if (!held.ok()) return held.status();
+  tell(o, me, j, m, *held);
+  return true;
+}
+
+}  // namespace
+
+std::string check_worker_options(const WorkerLoopOptions& o) {
+  if (o.server.empty()) return "no server: give --server URL or set $MLK_SERVERS";
+  if (o.device_key.empty()) return "no device key: give --device-key KEY";
+  if (!(o.lease_s >= 0.5 && o.lease_s <= 3600)) return "--lease must be 0.5-3600 seconds";
+  if (!(o.poll_s > 0 && o.poll_s <= 60)) return "--poll must be more than 0 and at most 60 seconds";
+  if (o.max_jobs < 0) return "--max-jobs must be 0 or more";
+  return "";
+}
+
+int run_worker_loop(WorkerLoopOptions o, const SourceJobRunner& source) {
+  if (o.name.empty()) {
+    char host[256] = "worker";
+    gethostname(host, sizeof host - 1);
+    o.name = std::string(host) + "-" + std::to_string(getpid());
+  }
+  client::RemoteOptions ro{.url = o.server, .token = o.token, .ns = o.ns};
+  auto c = client::JobsClient::Open(ro);
+  if (!c.ok()) {
+    std::fprintf(stderr, "%s: %s\n", o.program.c_str(), c.status().message().c_str());
+    return 1;
+  }
+  watch_signals();
+  std::string fp = hardware_fingerprint();
+  auto me = (*c)->register_worker(o.device_key, o.name, fp);
+  if (!me.ok()) {
+    std::fprintf(stderr, "%s: %s\n", o.program.c_str(), me.status().message().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "%s %s: registered as worker %lld for device key `%s` on %s; fingerprint %s (%s)\n",
+               o.program.c_str(), me->name.c_str(), static_cast<long long>(me->id), o.device_key.c_str(),
+               (*c)->url().c_str(), fingerprint_id(fp).c_str(), fp.c_str());
+  emit(o, {{"event", "registered"},
+           {"worker", me->name},
+           {"id", me->id},
+           {"device_key", o.device_key},
+           {"server", (*c)->url()},
+           {"fingerprint", fingerprint_id(fp)}});
+  int64_t done = 0;
+  while (!g_stop && (o.max_jobs == 0 || done < o.max_jobs)) {
+    auto got = one_job(o, ro, **c, *me, source);
+    if (!got.ok())
+      std::fprintf(stderr, "%s %s: %s; trying again\n", o.program.c_str(), me->name.c_str(),
+                   got.status().message().c_str());
+    if (got.ok() && *got) {
+      ++done;
+      continue;
+    }
+    for (double slept = 0; slept < o.poll_s && !g_stop; slept += 0.02)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::fprintf(stderr, "%s %s: %s after %lld jobs\n", o.program.c_str(), me->name.c_str(),
+               g_stop ? "stopped by a signal" : "done", static_cast<long long>(done));
+  emit(o, {{"event", g_stop ? "stopped" : "done"}, {"worker", me->name}, {"jobs", done}});
+  return 0;
+}
+
+}  // namespace mlk::rt
