@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <limits>
 
 namespace mlk::cli {
@@ -194,6 +195,23 @@ Expected<int64_t> parse_int_flag(const std::string& flag, const std::string& tex
 
 Expected<int64_t> parse_count(const std::string& flag, const std::string& text) {
   return parse_int_flag(flag, text, 1, std::numeric_limits<int>::max());
+}
+
+Expected<double> parse_seconds(const std::string& flag, const std::string& text) {
+  const size_t digits = std::count_if(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const size_t points = std::count(text.begin(), text.end(), '.');
+  if (digits == 0 || digits + points != text.size() || points > 1 || text.size() > 32)
+    return Status::Usage(flag + ": `" + text + "` is not a number of seconds (digits and at most one point, e.g. 0.5)");
+  return std::strtod(text.c_str(), nullptr);
+}
+
+FlagSetter store_seconds(double& out) {
+  return [&out](const std::string& flag, const std::string& value) -> Status {
+    auto v = parse_seconds(flag, value);
+    if (!v.ok()) return v.status();
+    out = *v;
+    return Status::Ok();
+  };
 }
 
 Flag cache_flag(std::string& out, CacheFlag kind) {

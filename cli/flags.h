@@ -124,6 +124,13 @@ Expected<int64_t> parse_int_flag(const std::string& flag, const std::string& tex
 // number of seconds of the commands fits in), e.g. --trials 40.
 Expected<int64_t> parse_count(const std::string& flag, const std::string& text);
 
+// A number of seconds written as decimal digits with at most one point
+// (30, 0.2), e.g. --poll 0.2; anything else (signs, exponents, inf, nan,
+// hex) is a usage error naming the flag and the value. Ranges are the
+// command's to check.
+Expected<double> parse_seconds(const std::string& flag, const std::string& text);
+FlagSetter store_seconds(double& out);
+
 // parse_count into `out` (an integer or floating type).
 template <class T>
 FlagSetter store_count(T& out) {

@@ -7,6 +7,7 @@
 // verifies it against the tuner's references before timing it.
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -59,11 +60,16 @@ CommandSpec spec(WorkerArgs& a) {
                .default_value = "the token's team", .set = store(a.o.ns)},
               {.name = "--lease", .metavar = "SECONDS",
                .help = "how long a lease lasts without a heartbeat (heartbeats come every third of it)",
-               .default_value = "30", .set = store_count(a.o.lease_s)},
+               .default_value = "30", .set = store_seconds(a.o.lease_s)},
               {.name = "--poll", .metavar = "SECONDS", .help = "the wait between lease requests while idle",
-               .default_value = "0.2", .set = store_count(a.o.poll_s)},
+               .default_value = "0.2", .set = store_seconds(a.o.poll_s)},
               {.name = "--max-jobs", .metavar = "N", .help = "exit 0 after N jobs; 0: no limit", .default_value = "0",
-               .set = store_count(a.o.max_jobs)},
+               .set = [&a](const std::string& flag, const std::string& v) -> Status {
+                 auto n = parse_int_flag(flag, v, 0, std::numeric_limits<int>::max());
+                 if (!n.ok()) return n.status();
+                 a.o.max_jobs = *n;
+                 return Status::Ok();
+               }},
               {.name = "--run-artifacts",
                .help = "also run jobs of built artifacts (GPU profiles, `mlk tune --workers-run-artifacts`): "
                        "native code built by whoever may submit jobs in the namespace, loaded and timed here in a "

@@ -3,6 +3,7 @@
 // --workers KEY`. Links the runtime's artifact loader and the jobs client; no
 // compiler. mlk-measure stays apart from it so that it needs no network
 // libraries and travels alone.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +36,7 @@ constexpr const char* kUsage =
     "  --max-jobs N      exit after N jobs (default 0: no limit)\n"
     "  --json            events as JSON lines on stdout (format mlk-worker-1)\n"
     "  -q, --quiet       no line per job\n"
+    "  --run-artifacts   accepted for `mlk worker`'s command lines; always on here\n"
     "\n"
     "SIGTERM or SIGINT: the job in hand is finished, then exit 0. Exit status 1 for bad\n"
     "usage or when the server refuses the worker.\n";
@@ -60,18 +62,22 @@ int main(int argc, char** argv) {
     const bool takes_value = text.count(a) || numbers.count(a) || a == "--max-jobs";
     if (a == "-h" || a == "--help") return std::fputs(kUsage, stdout), 0;
     if (a == "--version") return std::printf("mlk-measure-worker %s\n", mlk::mlk_version().c_str()), 0;
+    if (a == "--run-artifacts") continue;  // `mlk worker`'s switch; always on here
     if (a == "--json") o.json = true;
     else if (a == "--quiet" || a == "-q") o.quiet = true;
     else if (takes_value && i + 1 >= argc) return fail(a + " needs a value");
     else if (text.count(a)) *text.at(a) = argv[++i];
     else if (takes_value) {
+      // Decimal digits, with one point for seconds: no signs, exponents, inf or nan.
       const std::string v = argv[++i];
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || (a == "--max-jobs" && x != static_cast<double>(static_cast<int64_t>(x))))
-        return fail(a + " wants a number, not `" + v + "`");
-      if (a == "--max-jobs") o.max_jobs = static_cast<int64_t>(x);
-      else *numbers.at(a) = x;
+      const bool seconds = a != "--max-jobs";
+      const size_t digits = std::count_if(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+      const size_t points = std::count(v.begin(), v.end(), '.');
+      if (digits == 0 || digits + points != v.size() || points > (seconds ? 1u : 0u) || v.size() > 9)
+        return fail(a + " wants " + (seconds ? "a number of seconds (e.g. 0.5)" : "a whole number") + ", not `" + v +
+                    "`");
+      if (seconds) *numbers.at(a) = std::strtod(v.c_str(), nullptr);
+      else o.max_jobs = std::strtoll(v.c_str(), nullptr, 10);
     } else
       return std::fprintf(stderr, "mlk-measure-worker: unknown argument %s\n%s", a.c_str(), kUsage), 1;
   }

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,8 +11,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -28,6 +31,30 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_stop{false};
+// Held by the heartbeat thread during each request and by in_child around
+// fork(), so that no child starts with a lock of the HTTP or TLS library
+// held by a thread it does not have.
+std::mutex g_fork_mutex;
+
+// Whether a job's payload is built artifacts ("kind": "candidates") or
+// source ("kind": "source", or none); any other kind is refused.
+Expected<bool> is_artifact_job(const json& pl) {
+  if (!pl.is_object() || !pl.contains("kind")) return false;
+  const json& k = pl["kind"];
+  if (k.is_string() && k.get<std::string>() == "candidates") return true;
+  if (k.is_string() && k.get<std::string>() == "source") return false;
+  return Status::InvalidArgument("the job's payload: `kind` must be \"source\" or \"candidates\", not " + k.dump());
+}
+
+// The job's run limit: a number of seconds in (0, 86400], 60 by default.
+Expected<double> run_timeout_of(const json& pl) {
+  if (!pl.contains("run_timeout_s")) return 60.0;
+  const json& t = pl["run_timeout_s"];
+  if (!t.is_number() || !std::isfinite(t.get<double>()) || !(t.get<double>() > 0) || t.get<double>() > 86400)
+    return Status::InvalidArgument("the job's payload: `run_timeout_s` must be a number of seconds in (0, 86400], not " +
+                                   t.dump());
+  return t.get<double>();
+}
 
 // SIGTERM and SIGINT are blocked in every thread (children inherit that)
 // and taken by one thread that sets g_stop.
@@ -73,7 +100,12 @@ Expected<ChildResult> in_child(const std::function<std::string()>& fn, double li
   int fds[2];
   if (pipe(fds) != 0) return Status::IOError("pipe() failed");
   std::fflush(nullptr);
-  pid_t pid = fork();
+  const pid_t parent = getpid();
+  pid_t pid;
+  {
+    std::lock_guard<std::mutex> no_request_in_flight(g_fork_mutex);
+    pid = fork();
+  }
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
@@ -81,6 +113,10 @@ Expected<ChildResult> in_child(const std::function<std::string()>& fn, double li
   }
   if (pid == 0) {
     close(fds[0]);
+    // The child dies with the worker (a SIGKILLed worker leaves no child
+    // holding the device).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
     if (mem_limit > 0) {
       rlimit as{static_cast<rlim_t>(mem_limit), static_cast<rlim_t>(mem_limit)};
       setrlimit(RLIMIT_AS, &as);
@@ -132,6 +168,8 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
     return Status::Unsupported(
         "the job is a built artifact (native code built by the tuning client), and this worker runs only source it "
         "compiles itself; start it with --run-artifacts to run such jobs (GPU profiles need it)");
+  auto run_timeout = run_timeout_of(payload);
+  if (!run_timeout.ok()) return run_timeout.status();
   auto bytes = c.setup_of(job);
   if (!bytes.ok()) return bytes.status();
   std::string dir = (std::filesystem::temp_directory_path() / "mlk-worker-XXXXXX").string();
@@ -146,7 +184,7 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   if (Status st = unpack_candidate_set(*bytes, dir); !st.ok()) return st;
   auto set = read_candidate_set(dir);
   if (!set.ok()) return set.status();
-  const double limit_s = 60 + 2 * payload.value("run_timeout_s", 60.0);
+  const double limit_s = 60 + 2 * *run_timeout;
   const bool gpu = set->profile.find("cuda") != std::string::npos;
   auto child = in_child(
       [&] {
@@ -174,11 +212,25 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
 Expected<std::string> run_job(const WorkerLoopOptions& o, client::JobsClient& c, const client::JobView& job,
                               const SourceJobRunner& source) {
   json pl = parse_json(job.payload);
-  if (pl.is_object() && pl.value("kind", "source") == "candidates") return run_candidates_job(o, c, job, pl);
+  auto artifact = is_artifact_job(pl);
+  if (!artifact.ok()) return artifact.status();
+  if (*artifact) return run_candidates_job(o, c, job, pl);
   if (!source)
     return Status::Unsupported("the job is source to compile, and this worker (" + o.program +
                                ") runs built artifacts only; `mlk worker` compiles source");
   return source(c, job, job.payload);
+}
+
+// This machine's fingerprint, read in a child process: reading it
+// initialises the CUDA driver, which a process may not use in children it
+// forks afterwards, as it forks one per job.
+Expected<std::string> fingerprint_here() {
+  auto r = in_child([] { return hardware_fingerprint(); }, 60, 0);
+  if (!r.ok()) return r.status();
+  if (r->timed_out || r->signal || r->out.empty())
+    return Status::Internal("cannot read this machine's hardware fingerprint (its process " +
+                            std::string(r->timed_out ? "ran more than 60 s" : "failed") + ")");
+  return r->out;
 }
 
 // Extends the lease of `job` every third of the lease until `done`.
@@ -196,7 +248,9 @@ void heartbeats(const WorkerLoopOptions& o, client::RemoteOptions ro, int64_t jo
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (Clock::now() < next) continue;
     next += every;
+    std::unique_lock<std::mutex> no_fork(g_fork_mutex);
     auto held = (*c)->heartbeat(job, me, o.lease_s);
+    no_fork.unlock();
     if (!held.ok())
       std::fprintf(stderr, "%s: heartbeat of job %lld: %s\n", o.program.c_str(), static_cast<long long>(job),
                    held.status().message().c_str());
@@ -211,7 +265,8 @@ void tell(const WorkerLoopOptions& o, const client::WorkerView& me, const client
   const std::string verdict = r.value("verdict", "");
   const bool ok = verdict == "ok";
   const double ms = r.value("median_ms", 0.0);
-  const bool artifact = parse_json(j.payload).value("kind", "source") == "candidates";
+  const auto kind = is_artifact_job(parse_json(j.payload));
+  const bool artifact = kind.ok() && *kind;
   emit(o, {{"event", "job"},
            {"worker", me.name},
            {"job", j.id},
@@ -240,11 +295,18 @@ Expected<bool> one_job(const WorkerLoopOptions& o, const client::RemoteOptions& 
   if (!o.quiet)
     std::fprintf(stderr, "%s %s: job %lld leased (attempt %d)\n", o.program.c_str(), me.name.c_str(),
                  static_cast<long long>(j.id), j.attempts);
-  std::atomic<bool> done{false};
-  std::thread hb(heartbeats, std::cref(o), ro, j.id, std::cref(me), std::ref(done));
-  auto m = run_job(o, c, j, source);
-  done = true;
-  hb.join();
+  Expected<std::string> m = Status::Internal("not run");
+  {
+    std::atomic<bool> done{false};
+    std::thread hb(heartbeats, std::cref(o), ro, j.id, std::cref(me), std::ref(done));
+    try {
+      m = run_job(o, c, j, source);
+    } catch (const std::exception& e) {  // a bug of ours; the job fails, the worker goes on
+      m = Status::Internal(std::string("the job could not be run: ") + e.what());
+    }
+    done = true;
+    hb.join();
+  }
   auto held = c.report(j.id, me, m.ok(), m.ok() ? *m : json{{"error", m.status().message()}}.dump());
   if (!held.ok()) return held.status();
   tell(o, me, j, m, *held);
@@ -274,8 +336,13 @@ int run_worker_loop(WorkerLoopOptions o, const SourceJobRunner& source) {
     std::fprintf(stderr, "%s: %s\n", o.program.c_str(), c.status().message().c_str());
     return 1;
   }
+  auto fingerprint = fingerprint_here();
+  if (!fingerprint.ok()) {
+    std::fprintf(stderr, "%s: %s\n", o.program.c_str(), fingerprint.status().message().c_str());
+    return 1;
+  }
+  const std::string fp = *fingerprint;
   watch_signals();
-  std::string fp = hardware_fingerprint();
   auto me = (*c)->register_worker(o.device_key, o.name, fp);
   if (!me.ok()) {
     std::fprintf(stderr, "%s: %s\n", o.program.c_str(), me.status().message().c_str());

@@ -135,6 +135,18 @@ TEST(Flags, SubcommandsOwnTheirFlags) {
   EXPECT_TRUE(check_subcommand_flags(s, "pull", *seen).ok());
 }
 
+TEST(Flags, SecondsAreDecimalDigitsWithAtMostOnePoint) {
+  EXPECT_EQ(*parse_seconds("--poll", "0.2"), 0.2);
+  EXPECT_EQ(*parse_seconds("--lease", "30"), 30.0);
+  EXPECT_EQ(*parse_seconds("--lease", ".5"), 0.5);
+  for (const char* bad : {"", ".", "-1", "+1", "1e3", "inf", "nan", "0x10", "1.2.3", "1 ", "1s"}) {
+    auto v = parse_seconds("--poll", bad);
+    ASSERT_FALSE(v.ok()) << bad;
+    EXPECT_EQ(v.status().message(), std::string("--poll: `") + bad +
+                                         "` is not a number of seconds (digits and at most one point, e.g. 0.5)");
+  }
+}
+
 TEST(Usage, TextFromTheTable) {
   Opts o;
   // The help column is two past the longest flag (at most 22 wide); a

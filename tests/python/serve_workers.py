@@ -289,6 +289,25 @@ R.check("a job with a damaged candidate pack fails with the unpacker's message",
         j.get("state") == "failed" and "a candidate pack: the header has no `files` list" in
         json.dumps(j.get("result")), json.dumps(j)[:400])
 
+# Payload fields of the wrong type or range fail their job, naming the field;
+# the worker that took it goes on (it once died of the exception, and so did
+# each worker the requeued job went to next).
+for payload, says in (({"kind": 1, "schedule": {}}, "`kind` must be \\\"source\\\" or \\\"candidates\\\", not 1"),
+                      ({"kind": "candidates", "run_timeout_s": "60", "schedule": {}},
+                       "`run_timeout_s` must be a number of seconds in (0, 86400], not \\\"60\\\""),
+                      ({"kind": "candidates", "run_timeout_s": 1e12, "schedule": {}}, "`run_timeout_s` must be")):
+    st, data, _ = post("/v1/jobs/submit", {"device_key": "cpu-loopback", "setup": digest, "payload": payload})
+    bad_job = json.loads(data)["id"] if st == 201 else 0
+    wait_for(lambda: bad_state().get("state") == "failed", 30)
+    j = bad_state()
+    R.check(f"a job whose payload is {json.dumps(payload)} fails naming the field",
+            j.get("state") == "failed" and j.get("attempts") == 1 and says in json.dumps(j.get("result")),
+            json.dumps(j)[:400])
+if MODE == "sqlite":
+    took = [p for p in own if p.args[1] == "worker" and WORKERS & set(p.args)]
+    R.check("the workers that took them are still running",
+            len(took) == len(WORKERS) and all(p.poll() is None for p in took), str(took))
+
 # A worker started without --run-artifacts refuses built artifacts: they are
 # native code from whoever may submit jobs.
 plain_key = "cpu-plain-" + TAG
