@@ -141,12 +141,6 @@ Status compare_case(const VerifyCase& c, const std::vector<HostTensor>& outs) {
   return Status::Ok();
 }
 
-int64_t default_worker_memory_limit() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  const int64_t phys = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{24} << 30;
-  return std::max<int64_t>(phys / 3, int64_t{2} << 30);
-}
-
 namespace {
 
 std::string gib(int64_t bytes) {

@@ -20,6 +20,7 @@
 #include "lang/ir.h"
 #include "lang/tensor.h"
 #include "scheduler/schedule.h"
+#include "targets/detect.h"
 
 namespace mlk::tune {
 
@@ -111,10 +112,9 @@ struct MeasureSetup {
 
 Measurement measure(const MeasureSetup& setup, const Schedule& schedule);
 
-// A third of this machine's physical memory, at least 2 GiB: what a
-// measurement worker may map unless MeasureSetup says otherwise (two
-// workers and the tuner then fit).
-int64_t default_worker_memory_limit();
+// default_worker_memory_limit() is targets/detect.h's (the worker loop of
+// runtime/ uses it too).
+using mlk::default_worker_memory_limit;
 
 // "60" or "2.5": seconds as the timeout details print them.
 std::string seconds_str(double s);

@@ -3,8 +3,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <limits>
+
+#include "base/decimal.h"
 
 namespace mlk::cli {
 
@@ -198,11 +199,9 @@ Expected<int64_t> parse_count(const std::string& flag, const std::string& text) 
 }
 
 Expected<double> parse_seconds(const std::string& flag, const std::string& text) {
-  const size_t digits = std::count_if(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-  const size_t points = std::count(text.begin(), text.end(), '.');
-  if (digits == 0 || digits + points != text.size() || points > 1 || text.size() > 32)
-    return Status::Usage(flag + ": `" + text + "` is not a number of seconds (digits and at most one point, e.g. 0.5)");
-  return std::strtod(text.c_str(), nullptr);
+  auto v = parse_plain_decimal(text, 1);
+  if (!v) return Status::Usage(flag + ": `" + text + "` is not a number of seconds (digits and at most one point, e.g. 0.5)");
+  return *v;
 }
 
 FlagSetter store_seconds(double& out) {

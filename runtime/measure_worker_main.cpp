@@ -3,13 +3,13 @@
 // --workers KEY`. Links the runtime's artifact loader and the jobs client; no
 // compiler. mlk-measure stays apart from it so that it needs no network
 // libraries and travels alone.
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
 
+#include "base/decimal.h"
 #include "runtime/worker_loop.h"
 #include "targets/toolchain.h"
 
@@ -71,13 +71,12 @@ int main(int argc, char** argv) {
       // Decimal digits, with one point for seconds: no signs, exponents, inf or nan.
       const std::string v = argv[++i];
       const bool seconds = a != "--max-jobs";
-      const size_t digits = std::count_if(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-      const size_t points = std::count(v.begin(), v.end(), '.');
-      if (digits == 0 || digits + points != v.size() || points > (seconds ? 1u : 0u) || v.size() > 9)
+      const auto x = mlk::parse_plain_decimal(v, seconds ? 1 : 0);
+      if (!x || (!seconds && *x > 1e9))
         return fail(a + " wants " + (seconds ? "a number of seconds (e.g. 0.5)" : "a whole number") + ", not `" + v +
                     "`");
-      if (seconds) *numbers.at(a) = std::strtod(v.c_str(), nullptr);
-      else o.max_jobs = std::strtoll(v.c_str(), nullptr, 10);
+      if (seconds) *numbers.at(a) = *x;
+      else o.max_jobs = static_cast<int64_t>(*x);
     } else
       return std::fprintf(stderr, "mlk-measure-worker: unknown argument %s\n%s", a.c_str(), kUsage), 1;
   }

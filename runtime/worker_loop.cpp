@@ -191,7 +191,7 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
         auto m = run_candidates(dir, {});
         return m.ok() ? measurements_json(*m) : json{{"error", m.status().message()}}.dump();
       },
-      limit_s, gpu ? 0 : int64_t{sysconf(_SC_PHYS_PAGES)} * sysconf(_SC_PAGE_SIZE) / 3);
+      limit_s, gpu ? 0 : default_worker_memory_limit());
   if (!child.ok()) return child.status();
   char s[32];
   std::snprintf(s, sizeof s, "%.0f", limit_s);

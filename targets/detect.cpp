@@ -164,4 +164,10 @@ std::string hardware_fingerprint() {
 
 std::string fingerprint_id(const std::string& fingerprint) { return sha256_hex(fingerprint).substr(0, 12); }
 
+int64_t default_worker_memory_limit() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const int64_t phys = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : int64_t{24} << 30;
+  return std::max<int64_t>(phys / 3, int64_t{2} << 30);
+}
+
 }  // namespace mlk

@@ -3,6 +3,7 @@
 // no link-time dependency on the driver).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,5 +50,10 @@ Expected<Profile> resolve_profile(const std::string& name);
 std::string hardware_fingerprint();
 // A short name for a fingerprint in progress lines: its sha256's first 12 digits.
 std::string fingerprint_id(const std::string& fingerprint);
+
+// A third of this machine's physical memory, at least 2 GiB: what a
+// measurement worker's child may map (RLIMIT_AS) unless told otherwise (two
+// workers and the tuner then fit).
+int64_t default_worker_memory_limit();
 
 }  // namespace mlk
