@@ -324,6 +324,14 @@ R.check("a worker without --run-artifacts fails a job of built artifacts, saying
 # --- mlk-measure-worker: the same loop with no compiler linked -------------------
 MEASURE_WORKER = os.path.join(os.path.dirname(MLK), "mlk-measure-worker")
 mw_key, mw_name = "cpu-measure-" + TAG, "measure-" + TAG
+for args, says in ((["--device-key", "k", "--max-jobs", "1.5"], "--max-jobs wants a whole number, not `1.5`"),
+                   (["--device-key", "k", "--lease", "nan"], "--lease wants a number of seconds (e.g. 0.5), not `nan`"),
+                   (["--device-key", "k", "--lease", "0.1"], "--lease must be 0.5-3600 seconds"),
+                   (["--server", SERVERS], "no device key: give --device-key KEY"),
+                   (["--device-key", "k", "--bogus"], "unknown argument --bogus")):
+    bad = subprocess.run([MEASURE_WORKER, "--server", SERVERS, *args], capture_output=True, text=True, timeout=30)
+    R.check(f"mlk-measure-worker {' '.join(args[-2:])}: exit 1, `{says}`",
+            bad.returncode == 1 and bad.stderr.startswith("mlk-measure-worker: " + says), bad.stderr[:300])
 mw = subprocess.Popen([MEASURE_WORKER, "--server", SERVERS, "--device-key", mw_key, "--name", mw_name, "--json"],
                       stdout=open(os.path.join(WORK, mw_name + ".jsonl"), "w"),
                       stderr=open(os.path.join(WORK, mw_name + ".log"), "w"), env=dict(os.environ, MLK_TOKEN=TOKEN))
