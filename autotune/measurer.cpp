@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "artifact/build.h"
+#include "base/files.h"
 #include "autotune/measure_cuda.h"
 #include "autotune/tuner.h"
 #include "targets/detect.h"
@@ -13,7 +14,14 @@
 namespace mlk::tune {
 
 std::string gpu_scratch_dir() {
-  return (std::filesystem::temp_directory_path() / ("mlk-tune-gpu-" + std::to_string(getpid()))).string();
+  // One private (0700, unpredictable) directory per process; candidates are
+  // built in a folder inside it, which a measurer may remove and recreate.
+  static const std::string root = [] {
+    auto d = make_private_temp_dir("mlk-tune-gpu-");
+    return d.ok() ? *d : std::string();
+  }();
+  MLK_CHECK(!root.empty(), "cannot create the GPU candidates' private temporary directory");
+  return root + "/candidate";
 }
 
 Expected<Measurement> LocalMeasurer::measure(const MeasureSetup& setup, const Schedule& schedule) {

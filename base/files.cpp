@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace mlk {
@@ -41,6 +42,13 @@ Expected<std::string> read_file(const std::string& path) {
   }
   ::close(fd);
   return out;
+}
+
+Expected<std::string> make_private_temp_dir(const std::string& prefix) {
+  const char* env = std::getenv("TMPDIR");
+  std::string tmpl = std::string(env && *env ? env : "/tmp") + "/" + prefix + "XXXXXX";
+  if (!mkdtemp(tmpl.data())) return io_error("cannot create a private temporary directory", tmpl, errno);
+  return tmpl;
 }
 
 Status write_file(const std::string& path, std::string_view bytes) {

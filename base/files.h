@@ -20,4 +20,9 @@ Expected<std::string> read_file(const std::string& path);
 // REASON".
 Status write_file(const std::string& path, std::string_view bytes);
 
+// A new directory under the system's temporary directory, named `prefix`
+// and six random characters, mode 0700 (mkdtemp): no other user can
+// predict it, enter it or plant a link in it. IOError when it cannot be made.
+Expected<std::string> make_private_temp_dir(const std::string& prefix);
+
 }  // namespace mlk

@@ -32,7 +32,14 @@
 namespace mlk::cache {
 
 struct EntryInfo;
+struct EntryPage;
 struct Artifact;
+
+// Where a page of ArtifactStore::list_page ends (the order is most recently
+// used first, then by row): plain data a caller hands back for the next page.
+struct ListCursor {
+  int64_t lru = 0, id = 0;
+};
 struct NamespaceUsage;
 struct StoreStats;
 
@@ -55,12 +62,21 @@ class ArtifactStore {
 
   virtual Expected<Artifact> get_entry(const std::string& ns, const std::string& key) = 0;
   virtual Expected<EntryInfo> show_entry(const std::string& ns, const std::string& key) = 0;
+  // Every entry (of one namespace, or all): the whole list in memory, for
+  // the CLI and tests on a local store. A server lists with list_page.
   virtual Expected<std::vector<EntryInfo>> list(const std::optional<std::string>& ns) = 0;
+  // At most max_rows (1-1000) entries of `ns` after `after` (from the
+  // start when none), most recently used first, so that a caller that reads
+  // a namespace of any size holds one page at a time. A damaged record is
+  // listed as list() lists it.
+  virtual Expected<EntryPage> list_page(const std::string& ns, const std::optional<ListCursor>& after, int max_rows) = 0;
   virtual Expected<std::vector<std::string>> keys_with_prefix(const std::string& ns, const std::string& prefix,
                                                               int limit) = 0;
   virtual Status rm(const std::string& ns, const std::string& key) = 0;
 
   virtual Expected<std::vector<NamespaceUsage>> usage() = 0;
+  // What `ns` is charged: the blob bytes its entries reference (once per
+  // reference) and its entries' stored manifests.
   virtual Expected<int64_t> namespace_bytes(const std::string& ns) = 0;
   virtual Expected<StoreStats> stats() = 0;
 };

@@ -28,9 +28,12 @@ Expected<std::unique_ptr<BlobLru>> BlobLru::Open(const std::string& dir, int64_t
   for (size_t i = 1; i <= dir.size(); ++i) {
     if (i != dir.size() && dir[i] != '/') continue;
     std::string part = dir.substr(0, i);
-    if (mkdir(part.c_str(), 0777) != 0 && errno != EEXIST)
+    if (mkdir(part.c_str(), i == dir.size() ? 0700 : 0777) != 0 && errno != EEXIST)
       return Status::IOError(part + ": cannot create the blob cache directory: " + std::strerror(errno));
   }
+  // The cached blobs are other teams' bytes: the directory is the server's user's alone.
+  if (chmod(dir.c_str(), 0700) != 0)
+    return Status::IOError(dir + ": cannot make the blob cache directory private (0700): " + std::strerror(errno));
   DIR* d = opendir(dir.c_str());
   if (!d) return Status::IOError(dir + ": cannot read the blob cache directory: " + std::strerror(errno));
   std::vector<std::pair<int64_t, std::pair<std::string, int64_t>>> found;  // mtime, (digest, size)

@@ -18,11 +18,9 @@ bool is_sha256_hex(std::string_view s) {
 namespace {
 
 json provenance_json(const Provenance& p) {
-  return json{{"producer", p.producer},
-              {"host", p.host},
-              {"time", p.time},
-              {"toolchain", p.toolchain},
-              {"measured", p.measured}};
+  json j{{"producer", p.producer}, {"host", p.host}, {"time", p.time}, {"toolchain", p.toolchain}, {"measured", p.measured}};
+  if (!p.origin.empty()) j["origin"] = p.origin;  // absent when empty: records made before it hash as they did
+  return j;
 }
 
 }  // namespace
@@ -95,6 +93,10 @@ Expected<Manifest> manifest_from_json(std::string_view text) {
   if (ms == p->end()) return missing("provenance.measured");
   if (!ms->is_boolean()) return bad("provenance.measured", "true or false", *ms);
   m.provenance.measured = ms->get<bool>();
+  if (auto o = p->find("origin"); o != p->end()) {
+    if (!o->is_string()) return bad("provenance.origin", "a string", *o);
+    m.provenance.origin = o->get<std::string>();
+  }
   return m;
 }
 

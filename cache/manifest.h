@@ -26,6 +26,11 @@ struct Provenance {
   int64_t time = 0;      // unix seconds; filled with the current time when 0
   std::map<std::string, std::string> toolchain;  // e.g. {"mlk": "0.1.0", "halide": "21.0.0", "llvm": "20.1"}
   bool measured = false;  // true: timings were measured on hardware; false: estimated (cost model)
+  // Where this copy came from, set by the store that received it: "" when it
+  // was made in this store (a tune, a build), a server's URL when it was
+  // pulled from one. Signing tools sign only what was made here or what a
+  // trusted key already signed (docs/signing.md). Not covered by signatures.
+  std::string origin = {};
   bool operator==(const Provenance&) const = default;
 };
 

@@ -58,9 +58,16 @@ Expected<std::unique_ptr<Conn>> Conn::Open(const std::string& conninfo) {
 
 Status Conn::reconnect() {
   if (c_) PQfinish(c_);
-  // connect_timeout keeps a dead server from holding a request for long.
-  std::string info = conninfo_;
-  c_ = PQconnectdb(info.c_str());
+  // Bounds on every wait (a dead server, a stuck statement, a lock held by
+  // a stalled replica, a dead peer on a silent network): a request fails with
+  // 503 instead of holding a server thread. The URL's own settings (its
+  // `options`, `connect_timeout`, keepalives) override these defaults.
+  const char* keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+                        "options", "dbname", nullptr};
+  const char* values[] = {"10", "1", "30", "10", "3",
+                          "-c statement_timeout=30000 -c lock_timeout=10000 -c idle_in_transaction_session_timeout=60000",
+                          conninfo_.c_str(), nullptr};
+  c_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   name_ = display_name(c_, conninfo_);
   if (!c_ || PQstatus(c_) != CONNECTION_OK) {
     std::string why = c_ ? PQerrorMessage(c_) : "out of memory";
@@ -87,6 +94,8 @@ Status Conn::error(pg_result* r, const std::string& what) const {
   if (!c_ || PQstatus(c_) != CONNECTION_OK || code.rfind("08", 0) == 0 || code.rfind("57P", 0) == 0)
     return Status::IOError(name_ + ": the connection to PostgreSQL was lost (" + msg + "; while " + what + ")");
   if (code == "40001" || code == "40P01") return Status::IOError(text + "; retry");
+  if (code == "55P03" || code == "57014")  // lock_timeout, statement_timeout
+    return Status::IOError(name_ + ": PostgreSQL is busy (" + msg + "; while " + what + "); retry");
   if (code == "53100") return Status::IOError(name_ + ": the database disk is full (" + msg + ")");
   if (code.rfind("23", 0) == 0 || code.rfind("22", 0) == 0) return Status::InvalidArgument(text);
   if (code == "42501" || code.rfind("28", 0) == 0)  // the role may not do this, or is not who it claims
@@ -98,6 +107,8 @@ Expected<Rows> Conn::exec(const std::string& sql, const std::vector<std::string>
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!c_ || PQstatus(c_) != CONNECTION_OK) {
       if (depth_ > 0) return Status::IOError(name_ + ": the connection to PostgreSQL was lost inside a transaction");
+      if (held_ > 0)  // a new session would not hold the lock the caller's write relies on
+        return Status::IOError(name_ + ": the connection to PostgreSQL was lost while it held a lock");
       MLK_RETURN_IF_ERROR(reconnect());
     }
     std::vector<const char*> values;
@@ -110,6 +121,8 @@ Expected<Rows> Conn::exec(const std::string& sql, const std::vector<std::string>
     std::string what = "running `" + (sql.size() > 48 ? sql.substr(0, 45) + "..." : sql) + "`";
     Status s = error(r, what);
     if (r) PQclear(r);
+    if (lost && held_ > 0)
+      return Status::IOError(name_ + ": the connection to PostgreSQL was lost while it held a lock (" + s.message() + ")");
     if (!lost || depth_ > 0 || attempt == 1) return s;
   }
   return Status::Internal("unreachable");

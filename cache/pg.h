@@ -52,11 +52,18 @@ class Conn {
   Conn& operator=(const Conn&) = delete;
 
   // Runs one statement with $1.. parameters (text). A lost connection is
-  // re-opened once, outside a transaction.
+  // re-opened once, outside a transaction and while no session lock is
+  // held (then it is IOError: the lock went with the session).
+  // Every connection has a connect timeout, TCP keepalives, a statement
+  // timeout (30 s), a lock timeout (10 s) and an idle-in-transaction timeout
+  // (60 s); a URL's `options` replaces the three server-side ones.
   [[nodiscard]] Expected<Rows> exec(const std::string& sql, const std::vector<std::string>& params = {});
   // Runs several statements without parameters.
   [[nodiscard]] Status exec_script(const std::string& sql);
   bool in_transaction() const { return depth_ > 0; }
+  // Marks a session-level lock taken (+1) or released (-1): while one is
+  // held, a lost connection fails the statement instead of reconnecting.
+  void hold_session(int delta) { held_ += delta; }
   // A name for messages: "postgresql://HOST:PORT/DB".
   const std::string& name() const { return name_; }
 
@@ -68,6 +75,7 @@ class Conn {
   std::string conninfo_, name_;
   pg_conn* c_ = nullptr;
   int depth_ = 0;
+  int held_ = 0;  // session locks held (hold_session)
 };
 
 // Runs f in BEGIN ... COMMIT (READ COMMITTED); rolls back when f or the

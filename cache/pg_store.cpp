@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS mlk_entries(
   last_used bigint NOT NULL,
   lru bigint NOT NULL,
   UNIQUE(ns, key));
+CREATE INDEX IF NOT EXISTS mlk_entries_ns_lru ON mlk_entries(ns, lru, id);
 CREATE TABLE IF NOT EXISTS mlk_refs(
   entry_id bigint NOT NULL REFERENCES mlk_entries(id) ON DELETE CASCADE,
   name text COLLATE "C" NOT NULL,
@@ -310,6 +311,23 @@ Expected<std::vector<EntryInfo>> PgStore::list(const std::optional<std::string>&
   return out;
 }
 
+Expected<EntryPage> PgStore::list_page(const std::string& ns, const std::optional<ListCursor>& after, int max_rows) {
+  if (max_rows < 1 || max_rows > 1000) return Status::InvalidArgument("list_page: max_rows must be 1-1000");
+  std::string sql = std::string("SELECT ") + kEntryColumns + ", lru FROM mlk_entries WHERE ns=$1" +
+                    (after ? " AND (lru < $3 OR (lru = $3 AND id < $4))" : "") + " ORDER BY lru DESC, id DESC LIMIT $2";
+  auto rows = after ? conn_->exec(sql, {ns, str(max_rows), str(after->lru), str(after->id)}) : conn_->exec(sql, {ns, str(max_rows)});
+  if (!rows.ok()) return rows.status();
+  EntryPage page;
+  for (int i = 0; i < rows->size(); ++i) {
+    detail::EntryRow e = entry_row(*rows, i);
+    e.lru = rows->i64(i, 8);
+    page.entries.push_back(detail::listed_entry(e));
+    page.entries.back().at = ListCursor{e.lru, e.id};
+    if (i + 1 == max_rows) page.next = page.entries.back().at;
+  }
+  return page;
+}
+
 Expected<std::vector<std::string>> PgStore::keys_with_prefix(const std::string& ns, const std::string& prefix, int limit) {
   auto rows = conn_->exec("SELECT key FROM mlk_entries WHERE ns=$1 AND left(key, length($2))=$2 ORDER BY key LIMIT $3",
                           {ns, prefix, str(limit)});
@@ -354,17 +372,18 @@ Status PgStore::rm(const std::string& ns, const std::string& key) {
 
 Expected<std::vector<NamespaceUsage>> PgStore::usage() {
   auto rows = conn_->exec(
-      "SELECT e.ns, COUNT(*), COALESCE(SUM((SELECT COALESCE(SUM(r.size), 0) FROM mlk_refs r WHERE r.entry_id=e.id)), 0) "
-      "FROM mlk_entries e GROUP BY e.ns ORDER BY e.ns");
+      "SELECT e.ns, COUNT(*), COALESCE(SUM((SELECT COALESCE(SUM(r.size), 0) FROM mlk_refs r WHERE r.entry_id=e.id)), 0), "
+      "COALESCE(SUM(octet_length(e.manifest)), 0) FROM mlk_entries e GROUP BY e.ns ORDER BY e.ns");
   if (!rows.ok()) return rows.status();
   std::vector<NamespaceUsage> out;
-  for (int i = 0; i < rows->size(); ++i) out.push_back(NamespaceUsage{rows->text(i, 0), rows->i64(i, 1), rows->i64(i, 2)});
+  for (int i = 0; i < rows->size(); ++i) out.push_back(NamespaceUsage{rows->text(i, 0), rows->i64(i, 1), rows->i64(i, 2), rows->i64(i, 3)});
   return out;
 }
 
 Expected<int64_t> PgStore::namespace_bytes(const std::string& ns) {
   auto rows = conn_->exec(
-      "SELECT COALESCE(SUM(r.size), 0) FROM mlk_refs r JOIN mlk_entries e ON e.id=r.entry_id WHERE e.ns=$1", {ns});
+      "SELECT (SELECT COALESCE(SUM(r.size), 0) FROM mlk_refs r JOIN mlk_entries e ON e.id=r.entry_id WHERE e.ns=$1) + "
+      "(SELECT COALESCE(SUM(octet_length(manifest)), 0) FROM mlk_entries WHERE ns=$1)", {ns});
   if (!rows.ok()) return rows.status();
   return rows->i64(0, 0);
 }

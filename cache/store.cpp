@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS entries(
   lru INTEGER NOT NULL,
   UNIQUE(ns, key));
 CREATE INDEX IF NOT EXISTS entries_lru ON entries(lru);
+CREATE INDEX IF NOT EXISTS entries_ns_lru ON entries(ns, lru, id);
 CREATE TABLE IF NOT EXISTS refs(
   entry_id INTEGER NOT NULL,
   name TEXT NOT NULL,
@@ -310,6 +311,28 @@ Expected<std::vector<EntryInfo>> Store::list(const std::optional<std::string>& n
   return out;
 }
 
+Expected<EntryPage> Store::list_page(const std::string& ns, const std::optional<ListCursor>& after, int max_rows) {
+  if (max_rows < 1 || max_rows > 1000) return Status::InvalidArgument("list_page: max_rows must be 1-1000");
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  EntryPage page;
+  auto st = impl_->db->prepare(
+      std::string("SELECT id, ns, key, manifest, digest, pinned, created, last_used, lru FROM entries WHERE ns=?1") +
+      (after ? " AND (lru < ?3 OR (lru = ?3 AND id < ?4))" : "") + " ORDER BY lru DESC, id DESC LIMIT ?2");
+  if (!st.ok()) return st.status();
+  st->bind(1, ns).bind(2, int64_t{max_rows});
+  if (after) st->bind(3, after->lru).bind(4, after->id);
+  while (true) {
+    auto r = st->step();
+    if (!r.ok()) return r.status();
+    if (!*r) break;
+    EntryRow e{st->i64(0), st->text(1), st->text(2), st->text(3), st->text(4), st->i64(5) != 0, st->i64(6), st->i64(7), st->i64(8)};
+    page.entries.push_back(detail::listed_entry(e));
+    page.entries.back().at = ListCursor{e.lru, e.id};
+  }
+  if (static_cast<int>(page.entries.size()) == max_rows) page.next = page.entries.back().at;
+  return page;
+}
+
 Expected<std::vector<std::string>> Store::keys_with_prefix(const std::string& ns, const std::string& prefix, int limit) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto st = impl_->db->prepare(
@@ -368,14 +391,14 @@ Expected<std::vector<NamespaceUsage>> Store::usage() {
   std::vector<NamespaceUsage> out;
   MLK_RETURN_IF_ERROR(sql::read_txn(*impl_->db, [&]() -> Status {
     auto st = impl_->db->prepare(
-        "SELECT e.ns, COUNT(*), COALESCE(SUM((SELECT COALESCE(SUM(r.size), 0) FROM refs r WHERE r.entry_id=e.id)), 0) "
-        "FROM entries e GROUP BY e.ns ORDER BY e.ns");
+        "SELECT e.ns, COUNT(*), COALESCE(SUM((SELECT COALESCE(SUM(r.size), 0) FROM refs r WHERE r.entry_id=e.id)), 0), "
+        "COALESCE(SUM(length(CAST(e.manifest AS BLOB))), 0) FROM entries e GROUP BY e.ns ORDER BY e.ns");
     if (!st.ok()) return st.status();
     while (true) {
       auto r = st->step();
       if (!r.ok()) return r.status();
       if (!*r) break;
-      out.push_back(NamespaceUsage{st->text(0), st->i64(1), st->i64(2)});
+      out.push_back(NamespaceUsage{st->text(0), st->i64(1), st->i64(2), st->i64(3)});
     }
     return Status::Ok();
   }));
@@ -385,7 +408,8 @@ Expected<std::vector<NamespaceUsage>> Store::usage() {
 Expected<int64_t> Store::namespace_bytes(const std::string& ns) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto st = impl_->db->prepare(
-      "SELECT COALESCE(SUM(r.size), 0) FROM refs r JOIN entries e ON e.id=r.entry_id WHERE e.ns=?1");
+      "SELECT (SELECT COALESCE(SUM(r.size), 0) FROM refs r JOIN entries e ON e.id=r.entry_id WHERE e.ns=?1) + "
+      "(SELECT COALESCE(SUM(length(CAST(manifest AS BLOB))), 0) FROM entries WHERE ns=?1)");
   if (!st.ok()) return st.status();
   st->bind(1, ns);
   auto r = st->step();

@@ -50,11 +50,13 @@ struct StoreOptions {
 struct EntryInfo {
   std::string ns, key;
   Manifest manifest;
-  int64_t size = 0;       // sum of the sizes of its files (what its namespace is charged)
+  int64_t size = 0;       // sum of the sizes of its files
+  int64_t record_bytes = 0;  // bytes of its stored manifest; its namespace is charged size + record_bytes
   bool pinned = false;    // pinned entries survive gc
   int64_t created = 0;    // unix seconds
   int64_t last_used = 0;  // unix seconds of the last put or get
   bool damaged = false;   // list() only: the record fails its hash; manifest is empty
+  ListCursor at;          // list_page() only: a cursor from which the list goes on after this entry
 };
 
 // A verified entry: every file's bytes hash to the digest in the manifest.
@@ -66,7 +68,16 @@ struct Artifact {
 struct NamespaceUsage {
   std::string ns;
   int64_t entries = 0;
-  int64_t bytes = 0;  // sizes of the blobs its entries reference, charged once per reference
+  int64_t bytes = 0;         // sizes of the blobs its entries reference, charged once per reference
+  int64_t record_bytes = 0;  // bytes of its entries' stored manifests (metadata is charged too)
+  int64_t charged() const { return bytes + record_bytes; }
+};
+
+// One page of list_page(): entries most recently used first, and where the
+// next page starts (none after the last page).
+struct EntryPage {
+  std::vector<EntryInfo> entries;
+  std::optional<ListCursor> next;
 };
 
 struct StoreStats {
@@ -147,6 +158,7 @@ class Store final : public ArtifactStore {
   Expected<EntryInfo> show_entry(const std::string& ns, const std::string& key) override;
   // Entries of one namespace (or all), by namespace then most recently used first.
   Expected<std::vector<EntryInfo>> list(const std::optional<std::string>& ns = std::nullopt) override;
+  Expected<EntryPage> list_page(const std::string& ns, const std::optional<ListCursor>& after, int max_rows) override;
   // Keys in `ns` starting with `prefix`, at most `limit` of them, sorted.
   Expected<std::vector<std::string>> keys_with_prefix(const std::string& ns, const std::string& prefix, int limit) override;
 

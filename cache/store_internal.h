@@ -36,6 +36,7 @@ struct EntryRow {
   std::string ns, key, manifest_text, digest;
   bool pinned = false;
   int64_t created = 0, last_used = 0;
+  int64_t lru = 0;  // list_page's order (set where a page is read)
 };
 
 struct BlobRow {
@@ -82,7 +83,7 @@ Status insert_entry(Store::Impl& s, const std::string& ns, const std::string& ke
                     std::optional<bool> pinned);
 
 struct Removed {
-  int64_t charged = 0;        // sum of the entry's reference sizes
+  int64_t charged = 0;        // what its namespace was charged: its reference sizes and its manifest
   int64_t blobs_deleted = 0;  // blobs left unreferenced and deleted
   int64_t bytes_freed = 0;
 };

@@ -231,7 +231,9 @@ Expected<GcReport> evict(Store::Impl& s, const std::optional<std::string>& ns, i
   constexpr int kBatch = 128;
   while (!done) {
     MLK_RETURN_IF_ERROR(sql::write_txn(*s.db, [&]() -> Status {
-      std::string q = ns ? "SELECT COALESCE(SUM(r.size), 0) FROM refs r JOIN entries e ON e.id=r.entry_id WHERE e.ns=?1"
+      std::string q = ns ? "SELECT (SELECT COALESCE(SUM(r.size), 0) FROM refs r JOIN entries e ON e.id=r.entry_id "
+                           "WHERE e.ns=?1) + (SELECT COALESCE(SUM(length(CAST(manifest AS BLOB))), 0) FROM entries "
+                           "WHERE ns=?1)"
                          : "SELECT COALESCE(SUM(size), 0) FROM blobs";
       auto st = s.db->prepare(q);
       if (!st.ok()) return st.status();
@@ -397,7 +399,9 @@ Expected<ImportReport> Store::import_from(const std::string& file, const std::op
           auto dg = detail::insert_blob(s, bytes);
           if (!dg.ok()) return dg.status();
         }
-        MLK_RETURN_IF_ERROR(detail::insert_entry(s, n, k, a->info.manifest, a->info.pinned));
+        cache::Manifest m = a->info.manifest;
+        if (m.provenance.origin.empty()) m.provenance.origin = "import:" + file;  // not made in this store
+        MLK_RETURN_IF_ERROR(detail::insert_entry(s, n, k, m, a->info.pinned));
         rep.imported += 1;
         MLK_RETURN_IF_ERROR(s.fault("import:entry"));
       }

@@ -63,6 +63,7 @@ Expected<EntryInfo> decode_entry(const EntryRow& row) {
   info.key = row.key;
   info.manifest = std::move(*m);
   for (const auto& [name, ref] : info.manifest.files) info.size += ref.size;
+  info.record_bytes = static_cast<int64_t>(row.manifest_text.size());
   info.pinned = row.pinned;
   info.created = row.created;
   info.last_used = row.last_used;
@@ -252,10 +253,15 @@ Expected<Removed> delete_entry(Store::Impl& s, int64_t id, bool drop_orphans) {
     digests.insert(refs->text(0));
     out.charged += refs->i64(1);
   }
-  auto del = s.db->prepare("DELETE FROM entries WHERE id=?1");
+  auto del = s.db->prepare("DELETE FROM entries WHERE id=?1 RETURNING length(CAST(manifest AS BLOB))");
   if (!del.ok()) return del.status();
   del->bind(1, id);
-  MLK_RETURN_IF_ERROR(del->run());
+  while (true) {
+    auto r = del->step();
+    if (!r.ok()) return r.status();
+    if (!*r) break;
+    out.charged += del->i64(0);  // its manifest was charged too
+  }
   if (!drop_orphans) return out;
   auto unheld = unheld_blob_condition(s);
   if (!unheld.ok()) return unheld.status();

@@ -39,6 +39,8 @@ struct BuildArgs {
   Precision precision = Precision::kF32;  // --precision
   std::string sign_path;               // --sign KEYFILE
   std::optional<SigningKey> sign_key;  // loaded from it before anything is built
+  std::string trusted_flag;            // --trusted-signers KEYS
+  std::vector<std::string> trusted;    // parsed from it
 };
 
 const char* kBuildDescription =
@@ -50,7 +52,10 @@ const char* kBuildDescription =
     "  manifest.json     signature, profile and required capabilities, schedule,\n"
     "                    toolchain versions, sha256 of every file, ptxas report\n"
     "When no --schedule is given and the cache holds a tuned artifact for this fn,\n"
-    "shape and profile, that artifact is the build (says `cached:`).\n";
+    "shape and profile, that artifact is the build (says `cached:`). With --sign,\n"
+    "a cached artifact is signed only when one of --trusted-signers signed it; any\n"
+    "other is rebuilt here from its schedule (says `rebuilt:`), so that a key signs\n"
+    "no bytes a cache writer chose.\n";
 
 CommandSpec spec(BuildArgs& b) {
   return {
@@ -82,6 +87,10 @@ CommandSpec spec(BuildArgs& b) {
               {.name = "--sign", .metavar = "KEYFILE",
                .help = "sign DIR's manifest.json with this Ed25519 key (`mlk key create`; docs/signing.md)",
                .set = store(b.sign_path)},
+              {.name = "--trusted-signers", .metavar = "KEYS",
+               .help = "with --sign: a cached artifact signed by one of these keys (64 hex or KEY.pub files, "
+                       "comma-separated) is signed as it is; any other is rebuilt here from its schedule",
+               .set = store(b.trusted_flag)},
               {.name = "--dump-after", .metavar = "STAGE",
                .help = "print, on stdout, compile stage STAGE and go on building: ir (typed IR), stages (stage "
                        "table), schedule (applied schedule JSON), loops (Halide's loop nest)",
@@ -116,7 +125,13 @@ Status complete_args(BuildArgs& b, const ir::Module& m) {
 // A tuned artifact for this fn, shape and profile in the cache is the build:
 // written to -o DIR. The exit status when the cache decided the command (a
 // hit, or an error); nullopt when the artifact is to be built anew.
-std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const Profile& profile) {
+//
+// With --sign, a hit is the build only when a key of --trusted-signers signed
+// it: the signing key never vouches for bytes that a cache writer chose. An
+// untrusted hit's schedule (plain data, compiled by this process, whatever
+// it says the kernel computes the fn) is put in `rebuild` instead.
+std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const Profile& profile,
+                                std::optional<Schedule>& rebuild) {
   const ir::Function* target_fn = m.find(b.fn);
   bool all_dims = target_fn != nullptr;
   if (target_fn)
@@ -129,15 +144,30 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
   if (!cc) return std::nullopt;
   // The shared resolver (runtime/resolve.h), strict: only an artifact tuned
   // at exactly this shape is the build; anything else is built anew.
-  auto found = rt::find_tuned({.cache = cc.get(),
-                               .ns = b.ns,
-                               .module = &m,
-                               .fn = b.fn,
-                               .fhash = ir::function_hash(m, *target_fn),
-                               .profile = profile,
-                               .dims = b.dims,
-                               .require = rt::Require::kExact,
-                               .cpu = detect_cpu()});
+  rt::FindTunedRequest lookup{.cache = cc.get(),
+                              .ns = b.ns,
+                              .module = &m,
+                              .fn = b.fn,
+                              .fhash = ir::function_hash(m, *target_fn),
+                              .profile = profile,
+                              .dims = b.dims,
+                              .require = rt::Require::kExact,
+                              .cpu = detect_cpu()};
+  if (b.sign_key) lookup.trusted = b.trusted;
+  auto found = b.sign_key && b.trusted.empty() ? Expected<rt::Tuned>(Status::NotFound("no trusted signer")) : rt::find_tuned(lookup);
+  if (b.sign_key && !found.ok() && found.status().code() == Status::Code::kNotFound) {
+    lookup.trusted = {};
+    auto untrusted = rt::find_tuned(lookup);
+    if (!untrusted.ok()) return std::nullopt;
+    auto sj = untrusted->entry.files.find("schedule.json");
+    auto sched = sj == untrusted->entry.files.end() ? Expected<Schedule>(Status::NotFound("no schedule.json"))
+                                                     : Schedule::from_json(sj->second);
+    if (sched.ok()) rebuild = *sched;
+    std::printf("rebuilt: the cached artifact (key %s) is signed by no --trusted-signers key; %s\n",
+                untrusted->key.substr(0, 16).c_str(),
+                sched.ok() ? "building its schedule here" : "its schedule is unreadable, building the default one here");
+    return std::nullopt;
+  }
   if (!found.ok()) {
     if (found.status().code() != Status::Code::kNotFound) return fail(found.status());
     return std::nullopt;
@@ -217,7 +247,14 @@ int run_build(const std::vector<std::string>& args) {
     if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
     b.sign_key = *k;
   }
-  if (std::optional<int> done = write_cached(b, fe->module, *profile)) {
+  if (!b.trusted_flag.empty()) {
+    if (b.sign_path.empty()) return usage_error("build", "--trusted-signers goes with --sign (it says which cached artifacts may be signed as they are)");
+    auto keys = parse_trusted_keys(b.trusted_flag);
+    if (!keys.ok()) return fail(Status::InvalidArgument("--trusted-signers: " + keys.status().message()));
+    b.trusted = *keys;
+  }
+  std::optional<Schedule> rebuild;
+  if (std::optional<int> done = write_cached(b, fe->module, *profile, rebuild)) {
     if (*done == 0 && b.sign_key)
       if (Status s = sign_directory(b.out_dir, *b.sign_key); !s.ok()) return fail(s);
     return *done;
@@ -235,8 +272,16 @@ int run_build(const std::vector<std::string>& args) {
     auto s = read_schedule(b.schedule_path);
     if (!s.ok()) return fail(s.status());
     req.schedule = *s;
+  } else if (rebuild) {
+    req.schedule = *rebuild;
   }
   auto res = build_artifact(req);
+  if (!res.ok() && rebuild && b.schedule_path.empty()) {
+    std::printf("rebuilt: the cached schedule does not build here (%s); building the default one\n",
+                res.status().message().c_str());
+    req.schedule.reset();
+    res = build_artifact(req);
+  }
   if (!res.ok()) return fail(res.status());
   std::printf("built %s for %s: %s", res->dir.c_str(), profile->name.c_str(), res->library.c_str());
   if (!res->ptxas_status.empty()) std::printf(" (ptxas: %s)", res->ptxas_status.c_str());

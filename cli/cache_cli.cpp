@@ -72,7 +72,7 @@ std::vector<Form> subcommands() {
       {"rm KEY", {}, "remove an entry (and the blobs only it used)"},
       {"pin KEY", {}, "keep an entry through gc"},
       {"unpin KEY", {}, "let gc evict it again"},
-      {"push KEY", {"!--remote", "--require-verified", "--sign"},
+      {"push KEY", {"!--remote", "--require-verified", "--sign", "--trusted-signers"},
        "copy an entry and its blobs to a `mlk serve` (token from $MLK_TOKEN; on the server, namespace \"default\" is "
        "the token's team)"},
       {"pull KEY", {"!--remote"}, "copy an entry from a `mlk serve` into the store, verified"},
@@ -113,8 +113,13 @@ CommandSpec spec(CacheArgs& o) {
                .set = store(o.require_verified)},
               {.name = "--sign", .metavar = "KEYFILE",
                .help = "push: sign the entry with this Ed25519 key (`mlk key create`) and store it signed before "
-                       "pushing (docs/signing.md)",
+                       "pushing; only an entry made in this store, or one a key of --trusted-signers signed "
+                       "(docs/signing.md)",
                .set = store(o.sign)},
+              {.name = "--trusted-signers", .metavar = "KEYS",
+               .help = "push --sign: an entry pulled or imported from elsewhere is re-signed only when one of these "
+                       "keys (64 hex or KEY.pub files, comma-separated) signed it: key rotation",
+               .set = store(o.trusted_signers)},
           },
       .epilogue = kCacheEpilogue,
       .positional =

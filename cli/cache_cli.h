@@ -27,6 +27,7 @@ struct CacheArgs {
   std::string remote;  // an http:// URL when given
   std::string require_verified;  // push: the levels the entry's report must pass ("" = none)
   std::string sign;              // push: sign the entry with this key file first (docs/signing.md; "" = no)
+  std::string trusted_signers;   // push --sign: keys whose signature lets an entry not made here be re-signed
 };
 
 // The flags and subcommands of `mlk cache`, for its help and the docs.

@@ -127,26 +127,28 @@ FlagSetter store_timeout(service::ServeOptions& o) {
   };
 }
 
+const char* kServeDescription =
+    "Serves the artifact store over HTTP (docs/api.md): blobs by sha256, entries by\n"
+    "key, queries, status and Prometheus metrics under /v1/ and /metrics, and ccache's\n"
+    "HTTP remote-storage protocol under /ccache/, and a web dashboard of the entries\n"
+    "and benchmark histories under /ui (docs/ci.md). Every request needs a token from\n"
+    "`mlk token create`, which binds it to a team (namespace) and scopes. Runs until\n"
+    "SIGTERM or SIGINT, then finishes the requests in flight and exits 0. SIGHUP\n"
+    "reloads nothing and says so in the log: tokens are read from the store on every\n"
+    "request, so `mlk token create/revoke` count at once; flags and --config take\n"
+    "effect on a restart.\n"
+    "\n"
+    "--config FILE reads the flags from a TOML file first (deploy/mlk-serve.toml,\n"
+    "docs/deploy.md): a key is a flag's name without `--` (`listen = \"0.0.0.0:8080\"`,\n"
+    "`access-log = true`); NAME=VALUE flags are tables (`[quota]` `vision = \"50G\"`).\n"
+    "Flags on the command line override the file's values.\n";
+
 CommandSpec spec(ServeArgs& a) {
   service::ServeOptions& o = a.o;
   return {
       .name = "serve",
       .summary = "serve the artifact cache over HTTP (API, ccache protocol, metrics)",
-      .description =
-          "Serves the artifact store over HTTP (docs/api.md): blobs by sha256, entries by\n"
-          "key, queries, status and Prometheus metrics under /v1/ and /metrics, and ccache's\n"
-          "HTTP remote-storage protocol under /ccache/, and a web dashboard of the entries\n"
-          "and benchmark histories under /ui (docs/ci.md). Every request needs a token from\n"
-          "`mlk token create`, which binds it to a team (namespace) and scopes. Runs until\n"
-          "SIGTERM or SIGINT, then finishes the requests in flight and exits 0. SIGHUP\n"
-          "reloads nothing and says so in the log: tokens are read from the store on every\n"
-          "request, so `mlk token create/revoke` count at once; flags and --config take\n"
-          "effect on a restart.\n"
-          "\n"
-          "--config FILE reads the flags from a TOML file first (deploy/mlk-serve.toml,\n"
-          "docs/deploy.md): a key is a flag's name without `--` (`listen = \"0.0.0.0:8080\"`,\n"
-          "`access-log = true`); NAME=VALUE flags are tables (`[quota]` `vision = \"50G\"`).\n"
-          "Flags on the command line override the file's values.\n",
+      .description = kServeDescription,
       .flags =
           {
               {.name = "--config", .metavar = "FILE",
@@ -174,6 +176,13 @@ CommandSpec spec(ServeArgs& a) {
                .default_value = "8", .set = store_threads(o.threads)},
               {.name = "--max-body", .metavar = "SIZE", .help = "largest request body; larger ones get 413",
                .default_value = "64M", .set = store_size(o.api.max_body_bytes)},
+              {.name = "--max-manifest", .metavar = "SIZE",
+               .help = "largest entry manifest (files, meta, provenance), charged to the quota; larger ones get 413",
+               .default_value = "1M", .set = store_size(o.api.max_manifest_bytes)},
+              {.name = "--max-answer", .metavar = "SIZE",
+               .help = "largest answer of a listing (GET /v1/entries, /v1/bench/history); past it the answer is "
+                       "`truncated` with a `next` to go on from",
+               .default_value = "8M", .set = store_size(o.api.max_answer_bytes)},
               {.name = "--quota", .metavar = "TEAM=SIZE", .help = "hard limit of a namespace's bytes; over it writes get 507",
                .set = store_quota(o.api.quotas.limits), .repeatable = true},
               {.name = "--require-verified", .metavar = "NS=LEVELS",
@@ -222,6 +231,10 @@ CommandSpec spec(ServeArgs& a) {
               {.name = "--upload-memory", .metavar = "SIZE",
                .help = "request bodies buffered at once, all connections together; beyond it writes get 503",
                .default_value = "256M", .set = store_size(o.upload_memory_bytes)},
+              {.name = "--upload-memory-per-token", .metavar = "SIZE",
+               .help = "what one token's bodies may hold of --upload-memory at once (default: a quarter of it, at "
+                       "least --max-body); beyond it that token's writes get 503",
+               .set = store_size(o.upload_memory_per_token_bytes)},
               {.name = "--tls-cert", .metavar = "FILE",
                .help = "serve HTTPS: the PEM certificate (chain) of the server; with --tls-key. Clients verify it "
                        "($MLK_CACERT: the CA's PEM file)",

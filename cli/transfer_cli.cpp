@@ -29,6 +29,28 @@ Expected<std::string> resolve(cache::Store& store, const std::string& ns, const 
   return Status::NotFound("no entry `" + key + "` in namespace `" + ns + "` of " + store.path());
 }
 
+// Whether --sign may vouch for this local entry: it was made in this store
+// (a tune or build here: no origin), or a key of --trusted-signers signed
+// it (rotation re-signs only what verifies under the old key). An entry
+// pulled from a server or imported holds bytes a writer there chose.
+Status may_sign(const std::string& ns, const std::string& key, const cache::Artifact& e, const std::string& trusted_flag) {
+  const std::string& origin = e.info.manifest.provenance.origin;
+  if (origin.empty() && trusted_flag.empty()) return Status::Ok();
+  const std::string what = "entry " + ns + "/" + key.substr(0, 16);
+  if (trusted_flag.empty())
+    return Status::InvalidArgument("refused: " + what + " came from " + origin +
+                                   ", so --sign would vouch for bytes a writer there chose; re-sign it only with "
+                                   "--trusted-signers KEYS naming a key that signed it (docs/signing.md); nothing was "
+                                   "signed or pushed");
+  auto keys = parse_trusted_keys(trusted_flag);
+  if (!keys.ok()) return Status::Usage("--trusted-signers: " + keys.status().message());
+  auto st = cache::statement_of_files(key, e.files, e.info.manifest.meta_json);
+  if (!st.ok()) return st.status();
+  Status s = cache::check_signed(what, *st, e.info.manifest.meta_json, *keys);
+  if (!s.ok()) return Status::InvalidArgument("refused: " + s.message() + "; nothing was signed or pushed");
+  return Status::Ok();
+}
+
 }  // namespace
 
 int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err) {
@@ -52,6 +74,8 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
   auto store = cache::Store::Open(path, so);
   if (!store.ok()) return fail(store.status());
   if (a.command == "push") {
+    if (!a.trusted_signers.empty() && a.sign.empty())
+      return fail(Status::Usage("--trusted-signers goes with --sign (it says which entries not made here may be re-signed)"));
     auto key = resolve(**store, ns, key_arg);
     if (!key.ok()) return fail(key.status());
     if (!a.require_verified.empty()) {  // the gate: nothing leaves unless its report passes
@@ -69,6 +93,7 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
       if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
       auto e = (*store)->get_entry(ns, *key);  // every blob re-hashed
       if (!e.ok()) return fail(e.status());
+      if (Status may = may_sign(ns, *key, *e, a.trusted_signers); !may.ok()) return fail(may);
       auto meta = cache::sign_entry(*key, e->files, e->info.manifest.meta_json, *k);
       if (!meta.ok()) return fail(meta.status());
       Status put = (*store)->put_entry(ns, *key, *meta, e->info.manifest.provenance, e->files);

@@ -1,9 +1,12 @@
 // `mlk verify`: an artifact of one fn checked level by level (verify/verify.h);
 // the report goes to stdout and travels with the artifact.
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -44,7 +47,9 @@ struct VerifyArgs {
   bool json_out = false, no_cache = false, no_store = false;
   int64_t seed = 1;
   std::string sign_path;               // --sign KEYFILE: the verifier's key
-  std::optional<SigningKey> sign_key;  // loaded from it before anything is verified
+  std::string trusted_flag;            // --trusted-signers KEYS: what it takes from the cache
+  std::vector<std::string> trusted;
+  std::optional<SigningKey> sign_key;  // loaded from it after the levels ran, in another process
 };
 
 const char* kVerifyDescription =
@@ -107,6 +112,10 @@ CommandSpec spec(VerifyArgs& v) {
                .help = "sign the attached report with this verifier key (`mlk key create`), bound to the entry it is "
                        "about; a release namespace accepts only reports a trusted verifier signed (docs/signing.md)",
                .set = store(v.sign_path)},
+              {.name = "--trusted-signers", .metavar = "KEYS",
+               .help = "take a cache entry only when one of these keys (64 hex or KEY.pub files, comma-separated) "
+                       "signed it; others are passed over before they are loaded",
+               .set = store(v.trusted_flag)},
           },
       .epilogue = kVerifyEpilogue,
       .positional = one_positional(v.file),
@@ -183,7 +192,7 @@ Expected<Source> find_artifact(const VerifyArgs& v, const ir::Module& m, const P
   if (cc && v.schedule_path.empty()) {
     auto found = rt::find_tuned({.cache = cc, .ns = v.ns, .module = &m, .fn = v.fn,
                                  .fhash = ir::function_hash(m, *m.find(v.fn)), .profile = p, .dims = v.dims,
-                                 .require = rt::Require::kExact, .cpu = detect_cpu()});
+                                 .require = rt::Require::kExact, .trusted = v.trusted, .cpu = detect_cpu()});
     if (found.ok())
       return Source{.what = "the cache entry " + found->key.substr(0, 16), .cache_key = found->key,
                     .files = found->entry.files, .provenance = found->entry.info.manifest.provenance,
@@ -263,6 +272,65 @@ Status complete_args(VerifyArgs& v, const ir::Module& m) {
   return Status::Ok();
 }
 
+// --- Keeping the verifier's key away from the code it verifies ------------
+// The running levels dlopen the artifact, whose constructors run in the
+// verifying process. With --sign that process must never have held the
+// private key: the key file is checked in a short-lived child, the levels
+// run in another child, and only this process, which loads nothing it
+// verifies, reads the key and signs the report the child sends back.
+
+// Runs f in a child process; what it returns (at most 16 MiB) comes back
+// through a pipe. The child ends with _exit, so nothing of this process's
+// is flushed or destroyed twice.
+Expected<std::string> in_child(const std::function<Expected<std::string>()>& f, const char* what) {
+  std::fflush(nullptr);
+  int fds[2];
+  if (pipe(fds) != 0) return Status::IOError(std::string("cannot make a pipe for ") + what);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]), close(fds[1]);
+    return Status::IOError(std::string("cannot fork for ") + what);
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    Expected<std::string> r = f();
+    std::string out = r.ok() ? "0\n" + *r : std::to_string(static_cast<int>(r.status().code())) + "\n" + r.status().message();
+    for (size_t off = 0; off < out.size();) {
+      ssize_t n = write(fds[1], out.data() + off, out.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string got;
+  char buf[65536];
+  constexpr size_t kMax = size_t{16} << 20;
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0 && got.size() <= kMax) got.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  if (got.size() > kMax) kill(pid, SIGKILL);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (got.size() > kMax) return Status::InvalidArgument(std::string(what) + ": the child sent more than 16 MiB");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || got.find('\n') == std::string::npos)
+    return Status::InvalidArgument(std::string(what) + ": the child process " +
+                                   (WIFSIGNALED(st) ? "was killed by signal " + std::to_string(WTERMSIG(st))
+                                                    : std::string("ended without an answer")));
+  const std::string body = got.substr(got.find('\n') + 1);
+  switch (static_cast<Status::Code>(std::atoi(got.c_str()))) {
+    case Status::Code::kOk: return body;
+    case Status::Code::kUsage: return Status::Usage(body);
+    case Status::Code::kNotFound: return Status::NotFound(body);
+    case Status::Code::kCorruption: return Status::Corruption(body);
+    case Status::Code::kIOError: return Status::IOError(body);
+    case Status::Code::kUnsupported: return Status::Unsupported(body);
+    case Status::Code::kInternal: return Status::Internal(body);
+    default: return Status::InvalidArgument(body);
+  }
+}
+
 }  // namespace
 
 CommandSpec verify_spec() {
@@ -277,9 +345,16 @@ int run_verify(const std::vector<std::string>& args) {
   if (!levels.ok()) return usage_error("verify", "--level: " + levels.status().message());
   if (!v.sign_path.empty()) {
     if (v.no_store) return usage_error("verify", "--sign signs the attached report; it cannot go with --no-store");
-    auto k = load_signing_key(v.sign_path);
+    auto k = in_child([&]() -> Expected<std::string> {  // a bad key fails before any work; this process holds none yet
+      auto key = load_signing_key(v.sign_path);
+      return key.ok() ? Expected<std::string>(key->key_id) : Expected<std::string>(key.status());
+    }, "checking the --sign key");
     if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
-    v.sign_key = *k;
+  }
+  if (!v.trusted_flag.empty()) {
+    auto keys = parse_trusted_keys(v.trusted_flag);
+    if (!keys.ok()) return usage_error("verify", "--trusted-signers: " + keys.status().message());
+    v.trusted = *keys;
   }
   auto profile = resolve_profile(v.target);
   if (!profile.ok()) return fail(profile.status());
@@ -297,14 +372,31 @@ int run_verify(const std::vector<std::string>& args) {
     if (!c.ok()) return fail(c.status());
     cc = std::move(c).value();
   }
-  const std::string scratch = (fs::temp_directory_path() / ("mlk_verify_" + std::to_string(getpid()))).string();
+  auto scratch_dir = make_private_temp_dir("mlk_verify_");  // 0700, unpredictable: nothing can be planted in it
+  if (!scratch_dir.ok()) return fail(scratch_dir.status());
+  const std::string scratch = *scratch_dir + "/artifact";
   auto src = find_artifact(v, fe->module, *profile, cc.get(), scratch);
   if (!src.ok()) return fail(src.status());
   if (Status s = same_precision(v, *src); !s.ok()) return fail(s);
-  auto rep = verify::verify_artifact({.module = &fe->module, .fn = v.fn, .profile = *profile, .dims = v.dims,
-                                      .files = src->files, .levels = *levels, .seed = static_cast<uint64_t>(v.seed)});
+  const verify::VerifyRequest vreq{.module = &fe->module, .fn = v.fn, .profile = *profile, .dims = v.dims,
+                                   .files = src->files, .levels = *levels, .seed = static_cast<uint64_t>(v.seed)};
+  Expected<verify::Report> rep = Status::Internal("not verified");
+  if (v.sign_path.empty()) {
+    rep = verify::verify_artifact(vreq);
+  } else {
+    auto text = in_child([&]() -> Expected<std::string> {
+      auto r = verify::verify_artifact(vreq);
+      return r.ok() ? Expected<std::string>(r->to_json()) : Expected<std::string>(r.status());
+    }, "verifying");
+    rep = text.ok() ? verify::report_from_json(*text) : Expected<verify::Report>(text.status());
+    if (rep.ok()) {  // now, and only here, the key: after everything that ran the artifact's code
+      auto k = load_signing_key(v.sign_path);
+      if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
+      v.sign_key = *k;
+    }
+  }
   std::error_code ec;
-  fs::remove_all(scratch, ec);
+  fs::remove_all(*scratch_dir, ec);
   if (!rep.ok()) return rep.status().code() == Status::Code::kUsage ? usage_error("verify", rep.status().message()) : fail(rep.status());
   if (v.json_out) {
     nlohmann::json j = nlohmann::json::parse(rep->to_json());

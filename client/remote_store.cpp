@@ -326,7 +326,9 @@ Expected<TransferReport> RemoteStore::pull(cache::Store& local, const std::strin
     rep.bytes += ref.size;
     files[name] = std::move(*bytes);
   }
-  MLK_RETURN_IF_ERROR(local.put_entry(local_ns, key, e->manifest.meta_json, e->manifest.provenance, files));
+  cache::Provenance prov = e->manifest.provenance;
+  prov.origin = url();  // whatever the writer said: this copy came from that server
+  MLK_RETURN_IF_ERROR(local.put_entry(local_ns, key, e->manifest.meta_json, prov, files));
   return rep;
 }
 

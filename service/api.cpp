@@ -195,7 +195,7 @@ std::optional<ApiResponse> check_quota(Ctx& c, int64_t delta_charge, const std::
   int64_t old = 0;
   if (!replacing_key.empty()) {
     auto e = c.store().show_entry(c.ns, replacing_key);
-    if (e.ok()) old = e->size;
+    if (e.ok()) old = e->size + e->record_bytes;
   }
   int64_t history = 0;  // the benchmark history's rows of the namespace count too
   if (const std::string& path = c.api.options().bench_history_path; !path.empty()) {
@@ -220,10 +220,14 @@ namespace {
 
 using namespace detail;
 
-json usage_row(const std::string& ns, int64_t entries, int64_t bytes, int64_t staged, std::optional<int64_t> quota) {
+// bytes: what the namespace's entries are charged (blobs and manifests);
+// record_bytes: the manifests' part of it.
+json usage_row(const std::string& ns, int64_t entries, const cache::NamespaceUsage& u, int64_t staged,
+               std::optional<int64_t> quota) {
   return json{{"namespace", ns},
               {"entries", entries},
-              {"bytes", bytes},
+              {"bytes", u.charged()},
+              {"record_bytes", u.record_bytes},
               {"staged_bytes", staged},
               {"quota_bytes", quota ? json(*quota) : json(nullptr)}};
 }
@@ -240,9 +244,10 @@ ApiResponse status_route(Ctx& c) {
   for (const auto& u : *usage) {
     if (!admin && u.ns != c.ns) continue;
     own_listed = own_listed || u.ns == c.ns;
-    rows.push_back(usage_row(u.ns, u.entries, u.bytes, (*staged)[u.ns], c.api.options().quotas.limit_for(u.ns)));
+    rows.push_back(usage_row(u.ns, u.entries, u, (*staged)[u.ns], c.api.options().quotas.limit_for(u.ns)));
   }
-  if (!own_listed && !admin) rows.push_back(usage_row(c.ns, 0, 0, (*staged)[c.ns], c.api.options().quotas.limit_for(c.ns)));
+  if (!own_listed && !admin)
+    rows.push_back(usage_row(c.ns, 0, cache::NamespaceUsage{}, (*staged)[c.ns], c.api.options().quotas.limit_for(c.ns)));
   json out = {{"namespaces", rows}};
   if (admin) {
     auto st = c.store().stats();
@@ -389,6 +394,36 @@ bool Api::token_known(const ApiRequest& req) {
     auto lease = pool_.acquire();
     auto found = lease.tables().find_token(token);
     return found.ok() && found->has_value();
+  } catch (...) {
+    return false;
+  }
+}
+
+namespace {
+
+// The scopes of which a body on this route needs one (all of them for
+// ccache, which writes a blob and binds a key). Routes that take no body
+// from a token need a write scope of some kind.
+bool may_send_body(const std::string& path, Scopes have) {
+  auto has = [&](Scope s) { return has_scope(have, s); };
+  if (path.rfind("/v1/blobs/", 0) == 0) return has(kScopeWriteBlobs);
+  if (path.rfind("/v1/entries/", 0) == 0 || path.rfind("/v1/bench/", 0) == 0) return has(kScopeWriteEntries);
+  if (path.rfind("/ccache/", 0) == 0) return has(kScopeWriteBlobs) && has(kScopeWriteEntries);
+  if (path.rfind("/v1/jobs/", 0) == 0) return has(kScopeWriteEntries) || has(kScopeWorker);
+  return has(kScopeWriteBlobs) || has(kScopeWriteEntries) || has(kScopeWorker);
+}
+
+}  // namespace
+
+bool Api::may_upload(const ApiRequest& req, std::string* holder) {
+  try {
+    std::string token = detail::token_of(req.authorization);
+    if (token.empty()) return false;
+    auto lease = pool_.acquire();
+    auto found = lease.tables().find_token(token);
+    if (!found.ok() || !found->has_value() || !may_send_body(req.path, (*found)->scopes)) return false;
+    if (holder) *holder = std::to_string((*found)->id);
+    return true;
   } catch (...) {
     return false;
   }

@@ -34,6 +34,14 @@ namespace mlk::service {
 
 struct ApiOptions {
   int64_t max_body_bytes = int64_t{64} << 20;  // larger bodies get 413
+  // An entry's manifest (its file names and digests, metadata and
+  // provenance) is stored and charged to its namespace besides its blobs; a
+  // larger one gets 413. Lists parse manifests, so this bounds what one
+  // listed entry costs the server.
+  int64_t max_manifest_bytes = int64_t{1} << 20;
+  // GET /v1/entries stops adding entries once its answer holds this many
+  // bytes (`truncated`, with `next` to go on from).
+  int64_t max_answer_bytes = int64_t{8} << 20;
   QuotaPolicy quotas;
   int64_t staged_ttl_s = 3600;  // unbound uploads stop being charged (and readable) after this
   // Release namespaces: namespace -> the `mlk verify` levels an entry's
@@ -118,6 +126,12 @@ class Api {
   // a request, so a client without a token cannot hold its upload memory.
   // False on a store error too. Never throws.
   bool token_known(const ApiRequest& req);
+  // Whether the transport may buffer this request's body: its token is
+  // known and holds a scope that a body on this route needs (a read-only
+  // token's upload would be refused once it arrived, so it holds no memory
+  // while it trickles in). `holder` gets the token's id, the key of its
+  // share of the upload memory. False on a store error too. Never throws.
+  bool may_upload(const ApiRequest& req, std::string* holder);
   Metrics& metrics() { return metrics_; }
   const ApiOptions& options() const { return opt_; }
   SessionPool& pool() { return pool_; }

@@ -1,6 +1,7 @@
 // The routes of the benchmark history (service/bench_history.h, docs/ci.md):
 //   POST /v1/bench/results[?baseline_set=NAME]   an mlk bench report (write scope)
-//   GET  /v1/bench/history?kernel=ID&target=T&limit=N
+//   GET  /v1/bench/history?kernel=ID&target=T&limit=N&before=ID
+//        (bounded by max_answer_bytes: `truncated`, and `next` to pass as `before`)
 //   GET  /v1/bench/baselines/NAME                 a baseline set as an mlk bench report
 // with the same tokens and namespaces (?namespace=NS) as the rest of the API.
 #include <cstdlib>
@@ -45,6 +46,12 @@ ApiResponse bench_route(Ctx& c, const std::string& arg) {
     limit = static_cast<int>(std::strtol(l.c_str(), &end, 10));
     if (*end || limit < 1 || limit > 10000) return reject(c, 400, "bad_query", "limit `" + l + "` is not 1-10000");
   }
+  int64_t before = 0;
+  if (auto b = query(c, "before"); !b.empty()) {
+    char* end = nullptr;
+    before = std::strtoll(b.c_str(), &end, 10);
+    if (*end || before < 1 || b.size() > 18) return reject(c, 400, "bad_query", "before `" + b.substr(0, 40) + "` is not a result id (a `next`)");
+  }
   if (auto r = authorize(c, read ? kScopeRead : kScopeWriteEntries)) return *r;
   if (path.empty()) return reject(c, 404, "no_history", "this server keeps no benchmark history");
   auto h = bench_history_at(path);
@@ -59,7 +66,8 @@ ApiResponse bench_route(Ctx& c, const std::string& arg) {
     if (!n.ok()) return error_response(http_status(n.status()), n.status().message());
     return json_text(201, "{\"stored\":" + std::to_string(*n) + "}");
   }
-  auto text = is_set ? (*h)->baseline(c.ns, set) : (*h)->history(c.ns, query(c, "kernel"), query(c, "target"), limit);
+  auto text = is_set ? (*h)->baseline(c.ns, set) : (*h)->history(c.ns, query(c, "kernel"), query(c, "target"), limit, before,
+                                                                  c.api.options().max_answer_bytes);
   if (!text.ok()) return error_response(http_status(text.status()), text.status().message());
   return json_text(200, *text);
 }

@@ -2,8 +2,10 @@
 // object per ccache key, stored as an entry with one file in the namespace of
 // the token. ccache treats every non-2xx GET as a miss, so what the server
 // says loudly here (401/403 bodies, rejects in /metrics) is for people.
+#include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "cache/manifest.h"
 #include "service/api_internal.h"
 #include "service/ccache_layout.h"
 
@@ -41,16 +43,27 @@ ApiResponse ccache_put(Ctx& c, const std::string& rest) {
   auto key = ccache_store_key(rest);
   if (!key.ok()) return reject(c, 400, "bad_request", key.status().message());
   if (auto r = authorize(c, kScopeWriteBlobs | kScopeWriteEntries)) return *r;
+  // A ccache object carries no signature or report: it would bypass the
+  // gates of a signed or release namespace.
+  if (c.api.options().trusted_signers.count(c.ns) || c.api.options().require_verified.count(c.ns))
+    return reject(c, 403, "unsigned",
+                  "namespace `" + c.ns + "` accepts only signed or verified entries, which a ccache object cannot be; "
+                  "use another namespace for ccache");
   Body b = c.body.read(c.api.options().max_body_bytes);
   if (b.outcome != Body::kOk) return body_rejection(c, b);
   int64_t size = static_cast<int64_t>(b.bytes.size());
   NamespaceGuard guard;
   if (auto r = lock_namespace(c, guard)) return *r;
-  if (auto r = check_quota(c, size, *key, {})) return *r;
-  cache::Provenance prov;
-  prov.producer = "ccache";
+  cache::Manifest m;  // as the store will record it, so that its manifest is charged exactly
+  m.files[kCcacheFile] = cache::BlobRef{b.sha256, size};
+  m.meta_json = json{{"ccache_path", rest}}.dump();
+  m.provenance.producer = "ccache";
+  m.provenance.host = "mlk serve";
+  m.provenance.time = static_cast<int64_t>(std::time(nullptr));
+  const int64_t record = static_cast<int64_t>(cache::manifest_to_json(m).size());
+  if (auto r = check_quota(c, size + record, *key, {})) return *r;
   // One transaction: the blob and the entry, or nothing.
-  Status s = c.store().put_entry(c.ns, *key, json{{"ccache_path", rest}}.dump(), prov, {{kCcacheFile, b.bytes}});
+  Status s = c.store().put_entry(c.ns, *key, m.meta_json, m.provenance, {{kCcacheFile, b.bytes}});
   if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
   c.api.metrics().bytes_received(c.ns, size);
   return json_text(201, json{{"namespace", c.ns}, {"key", *key}, {"size", size}}.dump());

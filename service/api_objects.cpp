@@ -193,6 +193,11 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
   if (auto r = authorize(c, kScopeWriteEntries)) return *r;
   Body b = c.body.read(c.api.options().max_body_bytes);
   if (b.outcome != Body::kOk) return body_rejection(c, b);
+  if (const int64_t cap = c.api.options().max_manifest_bytes; static_cast<int64_t>(b.bytes.size()) > cap)
+    return reject(c, 413, "too_large",
+                  "the manifest is " + std::to_string(b.bytes.size()) + " bytes; an entry's manifest (files, meta, "
+                  "provenance) is at most " + std::to_string(cap) + " bytes here (`mlk serve --max-manifest`): keep "
+                  "large data in files; nothing was stored");
   auto m = cache::manifest_from_json(b.bytes);
   if (!m.ok()) return reject(c, 400, "bad_request", "malformed manifest: " + m.status().message());
   Status ok = cache::validate_manifest(*m);
@@ -225,7 +230,9 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
   }
   // After the blobs are known (a signature covers manifest.json's content).
   if (auto r = signature_gates(c, key, *m)) return *r;
-  if (auto r = check_quota(c, size, key, digests)) return *r;
+  // The stored record is the canonical manifest: charged with the blobs.
+  const int64_t record = static_cast<int64_t>(cache::manifest_to_json(*m).size());
+  if (auto r = check_quota(c, size + record, key, digests)) return *r;
   Status put = c.store().put_entry(c.ns, key, *m);
   if (put.code() == Status::Code::kNotFound) return reject(c, 409, "missing_blobs", put.message());
   if (!put.ok()) return reject(c, http_status(put), put.code() == Status::Code::kInvalidArgument ? "bad_request" : "store_error", put.message());
@@ -247,12 +254,31 @@ ApiResponse delete_entry(Ctx& c, const std::string& key) {
   return json_text(200, json{{"deleted", key}, {"namespace", c.ns}}.dump());
 }
 
+namespace {
+
+// The `next` of a truncated query: where list_page goes on ("LRU.ID").
+std::string cursor_text(const cache::ListCursor& k) { return std::to_string(k.lru) + "." + std::to_string(k.id); }
+
+std::optional<cache::ListCursor> parse_cursor(const std::string& text) {
+  size_t dot = text.find('.');
+  auto whole = [](const std::string& v) {
+    return !v.empty() && v.size() <= 18 && v.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (dot == std::string::npos || !whole(text.substr(0, dot)) || !whole(text.substr(dot + 1))) return std::nullopt;
+  return cache::ListCursor{std::stoll(text.substr(0, dot)), std::stoll(text.substr(dot + 1))};
+}
+
+}  // namespace
+
+// The namespace is read a page at a time (cache/entry_scan.h) and the answer
+// stops at `limit` entries or max_answer_bytes, whichever comes first: a
+// namespace of any size costs one page of manifests and one bounded answer.
 ApiResponse query_entries(Ctx& c) {
-  static const std::set<std::string> kParams = {"namespace", "fn", "target", "profile", "program_hash", "producer", "limit"};
+  static const std::set<std::string> kParams = {"namespace", "fn", "target", "profile", "program_hash", "producer", "limit", "after"};
   for (const auto& [k, v] : c.req.query)
     if (!kParams.count(k))
       return reject(c, 400, "bad_request",
-                    "unknown query parameter `" + k.substr(0, 40) + "`; accepted: fn, target (or profile), program_hash, producer, limit, namespace");
+                    "unknown query parameter `" + k.substr(0, 40) + "`; accepted: fn, target (or profile), program_hash, producer, limit, after, namespace");
   if (c.req.query.count("target") && c.req.query.count("profile"))
     return reject(c, 400, "bad_request", "give `target` or `profile` (the same thing), not both");
   int64_t limit = 100;
@@ -263,33 +289,53 @@ ApiResponse query_entries(Ctx& c) {
       return reject(c, 400, "bad_request", "limit must be a whole number from 1 to 1000, got `" + v.substr(0, 20) + "`");
     limit = std::stoll(v);
   }
+  std::optional<cache::ListCursor> after;
+  if (auto it = c.req.query.find("after"); it != c.req.query.end()) {
+    after = parse_cursor(it->second);
+    if (!after) return reject(c, 400, "bad_request", "after `" + it->second.substr(0, 40) + "` is not a `next` this server gave");
+  }
   if (auto r = authorize(c, kScopeRead)) return *r;
   auto want = [&](const char* name) -> const std::string* {
     auto it = c.req.query.find(name);
     return it == c.req.query.end() ? nullptr : &it->second;
   };
   const std::string* target = want("target") ? want("target") : want("profile");
-  auto listed = c.store().list(c.ns);
-  if (!listed.ok()) return reject(c, http_status(listed.status()), "store_error", listed.status().message());
-  json rows = json::array();
+  std::string rows = "[";
+  int64_t count = 0;
   bool truncated = false;
-  for (const auto& e : *listed) {
-    if (e.damaged) continue;
-    json meta = parse_json(e.manifest.meta_json);
-    if (!meta.is_object()) continue;
-    auto field = [&](const char* f) { return meta.contains(f) && meta[f].is_string() ? meta[f].get<std::string>() : std::string(); };
-    if (const std::string* fn = want("fn"); fn && field("fn") != *fn) continue;
-    if (target && field("target") != *target) continue;
-    if (const std::string* h = want("program_hash"); h && field("program_hash") != *h) continue;
-    if (const std::string* p = want("producer"); p && e.manifest.provenance.producer != *p) continue;
-    if (static_cast<int64_t>(rows.size()) == limit) {
-      truncated = true;
-      break;
+  std::optional<cache::ListCursor> next;
+  const int64_t cap = c.api.options().max_answer_bytes;
+  while (!truncated) {
+    auto page = c.store().list_page(c.ns, after, 16);
+    if (!page.ok()) return reject(c, http_status(page.status()), "store_error", page.status().message());
+    for (size_t i = 0; i < page->entries.size() && !truncated; ++i) {
+      const cache::EntryInfo& e = page->entries[i];
+      if (e.damaged) continue;
+      json meta = parse_json(e.manifest.meta_json);
+      if (!meta.is_object()) continue;
+      auto field = [&](const char* f) { return meta.contains(f) && meta[f].is_string() ? meta[f].get<std::string>() : std::string(); };
+      if (const std::string* fn = want("fn"); fn && field("fn") != *fn) continue;
+      if (target && field("target") != *target) continue;
+      if (const std::string* h = want("program_hash"); h && field("program_hash") != *h) continue;
+      if (const std::string* p = want("producer"); p && e.manifest.provenance.producer != *p) continue;
+      std::string row = entry_json(e).dump();
+      if (count == limit || (count > 0 && static_cast<int64_t>(rows.size() + row.size()) > cap)) {
+        truncated = true;
+        break;
+      }
+      rows += (count++ ? "," : "") + row;
+      next = e.at;  // a truncated answer goes on after the last entry it holds
     }
-    json row = entry_json(e);
-    rows.push_back(std::move(row));
+    if (truncated || !page->next) break;
+    after = page->next;
   }
-  return json_text(200, json{{"namespace", c.ns}, {"entries", rows}, {"truncated", truncated}}.dump());
+  rows += "]";
+  json out = {{"namespace", c.ns}, {"truncated", truncated}};
+  std::string text = out.dump();
+  text.pop_back();  // the closing brace: the entries are spliced in as already-serialised text
+  text += ",\"entries\":" + rows;
+  if (truncated && next) text += ",\"next\":" + json(cursor_text(*next)).dump();
+  return json_text(200, text + "}");
 }
 
 }  // namespace mlk::service::detail

@@ -1,5 +1,8 @@
 #include "service/bench_history.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +24,9 @@ CREATE TABLE IF NOT EXISTS bench_results (
   machine TEXT NOT NULL, versions TEXT NOT NULL,
   cache_key TEXT NOT NULL, variant TEXT NOT NULL,
   median_ms TEXT NOT NULL, entry TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS bench_reports (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  ns TEXT NOT NULL, machine TEXT NOT NULL, versions TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS bench_results_kernel ON bench_results (ns, kernel, id);
 CREATE TABLE IF NOT EXISTS bench_baselines (
   ns TEXT NOT NULL, name TEXT NOT NULL, kernel TEXT NOT NULL, result_id INTEGER NOT NULL,
@@ -28,15 +34,36 @@ CREATE TABLE IF NOT EXISTS bench_baselines (
 )";
 
 constexpr size_t kMaxKernels = 10000;  // per report
+constexpr int64_t kRowBytes = 64;      // a kernel row's bookkeeping, charged besides its text
+
+// Rows written before reports were stored once keep their own machine and
+// versions; newer rows keep '' there and point at their report.
+const char* kMachine = "COALESCE(p.machine, r.machine)";
+const char* kVersions = "COALESCE(p.versions, r.versions)";
+
+// Adds bench_results.report_id to a database made before it.
+Status migrate(sql::Db& db) {
+  auto cols = db.prepare("SELECT 1 FROM pragma_table_info('bench_results') WHERE name = 'report_id'");
+  if (!cols.ok()) return cols.status();
+  auto has = cols->step();
+  if (!has.ok()) return has.status();
+  if (*has) return Status::Ok();
+  return db.exec("ALTER TABLE bench_results ADD COLUMN report_id INTEGER");
+}
 
 Status bad(const std::string& what) { return Status::InvalidArgument("the body is no mlk bench report: " + what); }
 
 }  // namespace
 
 Expected<std::unique_ptr<BenchHistory>> BenchHistory::Open(const std::string& path) {
+  // A new database is private to its owner (0600; SQLite gives its -wal and
+  // -shm files the same mode): it holds every team's results.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
   auto db = sql::Db::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, 10000);
   if (!db.ok()) return db.status();
   if (Status s = (*db)->exec(kSchema); !s.ok()) return s;
+  if (Status s = migrate(**db); !s.ok()) return s;
   return std::unique_ptr<BenchHistory>(new BenchHistory(std::move(db).value()));
 }
 
@@ -65,15 +92,20 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
   std::lock_guard<std::mutex> lock(mu_);
   int stored = 0;
   Status s = sql::write_txn(*db_, [&]() -> Status {
+    auto rep = db_->prepare("INSERT INTO bench_reports (ns, machine, versions) VALUES (?1, ?2, ?3)");
+    if (!rep.ok()) return rep.status();
+    rep->bind(1, ns).bind(2, dump_json(machine)).bind(3, dump_json(versions));
+    if (Status r = rep->run(); !r.ok()) return r;
+    const int64_t report_id = sqlite3_last_insert_rowid(db_->raw());
     for (const json& k : doc["kernels"]) {
       auto ins = db_->prepare(
           "INSERT INTO bench_results (ns, kernel, target, created, received, machine, versions, cache_key, variant, "
-          "median_ms, entry) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+          "median_ms, entry, report_id) VALUES (?1, ?2, ?3, ?4, ?5, '', '', ?6, ?7, ?8, ?9, ?10)");
       if (!ins.ok()) return ins.status();
       ins->bind(1, ns).bind(2, k["id"].get<std::string>()).bind(3, k["target"].get<std::string>())
-          .bind(4, doc.value("created", "")).bind(5, now_iso()).bind(6, dump_json(machine)).bind(7, dump_json(versions))
-          .bind(8, k["cache_key"].get<std::string>()).bind(9, k["variant"].get<std::string>())
-          .bind(10, json(k["mlk"].value("median_ms", 0.0)).dump()).bind(11, dump_json(k));
+          .bind(4, doc.value("created", "")).bind(5, now_iso())
+          .bind(6, k["cache_key"].get<std::string>()).bind(7, k["variant"].get<std::string>())
+          .bind(8, json(k["mlk"].value("median_ms", 0.0)).dump()).bind(9, dump_json(k)).bind(10, report_id);
       if (Status r = ins->run(); !r.ok()) return r;
       const int64_t id = sqlite3_last_insert_rowid(db_->raw());
       ++stored;
@@ -94,8 +126,8 @@ int64_t BenchHistory::charge_of(const std::string& report) {
   const int64_t body = static_cast<int64_t>(report.size());
   if (!doc.is_object() || !doc.contains("kernels") || !doc["kernels"].is_array()) return body;
   auto size_of = [&](const char* f) { return doc.contains(f) ? static_cast<int64_t>(dump_json(doc[f]).size()) : 2; };
-  const int64_t per_row = size_of("machine") + size_of("versions") + size_of("created") + 64;
-  int64_t total = 0;
+  const int64_t per_row = size_of("created") + kRowBytes;
+  int64_t total = size_of("machine") + size_of("versions");
   for (const json& k : doc["kernels"]) total += 2 * static_cast<int64_t>(dump_json(k).size()) + per_row;
   return std::max(total, body);
 }
@@ -103,10 +135,11 @@ int64_t BenchHistory::charge_of(const std::string& report) {
 Expected<int64_t> BenchHistory::bytes(const std::string& ns) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->prepare(
-      "SELECT COALESCE(SUM(length(IFNULL(entry, '')) + length(IFNULL(machine, '')) + length(IFNULL(versions, '')) + "
+      "SELECT (SELECT COALESCE(SUM(length(IFNULL(entry, '')) + length(IFNULL(machine, '')) + length(IFNULL(versions, '')) + "
       "length(IFNULL(kernel, '')) + length(IFNULL(target, '')) + length(IFNULL(cache_key, '')) + "
       "length(IFNULL(variant, '')) + length(IFNULL(median_ms, '')) + length(IFNULL(created, ''))), 0) "
-      "FROM bench_results WHERE ns=?1");
+      "FROM bench_results WHERE ns=?1) + (SELECT COALESCE(SUM(length(machine) + length(versions)), 0) "
+      "FROM bench_reports WHERE ns=?1)");
   if (!q.ok()) return q.status();
   q->bind(1, ns);
   auto r = q->step();
@@ -115,27 +148,49 @@ Expected<int64_t> BenchHistory::bytes(const std::string& ns) {
 }
 
 Expected<std::string> BenchHistory::history(const std::string& ns, const std::string& kernel, const std::string& target,
-                                            int limit) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->prepare(
-      "SELECT kernel, target, created, received, machine, versions, cache_key, variant, median_ms, entry "
-      "FROM bench_results WHERE ns = ?1 AND (?2 = '' OR kernel = ?2) AND (?3 = '' OR target = ?3) "
-      "ORDER BY id DESC LIMIT ?4");
-  if (!q.ok()) return q.status();
-  q->bind(1, ns).bind(2, kernel).bind(3, target).bind(4, static_cast<int64_t>(limit));
-  json out = {{"namespace", ns}, {"kernel", kernel}, {"results", json::array()}};
-  while (true) {
-    auto row = q->step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
-    json e = parse_json(q->text(9));
-    out["results"].push_back({{"kernel", q->text(0)}, {"target", q->text(1)}, {"created", q->text(2)},
-                              {"received", q->text(3)}, {"machine", parse_json(q->text(4))},
-                              {"versions", parse_json(q->text(5))}, {"cache_key", q->text(6)},
-                              {"variant", q->text(7)}, {"median_ms", parse_json(q->text(8))},
+                                            int limit, int64_t before, int64_t max_bytes) {
+  struct Row {
+    int64_t id;
+    std::string text[10];
+  };
+  std::vector<Row> rows;
+  bool truncated = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // the connection's: held while rows are read, not while they are parsed
+    auto q = db_->prepare(std::string("SELECT r.id, r.kernel, r.target, r.created, r.received, ") + kMachine + ", " +
+                          kVersions +
+                          ", r.cache_key, r.variant, r.median_ms, r.entry FROM bench_results r LEFT JOIN bench_reports p "
+                          "ON p.id = r.report_id WHERE r.ns = ?1 AND (?2 = '' OR r.kernel = ?2) AND (?3 = '' OR "
+                          "r.target = ?3) AND (?5 <= 0 OR r.id < ?5) ORDER BY r.id DESC LIMIT ?4");
+    if (!q.ok()) return q.status();
+    q->bind(1, ns).bind(2, kernel).bind(3, target).bind(4, static_cast<int64_t>(limit) + 1).bind(5, before);
+    int64_t bytes = 0;
+    while (true) {
+      auto row = q->step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      Row r{q->i64(0), {}};
+      int64_t size = 0;
+      for (int i = 0; i < 10; ++i) size += static_cast<int64_t>((r.text[i] = q->text(i + 1)).size());
+      if (static_cast<int>(rows.size()) == limit || (!rows.empty() && bytes + size > max_bytes)) {
+        truncated = true;
+        break;
+      }
+      bytes += size;
+      rows.push_back(std::move(r));
+    }
+  }
+  json out = {{"namespace", ns}, {"kernel", kernel}, {"results", json::array()}, {"truncated", truncated}};
+  for (const Row& r : rows) {
+    const std::string* t = r.text;
+    json e = parse_json(t[9]);
+    out["results"].push_back({{"kernel", t[0]}, {"target", t[1]}, {"created", t[2]}, {"received", t[3]},
+                              {"machine", parse_json(t[4])}, {"versions", parse_json(t[5])}, {"cache_key", t[6]},
+                              {"variant", t[7]}, {"median_ms", parse_json(t[8])},
                               {"samples_ms", e.is_object() ? e["mlk"].value("samples_ms", json::array()) : json::array()},
                               {"round_sizes", e.is_object() ? e["mlk"].value("round_sizes", json::array()) : json::array()}});
   }
+  if (truncated && !rows.empty()) out["next"] = rows.back().id;
   return dump_json(out);  // the kernel and target come from the query: maybe invalid UTF-8
 }
 
@@ -174,8 +229,9 @@ Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const s
 Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->prepare(
-      "SELECT r.entry, r.machine, r.versions, r.created FROM bench_baselines b JOIN bench_results r ON r.id = "
-      "b.result_id WHERE b.ns = ?1 AND b.name = ?2 ORDER BY b.kernel");
+      std::string("SELECT r.entry, ") + kMachine + ", " + kVersions +
+      ", r.created FROM bench_baselines b JOIN bench_results r ON r.id = b.result_id LEFT JOIN bench_reports p ON "
+      "p.id = r.report_id WHERE b.ns = ?1 AND b.name = ?2 ORDER BY b.kernel");
   if (!q.ok()) return q.status();
   q->bind(1, ns).bind(2, name);
   json doc = {{"format", "mlk-bench"}, {"format_version", 1}, {"kernels", json::array()}, {"calibration_ms", json::array()},

@@ -1,7 +1,8 @@
 // Benchmark history kept by `mlk serve` (docs/ci.md, "History on the
 // server"): the results `mlk bench --record --push` sends, one row per
-// kernel (its id, fn, target, the machine's fingerprint, the versions, the
-// cache key of what was timed, every sample), and named baselines such as
+// report (its machine's fingerprint and versions, stored once) and one per
+// kernel (its id, fn, target, the cache key of what was timed, every
+// sample, and its report's row), and named baselines such as
 // `main`: per kernel, the entry of the latest report pushed under that name,
 // which `mlk bench --baseline-set NAME` fetches and compares with A/B.
 //
@@ -30,19 +31,22 @@ class BenchHistory {
   // document is no mlk bench report. Returns how many kernels were stored.
   Expected<int> add(const std::string& ns, const std::string& report, const std::string& baseline_set);
 
-  // {"namespace", "kernel", "results": [...]}: the kernel's results, newest
-  // first, at most `limit`; `kernel` empty: every kernel; `target` non-empty
-  // narrows to that target.
-  Expected<std::string> history(const std::string& ns, const std::string& kernel, const std::string& target,
-                                int limit);
+  // {"namespace", "kernel", "results": [...], "truncated", "next"?}: the
+  // kernel's results, newest first, at most `limit` and, but for the first,
+  // no more than `max_bytes` of answer; `before` > 0 starts below that
+  // result id (a truncated answer's `next`). `kernel` empty: every kernel;
+  // `target` non-empty narrows to that target. The rows are read under the
+  // connection's lock, bounded by max_bytes, and turned into JSON after it.
+  Expected<std::string> history(const std::string& ns, const std::string& kernel, const std::string& target, int limit,
+                                int64_t before = 0, int64_t max_bytes = int64_t{8} << 20);
 
-  // At least what add() would store for `report` (each kernel's row repeats
-  // the report's machine and versions records): what the quota is charged
-  // for it before it is added. The body's size when it is no report.
+  // At least what add() would store for `report`: its size and a row's
+  // bookkeeping per kernel (the machine and versions records are stored
+  // once). What the quota is charged for it before it is added.
   static int64_t charge_of(const std::string& report);
 
-  // The bytes the history holds for `ns` (each stored kernel's text and
-  // machine and version records): what its quota is charged for it.
+  // The bytes the history holds for `ns` (each stored kernel's text, and
+  // each report's machine and version records): what its quota is charged.
   Expected<int64_t> bytes(const std::string& ns);
 
   // One row per kernel and target of namespace `ns` that has results, by

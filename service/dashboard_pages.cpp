@@ -8,6 +8,7 @@
 
 #include "base/time.h"
 #include "cache/entry_meta.h"
+#include "cache/entry_scan.h"
 #include "service/bench_history.h"
 #include "service/dashboard.h"
 #include "service/dashboard_html.h"
@@ -68,7 +69,7 @@ std::string namespaces_nav(const Ctx& c, const std::vector<cache::NamespaceUsage
   for (const auto& u : all)
     o += "<tr><td><a" + std::string(u.ns == c.ns ? " class=\"current\"" : "") + " href=\"/ui?namespace=" +
          html_escape(url_component(u.ns)) + "\">" + html_escape(u.ns) + "</a></td><td class=\"num\">" +
-         std::to_string(u.entries) + "</td><td class=\"num\">" + format_bytes(u.bytes) + "</td></tr>\n";
+         std::to_string(u.entries) + "</td><td class=\"num\">" + format_bytes(u.charged()) + "</td></tr>\n";
   return o + "</table>\n";
 }
 
@@ -81,11 +82,16 @@ std::string dims_text(const std::map<std::string, int64_t>& dims) {
 // The entries of c.ns, most recently used first; `history` maps a cache key
 // to the kernel page of its benchmark history.
 std::string entries_table(Ctx& c, const std::map<std::string, std::string>& history) {
-  auto listed = c.store().list(c.ns);
-  if (!listed.ok()) return error_page_body("cannot list the entries: " + listed.status().message());
+  // A page at a time: the shown rows are held, the rest only counted.
   std::vector<cache::EntryInfo> rows;
-  size_t damaged = 0;
-  for (auto& e : *listed) (e.damaged ? (void)++damaged : rows.push_back(std::move(e)));
+  size_t damaged = 0, more = 0;
+  Status listed = cache::scan_entries(c.store(), c.ns, [&](cache::EntryInfo& e) {
+    if (e.damaged) ++damaged;
+    else if (rows.size() < kMaxRows) rows.push_back(std::move(e));
+    else ++more;
+    return true;
+  });
+  if (!listed.ok()) return error_page_body("cannot list the entries: " + listed.message());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
     return a.last_used != b.last_used ? a.last_used > b.last_used : a.key < b.key;
   });
@@ -93,7 +99,7 @@ std::string entries_table(Ctx& c, const std::map<std::string, std::string>& hist
   if (rows.empty()) return o + "<p class=\"note\" id=\"no-entries\">no entries</p>\n";
   o += "<table id=\"entries\"><tr><th>fn</th><th>target</th><th>shape</th><th>measured</th><th>verified</th>"
        "<th>size</th><th>last use</th><th>key</th><th>history</th></tr>\n";
-  for (size_t i = 0; i < rows.size() && i < kMaxRows; ++i) {
+  for (size_t i = 0; i < rows.size(); ++i) {
     const auto& e = rows[i];
     auto meta = cache::parse_entry_meta(e.manifest.meta_json);
     cache::EntryMeta m = meta.ok() ? *meta : cache::EntryMeta{};
@@ -109,8 +115,7 @@ std::string entries_table(Ctx& c, const std::map<std::string, std::string>& hist
          "</td></tr>\n";
   }
   o += "</table>\n";
-  if (rows.size() > kMaxRows)
-    o += "<p class=\"note\">" + std::to_string(rows.size() - kMaxRows) + " more entries not shown</p>\n";
+  if (more) o += "<p class=\"note\">" + std::to_string(more) + " more entries not shown</p>\n";
   if (damaged) o += "<p class=\"note\">" + std::to_string(damaged) + " damaged entries not shown</p>\n";
   return o;
 }

@@ -148,9 +148,9 @@ std::string Metrics::render(const std::vector<cache::NamespaceUsage>& usage) con
     out += "mlk_request_duration_seconds_sum{" + r + "} " + number(h.sum) + "\n";
     out += "mlk_request_duration_seconds_count{" + r + "} " + std::to_string(h.count) + "\n";
   }
-  out += "# HELP mlk_namespace_bytes Bytes charged to a namespace by its entries (once per reference).\n";
+  out += "# HELP mlk_namespace_bytes Bytes charged to a namespace by its entries (blobs once per reference, and manifests).\n";
   out += "# TYPE mlk_namespace_bytes gauge\n";
-  for (const auto& u : usage) out += "mlk_namespace_bytes{namespace=\"" + escape(u.ns) + "\"} " + std::to_string(u.bytes) + "\n";
+  for (const auto& u : usage) out += "mlk_namespace_bytes{namespace=\"" + escape(u.ns) + "\"} " + std::to_string(u.charged()) + "\n";
   out += "# HELP mlk_namespace_entries Entries in a namespace.\n";
   out += "# TYPE mlk_namespace_entries gauge\n";
   for (const auto& u : usage)

@@ -66,8 +66,11 @@ GrantInfo grant_row(const Rows& r, int i) { return GrantInfo{r.text(i, 0), r.tex
 
 class AdvisoryLock final : public ServiceTables::Lock {
  public:
-  AdvisoryLock(Conn& c, int64_t key) : c_(c), key_(key) {}
-  ~AdvisoryLock() override { (void)c_.exec("SELECT pg_advisory_unlock($1)", {str(key_)}); }
+  AdvisoryLock(Conn& c, int64_t key) : c_(c), key_(key) { c_.hold_session(+1); }
+  ~AdvisoryLock() override {
+    (void)c_.exec("SELECT pg_advisory_unlock($1)", {str(key_)});
+    c_.hold_session(-1);
+  }
 
  private:
   Conn& c_;

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -104,6 +106,7 @@ struct Request {
   bool discard = false;       // ... and dropped: it is too large (413 once it is in)
   bool handled = false;       // an answer was made (by the Api or the transport)
   int64_t reserved = 0;       // bytes of the upload budget held
+  std::string holder;         // ... on behalf of this token (its id)
   std::string body;
   std::string range, if_range;
   ApiRequest api;
@@ -153,12 +156,19 @@ bool encoded_nul(const char* target) {
 struct HeadSize {
   int count = 0;
   int64_t bytes = 0;
+  std::string repeated;  // the first of Content-Length, Host, Authorization, Transfer-Encoding sent twice
+  int seen[4] = {0, 0, 0, 0};
 };
 
 MHD_Result count_header(void* cls, MHD_ValueKind, const char* key, const char* value) {
   auto* h = static_cast<HeadSize*>(cls);
   h->count++;
   h->bytes += static_cast<int64_t>(std::strlen(key) + (value ? std::strlen(value) : 0) + 4);  // "K: V\r\n"
+  // Headers that decide how the request is read or whose it is: two of one
+  // would let the server and a proxy in front of it disagree (smuggling).
+  static const char* kOnce[4] = {"Content-Length", "Host", "Authorization", "Transfer-Encoding"};
+  for (int i = 0; i < 4; ++i)
+    if (strcasecmp(key, kOnce[i]) == 0 && ++h->seen[i] == 2 && h->repeated.empty()) h->repeated = kOnce[i];
   return MHD_YES;
 }
 
@@ -233,6 +243,8 @@ struct Server::Impl {
   std::atomic<bool> stopped{false};
   std::atomic<int> in_flight{0};          // requests between request line and completion
   std::atomic<int64_t> upload_bytes{0};   // the upload budget in use
+  std::mutex upload_mu;
+  std::map<std::string, int64_t> upload_by_token;  // token id -> bytes of the budget it holds; under upload_mu
 
   // The watchdog: holds every connection to its phase's deadline.
   std::mutex conns_mu;
@@ -319,6 +331,8 @@ struct Server::Impl {
       return refuse(c, rq, 431, "headers_too_large",
                     "the request's head is " + std::to_string(head.bytes) + " bytes; at most " +
                         std::to_string(opt.max_header_bytes) + " are accepted (`mlk serve --max-header-bytes`)");
+    if (!head.repeated.empty())
+      return refuse(c, rq, 400, "bad_request", "the request has more than one `" + head.repeated + "` header");
     ApiRequest& a = rq.api;
     a.path = url;
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, &add_query, &a.query);
@@ -357,18 +371,20 @@ struct Server::Impl {
     // Accepted: answered on MHD's next call, once the request is complete
     // (an answer queued now would make MHD close the connection after it).
     if (n == 0) return MHD_YES;
-    // Only a client with a known token may have a body buffered (the
+    // Only a client whose token may send this body has it buffered (the
     // sign-in form carries its token in its body, and is small): the Api
-    // answers the others at once (401, or what it checks before the token),
-    // without reading the body.
-    if (a.path == "/ui/login" ? n > 16384 : !api->token_known(a)) return answer(c, rq, Body::kTooLarge, "");
-    if (upload_bytes.fetch_add(n) + n > opt.upload_memory_bytes) {
-      upload_bytes -= n;
+    // answers the others at once (401, 403, or what it checks before the
+    // token), without reading the body. One token holds at most its share
+    // of the budget, so that no one token can make every team's upload 503.
+    std::string holder = "ui";
+    if (a.path == "/ui/login" ? n > 16384 : !api->may_upload(a, &holder)) return answer(c, rq, Body::kTooLarge, "");
+    if (!reserve(holder, n))
       return refuse(c, rq, 503, "busy",
-                    "the server is receiving as many request bodies as it buffers at once (`mlk serve "
-                    "--upload-memory`); try again shortly",
+                    "the server is receiving as many request bodies as it buffers at once, or as many of this "
+                    "token's as one token may send at once (`mlk serve --upload-memory`, "
+                    "`--upload-memory-per-token`); try again shortly",
                     {{"Retry-After", "1"}});
-    }
+    rq.holder = holder;
     rq.reserved = n;
     rq.body.reserve(static_cast<size_t>(n));
     rq.expects_body = true;
@@ -376,8 +392,27 @@ struct Server::Impl {
     return MHD_YES;
   }
 
+  // Takes n bytes of the upload budget for `holder`, or nothing when the
+  // whole budget or the holder's share would be exceeded.
+  bool reserve(const std::string& holder, int64_t n) {
+    std::lock_guard<std::mutex> g(upload_mu);
+    int64_t& mine = upload_by_token[holder];
+    if (upload_bytes + n > opt.upload_memory_bytes || mine + n > opt.upload_memory_per_token_bytes) {
+      if (mine == 0) upload_by_token.erase(holder);
+      return false;
+    }
+    upload_bytes += n;
+    mine += n;
+    return true;
+  }
+
   void release(Request& rq) {
-    if (rq.reserved) upload_bytes -= rq.reserved;
+    if (rq.reserved) {
+      std::lock_guard<std::mutex> g(upload_mu);
+      upload_bytes -= rq.reserved;
+      auto it = upload_by_token.find(rq.holder);
+      if (it != upload_by_token.end() && (it->second -= rq.reserved) <= 0) upload_by_token.erase(it);
+    }
     rq.reserved = 0;
     std::string().swap(rq.body);
   }
@@ -621,6 +656,9 @@ Status check_limits(const ServeOptions& o) {
                    positive(o.collect_interval_s, "--collect-interval")})
     if (!s.ok()) return s;
   if (o.max_header_bytes < 1024) return Status::InvalidArgument("--max-header-bytes must be at least 1K");
+  if (o.api.max_manifest_bytes < 1024) return Status::InvalidArgument("--max-manifest must be at least 1K");
+  if (o.api.max_answer_bytes < 65536) return Status::InvalidArgument("--max-answer must be at least 64K");
+  if (o.upload_memory_per_token_bytes < 0) return Status::InvalidArgument("--upload-memory-per-token must be positive");
   if (o.collect_grace_s < 60) return Status::InvalidArgument("--collect-grace must be at least 60 seconds");
   if (o.tls_cert_path.empty() != o.tls_key_path.empty())
     return Status::InvalidArgument("--tls-cert and --tls-key go together: give both, or neither for plain HTTP");
@@ -636,6 +674,9 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   ServeOptions& o = impl->opt;
   // One body of the largest size always fits in the budget.
   o.upload_memory_bytes = std::max(o.upload_memory_bytes, o.api.max_body_bytes);
+  if (o.upload_memory_per_token_bytes <= 0) o.upload_memory_per_token_bytes = o.upload_memory_bytes / 4;
+  o.upload_memory_per_token_bytes =
+      std::clamp(o.upload_memory_per_token_bytes, o.api.max_body_bytes, o.upload_memory_bytes);
   const bool tls = !o.tls_cert_path.empty();
   o.api.tls = tls;
   if (tls) {

@@ -39,6 +39,9 @@ struct ServeOptions {
                                           // start, or of the request line on a kept-alive connection)
   int body_timeout_s = 120;               // the whole body must arrive within this of the head
   int64_t upload_memory_bytes = int64_t{256} << 20;  // bodies buffered at once, all connections; more: 503
+  // What one token's bodies may hold of it at once; more: 503 for that token
+  // only. 0: a quarter of upload_memory_bytes. Never less than max_body_bytes.
+  int64_t upload_memory_per_token_bytes = 0;
   // TLS: PEM files of the server's certificate (chain) and private key; both or neither.
   std::string tls_cert_path;
   std::string tls_key_path;

@@ -164,6 +164,11 @@ add_test(NAME cli.verify_defect_exit_1
 add_test(NAME cli.signing
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/signing.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
           ${CMAKE_CURRENT_BINARY_DIR}/cli_signing)
+# mlk verify --sign: the artifact's code runs in a process that never held
+# the verifier's key (a library that scans its process's memory finds nothing).
+add_test(NAME cli.verify_key_apart
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/verify_key_apart.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
+          ${CMAKE_CURRENT_BINARY_DIR}/cli_verify_key_apart)
 mlk_cli_test(serve_release_needs_trusted_verifiers 2
   "mlk serve: --require-verified release=...: a release accepts only reports signed by a trusted verifier"
   serve --require-verified release=all --listen 127.0.0.1:0)

@@ -127,12 +127,15 @@ TEST(Gc, NamespaceLimit) {
   put(*s, "team-a", "a1", 1000, 1);
   put(*s, "team-a", "a2", 1000, 2);
   put(*s, "team-b", "b1", 5000, 3);
-  auto r = s->gc_namespace("team-a", 1000);
+  // A namespace is charged its blobs and its entries' manifests.
+  const int64_t r1 = s->show_entry("team-a", "a1")->record_bytes, r2 = s->show_entry("team-a", "a2")->record_bytes;
+  ASSERT_GT(r1, 0);
+  auto r = s->gc_namespace("team-a", 1000 + r2);
   ASSERT_TRUE(IsOk(r));
   EXPECT_EQ(r->evicted, std::vector<std::string>{"team-a/a1"});
-  EXPECT_EQ(r->bytes_before, 2000);
-  EXPECT_EQ(r->bytes_after, 1000);
-  EXPECT_EQ(*s->namespace_bytes("team-a"), 1000);
+  EXPECT_EQ(r->bytes_before, 2000 + r1 + r2);
+  EXPECT_EQ(r->bytes_after, 1000 + r2);
+  EXPECT_EQ(*s->namespace_bytes("team-a"), 1000 + r2);
   EXPECT_TRUE(IsOk(s->get_entry("team-b", "b1")));
   EXPECT_TRUE(HasCode(s->gc_namespace("bad ns", 0), Code::kInvalidArgument));
   EXPECT_TRUE(HasCode(s->gc(-1), Code::kInvalidArgument));

@@ -199,8 +199,15 @@ TEST(Store, SizeAccountingIsExact) {
   ASSERT_TRUE(IsOk(s->put_entry("team-a", "e1", "{}", test_provenance(), {{"s", shared}, {"a", a1}})));
   ASSERT_TRUE(IsOk(s->put_entry("team-a", "e2", "{}", test_provenance(), {{"s", shared}})));
   ASSERT_TRUE(IsOk(s->put_entry("team-b", "e1", "{}", test_provenance(), {{"s", shared}, {"b", b1}})));
-  EXPECT_EQ(*s->namespace_bytes("team-a"), 1000 + 300 + 1000);
-  EXPECT_EQ(*s->namespace_bytes("team-b"), 1000 + 50);
+  // ... and for each entry's stored manifest (its record).
+  auto record = [&](const std::string& ns, const std::string& key) {
+    auto e = s->show_entry(ns, key);
+    EXPECT_EQ(e->record_bytes, static_cast<int64_t>(cache::manifest_to_json(e->manifest).size()));
+    return e->record_bytes;
+  };
+  const int64_t ra = record("team-a", "e1") + record("team-a", "e2"), rb = record("team-b", "e1");
+  EXPECT_EQ(*s->namespace_bytes("team-a"), 1000 + 300 + 1000 + ra);
+  EXPECT_EQ(*s->namespace_bytes("team-b"), 1000 + 50 + rb);
   EXPECT_EQ(*s->namespace_bytes("nobody"), 0);
   auto u = s->usage();
   ASSERT_TRUE(IsOk(u));
@@ -208,6 +215,8 @@ TEST(Store, SizeAccountingIsExact) {
   EXPECT_EQ((*u)[0].ns, "team-a");
   EXPECT_EQ((*u)[0].entries, 2);
   EXPECT_EQ((*u)[0].bytes, 2300);
+  EXPECT_EQ((*u)[0].record_bytes, ra);
+  EXPECT_EQ((*u)[0].charged(), 2300 + ra);
   EXPECT_EQ((*u)[1].bytes, 1050);
   EXPECT_EQ(s->stats()->blob_bytes, 1000 + 300 + 50);  // stored once each
   auto listed = s->list("team-a");
@@ -216,8 +225,9 @@ TEST(Store, SizeAccountingIsExact) {
   for (const auto& e : *listed) sum += e.size;
   EXPECT_EQ(sum, 2300);
 
+  const int64_t re2 = record("team-a", "e2");
   ASSERT_TRUE(IsOk(s->rm("team-a", "e1")));  // `a` is now unreferenced and deleted
-  EXPECT_EQ(*s->namespace_bytes("team-a"), 1000);
+  EXPECT_EQ(*s->namespace_bytes("team-a"), 1000 + re2);
   EXPECT_EQ(s->stats()->blob_bytes, 1000 + 50);
   ASSERT_TRUE(IsOk(s->rm("team-b", "e1")));
   EXPECT_EQ(s->stats()->blob_bytes, 1000);  // still used by team-a/e2
@@ -306,7 +316,11 @@ TEST(Store, ExportAndImport) {
     ASSERT_TRUE(IsOk(a) && IsOk(b));
     EXPECT_EQ(a->files, b->files);
     EXPECT_EQ(a->info.manifest.meta_json, b->info.manifest.meta_json);
-    EXPECT_EQ(a->info.manifest.provenance, b->info.manifest.provenance);
+    // The producer's provenance, marked as not made in this store (signing tools look at it).
+    EXPECT_EQ(b->info.manifest.provenance.origin, "import:" + archive);
+    cache::Provenance p = b->info.manifest.provenance;
+    p.origin = "";
+    EXPECT_EQ(a->info.manifest.provenance, p);
     EXPECT_EQ(a->info.pinned, b->info.pinned);
   }
   auto again = t->import_from(archive);

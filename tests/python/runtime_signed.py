@@ -98,6 +98,23 @@ refused("Finding6: mlk.load(trusted=...) refuses the unsigned artifact before op
         lambda: mlk.load(norms, target="host", cache=store, trusted=[signer]).rmsnorm(x, w, eps),
         ["entry " + forged + " is unsigned"], absent=["cannot load"])
 
+# Second review, finding 1: `mlk build --cache STORE --sign K` signed a cache hit as it was, so a
+# writer's bytes came out signed by CI's key. A hit that no --trusted-signers key signed is rebuilt
+# here from its schedule: the signed directory holds this process's library, not the forged text.
+def build_signed(name, *extra):
+    d = os.path.join(WORK, name)
+    p = run("build", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host", "--cache", store,
+            "-o", d, "--sign", os.path.join(WORK, "signer.pem"), *extra)
+    lib = json.load(open(os.path.join(d, "manifest.json")))["library"] if p.returncode == 0 else ""
+    elf = lib and open(os.path.join(d, lib), "rb").read(4) == b"\x7fELF"
+    return p, elf
+
+
+for extra in ((), ("--trusted-signers", signer)):
+    p, elf = build_signed("built%d" % len(extra), *extra)
+    check("Round2 finding 1: mlk build --sign %s rebuilds a forged cache hit" % " ".join(extra)[:24],
+          p.returncode == 0 and "rebuilt:" in p.stdout and "cached:" not in p.stdout and elf, p.stdout + p.stderr)
+
 
 # Finding 6, from `mlk run`.
 def safetensors(path, tensors):
@@ -138,6 +155,13 @@ p = run("run", norms, "--fn", "rmsnorm", "--inputs", inp, "--output", out, "--ca
         "--require", "signed:" + stranger)
 check("mlk run refuses a foreign-signed artifact naming its signer",
       p.returncode == 1 and ("is signed by key " + signer_id + ", which is not trusted") in p.stderr, p.stderr)
+
+# ... and a hit that a trusted key signed is signed as it is.
+p = run("build", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host", "--cache", store2,
+        "-o", os.path.join(WORK, "built_trusted"), "--sign", os.path.join(WORK, "signer.pem"),
+        "--trusted-signers", os.path.join(WORK, "signer.pem.pub"))
+check("Round2 finding 1: mlk build --sign --trusted-signers takes a hit its signer signed",
+      p.returncode == 0 and "cached:" in p.stdout and "rebuilt:" not in p.stdout, p.stdout + p.stderr)
 
 failed = [r for r in results if not r[1]]
 for name, ok, note in results:

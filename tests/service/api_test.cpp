@@ -97,7 +97,8 @@ TEST_P(ApiTest, EntryNeedsItsBlobsInItsNamespace) {
   EXPECT_EQ(snapshot(), before);
   ASSERT_EQ(put_blob(alpha, "abc").status, 201);
   ASSERT_EQ(put_blob(alpha, "def").status, 201);
-  auto ok = call("PUT", "/v1/entries/k1", alpha, manifest_of({{"a", "abc"}, {"b", "def"}}, R"({"fn":"f"})"));
+  const std::string k1 = manifest_of({{"a", "abc"}, {"b", "def"}}, R"({"fn":"f"})");
+  auto ok = call("PUT", "/v1/entries/k1", alpha, k1);
   ASSERT_EQ(ok.status, 201) << ok.body;
   auto got = call("GET", "/v1/entries/k1", alpha_ro);
   ASSERT_EQ(got.status, 200);
@@ -107,9 +108,10 @@ TEST_P(ApiTest, EntryNeedsItsBlobsInItsNamespace) {
   EXPECT_EQ(e["manifest"]["files"]["b"]["digest"], sha256_hex("def"));
   EXPECT_EQ(e["manifest"]["provenance"]["host"], "builder");  // the producer's, not the server's
   EXPECT_EQ(e["manifest"]["meta"]["fn"], "f");
-  // Bound blobs are no longer staged: the namespace is charged once.
+  // Bound blobs are no longer staged: the namespace is charged once, and for the manifest.
   auto status = json::parse(call("GET", "/v1/status", alpha).body);
-  EXPECT_EQ(status["namespaces"][0]["bytes"], 6);
+  EXPECT_EQ(status["namespaces"][0]["bytes"], 6 + static_cast<int64_t>(k1.size()));
+  EXPECT_EQ(status["namespaces"][0]["record_bytes"], static_cast<int64_t>(k1.size()));
   EXPECT_EQ(status["namespaces"][0]["staged_bytes"], 0);
   EXPECT_EQ(status["namespaces"][0]["entries"], 1);
   // Delete.
@@ -262,29 +264,37 @@ TEST_P(ApiTest, BlobsAreSharedButNotVisibleAcrossTeams) {
   EXPECT_EQ(stats().blobs, 1);
 }
 
+// A namespace is charged its blobs (once per reference) and its entries'
+// manifests; the quota is exact over both.
 TEST_P(ApiTest, QuotaIsExactAnd507LeavesTheStoreAlone) {
-  std::string a(60, 'a'), b(41, 'b'), b40(40, 'b');
+  std::string a(60, 'a'), b40(40, 'b');
+  const std::string e1 = manifest_of({{"a", a}, {"b", b40}}), e1_small = manifest_of({{"a", a}});
+  const int64_t record = static_cast<int64_t>(e1.size());
+  ApiOptions o = api->options();
+  o.quotas.limits["quota"] = 100 + record;  // the two blobs and e1's manifest, exactly
+  api = std::make_unique<Api>(o, *pool, metrics);
   ASSERT_EQ(put_blob(quota, a).status, 201);  // staged: 60
   std::string before = snapshot();
-  expect_error(put_blob(quota, b), 507, "over its quota");  // 101 > 100
+  expect_error(put_blob(quota, std::string(41 + record, 'b')), 507, "over its quota");  // one byte over
   EXPECT_EQ(snapshot(), before);
-  ASSERT_EQ(put_blob(quota, b40).status, 201);  // exactly 100
-  EXPECT_EQ(put_blob(quota, a).status, 200);     // re-upload: no new charge
-  ASSERT_EQ(call("PUT", "/v1/entries/e1", quota, manifest_of({{"a", a}, {"b", b40}})).status, 201);
+  ASSERT_EQ(put_blob(quota, b40).status, 201);
+  EXPECT_EQ(put_blob(quota, a).status, 200);  // re-upload: no new charge
+  ASSERT_EQ(call("PUT", "/v1/entries/e1", quota, e1).status, 201);  // exactly the quota
   auto st = json::parse(call("GET", "/v1/status", quota).body)["namespaces"][0];
-  EXPECT_EQ(st["bytes"], 100);
+  EXPECT_EQ(st["bytes"], 100 + record);
+  EXPECT_EQ(st["record_bytes"], record);
   EXPECT_EQ(st["staged_bytes"], 0);
-  EXPECT_EQ(st["quota_bytes"], 100);
+  EXPECT_EQ(st["quota_bytes"], 100 + record);
   // A second entry referencing the same blobs is charged again: over.
   before = snapshot();
   expect_error(call("PUT", "/v1/entries/e2", quota, manifest_of({{"a", a}})), 507);
   expect_error(call("PUT", "/ccache/" + std::string(33, 'c'), quota, "x"), 507);
   EXPECT_EQ(snapshot(), before);
-  // Replacing e1 by itself, or by something smaller, fits.
-  EXPECT_EQ(call("PUT", "/v1/entries/e1", quota, manifest_of({{"a", a}, {"b", b40}})).status, 201);
-  EXPECT_EQ(call("PUT", "/v1/entries/e1", quota, manifest_of({{"a", a}})).status, 201);
-  EXPECT_EQ(call("PUT", "/ccache/" + std::string(33, 'c'), quota, std::string(40, 'x')).status, 201);
-  EXPECT_EQ(json::parse(call("GET", "/v1/status", quota).body)["namespaces"][0]["bytes"], 100);
+  // Replacing e1 by itself, or by something smaller, fits: its old charge is credited.
+  EXPECT_EQ(call("PUT", "/v1/entries/e1", quota, e1).status, 201);
+  EXPECT_EQ(call("PUT", "/v1/entries/e1", quota, e1_small).status, 201);
+  st = json::parse(call("GET", "/v1/status", quota).body)["namespaces"][0];
+  EXPECT_EQ(st["bytes"], 60 + static_cast<int64_t>(e1_small.size()));
   EXPECT_EQ(metrics.counter("mlk_rejects", {"quota", "quota"}), 3);
   // Other namespaces are not limited.
   EXPECT_EQ(put_blob(alpha, std::string(4000, 'z')).status, 201);
@@ -366,7 +376,8 @@ TEST_P(ApiTest, StatusShowsOwnNamespaceAndAdminSeesAll) {
   auto own = json::parse(call("GET", "/v1/status", beta).body);
   ASSERT_EQ(own["namespaces"].size(), 1u);
   EXPECT_EQ(own["namespaces"][0]["namespace"], "beta");
-  EXPECT_EQ(own["namespaces"][0]["bytes"], 5);
+  EXPECT_EQ(own["namespaces"][0]["bytes"], 5 + own["namespaces"][0]["record_bytes"].get<int64_t>());
+  EXPECT_GT(own["namespaces"][0]["record_bytes"].get<int64_t>(), 0);
   EXPECT_FALSE(own.contains("store"));
   auto all = json::parse(call("GET", "/v1/status", admin).body);
   EXPECT_EQ(all["namespaces"].size(), 2u);
@@ -374,7 +385,9 @@ TEST_P(ApiTest, StatusShowsOwnNamespaceAndAdminSeesAll) {
   EXPECT_EQ(all["store"]["blob_bytes"], 8);
   auto m = call("GET", "/metrics", admin);
   EXPECT_EQ(m.content_type, "text/plain; version=0.0.4");
-  EXPECT_NE(m.body.find("mlk_namespace_bytes{namespace=\"beta\"} 5"), std::string::npos);
+  const int64_t beta_charged = own["namespaces"][0]["bytes"].get<int64_t>();  // its object and its manifest
+  EXPECT_NE(m.body.find("mlk_namespace_bytes{namespace=\"beta\"} " + std::to_string(beta_charged) + "\n"), std::string::npos)
+      << m.body;
   EXPECT_NE(m.body.find("mlk_requests_total{route=\"ccache\",method=\"PUT\",code=\"201\"} 1"), std::string::npos);
 }
 

@@ -413,7 +413,10 @@ TEST_F(ServerTest, PushAndPullThroughTheClient) {
   ASSERT_TRUE(IsOk(art));
   EXPECT_EQ(art->files, files);
   auto orig = a->show_entry("default", "key1");
-  EXPECT_EQ(art->info.manifest.provenance, orig->manifest.provenance);  // host and time of the producer
+  cache::Provenance prov = art->info.manifest.provenance;
+  EXPECT_EQ(prov.origin, url());  // marked as pulled from the server, whatever the writer said
+  prov.origin = "";
+  EXPECT_EQ(prov, orig->manifest.provenance);  // host and time of the producer
   EXPECT_EQ(art->info.manifest.meta_json, orig->manifest.meta_json);
 
   EXPECT_TRUE(HasCode(remote(token)->pull(*b, "team", "nokey"), Status::Code::kNotFound));
@@ -781,6 +784,80 @@ TEST_F(ServerTest, Finding4_AClientWithoutATokenHoldsNoUploadMemory) {
   auto r = client().Put("/ccache/" + std::string(33, 'v'), std::string(200000, 'v'), "application/octet-stream");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status / 100, 2) << r->status << " " << r->body;
+}
+
+// Second review, finding 7: a body was buffered for any known token before
+// its scope was checked, so a read-only token trickling four uploads held
+// the whole budget and another team's upload got 503 at once. A read-only
+// token's upload is refused (403) without holding memory.
+TEST_F(ServerTest, Round2_Finding7_AReadOnlyTokenHoldsNoUploadMemory) {
+  server.reset();
+  upload_memory = 3 << 20;
+  start(0);
+  std::vector<std::unique_ptr<RawConn>> claims;
+  for (int i = 0; i < 6; ++i) {
+    claims.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.7"));
+    claims.back()->send_all("PUT /v1/blobs/" + std::string(64, 'a') + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                            read_only + "\r\nContent-Length: 1000000\r\n\r\n");
+  }
+  int refused = 0;
+  for (auto& c : claims) refused += c->read_until("HTTP/1.1 403", 2000) ? 1 : 0;
+  EXPECT_EQ(refused, 6);
+  auto r = client().Put("/ccache/" + std::string(33, 'v'), std::string(256 << 10, 'v'), "application/octet-stream");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status / 100, 2) << r->status << " " << r->body;
+}
+
+// Second review, finding 7: one write token trickling uploads held the whole
+// budget. A token holds at most its share (--upload-memory-per-token, by
+// default a quarter, never under --max-body): its further uploads get 503,
+// another token's go through.
+TEST_F(ServerTest, Round2_Finding7_OneTokenHoldsAtMostItsShareOfTheUploadMemory) {
+  server.reset();
+  upload_memory = 3 << 20;  // a share of 1 MiB (--max-body here): one trickled body
+  start(0);
+  std::string other;
+  {
+    auto db = open_service_db(dir.file("serve.db"), false);
+    other = create_token(**db, "beta", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries, "")->token;
+  }
+  std::vector<std::unique_ptr<RawConn>> claims;
+  for (int i = 0; i < 4; ++i) {
+    claims.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.8"));
+    claims.back()->send_all("PUT /ccache/" + std::string(33, 'w') + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                            token + "\r\nContent-Length: 1000000\r\n\r\n" + std::string(10, 'w'));
+  }
+  int busy = 0;
+  for (size_t i = 1; i < claims.size(); ++i) busy += claims[i]->read_until("HTTP/1.1 503", 2000) ? 1 : 0;
+  EXPECT_EQ(busy, 3) << "a token held more than its share of the upload memory";
+  httplib::Client c(url());
+  c.set_bearer_token_auth(other.c_str());
+  c.set_read_timeout(10, 0);
+  auto r = c.Put("/ccache/" + std::string(33, 'x'), std::string(256 << 10, 'x'), "application/octet-stream");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status / 100, 2) << r->status << " " << r->body;
+}
+
+// Second review, low: repeated Content-Length, Host or Authorization headers
+// were accepted (the first or the last counted), which lets the server and a
+// proxy in front of it read one request differently. Refused with 400.
+TEST_F(ServerTest, Round2_Low_RepeatedFramingOrIdentityHeadersAre400) {
+  const std::vector<std::string> heads = {
+      "Content-Length: 3\r\nContent-Length: 5\r\n",
+      "Host: a\r\nHost: b\r\nContent-Length: 3\r\n",
+      "Content-Length: 3\r\nAuthorization: Bearer " + read_only + "\r\nauthorization: Bearer x\r\n",
+  };
+  for (const std::string& h : heads) {
+    RawConn conn(server->port());
+    conn.send_all("PUT /v1/blobs/" + std::string(64, 'a') + " HTTP/1.1\r\n" +
+                  (h.find("Host:") == std::string::npos ? std::string("Host: x\r\n") : std::string()) +
+                  (h.find("uthorization") == std::string::npos ? "Authorization: Bearer " + token + "\r\n" : std::string()) +
+                  h + "\r\nabc");
+    std::string got = conn.read_for(1500);
+    EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << h << " -> " << got.substr(0, 200);
+    EXPECT_NE(got.find("more than one"), std::string::npos) << got.substr(0, 300);
+  }
+  EXPECT_EQ(blob_count(), "0/0");
 }
 
 // Finding 4: each idle keep-alive connection held a worker thread until its

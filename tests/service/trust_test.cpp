@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <ctime>
@@ -16,6 +17,7 @@
 
 #include "api_fixture.h"
 #include "base/json.h"
+#include "cache/blob_lru.h"
 #include "cache/pg_store.h"
 #include "service/bench_history.h"
 #include "service/jobs.h"
@@ -213,22 +215,71 @@ TEST_P(Trust, Finding8_BenchmarkHistoryIsChargedToTheQuota) {
 }
 
 // Found by review after finding 8: a report was charged its body's size,
-// but each kernel's row repeats the report's machine record, so a small
-// report with a large machine record stored many times its charge.
-TEST_P(Trust, Finding8_ABenchmarkReportIsChargedWhatItStores) {
+// but each kernel's row repeated the report's machine record, so a small
+// report with a large machine record stored many times its charge. Second
+// review, finding 4: with no quota set that multiplied one 64 MiB upload
+// into hundreds of GB. The machine and versions records are stored once per
+// report: what is stored is at most what is charged, about the body's size.
+TEST_P(Trust, Round2_Finding4_ABenchmarkReportIsStoredOnceAndChargedWhatItStores) {
   ApiOptions o = api->options();
   o.bench_history_path = dir.file("bench.db");
-  o.quotas.limits["quota"] = 3000;
+  o.max_body_bytes = 1 << 20;
+  o.quotas.limits.clear();  // no quota: nothing else bounds what a report stores
   Api with_history(o, *pool, metrics);
   json kernels = json::array();
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 50; ++i)
     kernels.push_back({{"id", "k" + std::to_string(i)}, {"target", "t"}, {"cache_key", "c"}, {"variant", "v"}, {"mlk", json::object()}});
-  json report = {{"format", "mlk-bench"}, {"machine", {{"cpu", std::string(2000, 'm')}}}, {"kernels", kernels}};
-  std::string body = report.dump();
-  ASSERT_LT(body.size(), 3000u);  // the body fits; the four rows (8 KB) do not
-  ApiRequest r{"POST", "/v1/bench/results", {}, "Bearer " + quota};
+  json report = {{"format", "mlk-bench"}, {"machine", {{"cpu", std::string(20000, 'm')}}}, {"kernels", kernels}};
+  const std::string body = report.dump();
+  ApiRequest r{"POST", "/v1/bench/results", {}, "Bearer " + alpha};
   StringBody b(body);
-  expect_error(with_history.handle(r, b), 507, "over its quota");
+  ApiResponse stored = with_history.handle(r, b);
+  ASSERT_EQ(stored.status, 201) << stored.body;
+  auto h = bench_history_at(o.bench_history_path);
+  ASSERT_TRUE(h.ok());
+  const int64_t held = *(*h)->bytes("alpha");
+  EXPECT_LE(held, 2 * static_cast<int64_t>(body.size())) << "50 kernel rows multiplied a 20 KB machine record";
+  EXPECT_LE(held, BenchHistory::charge_of(body));
+  // The machine record still comes back with every result.
+  ApiRequest q{"GET", "/v1/bench/history", {{"kernel", "k7"}}, "Bearer " + alpha};
+  StringBody none("");
+  ApiResponse got = with_history.handle(q, none);
+  ASSERT_EQ(got.status, 200) << got.body;
+  EXPECT_EQ(json::parse(got.body)["results"][0]["machine"]["cpu"], std::string(20000, 'm'));
+}
+
+// Second review, finding 4: reading the history parsed up to 10,000 rows
+// into one answer. The answer is bounded in bytes (--max-answer), with a
+// `next` to pass as `before`; paging through lists every result once.
+TEST_P(Trust, Round2_Finding4_TheHistoryAnswerIsBoundedAndPaged) {
+  ApiOptions o = api->options();
+  o.bench_history_path = dir.file("bench.db");
+  o.max_body_bytes = 1 << 20;
+  o.max_answer_bytes = 20000;
+  Api with_history(o, *pool, metrics);
+  for (int i = 0; i < 12; ++i) {
+    json k = {{"id", "k"}, {"target", "t"}, {"cache_key", "c" + std::to_string(i)}, {"variant", "v"},
+              {"mlk", {{"median_ms", 1.0}, {"samples_ms", std::vector<double>(1000, 1.25)}}}};
+    ApiRequest r{"POST", "/v1/bench/results", {}, "Bearer " + alpha};
+    StringBody b(json{{"format", "mlk-bench"}, {"kernels", json::array({k})}}.dump());
+    ASSERT_EQ(with_history.handle(r, b).status, 201);
+  }
+  std::set<std::string> seen;
+  std::map<std::string, std::string> q = {{"kernel", "k"}, {"limit", "10000"}};
+  int answers = 0;
+  while (answers++ < 20) {
+    ApiRequest r{"GET", "/v1/bench/history", q, "Bearer " + alpha};
+    StringBody none("");
+    ApiResponse a = with_history.handle(r, none);
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_LE(a.body.size(), 20000u + 5000u);
+    json j = json::parse(a.body);
+    for (const auto& e : j["results"]) EXPECT_TRUE(seen.insert(e["cache_key"].get<std::string>()).second);
+    if (!j["truncated"].get<bool>()) break;
+    q["before"] = std::to_string(j["next"].get<int64_t>());
+  }
+  EXPECT_GT(answers, 2);
+  EXPECT_EQ(seen.size(), 12u);
 }
 
 // Found by review after finding 8: job rows (payloads up to 1 MiB each)
@@ -410,6 +461,152 @@ TEST_P(Trust, EveryRouteHidesAnotherTeamsObjects) {
     p->second();
   }
 }
+
+// Second review, finding 3: a manifest could carry no files and metadata up
+// to the body limit while quotas counted blob bytes only (12 entries of
+// 512 KiB metadata stored 6 MiB under a 1 MiB quota). An entry's manifest
+// is now charged with its blobs, and one over --max-manifest is 413.
+TEST_P(Trust, Round2_Finding3_EntryMetadataIsChargedAndCapped) {
+  ApiOptions o = api->options();
+  o.max_body_bytes = 1 << 20;
+  o.max_manifest_bytes = 4096;
+  o.quotas.limits["quota"] = 2000;
+  Api capped(o, *pool, metrics);
+  auto put = [&](const std::string& key, const std::string& manifest) {
+    ApiRequest r{"PUT", "/v1/entries/" + key, {}, "Bearer " + quota};
+    StringBody b(manifest);
+    return capped.handle(r, b);
+  };
+  const std::string m = manifest_of({}, json{{"note", std::string(700, 'm')}}.dump());
+  ASSERT_GT(m.size(), 700u);
+  ASSERT_LT(m.size(), 1000u);
+  EXPECT_EQ(put("e0", m).status, 201);
+  EXPECT_EQ(put("e1", m).status, 201);
+  std::string before = snapshot();
+  expect_error(put("e2", m), 507, "over its quota");  // a third manifest does not fit in 2000 bytes
+  EXPECT_EQ(put("e1", m).status, 201);                // replacing credits the old manifest
+  EXPECT_EQ(snapshot(), before);
+  auto st = json::parse(call("GET", "/v1/status", quota).body)["namespaces"][0];
+  EXPECT_EQ(st["bytes"], 2 * static_cast<int64_t>(m.size()));
+  EXPECT_EQ(st["record_bytes"], 2 * static_cast<int64_t>(m.size()));
+  // Over the cap: 413 whatever the quota, nothing stored.
+  const std::string big = manifest_of({}, json{{"note", std::string(5000, 'm')}}.dump());
+  ApiRequest r{"PUT", "/v1/entries/big", {}, "Bearer " + alpha};
+  StringBody b(big);
+  before = snapshot();
+  expect_error(capped.handle(r, b), 413, "--max-manifest");
+  EXPECT_EQ(snapshot(), before);
+}
+
+// Second review, finding 3: GET /v1/entries parsed every manifest of the
+// namespace into one list and answered them in one body, so a namespace of
+// large manifests made one query exhaust the server's memory. The namespace
+// is read a page at a time, and the answer stops at --max-answer bytes with
+// a `next` to go on from; following it lists every entry exactly once.
+TEST_P(Trust, Round2_Finding3_AQueryIsBoundedInBytesAndPagesThroughEverything) {
+  ApiOptions o = api->options();
+  o.max_body_bytes = 1 << 20;
+  o.max_answer_bytes = 4000;
+  Api bounded(o, *pool, metrics);
+  std::set<std::string> keys;
+  for (int i = 0; i < 23; ++i) {
+    std::string key = "k" + std::to_string(i);
+    keys.insert(key);
+    ApiRequest r{"PUT", "/v1/entries/" + key, {}, "Bearer " + alpha};
+    StringBody b(manifest_of({}, json{{"fn", "f"}, {"note", std::string(900, 'n')}}.dump()));
+    ASSERT_EQ(bounded.handle(r, b).status, 201);
+  }
+  std::set<std::string> seen;
+  std::map<std::string, std::string> q = {{"fn", "f"}, {"limit", "1000"}};
+  int answers = 0;
+  while (answers++ < 30) {
+    ApiRequest r{"GET", "/v1/entries", q, "Bearer " + alpha};
+    StringBody none("");
+    ApiResponse a = bounded.handle(r, none);
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_LE(a.body.size(), 4000u + 1200u) << "an answer past the bound by more than one entry";
+    json j = json::parse(a.body);
+    EXPECT_GE(j["entries"].size(), 1u);
+    for (const auto& e : j["entries"]) EXPECT_TRUE(seen.insert(e["key"].get<std::string>()).second) << e["key"];
+    if (!j["truncated"].get<bool>()) break;
+    ASSERT_TRUE(j.contains("next") && j["next"].is_string()) << a.body.substr(0, 200);
+    q["after"] = j["next"].get<std::string>();
+  }
+  EXPECT_GT(answers, 5);  // 23 entries of about 1 KB in answers of 4 KB
+  EXPECT_EQ(seen, keys);
+  expect_error(call("GET", "/v1/entries", alpha, "", {{"after", "x.y"}}), 400, "is not a `next`");
+}
+
+// Second review, low: ccache PUTs bypassed the gates of a signed or release
+// namespace (a ccache object carries no signature or report).
+TEST_P(Trust, Round2_Low_CcachePutsAreRefusedInSignedAndReleaseNamespaces) {
+  for (int gate = 0; gate < 2; ++gate) {
+    ApiOptions o = api->options();
+    if (gate == 0) o.trusted_signers["alpha"] = {std::string(64, 'a')};
+    if (gate == 1) o.require_verified["alpha"] = {"types"};
+    Api gated(o, *pool, metrics);
+    ApiRequest r{"PUT", "/ccache/" + std::string(33, 'c'), {}, "Bearer " + alpha};
+    StringBody b("object");
+    std::string before = snapshot();
+    expect_error(gated.handle(r, b), 403, "cannot be");
+    EXPECT_EQ(snapshot(), before);
+  }
+}
+
+// Second review, low: the benchmark history's database and the shared
+// backend's blob cache were created world-readable (the umask's 0644, 0755).
+// Second review, finding 10: PostgreSQL had no timeouts (a namespace lock
+// held by a stalled replica made every write of that namespace wait without
+// end), and a lost connection reconnected transparently, dropping the
+// session's advisory lock in the middle of a quota-checked write.
+TEST_P(Trust, Round2_Finding10_PostgresLocksTimeOutAndALostLockFailsTheWrite) {
+  if (sqlite()) GTEST_SKIP() << "PostgreSQL only";
+  BackendOptions b;
+  b.store = base_url.substr(0, base_url.rfind('/') + 1) + db_name + "?options=-c%20lock_timeout%3D300";
+  b.blobs = blobs_spec;
+  auto p = SessionPool::Open(b, 2);
+  ASSERT_TRUE(IsOk(p));
+  {
+    auto a = (*p)->acquire();
+    auto b2 = (*p)->acquire();
+    auto held = a.tables().lock_namespace("alpha");
+    ASSERT_TRUE(IsOk(held));
+    auto t0 = std::chrono::steady_clock::now();
+    auto second = b2.tables().lock_namespace("alpha");
+    EXPECT_FALSE(second.ok()) << "a second writer waited for the lock without a timeout";
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+    if (!second.ok()) {
+      EXPECT_EQ(second.status().code(), Status::Code::kIOError) << second.status().message();  // 503, not 500
+      EXPECT_NE(second.status().message().find("busy"), std::string::npos) << second.status().message();
+    }
+    // The lock's connection dies (a network cut, a failover): the next
+    // statement on it fails instead of silently running in a new session.
+    auto admin_conn = cache::pg::Conn::Open(base_url);
+    ASSERT_TRUE(IsOk(admin_conn));
+    ASSERT_TRUE(IsOk((*admin_conn)->exec(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", {db_name})));
+    auto after = a.tables().staged_bytes("alpha", {});
+    EXPECT_FALSE(after.ok()) << "the write went on without the namespace lock";
+    if (!after.ok()) EXPECT_NE(after.status().message().find("while it held a lock"), std::string::npos) << after.status().message();
+  }
+  // Released, the sessions reconnect for the next request.
+  auto again = (*p)->acquire();
+  EXPECT_TRUE(IsOk(again.tables().staged_bytes("alpha", {})));
+}
+
+#ifndef MLK_CLUSTER_TESTS
+TEST(Round2Low, TheBenchHistoryAndTheBlobCacheArePrivate) {
+  testing::TempDir d;
+  ASSERT_TRUE(BenchHistory::Open(d.file("bench.db")).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(d.file("bench.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto lru = cache::BlobLru::Open(d.file("blobs/cache"), 1 << 20);
+  ASSERT_TRUE(lru.ok());
+  ASSERT_EQ(stat(d.file("blobs/cache").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+#endif
 
 #ifdef MLK_CLUSTER_TESTS
 INSTANTIATE_TEST_SUITE_P(Shared, Trust, ::testing::Values("pg"), [](const auto& i) { return i.param; });

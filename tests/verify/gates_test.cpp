@@ -209,5 +209,45 @@ TEST_F(Gates, SignedNamespaceTakesOnlyEntriesPushedWithATrustedKey) {
   EXPECT_NE(r.err.find("--sign: cannot read"), std::string::npos) << r.err;
 }
 
+// Second review, finding 1: `mlk cache push KEY --sign K` signed whatever the
+// local store held, and that store is the mirror into which `mlk run`,
+// `mlk.load` and `mlk cache pull` copy entries any writer of a server bound.
+// An entry pulled (or imported) is re-signed only when a key of
+// --trusted-signers signed it (key rotation); one made here is signed as before.
+TEST_F(Gates, Round2_Finding1_PushSignRefusesBytesAWriterChose) {
+  auto signer = create_signing_key(), next = create_signing_key();
+  ASSERT_TRUE(IsOk(write_private_key(dir.file("signer.pem"), *signer)));
+  ASSERT_TRUE(IsOk(write_private_key(dir.file("next.pem"), *next)));
+  start();
+  ASSERT_EQ(push(unverified, "").code, 0);  // a writer's unsigned entry on the server
+  CliRun r = cache_cli({"pull", unverified, "--cache", dir.file("mirror.db"), "--remote", url()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cache_cli({"push", unverified, "--cache", dir.file("mirror.db"), "--remote", url(), "--sign", dir.file("signer.pem")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("entry default/aaaaaaaaaaaaaaaa came from " + url() + ", so --sign would vouch for bytes a writer "
+                       "there chose"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(cache::signer_ids(open_store(dir.file("mirror.db"))->show_entry("default", unverified)->manifest.meta_json), "");
+  r = cache_cli({"push", unverified, "--cache", dir.file("mirror.db"), "--remote", url(), "--sign", dir.file("signer.pem"),
+                 "--trusted-signers", signer->public_key});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("is unsigned"), std::string::npos) << r.err;
+  r = cache_cli({"push", unverified, "--cache", dir.file("mirror.db"), "--remote", url(), "--trusted-signers",
+                 signer->public_key});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--trusted-signers goes with --sign"), std::string::npos) << r.err;
+  // Made here: signed and pushed as before.
+  r = cache_cli({"push", unverified, "--cache", dir.file("local.db"), "--remote", url(), "--sign", dir.file("signer.pem")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Rotation: pulled elsewhere, re-signed with the next key because the old one signed it.
+  r = cache_cli({"pull", unverified, "--cache", dir.file("mirror2.db"), "--remote", url()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = cache_cli({"push", unverified, "--cache", dir.file("mirror2.db"), "--remote", url(), "--sign", dir.file("next.pem"),
+                 "--trusted-signers", signer->public_key});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("signed default/" + unverified + " with key " + next->key_id), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace mlk
