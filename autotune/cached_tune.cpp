@@ -249,6 +249,7 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
   if (store) {
     cache::Provenance prov;
     prov.producer = "mlk tune";
+    prov.origin = cache::kOriginLocal;  // made here: `mlk cache push --sign` may sign it
     prov.measured = r->measured;
     prov.toolchain = {{"mlk", mlk_version()}, {"halide", halide_version()}, {"llvm", llvm_version()}};
     Status s = store->put_entry(ns, o.key, o.json, prov, files);

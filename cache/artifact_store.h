@@ -35,10 +35,11 @@ struct EntryInfo;
 struct EntryPage;
 struct Artifact;
 
-// Where a page of ArtifactStore::list_page ends (the order is most recently
-// used first, then by row): plain data a caller hands back for the next page.
+// Where a page of ArtifactStore::list_page ends (the order is newest row
+// first; a row's id never changes, so no entry is skipped or seen twice
+// while others are read or written): plain data a caller hands back.
 struct ListCursor {
-  int64_t lru = 0, id = 0;
+  int64_t id = 0;
 };
 struct NamespaceUsage;
 struct StoreStats;
@@ -66,7 +67,7 @@ class ArtifactStore {
   // the CLI and tests on a local store. A server lists with list_page.
   virtual Expected<std::vector<EntryInfo>> list(const std::optional<std::string>& ns) = 0;
   // At most max_rows (1-1000) entries of `ns` after `after` (from the
-  // start when none), most recently used first, so that a caller that reads
+  // start when none), newest first, so that a caller that reads
   // a namespace of any size holds one page at a time. A damaged record is
   // listed as list() lists it.
   virtual Expected<EntryPage> list_page(const std::string& ns, const std::optional<ListCursor>& after, int max_rows) = 0;

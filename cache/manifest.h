@@ -26,13 +26,18 @@ struct Provenance {
   int64_t time = 0;      // unix seconds; filled with the current time when 0
   std::map<std::string, std::string> toolchain;  // e.g. {"mlk": "0.1.0", "halide": "21.0.0", "llvm": "20.1"}
   bool measured = false;  // true: timings were measured on hardware; false: estimated (cost model)
-  // Where this copy came from, set by the store that received it: "" when it
-  // was made in this store (a tune, a build), a server's URL when it was
-  // pulled from one. Signing tools sign only what was made here or what a
+  // Where this copy came from, set by whoever stored it, never taken from a
+  // writer: kOriginLocal for what a tune on this machine stored, a server's
+  // URL for a pulled copy, "import:FILE" for an imported one; "" (unknown)
+  // for what a server received and for entries stored before origins were
+  // recorded. Signing tools sign only kOriginLocal entries, or what a
   // trusted key already signed (docs/signing.md). Not covered by signatures.
   std::string origin = {};
   bool operator==(const Provenance&) const = default;
 };
+
+// Provenance::origin of an entry a tune on this machine stored.
+inline constexpr const char* kOriginLocal = "local";
 
 struct Manifest {
   std::map<std::string, BlobRef> files;  // file name -> blob (e.g. "kernel.so", "schedule.json")

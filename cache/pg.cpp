@@ -177,6 +177,9 @@ Expected<std::unique_ptr<Conn>> open_with_schema(const std::string& conninfo, co
   MLK_RETURN_IF_ERROR(txn(c, [&]() -> Status {
     auto l = c.exec("SELECT pg_advisory_xact_lock($1)", {std::to_string(lock_key(lock_name))});
     if (!l.ok()) return l.status();
+    // A new index on a large table may take longer than a request's statement timeout.
+    auto unbounded = c.exec("SET LOCAL statement_timeout = 0");
+    if (!unbounded.ok()) return unbounded.status();
     return c.exec_script(schema);
   }));
   return conn;

@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS mlk_entries(
   last_used bigint NOT NULL,
   lru bigint NOT NULL,
   UNIQUE(ns, key));
-CREATE INDEX IF NOT EXISTS mlk_entries_ns_lru ON mlk_entries(ns, lru, id);
+CREATE INDEX IF NOT EXISTS mlk_entries_ns_id ON mlk_entries(ns, id);
 CREATE TABLE IF NOT EXISTS mlk_refs(
   entry_id bigint NOT NULL REFERENCES mlk_entries(id) ON DELETE CASCADE,
   name text COLLATE "C" NOT NULL,
@@ -313,16 +313,15 @@ Expected<std::vector<EntryInfo>> PgStore::list(const std::optional<std::string>&
 
 Expected<EntryPage> PgStore::list_page(const std::string& ns, const std::optional<ListCursor>& after, int max_rows) {
   if (max_rows < 1 || max_rows > 1000) return Status::InvalidArgument("list_page: max_rows must be 1-1000");
-  std::string sql = std::string("SELECT ") + kEntryColumns + ", lru FROM mlk_entries WHERE ns=$1" +
-                    (after ? " AND (lru < $3 OR (lru = $3 AND id < $4))" : "") + " ORDER BY lru DESC, id DESC LIMIT $2";
-  auto rows = after ? conn_->exec(sql, {ns, str(max_rows), str(after->lru), str(after->id)}) : conn_->exec(sql, {ns, str(max_rows)});
+  std::string sql = std::string("SELECT ") + kEntryColumns + " FROM mlk_entries WHERE ns=$1" +
+                    (after ? " AND id < $3" : "") + " ORDER BY id DESC LIMIT $2";
+  auto rows = after ? conn_->exec(sql, {ns, str(max_rows), str(after->id)}) : conn_->exec(sql, {ns, str(max_rows)});
   if (!rows.ok()) return rows.status();
   EntryPage page;
   for (int i = 0; i < rows->size(); ++i) {
     detail::EntryRow e = entry_row(*rows, i);
-    e.lru = rows->i64(i, 8);
     page.entries.push_back(detail::listed_entry(e));
-    page.entries.back().at = ListCursor{e.lru, e.id};
+    page.entries.back().at = ListCursor{e.id};
     if (i + 1 == max_rows) page.next = page.entries.back().at;
   }
   return page;

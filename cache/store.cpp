@@ -45,7 +45,7 @@ CREATE TABLE IF NOT EXISTS entries(
   lru INTEGER NOT NULL,
   UNIQUE(ns, key));
 CREATE INDEX IF NOT EXISTS entries_lru ON entries(lru);
-CREATE INDEX IF NOT EXISTS entries_ns_lru ON entries(ns, lru, id);
+CREATE INDEX IF NOT EXISTS entries_ns_id ON entries(ns, id);
 CREATE TABLE IF NOT EXISTS refs(
   entry_id INTEGER NOT NULL,
   name TEXT NOT NULL,
@@ -317,17 +317,17 @@ Expected<EntryPage> Store::list_page(const std::string& ns, const std::optional<
   EntryPage page;
   auto st = impl_->db->prepare(
       std::string("SELECT id, ns, key, manifest, digest, pinned, created, last_used, lru FROM entries WHERE ns=?1") +
-      (after ? " AND (lru < ?3 OR (lru = ?3 AND id < ?4))" : "") + " ORDER BY lru DESC, id DESC LIMIT ?2");
+      (after ? " AND id < ?3" : "") + " ORDER BY id DESC LIMIT ?2");
   if (!st.ok()) return st.status();
   st->bind(1, ns).bind(2, int64_t{max_rows});
-  if (after) st->bind(3, after->lru).bind(4, after->id);
+  if (after) st->bind(3, after->id);
   while (true) {
     auto r = st->step();
     if (!r.ok()) return r.status();
     if (!*r) break;
     EntryRow e{st->i64(0), st->text(1), st->text(2), st->text(3), st->text(4), st->i64(5) != 0, st->i64(6), st->i64(7), st->i64(8)};
     page.entries.push_back(detail::listed_entry(e));
-    page.entries.back().at = ListCursor{e.lru, e.id};
+    page.entries.back().at = ListCursor{e.id};
   }
   if (static_cast<int>(page.entries.size()) == max_rows) page.next = page.entries.back().at;
   return page;

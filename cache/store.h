@@ -73,8 +73,8 @@ struct NamespaceUsage {
   int64_t charged() const { return bytes + record_bytes; }
 };
 
-// One page of list_page(): entries most recently used first, and where the
-// next page starts (none after the last page).
+// One page of list_page(): entries newest first, and where the next page
+// starts (none after the last page).
 struct EntryPage {
   std::vector<EntryInfo> entries;
   std::optional<ListCursor> next;

@@ -36,7 +36,7 @@ struct EntryRow {
   std::string ns, key, manifest_text, digest;
   bool pinned = false;
   int64_t created = 0, last_used = 0;
-  int64_t lru = 0;  // list_page's order (set where a page is read)
+  int64_t lru = 0;
 };
 
 struct BlobRow {

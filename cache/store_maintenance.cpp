@@ -400,7 +400,7 @@ Expected<ImportReport> Store::import_from(const std::string& file, const std::op
           if (!dg.ok()) return dg.status();
         }
         cache::Manifest m = a->info.manifest;
-        if (m.provenance.origin.empty()) m.provenance.origin = "import:" + file;  // not made in this store
+        m.provenance.origin = "import:" + file;  // not made in this store, whatever the archive says
         MLK_RETURN_IF_ERROR(detail::insert_entry(s, n, k, m, a->info.pinned));
         rep.imported += 1;
         MLK_RETURN_IF_ERROR(s.fault("import:entry"));

@@ -162,10 +162,13 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
     auto sj = untrusted->entry.files.find("schedule.json");
     auto sched = sj == untrusted->entry.files.end() ? Expected<Schedule>(Status::NotFound("no schedule.json"))
                                                      : Schedule::from_json(sj->second);
-    if (sched.ok()) rebuild = *sched;
+    // A schedule of stages is plain data this process compiles; an
+    // autoscheduler's search is not taken on a writer's word (it could run long).
+    const bool usable = sched.ok() && sched->autoscheduler.empty();
+    if (usable) rebuild = *sched;
     std::printf("rebuilt: the cached artifact (key %s) is signed by no --trusted-signers key; %s\n",
                 untrusted->key.substr(0, 16).c_str(),
-                sched.ok() ? "building its schedule here" : "its schedule is unreadable, building the default one here");
+                usable ? "building its schedule here" : "its schedule is not plain stages, building the default one here");
     return std::nullopt;
   }
   if (!found.ok()) {

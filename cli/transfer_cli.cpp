@@ -29,19 +29,23 @@ Expected<std::string> resolve(cache::Store& store, const std::string& ns, const 
   return Status::NotFound("no entry `" + key + "` in namespace `" + ns + "` of " + store.path());
 }
 
-// Whether --sign may vouch for this local entry: it was made in this store
-// (a tune or build here: no origin), or a key of --trusted-signers signed
-// it (rotation re-signs only what verifies under the old key). An entry
-// pulled from a server or imported holds bytes a writer there chose.
+// Whether --sign may vouch for this local entry: a tune on this machine
+// stored it (origin kOriginLocal), or a key of --trusted-signers signed it
+// (rotation re-signs only what verifies under the old key). An entry
+// pulled from a server or imported holds bytes a writer there chose; one of
+// unknown origin (stored before origins were recorded) is refused the same.
 Status may_sign(const std::string& ns, const std::string& key, const cache::Artifact& e, const std::string& trusted_flag) {
   const std::string& origin = e.info.manifest.provenance.origin;
-  if (origin.empty() && trusted_flag.empty()) return Status::Ok();
+  if (origin == cache::kOriginLocal) return Status::Ok();
   const std::string what = "entry " + ns + "/" + key.substr(0, 16);
   if (trusted_flag.empty())
-    return Status::InvalidArgument("refused: " + what + " came from " + origin +
-                                   ", so --sign would vouch for bytes a writer there chose; re-sign it only with "
-                                   "--trusted-signers KEYS naming a key that signed it (docs/signing.md); nothing was "
-                                   "signed or pushed");
+    return Status::InvalidArgument(
+        "refused: " + what +
+        (origin.empty() ? std::string(" has no recorded origin (it was stored before mlk recorded where entries come "
+                                      "from), so it may hold bytes a writer elsewhere chose")
+                        : " came from " + origin + ", so --sign would vouch for bytes a writer there chose") +
+        "; re-sign it only with --trusted-signers KEYS naming a key that signed it, or tune it again here "
+        "(docs/signing.md); nothing was signed or pushed");
   auto keys = parse_trusted_keys(trusted_flag);
   if (!keys.ok()) return Status::Usage("--trusted-signers: " + keys.status().message());
   auto st = cache::statement_of_files(key, e.files, e.info.manifest.meta_json);

@@ -1,9 +1,7 @@
 // `mlk verify`: an artifact of one fn checked level by level (verify/verify.h);
 // the report goes to stdout and travels with the artifact.
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -13,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/child.h"
 #include "base/files.h"
 #include "base/json.h"
 #include "base/signing.h"
@@ -272,65 +271,6 @@ Status complete_args(VerifyArgs& v, const ir::Module& m) {
   return Status::Ok();
 }
 
-// --- Keeping the verifier's key away from the code it verifies ------------
-// The running levels dlopen the artifact, whose constructors run in the
-// verifying process. With --sign that process must never have held the
-// private key: the key file is checked in a short-lived child, the levels
-// run in another child, and only this process, which loads nothing it
-// verifies, reads the key and signs the report the child sends back.
-
-// Runs f in a child process; what it returns (at most 16 MiB) comes back
-// through a pipe. The child ends with _exit, so nothing of this process's
-// is flushed or destroyed twice.
-Expected<std::string> in_child(const std::function<Expected<std::string>()>& f, const char* what) {
-  std::fflush(nullptr);
-  int fds[2];
-  if (pipe(fds) != 0) return Status::IOError(std::string("cannot make a pipe for ") + what);
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]), close(fds[1]);
-    return Status::IOError(std::string("cannot fork for ") + what);
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    Expected<std::string> r = f();
-    std::string out = r.ok() ? "0\n" + *r : std::to_string(static_cast<int>(r.status().code())) + "\n" + r.status().message();
-    for (size_t off = 0; off < out.size();) {
-      ssize_t n = write(fds[1], out.data() + off, out.size() - off);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string got;
-  char buf[65536];
-  constexpr size_t kMax = size_t{16} << 20;
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0 && got.size() <= kMax) got.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  if (got.size() > kMax) kill(pid, SIGKILL);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (got.size() > kMax) return Status::InvalidArgument(std::string(what) + ": the child sent more than 16 MiB");
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || got.find('\n') == std::string::npos)
-    return Status::InvalidArgument(std::string(what) + ": the child process " +
-                                   (WIFSIGNALED(st) ? "was killed by signal " + std::to_string(WTERMSIG(st))
-                                                    : std::string("ended without an answer")));
-  const std::string body = got.substr(got.find('\n') + 1);
-  switch (static_cast<Status::Code>(std::atoi(got.c_str()))) {
-    case Status::Code::kOk: return body;
-    case Status::Code::kUsage: return Status::Usage(body);
-    case Status::Code::kNotFound: return Status::NotFound(body);
-    case Status::Code::kCorruption: return Status::Corruption(body);
-    case Status::Code::kIOError: return Status::IOError(body);
-    case Status::Code::kUnsupported: return Status::Unsupported(body);
-    case Status::Code::kInternal: return Status::Internal(body);
-    default: return Status::InvalidArgument(body);
-  }
-}
-
 }  // namespace
 
 CommandSpec verify_spec() {
@@ -338,6 +278,13 @@ CommandSpec verify_spec() {
   return spec(scratch);
 }
 
+// Keeping the verifier's key away from the code it verifies: the running
+// levels dlopen the artifact, whose constructors run where it is loaded.
+// With --sign, this process never loads it: the key file is checked in a
+// short-lived child, the artifact runs only in sandboxes (no network, no
+// view of this process, the key file hidden, no environment) that send back
+// numbers, every word of the report is this process's, and only then does
+// it read the key and sign.
 int run_verify(const std::vector<std::string>& args) {
   VerifyArgs v;
   if (int bad = parse_or_usage_error(spec(v), args)) return bad;
@@ -345,7 +292,7 @@ int run_verify(const std::vector<std::string>& args) {
   if (!levels.ok()) return usage_error("verify", "--level: " + levels.status().message());
   if (!v.sign_path.empty()) {
     if (v.no_store) return usage_error("verify", "--sign signs the attached report; it cannot go with --no-store");
-    auto k = in_child([&]() -> Expected<std::string> {  // a bad key fails before any work; this process holds none yet
+    auto k = text_from_child([&]() -> Expected<std::string> {  // a bad key fails before any work; this process holds none
       auto key = load_signing_key(v.sign_path);
       return key.ok() ? Expected<std::string>(key->key_id) : Expected<std::string>(key.status());
     }, "checking the --sign key");
@@ -378,22 +325,16 @@ int run_verify(const std::vector<std::string>& args) {
   auto src = find_artifact(v, fe->module, *profile, cc.get(), scratch);
   if (!src.ok()) return fail(src.status());
   if (Status s = same_precision(v, *src); !s.ok()) return fail(s);
-  const verify::VerifyRequest vreq{.module = &fe->module, .fn = v.fn, .profile = *profile, .dims = v.dims,
-                                   .files = src->files, .levels = *levels, .seed = static_cast<uint64_t>(v.seed)};
-  Expected<verify::Report> rep = Status::Internal("not verified");
-  if (v.sign_path.empty()) {
-    rep = verify::verify_artifact(vreq);
-  } else {
-    auto text = in_child([&]() -> Expected<std::string> {
-      auto r = verify::verify_artifact(vreq);
-      return r.ok() ? Expected<std::string>(r->to_json()) : Expected<std::string>(r.status());
-    }, "verifying");
-    rep = text.ok() ? verify::report_from_json(*text) : Expected<verify::Report>(text.status());
-    if (rep.ok()) {  // now, and only here, the key: after everything that ran the artifact's code
-      auto k = load_signing_key(v.sign_path);
-      if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
-      v.sign_key = *k;
-    }
+  verify::VerifyRequest vreq{.module = &fe->module, .fn = v.fn, .profile = *profile, .dims = v.dims,
+                             .files = src->files, .levels = *levels, .seed = static_cast<uint64_t>(v.seed)};
+  if (!v.sign_path.empty())  // the artifact's code runs only in sandboxes that cannot see the key file
+    vreq.isolate = SandboxSpec{.hidden = {fs::absolute(v.sign_path).string()},
+                               .keep_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp"}};
+  auto rep = verify::verify_artifact(vreq);
+  if (rep.ok() && !v.sign_path.empty()) {  // now, and only here, the key: after everything that ran the artifact
+    auto k = load_signing_key(v.sign_path);
+    if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
+    v.sign_key = *k;
   }
   std::error_code ec;
   fs::remove_all(*scratch_dir, ec);

@@ -1,11 +1,9 @@
 #include "runtime/worker_loop.h"
 
-#include <poll.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,13 +11,17 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "artifact/candidate_set.h"
+#include "base/child.h"
+#include "base/files.h"
 #include "base/json.h"
+#include "base/sandbox.h"
 #include "runtime/candidate_runner.h"
 #include "targets/detect.h"
 
@@ -31,7 +33,7 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_stop{false};
-// Held by the heartbeat thread during each request and by in_child around
+// Held by the heartbeat thread during each request and by run_child around
 // fork(), so that no child starts with a lock of the HTTP or TLS library
 // held by a thread it does not have.
 std::mutex g_fork_mutex;
@@ -87,76 +89,61 @@ std::string wire(const std::string& verdict, const std::string& detail, double m
       .dump();
 }
 
-// What a child process wrote, and how it ended.
-struct ChildResult {
-  std::string out;
-  bool timed_out = false;
-  int signal = 0;  // the signal that killed it, or 0
+// The sandbox of a job of built artifacts: its candidates are native code
+// that any write-entries token of the namespace chose. They run in
+// mlk-measure, exec'd in a child (a fresh image: nothing of the worker's
+// memory, so not its secret or token) inside base/sandbox.h's sandbox: no
+// network, no view of other processes, a read-only file system but for the
+// job's folder, an environment of a few named variables, no capabilities,
+// no_new_privs; bounded in time and, on the CPU, in memory, and killed with
+// the worker. What it cannot get, the job fails naming; it never runs
+// unsandboxed.
+struct Sandboxed {
+  std::string program;                // mlk-measure
+  std::vector<std::string> argv;      // made before fork: the child only execs
+  SandboxSpec spec;
 };
 
-// Runs `fn` in a child process whose address space is bounded by
-// `mem_limit` bytes (0: unbounded), killed after `limit_s`.
-Expected<ChildResult> in_child(const std::function<std::string()>& fn, double limit_s, int64_t mem_limit) {
-  int fds[2];
-  if (pipe(fds) != 0) return Status::IOError("pipe() failed");
-  std::fflush(nullptr);
-  const pid_t parent = getpid();
-  pid_t pid;
-  {
-    std::lock_guard<std::mutex> no_request_in_flight(g_fork_mutex);
-    pid = fork();
-  }
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return Status::IOError("fork() failed");
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    // The child dies with the worker (a SIGKILLed worker leaves no child
-    // holding the device).
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    if (mem_limit > 0) {
-      rlimit as{static_cast<rlim_t>(mem_limit), static_cast<rlim_t>(mem_limit)};
-      setrlimit(RLIMIT_AS, &as);
-    }
-    std::string out;
-    try {
-      out = fn();
-    } catch (const std::exception& e) {
-      out = wire("error", std::string("the runner failed: ") + e.what());
-    }
-    for (size_t at = 0; at < out.size();) {
-      ssize_t n = write(fds[1], out.data() + at, out.size() - at);
-      if (n <= 0) break;
-      at += static_cast<size_t>(n);
-    }
-    _exit(0);
-  }
-  close(fds[1]);
-  ChildResult r;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(limit_s * 1000));
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      r.timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000))) <= 0) continue;
-    char chunk[65536];
-    ssize_t n = read(fds[0], chunk, sizeof chunk);
-    if (n <= 0) break;
-    r.out.append(chunk, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (r.timed_out) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!r.timed_out && WIFSIGNALED(status)) r.signal = WTERMSIG(status);
-  return r;
+// The variables a candidate may see: where its libraries and device are.
+std::vector<std::string> sandbox_env(const std::string& dir) {
+  std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + dir, "HOME=" + dir};
+  for (const char* k : {"LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "MLK_CUDA_DEVICE", "LANG"})
+    if (const char* v = std::getenv(k)) env.push_back(std::string(k) + "=" + v);
+  return env;
+}
+
+// In the forked child: becomes the sandboxed runner, or says why not on
+// out_fd and exits 125 (sandbox) or 127 (exec).
+[[noreturn]] void exec_sandboxed(int out_fd, const Sandboxed& sb) {
+  auto die = [&](int code, const std::string& why) {
+    const std::string line = why + "\n";
+    (void)!write(out_fd, line.data(), line.size());
+    _exit(code);
+  };
+  int null = open("/dev/null", O_RDONLY);
+  if (null < 0 || dup2(null, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0)
+    die(125, "sandbox: cannot set up the runner's standard streams");
+  if (close_range(3, ~0U, 0) != 0) die(125, "sandbox: cannot close the worker's descriptors");
+  if (Status s = enter_sandbox(sb.spec); !s.ok()) die(125, s.message());
+  std::vector<char*> argv, envp;
+  for (const auto& a : sb.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& e : sb.spec.keep_env) envp.push_back(const_cast<char*>(e.c_str()));
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  execve(sb.program.c_str(), argv.data(), envp.data());
+  die(127, std::string("sandbox: cannot start mlk-measure: ") + std::strerror(errno));
+}
+
+// The runner beside this program (mlk worker and mlk-measure-worker are
+// installed with it, docs/deploy.md), or $MLK_MEASURE.
+Expected<std::string> measure_program() {
+  if (const char* e = std::getenv("MLK_MEASURE"); e && *e) return std::string(e);
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  auto beside = self.parent_path() / "mlk-measure";
+  if (!ec && access(beside.c_str(), X_OK) == 0) return beside.string();
+  return Status::Unsupported("this worker runs built artifacts with mlk-measure, and there is none beside it (" +
+                             beside.string() + "); install the `measure` component there, or set $MLK_MEASURE");
 }
 
 // A job of built artifacts: its pack unpacked into a private folder and run
@@ -186,21 +173,30 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   if (!set.ok()) return set.status();
   const double limit_s = 60 + 2 * *run_timeout;
   const bool gpu = set->profile.find("cuda") != std::string::npos;
-  auto child = in_child(
-      [&] {
-        auto m = run_candidates(dir, {});
-        return m.ok() ? measurements_json(*m) : json{{"error", m.status().message()}}.dump();
-      },
-      limit_s, gpu ? 0 : default_worker_memory_limit());
+  auto program = measure_program();
+  if (!program.ok()) return program.status();
+  const std::string out = dir + "/measurements.json";
+  const Sandboxed sb{*program, {*program, dir, "-o", out, "--quiet"},
+                     SandboxSpec{.hidden = {}, .writable = {dir}, .keep_env = sandbox_env(dir)}};
+  auto child = run_child([&](int fd) { exec_sandboxed(fd, sb); },
+                         ChildLimits{.time_s = limit_s,
+                                     .memory_bytes = gpu ? 0 : default_worker_memory_limit(),
+                                     .max_output = int64_t{1} << 20,
+                                     .die_with_parent = true,
+                                     .fork_lock = &g_fork_mutex});
   if (!child.ok()) return child.status();
   char s[32];
   std::snprintf(s, sizeof s, "%.0f", limit_s);
   if (child->timed_out) return wire("timeout", std::string("the candidate ran more than ") + s + " s and was killed");
   if (child->signal) return wire("crash", "the candidate's process died of signal " + std::to_string(child->signal));
-  json err = parse_json(child->out);
-  if (err.is_object() && err.contains("error")) return Status::InvalidArgument(err.value("error", std::string()));
-  if (err.is_object() && err.contains("verdict")) return child->out;  // the runner's own failure, as a verdict
-  auto m = parse_measurements(child->out, "the runner's measurements");
+  std::string said = child->out.substr(0, 2000);
+  while (!said.empty() && said.back() == '\n') said.pop_back();
+  if (child->exit_code == 125 || child->exit_code == 127) return Status::Unsupported(said);
+  if (child->exit_code == 2) return Status::Unsupported(said);  // the set cannot run on this machine
+  if (child->exit_code != 0) return Status::InvalidArgument(said.empty() ? "mlk-measure failed" : said);
+  auto text = read_file(out);
+  if (!text.ok()) return Status::InvalidArgument("mlk-measure wrote no measurements: " + said);
+  auto m = parse_measurements(*text, "the runner's measurements");
   if (!m.ok()) return m.status();
   if (m->results.size() != 1) return Status::InvalidArgument("the job's candidate set holds more than one candidate");
   const CandidateResult& r = m->results[0];
@@ -225,12 +221,13 @@ Expected<std::string> run_job(const WorkerLoopOptions& o, client::JobsClient& c,
 // initialises the CUDA driver, which a process may not use in children it
 // forks afterwards, as it forks one per job.
 Expected<std::string> fingerprint_here() {
-  auto r = in_child([] { return hardware_fingerprint(); }, 60, 0);
-  if (!r.ok()) return r.status();
-  if (r->timed_out || r->signal || r->out.empty())
-    return Status::Internal("cannot read this machine's hardware fingerprint (its process " +
-                            std::string(r->timed_out ? "ran more than 60 s" : "failed") + ")");
-  return r->out;
+  auto r = text_from_child([]() -> Expected<std::string> { return hardware_fingerprint(); },
+                           "reading this machine's hardware fingerprint",
+                           ChildLimits{.time_s = 60, .die_with_parent = true, .fork_lock = &g_fork_mutex});
+  if (!r.ok() || r->empty())
+    return Status::Internal("cannot read this machine's hardware fingerprint (" +
+                            (r.ok() ? std::string("it is empty") : r.status().message()) + ")");
+  return *r;
 }
 
 // Extends the lease of `job` every third of the lease until `done`.
@@ -325,6 +322,10 @@ std::string check_worker_options(const WorkerLoopOptions& o) {
 }
 
 int run_worker_loop(WorkerLoopOptions o, const SourceJobRunner& source) {
+  // The worker holds its token and, once registered, its secret: no process
+  // of the same user (a candidate among them) may read its memory or
+  // environment through /proc or ptrace.
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (o.name.empty()) {
     char host[256] = "worker";
     gethostname(host, sizeof host - 1);

@@ -230,6 +230,9 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
   }
   // After the blobs are known (a signature covers manifest.json's content).
   if (auto r = signature_gates(c, key, *m)) return *r;
+  // A writer's word on where an entry came from is not kept (an origin of
+  // kOriginLocal would let a signing tool on this store take it as made here).
+  m->provenance.origin.clear();
   // The stored record is the canonical manifest: charged with the blobs.
   const int64_t record = static_cast<int64_t>(cache::manifest_to_json(*m).size());
   if (auto r = check_quota(c, size + record, key, digests)) return *r;
@@ -256,23 +259,24 @@ ApiResponse delete_entry(Ctx& c, const std::string& key) {
 
 namespace {
 
-// The `next` of a truncated query: where list_page goes on ("LRU.ID").
-std::string cursor_text(const cache::ListCursor& k) { return std::to_string(k.lru) + "." + std::to_string(k.id); }
+// The `next` of a truncated query: where list_page goes on (a row id).
+std::string cursor_text(const cache::ListCursor& k) { return std::to_string(k.id); }
 
 std::optional<cache::ListCursor> parse_cursor(const std::string& text) {
-  size_t dot = text.find('.');
-  auto whole = [](const std::string& v) {
-    return !v.empty() && v.size() <= 18 && v.find_first_not_of("0123456789") == std::string::npos;
-  };
-  if (dot == std::string::npos || !whole(text.substr(0, dot)) || !whole(text.substr(dot + 1))) return std::nullopt;
-  return cache::ListCursor{std::stoll(text.substr(0, dot)), std::stoll(text.substr(dot + 1))};
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return cache::ListCursor{std::stoll(text)};
 }
+
+// Entries one query reads at most, matching or not: past it the answer is
+// `truncated`, so that a filter nothing matches costs a bounded amount of work.
+constexpr int64_t kMaxScanned = 10000;
 
 }  // namespace
 
-// The namespace is read a page at a time (cache/entry_scan.h) and the answer
-// stops at `limit` entries or max_answer_bytes, whichever comes first: a
-// namespace of any size costs one page of manifests and one bounded answer.
+// The namespace is read a page at a time and the answer stops at `limit`
+// entries, max_answer_bytes or kMaxScanned entries read, whichever comes
+// first: a namespace of any size costs one page of manifests at a time, a
+// bounded answer and a bounded amount of work.
 ApiResponse query_entries(Ctx& c) {
   static const std::set<std::string> kParams = {"namespace", "fn", "target", "profile", "program_hash", "producer", "limit", "after"};
   for (const auto& [k, v] : c.req.query)
@@ -301,15 +305,20 @@ ApiResponse query_entries(Ctx& c) {
   };
   const std::string* target = want("target") ? want("target") : want("profile");
   std::string rows = "[";
-  int64_t count = 0;
+  int64_t count = 0, scanned = 0;
   bool truncated = false;
-  std::optional<cache::ListCursor> next;
+  std::optional<cache::ListCursor> next, last_held;
   const int64_t cap = c.api.options().max_answer_bytes;
   while (!truncated) {
     auto page = c.store().list_page(c.ns, after, 16);
     if (!page.ok()) return reject(c, http_status(page.status()), "store_error", page.status().message());
     for (size_t i = 0; i < page->entries.size() && !truncated; ++i) {
       const cache::EntryInfo& e = page->entries[i];
+      if (++scanned > kMaxScanned) {
+        truncated = true;
+        break;
+      }
+      next = e.at;  // read: a truncated answer goes on after it
       if (e.damaged) continue;
       json meta = parse_json(e.manifest.meta_json);
       if (!meta.is_object()) continue;
@@ -321,10 +330,11 @@ ApiResponse query_entries(Ctx& c) {
       std::string row = entry_json(e).dump();
       if (count == limit || (count > 0 && static_cast<int64_t>(rows.size() + row.size()) > cap)) {
         truncated = true;
+        next = last_held;  // this one is not in the answer: go on after the one before it
         break;
       }
       rows += (count++ ? "," : "") + row;
-      next = e.at;  // a truncated answer goes on after the last entry it holds
+      last_held = e.at;
     }
     if (truncated || !page->next) break;
     after = page->next;

@@ -1,6 +1,7 @@
 #include "service/bench_history.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
@@ -27,6 +28,7 @@ CREATE TABLE IF NOT EXISTS bench_results (
 CREATE TABLE IF NOT EXISTS bench_reports (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   ns TEXT NOT NULL, machine TEXT NOT NULL, versions TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS bench_reports_ns ON bench_reports (ns);
 CREATE INDEX IF NOT EXISTS bench_results_kernel ON bench_results (ns, kernel, id);
 CREATE TABLE IF NOT EXISTS bench_baselines (
   ns TEXT NOT NULL, name TEXT NOT NULL, kernel TEXT NOT NULL, result_id INTEGER NOT NULL,
@@ -40,6 +42,9 @@ constexpr int64_t kRowBytes = 64;      // a kernel row's bookkeeping, charged be
 // versions; newer rows keep '' there and point at their report.
 const char* kMachine = "COALESCE(p.machine, r.machine)";
 const char* kVersions = "COALESCE(p.versions, r.versions)";
+
+// The bytes (not the characters: text is UTF-8) of a column, for the quota.
+std::string bytes_of(const char* column) { return std::string("length(CAST(IFNULL(") + column + ", '') AS BLOB))"; }
 
 // Adds bench_results.report_id to a database made before it.
 Status migrate(sql::Db& db) {
@@ -60,6 +65,8 @@ Expected<std::unique_ptr<BenchHistory>> BenchHistory::Open(const std::string& pa
   // -shm files the same mode): it holds every team's results.
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd >= 0) ::close(fd);
+  for (const char* tail : {"", "-wal", "-shm"})  // made before this rule: made private now
+    (void)::chmod((path + tail).c_str(), 0600);
   auto db = sql::Db::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, 10000);
   if (!db.ok()) return db.status();
   if (Status s = (*db)->exec(kSchema); !s.ok()) return s;
@@ -135,11 +142,11 @@ int64_t BenchHistory::charge_of(const std::string& report) {
 Expected<int64_t> BenchHistory::bytes(const std::string& ns) {
   std::lock_guard<std::mutex> lock(mu_);
   auto q = db_->prepare(
-      "SELECT (SELECT COALESCE(SUM(length(IFNULL(entry, '')) + length(IFNULL(machine, '')) + length(IFNULL(versions, '')) + "
-      "length(IFNULL(kernel, '')) + length(IFNULL(target, '')) + length(IFNULL(cache_key, '')) + "
-      "length(IFNULL(variant, '')) + length(IFNULL(median_ms, '')) + length(IFNULL(created, ''))), 0) "
-      "FROM bench_results WHERE ns=?1) + (SELECT COALESCE(SUM(length(machine) + length(versions)), 0) "
-      "FROM bench_reports WHERE ns=?1)");
+      "SELECT (SELECT COALESCE(SUM(" + bytes_of("entry") + " + " + bytes_of("machine") + " + " + bytes_of("versions") +
+      " + " + bytes_of("kernel") + " + " + bytes_of("target") + " + " + bytes_of("cache_key") + " + " +
+      bytes_of("variant") + " + " + bytes_of("median_ms") + " + " + bytes_of("created") +
+      "), 0) FROM bench_results WHERE ns=?1) + (SELECT COALESCE(SUM(" + bytes_of("machine") + " + " +
+      bytes_of("versions") + "), 0) FROM bench_reports WHERE ns=?1)");
   if (!q.ok()) return q.status();
   q->bind(1, ns);
   auto r = q->step();
@@ -227,30 +234,45 @@ Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const s
 }
 
 Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->prepare(
-      std::string("SELECT r.entry, ") + kMachine + ", " + kVersions +
-      ", r.created FROM bench_baselines b JOIN bench_results r ON r.id = b.result_id LEFT JOIN bench_reports p ON "
-      "p.id = r.report_id WHERE b.ns = ?1 AND b.name = ?2 ORDER BY b.kernel");
-  if (!q.ok()) return q.status();
-  q->bind(1, ns).bind(2, name);
-  json doc = {{"format", "mlk-bench"}, {"format_version", 1}, {"kernels", json::array()}, {"calibration_ms", json::array()},
-              {"settings", json::object()}};
-  while (true) {
-    auto row = q->step();
+  std::vector<std::string> entries;
+  std::string created, machine = "{}", versions = "{}";
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // the rows are read under it, parsed after it
+    auto q = db_->prepare(
+        "SELECT r.entry, r.created, r.id FROM bench_baselines b JOIN bench_results r ON r.id = b.result_id "
+        "WHERE b.ns = ?1 AND b.name = ?2 ORDER BY b.kernel");
+    if (!q.ok()) return q.status();
+    q->bind(1, ns).bind(2, name);
+    int64_t last = 0;
+    while (true) {
+      auto row = q->step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      entries.push_back(q->text(0));
+      created = q->text(1);
+      last = q->i64(2);
+    }
+    // The report keeps one machine and versions record: the last entry's, read once.
+    auto m = db_->prepare(std::string("SELECT ") + kMachine + ", " + kVersions +
+                          " FROM bench_results r LEFT JOIN bench_reports p ON p.id = r.report_id WHERE r.id = ?1");
+    if (!m.ok()) return m.status();
+    m->bind(1, last);
+    auto row = m->step();
     if (!row.ok()) return row.status();
-    if (!*row) break;
-    json k = parse_json(q->text(0));
-    k.erase("comparison");
-    k.erase("instructions");
-    doc["kernels"].push_back(k);
-    doc["machine"] = parse_json(q->text(1));  // every entry's; the report keeps one
-    doc["versions"] = parse_json(q->text(2));
-    doc["created"] = q->text(3);
+    if (*row) machine = m->text(0), versions = m->text(1);
   }
-  if (doc["kernels"].empty())
+  if (entries.empty())
     return Status::NotFound("no baseline set `" + name + "` in namespace " + ns + " (push one with `mlk bench --record "
                             "FILE --push --baseline-set " + name + "`)");
+  json doc = {{"format", "mlk-bench"}, {"format_version", 1}, {"kernels", json::array()}, {"calibration_ms", json::array()},
+              {"settings", json::object()}, {"machine", parse_json(machine)}, {"versions", parse_json(versions)},
+              {"created", created}};
+  for (const std::string& e : entries) {
+    json k = parse_json(e);
+    k.erase("comparison");
+    k.erase("instructions");
+    doc["kernels"].push_back(std::move(k));
+  }
   return doc.dump(1) + "\n";
 }
 

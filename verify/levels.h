@@ -2,10 +2,12 @@
 // context verify_artifact builds once.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 
+#include "base/sandbox.h"
 #include "lang/bind.h"
 #include "lang/ir.h"
 #include "lang/tensor.h"
@@ -24,7 +26,21 @@ struct Context {
   const std::map<std::string, std::string>& files;
   const std::string& manifest;  // manifest.json's text
   uint64_t seed = 1;
+  const SandboxSpec* isolate = nullptr;  // VerifyRequest::isolate
 };
+
+// verify/isolated.cpp: where the artifact's code runs. In this process, or,
+// with c.isolate, in a sandboxed child that sends back only numbers; its
+// failures then read as the fixed text kIsolatedFailure.
+inline constexpr const char* kIsolatedFailure =
+    "in the sandboxed run (`mlk verify --sign` keeps the artifact's words out of the report; run it without --sign "
+    "to see what happened)";
+// The artifact's result on each input list, in order.
+Expected<std::vector<HostTensor>> artifact_outputs(const Context& c, const std::vector<std::vector<HostTensor>>& inputs,
+                                                   const std::vector<HostTensor>& like);
+// The memory level's check of one shape (memory_level.cpp's run_guarded):
+// "" when clean, else why.
+std::string guarded_run(const Context& c, const DimEnv& dims, const std::function<std::string()>& run);
 
 LevelReport check_types(const Context& c);
 LevelReport check_identity(const Context& c);

@@ -164,7 +164,7 @@ LevelReport check_memory(const Context& c) {
   for (const auto& [label, dims] : shapes) {
     std::string ds;
     for (const auto& [k, v] : dims) ds += (ds.empty() ? "" : ",") + k + "=" + std::to_string(v);
-    std::string why = run_guarded(c, dims);
+    std::string why = guarded_run(c, dims, [&] { return run_guarded(c, dims); });
     if (!why.empty()) {
       r.counterexample = "at " + label + " (" + ds + "): " + why;
       return r;

@@ -98,35 +98,6 @@ std::string Report::to_json() const {
               {"pass", pass()}, {"passed", passed}, {"levels", lv}}.dump();
 }
 
-Expected<Report> report_from_json(std::string_view text) {
-  json j = parse_json(text);
-  auto bad = [](const std::string& what) { return Status::InvalidArgument("a verification report: " + what); };
-  if (!j.is_object() || j.value("format", "") != "mlk-verify-1") return bad("not an mlk-verify-1 object");
-  Report r;
-  for (auto [field, out] : {std::pair{"fn", &r.fn}, std::pair{"target", &r.target}, std::pair{"dims", &r.dims}}) {
-    if (!j.contains(field) || !j[field].is_string()) return bad(std::string("`") + field + "` is not a string");
-    *out = j[field].get<std::string>();
-  }
-  if (!j.contains("levels") || !j["levels"].is_array()) return bad("no `levels` list");
-  for (const json& l : j["levels"]) {
-    if (!l.is_object() || !l.contains("level") || !l["level"].is_string()) return bad("a level without its name");
-    auto lv = parse_levels(l["level"].get<std::string>());
-    if (!lv.ok() || lv->size() != 1) return bad("unknown level `" + l["level"].get<std::string>() + "`");
-    LevelReport out;
-    out.level = (*lv)[0];
-    out.pass = l.value("pass", false);
-    out.checked = l.value("checked", "");
-    out.guarantee = l.value("guarantee", "");
-    if (l.contains("evidence") && l["evidence"].is_array())
-      for (const json& e : l["evidence"])
-        if (e.is_string()) out.evidence.push_back(e.get<std::string>());
-    out.counterexample = l.value("counterexample", "");
-    out.seconds = l.contains("seconds") && l["seconds"].is_number() ? l["seconds"].get<double>() : 0.0;
-    r.levels.push_back(std::move(out));
-  }
-  return r;
-}
-
 std::string Report::to_text() const {
   std::string s = "verify " + fn + " [" + dims + "] " + target + ": " + (pass() ? "PASS" : "FAIL") + "\n";
   for (const auto& l : levels) {

@@ -44,9 +44,6 @@ struct Report {
   std::string to_text() const;   // for people: a block per level
 };
 
-// The report to_json() wrote (a verifying child process hands its report
-// to the parent this way). InvalidArgument naming what is malformed.
-Expected<Report> report_from_json(std::string_view text);
 
 // The report's object (to_json) placed under "verify_report" in the JSON
 // object `json_text` (a manifest or entry metadata); InvalidArgument when

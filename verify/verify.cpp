@@ -18,7 +18,7 @@ Expected<Report> verify_artifact(const VerifyRequest& r) {
   rep.fn = r.fn;
   rep.target = r.profile.name;
   for (const auto& [k, v] : r.dims) rep.dims += (rep.dims.empty() ? "" : ",") + k + "=" + std::to_string(v);
-  const Context c{*r.module, *f, r.fn, r.profile, r.dims, r.files, man->second, r.seed};
+  const Context c{*r.module, *f, r.fn, r.profile, r.dims, r.files, man->second, r.seed, r.isolate ? &*r.isolate : nullptr};
   for (Level l : r.levels) {
     auto t0 = std::chrono::steady_clock::now();
     LevelReport lr;

@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/sandbox.h"
 #include "base/status.h"
 #include "lang/bind.h"
 #include "lang/ir.h"
@@ -27,6 +29,12 @@ struct VerifyRequest {
   std::map<std::string, std::string> files;
   std::vector<Level> levels;
   uint64_t seed = 1;  // of the random inputs (envelope, memory)
+  // Set: the artifact's code runs only in sandboxed children (base/sandbox.h)
+  // that send back numbers (outputs, a pass or a fail), never text, so that
+  // every word of the report is this process's and nothing the artifact
+  // reads can leave in it (`mlk verify --sign`, docs/signing.md). Unset: in
+  // this process.
+  std::optional<SandboxSpec> isolate = {};
 };
 
 // Runs the requested levels, cheapest first. A level that fails is in the

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# verify_key_apart.sh MLK EXAMPLES WORK: the second review's finding 2.
-# `mlk verify --sign KEY` loaded the verifier's private key and then
+# verify_key_apart.sh MLK EXAMPLES WORK: the second review's findings 1 and 2
+# on `mlk verify --sign KEY`. It loaded the verifier's private key and then
 # dlopened the artifact it verifies, so a constructor in a library that any
-# writer bound could read the key from the process's memory. Here an
-# artifact's library has such a constructor: it scans every readable page of
-# the process that loads it for the key's raw 32 bytes and for the PEM
-# file's text, and writes what it found. The levels must run in a process
-# that never held the key.
+# writer bound could read the key from the process's memory (or its file,
+# or the verifier's environment), and whatever the process that loaded it
+# reported was signed. Here an artifact's library has a constructor that
+# scans every readable page of the process that loads it for the key's raw
+# 32 bytes and the PEM file's text, tries to read the key file itself and
+# to reach the network, and reports through a FIFO. The artifact must run
+# where none of that is there, and the report must still be signed.
 set -u
 mlk=$1; examples=$2; work=$3
 rm -rf "$work"; mkdir -p "$work"
@@ -14,19 +16,21 @@ fail() { echo "FAIL: $*"; exit 1; }
 shape=(--fn sgemm --target host --dims M=4,K=8,N=4)
 out=$("$mlk" key create "$work/k.pem") || fail "key create: $out"
 out=$("$mlk" build "$examples/mlp.tl" "${shape[@]}" -o "$work/art" --no-cache 2>&1) || fail "build: $out"
-# The needles, reversed so that the environment does not hold them as they are.
-raw=$(sed -n '2p' "$work/k.pem" | base64 -d | tail -c 32 | xxd -p -c 64)
-pem=$(sed -n '2p' "$work/k.pem")
-export MLK_TEST_RAW_REVERSED=$(printf '%s' "$raw" | fold -w2 | tac | tr -d '\n')
-export MLK_TEST_PEM_REVERSED=$(printf '%s' "$pem" | rev)
-export MLK_TEST_REPORT="$work/scan.txt"
-cat > "$work/scan.c" <<'C'
+# The needles, reversed in the library's text so that it does not hold them as they are.
+raw_rev=$(sed -n '2p' "$work/k.pem" | base64 -d | tail -c 32 | xxd -p -c 64 | fold -w2 | tac | tr -d '\n')
+pem_rev=$(sed -n '2p' "$work/k.pem" | rev)
+mkfifo "$work/scan.fifo"
+exec 3<>"$work/scan.fifo"  # held open both ways: the library's open never blocks, reading never ends at EOF
+cat > "$work/scan.c" <<C
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 static size_t unhex(const char* h, unsigned char* out) {
   size_t n = strlen(h) / 2;
@@ -34,9 +38,7 @@ static size_t unhex(const char* h, unsigned char* out) {
   return n;
 }
 __attribute__((constructor)) static void scan(void) {
-  const char *raw_rev = getenv("MLK_TEST_RAW_REVERSED"), *pem_rev = getenv("MLK_TEST_PEM_REVERSED"),
-             *report = getenv("MLK_TEST_REPORT");
-  if (!raw_rev || !pem_rev || !report) return;
+  const char *raw_rev = "$raw_rev", *pem_rev = "$pem_rev";
   /* The needles live in one private mapping, skipped by the scan. */
   unsigned char* mine = mmap(0, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   unsigned char *raw = mine, *pem = mine + 64, *buf = 0;
@@ -67,8 +69,20 @@ __attribute__((constructor)) static void scan(void) {
     if (memmem(buf, (size_t)got, raw, nraw)) found_raw = 1;
     if (memmem(buf, (size_t)got, pem, npem)) found_pem = 1;
   }
-  FILE* out = fopen(report, "a");
-  if (out) fprintf(out, "pid=%d regions=%d raw=%d pem=%d\n", (int)getpid(), regions, found_raw, found_pem), fclose(out);
+  char key[256];
+  FILE* kf = fopen("$work/k.pem", "r");
+  size_t kn = kf ? fread(key, 1, sizeof key, kf) : 0;
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(9);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int net = s >= 0 && (connect(s, (struct sockaddr*)&sa, sizeof sa) == 0 || errno == ECONNREFUSED);
+  FILE* out = fopen("$work/scan.fifo", "w");
+  if (out)
+    fprintf(out, "pid=%d regions=%d raw=%d pem=%d key_file=%s network=%s environ=%s\n", (int)getpid(), regions,
+            found_raw, found_pem, kn > 0 ? "read" : "hidden", net ? "reachable" : "none", getenv("HOME") && strcmp(getenv("HOME"), "/tmp") ? "the verifier's" : "scrubbed"),
+        fclose(out);
 }
 C
 lib=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["library"])' "$work/art/manifest.json")
@@ -84,11 +98,16 @@ m["library"] = "libscan_forward.so"
 m["files"]["libscan_forward.so"] = hashlib.sha256(open(os.path.join(d, "libscan_forward.so"), "rb").read()).hexdigest()
 json.dump(m, open(os.path.join(d, "manifest.json"), "w"), indent=2)
 PY
-out=$("$mlk" verify "$examples/mlp.tl" "${shape[@]}" --artifact "$work/art" --level envelope --sign "$work/k.pem" 2>&1)
-[ -s "$work/scan.txt" ] || fail "the artifact's library was never loaded: $out"
-cat "$work/scan.txt"
-grep -q "regions=[1-9]" "$work/scan.txt" || fail "the scan read nothing"
-grep -q "raw=1\|pem=1" "$work/scan.txt" && fail "the process that loaded the artifact held the verifier's key: $(cat "$work/scan.txt")"
-[[ $out == *"envelope: pass"* ]] || fail "verify: $out"
+out=$("$mlk" verify "$examples/mlp.tl" "${shape[@]}" --artifact "$work/art" --level envelope,memory --sign "$work/k.pem" 2>&1)
+seen=""
+while read -r -t 1 l <&3; do seen+="$l"$'\n'; done
+printf '%s' "$seen"
+[ -n "$seen" ] || fail "the artifact's library was never loaded: $out"
+[[ $seen == *"regions="[1-9]* ]] || fail "the scan read nothing"
+[[ $seen == *"raw=1"* || $seen == *"pem=1"* ]] && fail "a process that loaded the artifact held the verifier's key: $seen"
+[[ $seen == *"key_file=read"* ]] && fail "a process that loaded the artifact could read the key file: $seen"
+[[ $seen == *"network=reachable"* ]] && fail "a process that loaded the artifact could reach the network: $seen"
+[[ $seen == *"environ=the verifier's"* ]] && fail "a process that loaded the artifact had the verifier's environment: $seen"
+[[ $out == *"envelope: pass"* && $out == *"memory: pass"* ]] || fail "verify: $out"
 grep -q '"signature"' "$work/art/manifest.json" || fail "the report was not signed: $out"
 echo "ok: verify_key_apart"

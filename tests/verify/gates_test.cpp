@@ -25,6 +25,13 @@ using cache::testing::open_store;
 using cache::testing::TempDir;
 using cache::testing::test_provenance;
 
+// The provenance of an entry a tune on this machine stored.
+cache::Provenance tuned_here() {
+  cache::Provenance p = test_provenance("mlk tune");
+  p.origin = cache::kOriginLocal;
+  return p;
+}
+
 // Entry metadata with a report that passed `passed` (absent: no report).
 std::string meta_with(const std::string& passed) {
   return R"({"fn":"sgemm","verify_report":{"format":"mlk-verify-1","pass":true,"passed":[)" + passed + R"(]}})";
@@ -59,19 +66,19 @@ class Gates : public ::testing::Test {
                                                      service::kScopeWriteEntries, "")->token;
     setenv("MLK_TOKEN", token.c_str(), 1);
     auto local = open_store(dir.file("local.db"));
-    ASSERT_TRUE(IsOk(local->put_entry("default", unverified, R"({"fn":"sgemm"})", test_provenance("mlk tune"),
+    ASSERT_TRUE(IsOk(local->put_entry("default", unverified, R"({"fn":"sgemm"})", tuned_here(),
                                       {{"libsgemm.so", bytes_of(2000, 1)}})));
-    ASSERT_TRUE(IsOk(local->put_entry("default", cheap, meta_with(R"("types","identity")"), test_provenance("mlk tune"),
+    ASSERT_TRUE(IsOk(local->put_entry("default", cheap, meta_with(R"("types","identity")"), tuned_here(),
                                       {{"libsgemm.so", bytes_of(2000, 2)}})));
     ASSERT_TRUE(IsOk(local->put_entry("default", full, meta_with(R"("types","identity","envelope","memory")"),
-                                      test_provenance("mlk tune"), {{"libsgemm.so", bytes_of(2000, 3)}})));
+                                      tuned_here(), {{"libsgemm.so", bytes_of(2000, 3)}})));
     // The same levels, in a report the trusted verifier signed for this entry.
     const std::map<std::string, std::string> files = {{"libsgemm.so", bytes_of(2000, 4)}};
     const std::string meta = meta_with(R"("types","identity","envelope","memory")");
     auto st = cache::statement_of_files(signed_full, files, meta);
     ASSERT_TRUE(IsOk(st));
     ASSERT_TRUE(IsOk(local->put_entry("default", signed_full, *cache::sign_report(meta, *st, verifier),
-                                      test_provenance("mlk tune"), files)));
+                                      tuned_here(), files)));
   }
   void TearDown() override { unsetenv("MLK_TOKEN"); }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(server->port()); }
@@ -237,8 +244,15 @@ TEST_F(Gates, Round2_Finding1_PushSignRefusesBytesAWriterChose) {
                  signer->public_key});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("--trusted-signers goes with --sign"), std::string::npos) << r.err;
-  // Made here: signed and pushed as before.
-  r = cache_cli({"push", unverified, "--cache", dir.file("local.db"), "--remote", url(), "--sign", dir.file("signer.pem")});
+  // An entry of unknown origin (stored before origins were recorded) is refused the same.
+  ASSERT_TRUE(IsOk(open_store(dir.file("old.db"))->put_entry("default", unverified, R"({"fn":"sgemm"})",
+                                                             test_provenance("mlk tune"), {{"libsgemm.so", bytes_of(2000, 1)}})));
+  r = cache_cli({"push", unverified, "--cache", dir.file("old.db"), "--remote", url(), "--sign", dir.file("signer.pem")});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("has no recorded origin"), std::string::npos) << r.err;
+  // Made here: signed and pushed as before (with --trusted-signers too).
+  r = cache_cli({"push", unverified, "--cache", dir.file("local.db"), "--remote", url(), "--sign", dir.file("signer.pem"),
+                 "--trusted-signers", next->public_key});
   ASSERT_EQ(r.code, 0) << r.err;
   // Rotation: pulled elsewhere, re-signed with the next key because the old one signed it.
   r = cache_cli({"pull", unverified, "--cache", dir.file("mirror2.db"), "--remote", url()});

@@ -1,0 +1,43 @@
+// A sandbox for code that someone else chose, entered by a forked child
+// before it runs that code: what a candidate pack does on a measurement
+// worker (runtime/worker_loop.cpp), what an artifact's constructors do
+// under `mlk verify --sign` (cli/verify_command.cpp).
+//
+// Inside it the process has:
+// - user, mount, PID and network namespaces of its own: no network at all,
+//   no capability over anything outside, no view of other processes (a
+//   fresh /proc shows only the sandbox's), so no /proc/PID/{mem,environ,root}
+//   of the parent or any other process of the same user;
+// - every file system read-only, but for `writable` folders (bound
+//   read-write, at the same paths) and an empty private /tmp;
+// - no socket(AF_UNIX) (seccomp): no socket file on disk answers it;
+// - each `hidden` path masked: a file reads as empty, a folder as empty;
+// - no environment but `keep_env` (the old variables' text is zeroed in
+//   memory too), no capabilities, no_new_privs, and nothing left to unmount.
+//
+// enter_sandbox forks once more (a PID namespace's first process is the
+// next child): in the process that called it, it returns only in that
+// grandchild; the child in between waits for it and exits with its status,
+// so the caller's pipe and exit code work as without the sandbox. When the
+// sandbox cannot be made (a kernel without unprivileged user namespaces) it
+// returns the reason and the caller must not run the code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace mlk {
+
+struct SandboxSpec {
+  std::vector<std::string> hidden;    // absolute paths masked inside
+  std::vector<std::string> writable;  // absolute folders kept writable
+  std::vector<std::string> keep_env;  // "NAME=VALUE" entries the environment is reset to
+};
+
+// Call in a forked child only, single-threaded. OK in the sandboxed
+// grandchild; an error (nothing entered) otherwise.
+Status enter_sandbox(const SandboxSpec& spec);
+
+}  // namespace mlk

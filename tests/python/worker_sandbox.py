@@ -1,0 +1,163 @@
+"""The second review's finding 5: a write-entries token runs code on the
+measurement workers. A job of built artifacts (a candidate pack) is native
+code that any writer of the namespace chose; `mlk worker --run-artifacts`
+ran it in a plain fork of the worker, with MLK_TOKEN in its environment, the
+worker's secret in its memory and the network open.
+
+Here a writer submits a pack whose library has a constructor that probes
+what it can reach from inside the worker: the token in its environment, a
+TCP connection to the server, the worker's own environment through /proc,
+and whether it may gain privileges. The candidate must still be measured,
+and every probe must come back empty.
+
+usage: worker_sandbox.py MLK EXAMPLES WORK
+"""
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+from serve_common import Results, Server, request, token
+
+MLK, EXAMPLES, WORK = sys.argv[1:4]
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+R = Results()
+
+store = os.path.join(WORK, "server.db")
+TOKEN = token(MLK, store, "default", "read,write-blobs,write-entries,worker")
+server = Server(MLK, store)
+KEY = "cpu-sandbox"
+log = open(os.path.join(WORK, "worker.log"), "w")
+worker = subprocess.Popen([MLK, "worker", "--server", server.url, "--device-key", KEY, "--name", "sandboxed",
+                           "--run-artifacts", "--lease", "30"], stdout=log, stderr=log,
+                          env=dict(os.environ, MLK_TOKEN=TOKEN))
+
+# A real one-candidate set, built here.
+sdir = os.path.join(WORK, "set")
+p = subprocess.run([MLK, "tune", os.path.join(EXAMPLES, "mlp.tl"), "--fn", "sgemm", "--target", "host", "--dims",
+                    "M=32,K=32,N=32", "--trials", "2", "--time", "60", "--no-autoschedulers", "--export-candidates",
+                    sdir, "--candidates", "1", "--no-cache", "-q"], capture_output=True, text=True)
+R.check("export a one-candidate set", p.returncode == 0, p.stderr[-600:])
+
+# The probing library: forwards to the real one (dlsym searches its
+# dependencies) and, when loaded, writes what it could reach into a FIFO the
+# test holds open (the sandbox's file systems are read-only; a FIFO is not
+# a file system write), and tries a unix socket the test listens on.
+probe = os.path.join(WORK, "probe.fifo")
+os.mkfifo(probe)
+probe_fd = os.open(probe, os.O_RDONLY | os.O_NONBLOCK)
+sock_path = os.path.join(WORK, "probe.sock")
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(sock_path)
+listener.listen(1)
+cand = json.load(open(os.path.join(sdir, "candidates.json")))["candidates"][0]["id"]
+cdir = os.path.join(sdir, cand)
+man = json.load(open(os.path.join(cdir, "manifest.json")))
+src = os.path.join(WORK, "probe.c")
+open(src, "w").write(r'''
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+__attribute__((constructor)) static void probe(void) {
+  FILE* out = fopen("%(probe)s", "w");
+  if (!out) return;
+  const char* tok = getenv("MLK_TOKEN");
+  fprintf(out, "token=%%s\n", tok ? "present" : "none");
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(%(port)d);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int c = s < 0 ? -1 : connect(s, (struct sockaddr*)&a, sizeof a);
+  fprintf(out, "net=%%s\n", c == 0 ? "connected" : strerror(errno));
+  int u = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un ua = {0};
+  ua.sun_family = AF_UNIX;
+  strncpy(ua.sun_path, "%(sock)s", sizeof ua.sun_path - 1);
+  int uc = u < 0 ? -1 : connect(u, (struct sockaddr*)&ua, sizeof ua);
+  fprintf(out, "unix_socket=%%s\n", uc == 0 ? "connected" : strerror(errno));
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%%d/environ", (int)getppid());
+  FILE* env = fopen(path, "r");
+  char buf[4096];
+  size_t n = env ? fread(buf, 1, sizeof buf, env) : 0;
+  fprintf(out, "worker_environ=%%s\n", env && n > 0 ? "read" : "denied");
+  FILE* st = fopen("/proc/self/status", "r");
+  char line[256];
+  while (st && fgets(line, sizeof line, st))
+    if (strncmp(line, "NoNewPrivs:", 11) == 0) fprintf(out, "no_new_privs=%%d\n", atoi(line + 11));
+  fprintf(out, "done\n");
+  fclose(out);
+}
+''' % {"probe": probe, "port": server.port, "sock": sock_path})
+lib = man["library"]
+os.rename(os.path.join(cdir, lib), os.path.join(cdir, "libreal.so"))
+p = subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(cdir, lib), src, "-Wl,--no-as-needed",
+                    os.path.join(cdir, "libreal.so"), "-Wl,-rpath,$ORIGIN"], capture_output=True, text=True)
+R.check("build the probing library", p.returncode == 0, p.stderr[-600:])
+
+
+def sha(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+man["files"][lib] = sha(os.path.join(cdir, lib))
+man["files"]["libreal.so"] = sha(os.path.join(cdir, "libreal.so"))
+json.dump(man, open(os.path.join(cdir, "manifest.json"), "w"), indent=2)
+cs = json.load(open(os.path.join(sdir, "candidates.json")))
+cs["candidates"][0]["library_sha256"] = man["files"][lib]
+json.dump(cs, open(os.path.join(sdir, "candidates.json"), "w"), indent=1)
+
+# Packed as `mlk tune --workers` packs a set (artifact/candidate_set.h).
+paths = sorted(os.path.relpath(os.path.join(d, f), sdir) for d, _, fs in os.walk(sdir) for f in fs)
+body = b"".join(open(os.path.join(sdir, q), "rb").read() for q in paths)
+header = json.dumps({"files": [{"path": q, "size": os.path.getsize(os.path.join(sdir, q))} for q in paths]}).encode()
+pack = b"mlk-candidate-pack 1\n" + str(len(header)).encode() + b"\n" + header + body
+
+st, data, _ = request(server.port, "POST", "/v1/jobs/setups", TOKEN, pack)
+R.check("the writer uploads the pack", st == 201, data[:300])
+setup = json.loads(data).get("setup", "") if st == 201 else ""
+st, data, _ = request(server.port, "POST", "/v1/jobs/submit", TOKEN,
+                      json.dumps({"device_key": KEY, "setup": setup, "payload": {"kind": "candidates", "schedule": {}}}).encode())
+R.check("... and submits it as a job", st == 201, data[:300])
+job = json.loads(data).get("id", 0) if st == 201 else 0
+state = {}
+end = time.time() + 120
+while time.time() < end:
+    st, data, _ = request(server.port, "GET", f"/v1/jobs/{job}", TOKEN)
+    state = json.loads(data) if st == 200 else {}
+    if state.get("state") in ("done", "failed"):
+        break
+    time.sleep(0.2)
+R.check("the worker measured the candidate", state.get("state") == "done" and
+        (state.get("result") or {}).get("verdict") == "ok", json.dumps(state)[:600])
+try:
+    seen = os.read(probe_fd, 65536).decode(errors="replace")
+except BlockingIOError:
+    seen = ""
+print(seen.strip())
+R.check("the candidate's code ran (its probe reported)", "done" in seen, seen)
+R.check("Round2 finding 5: the candidate does not see the worker's token", "token=none" in seen, seen)
+R.check("Round2 finding 5: the candidate cannot reach the network (the server on loopback)",
+        "net=" in seen and "net=connected" not in seen, seen)
+R.check("Round2 finding 5: the candidate cannot read the worker's environment or memory",
+        "worker_environ=denied" in seen, seen)
+R.check("Round2 finding 5: the candidate runs with no_new_privs", "no_new_privs=1" in seen, seen)
+R.check("Round2 finding 5: the candidate cannot reach a unix socket on disk",
+        "unix_socket=" in seen and "unix_socket=connected" not in seen, seen)
+
+worker.terminate()
+worker.wait(timeout=30)
+server.stop()
+sys.exit(R.finish())
