@@ -209,16 +209,21 @@ Expected<std::shared_ptr<RemoteMeasurer>> use_workers(tune::TuneRequest& r, Remo
               rm->device_key().c_str(), r.profile.name.c_str(), here.reason.c_str());
   auto inner = r.before_store;
   std::string key = rm->device_key();
-  r.before_store = [inner, rm, key](std::map<std::string, std::string>& files, std::string& meta) -> Status {
-    if (inner) MLK_RETURN_IF_ERROR(inner(files, meta));
+  const bool checked_here = here.ok;
+  // Who measured goes into the metadata before r's own hook (a signature
+  // made there covers it): the workers' key, and whether the winner's time
+  // was checked here or rests on the workers' word alone.
+  r.before_store = [inner, rm, key, checked_here](std::map<std::string, std::string>& files, std::string& meta) -> Status {
     json j = parse_json(meta);
     if (!j.is_object()) return Status::Internal("the entry's metadata is not a JSON object");
     j["measured_by"] = {{"device_key", key},
                         {"fingerprint", rm->fingerprint()},
                         {"fingerprint_id", fingerprint_id(rm->fingerprint())},
                         {"workers", rm->workers()},
-                        {"jobs", rm->jobs()}};
+                        {"jobs", rm->jobs()},
+                        {"winner_checked_here", checked_here}};
     meta = j.dump();
+    if (inner) MLK_RETURN_IF_ERROR(inner(files, meta));
     return Status::Ok();
   };
   return rm;

@@ -208,6 +208,7 @@ void Bench::TimeKernels() {
   popts_.store_path = o_.no_cache ? "" : cache::default_store_path(o_.cache);
   popts_.ns = o_.ns;
   popts_.namespaces = o_.namespaces;
+  popts_.trusted = o_.trusted;
   popts_.peers = *o_.peers;
   popts_.seed = o_.seed;
   topts_.rounds = o_.rounds;

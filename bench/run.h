@@ -22,6 +22,7 @@ namespace mlk::bench {
 // which: the command's complete_options). Names as the flags'.
 struct RunOptions {
   std::string file, fn, target, suite, cache, ns = "default", namespaces;
+  std::vector<std::string> trusted;  // --trusted-signers: cache artifacts only signed by one of these
   std::map<std::string, int64_t> dims;
   std::string record, baseline, json_out, plot, against, baseline_set, server;
   std::optional<double> max_regression, max_insn_increase;

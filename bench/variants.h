@@ -34,6 +34,10 @@ struct PrepareOptions {
   // artifact, for an A/B comparison), not the one of the kernel's own key;
   // NotFound when the store lacks it.
   std::string artifact_key;
+  // Non-empty (--trusted-signers): an artifact from the cache is loaded
+  // only when one of these keys signed it; other hits are passed over (the
+  // default schedule is timed) and a baseline's by key is refused.
+  std::vector<std::string> trusted;
   // With artifact_key empty: never use the cache's artifact; `mlk` is the
   // default schedule (a baseline recorded with the default schedule).
   bool default_schedule = false;

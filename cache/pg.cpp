@@ -164,6 +164,12 @@ Status txn(Conn& c, const std::function<Status()>& f) {
   return s;
 }
 
+Expected<int64_t> server_now_ms(Conn& c) {
+  auto r = c.exec("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint");
+  if (!r.ok()) return r.status();
+  return r->i64(0, 0);
+}
+
 int64_t lock_key(const std::string& name) {
   std::string h = sha256_hex("mlk-lock/" + name).substr(0, 15);  // 60 bits: a positive bigint
   return std::strtoll(h.c_str(), nullptr, 16);

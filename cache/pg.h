@@ -82,6 +82,10 @@ class Conn {
 // COMMIT fails. Nested calls join the outer transaction.
 [[nodiscard]] Status txn(Conn& c, const std::function<Status()>& f);
 
+// The database's clock, in milliseconds since the epoch: what replicas share
+// for leases and sessions (each machine's own clock may be off).
+[[nodiscard]] Expected<int64_t> server_now_ms(Conn& c);
+
 // The stable 63-bit key of an advisory lock named `name`.
 int64_t lock_key(const std::string& name);
 

@@ -142,6 +142,12 @@ Store::~Store() = default;
 const std::string& Store::path() const { return impl_->path; }
 bool Store::read_only() const { return impl_->read_only; }
 
+bool Store::durable() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto v = impl_->db->query_text("PRAGMA synchronous");
+  return v.ok() && (*v == "2" || *v == "3");
+}
+
 Expected<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions opt) {
   if (path.empty()) return Status::InvalidArgument("the cache store path is empty");
   struct stat st;

@@ -136,6 +136,8 @@ class Store final : public ArtifactStore {
 
   const std::string& path() const override;
   bool read_only() const;
+  // Whether every commit is fsynced (PRAGMA synchronous FULL or EXTRA).
+  bool durable() const;
 
   // Blobs. put_blob stores bytes once per digest and returns the digest; a
   // blob nothing references is deleted by the next gc, rm or replacement, so

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "base/signing.h"
 #include "bench/run.h"
 #include "bench/variants.h"
 #include "cli/args.h"
@@ -189,6 +190,15 @@ CommandSpec spec(Options& o) {
               namespaces_flag(o.namespaces),
               {.name = "--no-cache", .help = "never consult the cache (time the default schedule)",
                .set = set_bool(o.no_cache)},
+              {.name = "--trusted-signers", .metavar = "KEYS",
+               .help = "load a cache artifact only when one of these keys (64 hex or KEY.pub files, comma-separated) "
+                       "signed it; others are passed over (the default schedule is timed)",
+               .set = [&o](const std::string&, const std::string& v) -> Status {
+                 auto keys = parse_trusted_keys(v);
+                 if (!keys.ok()) return Status::Usage("--trusted-signers: " + keys.status().message());
+                 o.trusted = *keys;
+                 return Status::Ok();
+               }},
               {.name = "-q", .help = "no progress lines", .set = set_bool(o.quiet), .aliases = {"--quiet"}},
           },
       .epilogue = kBenchEpilogue,

@@ -364,7 +364,9 @@ int run_run(const std::vector<std::string>& args) {
   if (Status s = check_result_memory(o, *f, *inputs); !s.ok()) return fail(s);
   if (o.ranks > 0) {
     SpmdRun r{o.file, o.fn, o.output, o.cache, o.ns, o.no_cache, o.inputs, o.dims, o.ranks,
-              static_cast<double>(o.collective_timeout), o.namespaces};
+              static_cast<double>(o.collective_timeout), o.namespaces, o.trusted};
+    if (!o.trusted.empty() && o.no_cache)
+      return usage_error("run", "--require signed: loads signed artifacts from the cache; it cannot go with --no-cache");
     if (Status s = check_spmd(r, m); !s.ok()) return usage_error("run", s.message());
     if (!o.namespaces.empty() && !o.no_cache) {  // the ranks read it from $MLK_NAMESPACES: checked here, once
       auto c = client::CliCache::Open(o.cache, o.ns, "mlk run", /*create_if_missing=*/false, "", o.namespaces);

@@ -533,6 +533,14 @@ int run_tune(const std::vector<std::string>& args) {
   if (!jobs.ok()) return fail(jobs.status());
   if (Status s = check_jobs_memory(t, fe->module, *profile, *jobs); !s.ok()) return fail(s);
   if (auto lv = winner_levels(t); !lv.ok()) return usage_error("tune", "--verify/--require-verified: " + lv.status().message());
+  // A winner that only remote workers measured rests on their word: the
+  // signing key does not vouch for it (docs/signing.md).
+  if (!t.sign_path.empty() && !t.workers.empty())
+    if (Runnable here = can_run(*profile, detect_cpu(), CudaInfo{}); !here.ok)
+      return usage_error("tune", "--sign with --workers on `" + profile->name + "`, which does not run here (" +
+                                     here.reason + "): the winner would rest on the workers' measurements alone, so "
+                                     "it is not signed; tune without --sign, then sign after an independent check "
+                                     "(`mlk verify --sign` on a machine that runs it)");
   if (!t.sign_path.empty()) {
     auto k = load_signing_key(t.sign_path);
     if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));

@@ -53,6 +53,11 @@ Status launch_spmd(const SpmdRun& r, const ir::Module& m) {
                                                                               : threads.c_str())};
   if (geteuid() == 0) args.push_back("--allow-run-as-root");
   if (!r.namespaces.empty()) args.insert(args.end(), {"-x", "MLK_NAMESPACES=" + r.namespaces});
+  if (!r.trusted.empty()) {
+    std::string keys;
+    for (const auto& k : r.trusted) keys += (keys.empty() ? "" : ",") + k;
+    args.insert(args.end(), {"-x", "MLK_RANK_TRUSTED=" + keys});
+  }
   std::string cache = r.no_cache ? "-" : r.cache.empty() ? "@default" : r.cache;
   for (std::string a :
        {runner.string(), r.file, r.fn, r.output, std::to_string(r.timeout_s), dims_arg(r.dims), cache, r.ns})

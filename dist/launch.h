@@ -23,6 +23,9 @@ struct SpmdRun {
   int64_t ranks = 0;
   double timeout_s = 60;
   std::string namespaces;  // --namespaces: given to the ranks as $MLK_NAMESPACES; "" = the caller's
+  // --require signed:KEYS: given to the ranks as $MLK_RANK_TRUSTED; each
+  // rank then loads only artifacts one of them signed, with no JIT fallback.
+  std::vector<std::string> trusted = {};
 };
 
 // Usage when `fn` has no plan or the rank count is not its mesh's.

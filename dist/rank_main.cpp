@@ -53,14 +53,16 @@ struct StepKernel {
   }
 };
 
+// With `trusted` (the launcher's --require signed:KEYS), only an artifact
+// one of those keys signed, and no JIT fallback.
 Expected<StepKernel> kernel_for(const ir::Module& m, const std::string& fn, const DimEnv& env,
-                                client::CliCache* cache, const std::string& ns) {
+                                client::CliCache* cache, const std::string& ns, const std::vector<std::string>& trusted) {
   StepKernel k;
   auto profile = resolve_profile("host");
   if (!profile.ok()) return profile.status();
   auto found = rt::find_tuned({.cache = cache, .ns = ns, .module = &m, .fn = fn,
                                .fhash = ir::function_hash(m, *m.find(fn)), .profile = *profile, .dims = env,
-                               .require = rt::Require::kExact, .cpu = detect_cpu()});
+                               .require = rt::Require::kExact, .trusted = trusted, .cpu = detect_cpu()});
   if (found.ok()) {
     auto a = LoadedArtifact::LoadFiles(found->entry.files);
     if (!a.ok()) return a.status();
@@ -69,6 +71,9 @@ Expected<StepKernel> kernel_for(const ir::Module& m, const std::string& fn, cons
     return k;
   }
   if (found.status().code() != Status::Code::kNotFound) return found.status();
+  if (!trusted.empty())
+    return Status::NotFound("no signed artifact for `" + fn + "` (--require signed: only an artifact signed by a "
+                            "trusted key is loaded): " + found.status().message());
   auto j = Kernel::CompileJit(m, fn, *profile, nullptr, env);
   if (!j.ok()) return j.status();
   k.jit = std::move(j).value();
@@ -130,9 +135,15 @@ Expected<HostTensor> run_plan(Mesh& mesh, const ir::Module& m, const ir::ShardPl
     if (!c.ok()) return c.status();
     cache = std::move(c).value();
   }
+  std::vector<std::string> trusted;  // the launcher's --require signed:KEYS (dist/launch.h)
+  if (const char* t = std::getenv("MLK_RANK_TRUSTED"); t && *t) {
+    std::stringstream ss(t);
+    for (std::string k; std::getline(ss, k, ',');)
+      if (!k.empty()) trusted.push_back(k);
+  }
   HostTensor out;
   for (const ir::ShardStep& step : p.steps) {
-    auto k = kernel_for(m, step.kernel, *env, cache.get(), a.ns);
+    auto k = kernel_for(m, step.kernel, *env, cache.get(), a.ns, trusted);
     if (!k.ok()) return k.status();
     if (mesh.rank() == 0) std::fprintf(stderr, "mlk run: %s: %s\n", step.kernel.c_str(), k->how.c_str());
     auto r = k->run(*m.find(step.kernel), args, *env);

@@ -1,5 +1,7 @@
 #include "runtime/candidate_runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -290,6 +292,18 @@ Expected<Measurements> run_candidates(const std::string& dir, const RunnerOption
   m.timing = (*dev)->timing() + " of " + std::to_string(set->min_reps) + " to " + std::to_string(set->max_reps) +
              " runs (at least " + std::to_string(set->min_time_s) + " s) after " + std::to_string(set->warmup) +
              " warm-up runs, on inputs drawn uniform in [-1, 1)";
+  // The set says its timing shape; it is believed only as far as this
+  // machine can hold it (half its memory), checked before anything is drawn.
+  double need = 0;
+  for (const TensorSpec& s : set->timing_inputs) {
+    double n = (dtype_bits(s.dtype) + 7) / 8;
+    for (int64_t e : s.shape) n *= static_cast<double>(e);
+    need += n;
+  }
+  const double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (need > have / 2)
+    return Status::InvalidArgument("the set's timing inputs need " + std::to_string(static_cast<int64_t>(need)) +
+                                   " bytes, more than half this machine's memory");
   const std::vector<HostTensor> timing = draw_inputs(set->timing_inputs);
   Context cx{*set, **dev, opts, timing};
   for (const Candidate& c : set->candidates) {

@@ -64,11 +64,15 @@ JobInfo job_row(const Rows& r, int i) {
   return j;
 }
 
+// Times are the database's (cache::pg::server_now_ms), not the replica's:
+// every replica sees one clock for leases, heartbeats and expiry, whatever
+// `now_ms` its caller passed.
 class PgJobs final : public JobTables {
  public:
   explicit PgJobs(std::unique_ptr<Conn> c) : c_(std::move(c)) {}
 
   Expected<WorkerInfo> register_worker(const WorkerInfo& w, int64_t now_ms) override {
+    MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
     auto r = c_->exec(std::string("INSERT INTO jobs_workers(ns, device_key, name, fingerprint, registered_ms, "
                                   "heartbeat_ms, token_id, secret_sha256) VALUES($1, $2, $3, $4, $5, $5, $6, $7) "
                                   "RETURNING ") + kWorkerColumns,
@@ -95,6 +99,7 @@ class PgJobs final : public JobTables {
   }
 
   Expected<int64_t> submit(const JobSpec& j, int64_t now_ms) override {
+    MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
     auto r = c_->exec("INSERT INTO jobs_queue(ns, device_key, fingerprint, setup, payload, created_ms) "
                       "VALUES($1, $2, $3, $4, $5, $6) RETURNING id",
                       {j.ns, j.device_key, j.fingerprint, j.setup, j.payload, str(now_ms)});
@@ -104,6 +109,8 @@ class PgJobs final : public JobTables {
 
   Expected<std::optional<JobInfo>> lease(const std::string& ns, const WorkerInfo& w, int64_t lease_ms,
                                          int64_t now_ms) override {
+    MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
+    MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
     MLK_RETURN_IF_ERROR(requeue_expired(ns, now_ms));
     MLK_RETURN_IF_ERROR(
         c_->exec("UPDATE jobs_workers SET heartbeat_ms=$2 WHERE id=$1", {str(w.id), str(now_ms)}).status());
@@ -120,6 +127,7 @@ class PgJobs final : public JobTables {
   }
 
   Expected<bool> extend(const std::string& ns, int64_t id, int64_t worker, int64_t lease_ms, int64_t now_ms) override {
+    MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
     auto r = c_->exec("UPDATE jobs_queue SET lease_until_ms=$4 WHERE ns=$1 AND id=$2 AND worker=$3 AND "
                       "state='running' AND lease_until_ms>=$5",
                       {ns, str(id), str(worker), str(now_ms + lease_ms), str(now_ms)});
@@ -139,6 +147,7 @@ class PgJobs final : public JobTables {
   }
 
   Expected<JobInfo> get(const std::string& ns, int64_t id, int64_t now_ms) override {
+    MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
     MLK_RETURN_IF_ERROR(requeue_expired(ns, now_ms));
     return read(ns, id);
   }
@@ -150,6 +159,7 @@ class PgJobs final : public JobTables {
   }
 
   Expected<bool> cancel(const std::string& ns, int64_t id, const std::string& why, int64_t now_ms) override {
+    MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
     auto r = c_->exec("UPDATE jobs_queue SET state='failed', result=$3, finished_ms=$4 WHERE ns=$1 AND id=$2 AND "
                       "state IN ('queued', 'running')",
                       {ns, str(id), why, str(now_ms)});
@@ -165,6 +175,13 @@ class PgJobs final : public JobTables {
     return job_row(*r, 0);
   }
   // Expired leases: queued again, or failed after kMaxJobAttempts.
+  Status use_db_clock(int64_t& now_ms) {
+    auto now = cache::pg::server_now_ms(*c_);
+    if (!now.ok()) return now.status();
+    now_ms = *now;
+    return Status::Ok();
+  }
+
   Status requeue_expired(const std::string& ns, int64_t now_ms) {
     MLK_RETURN_IF_ERROR(
         c_->exec("UPDATE jobs_queue SET state='failed', finished_ms=$2, result='{\"error\":\"the lease expired ' || "

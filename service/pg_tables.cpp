@@ -200,6 +200,10 @@ class PgTables final : public ServiceTables {
 
   Status create_ui_session(const std::string& id_sha256, int64_t token_id, int64_t now, int64_t expires,
                            int per_token_cap) override {
+    auto db_now = cache::pg::server_now_ms(*c_);  // one clock for every replica
+    if (!db_now.ok()) return db_now.status();
+    expires = *db_now / 1000 + (expires - now);
+    now = *db_now / 1000;
     return cache::pg::txn(*c_, [&]() -> Status {
       MLK_RETURN_IF_ERROR(c_->exec("DELETE FROM service_sessions WHERE expires<=$1", {str(now)}).status());
       // Room for the new one: the token's newest per_token_cap - 1 stay.
@@ -214,6 +218,9 @@ class PgTables final : public ServiceTables {
     });
   }
   Expected<std::optional<UiSession>> find_ui_session(const std::string& id_sha256, int64_t now) override {
+    auto db_now = cache::pg::server_now_ms(*c_);  // one clock for every replica
+    if (!db_now.ok()) return db_now.status();
+    now = *db_now / 1000;
     auto r = c_->exec("SELECT t.id, t.prefix, t.team, t.scopes, t.note, t.created, t.revoked, s.expires "
                       "FROM service_sessions s JOIN service_tokens t ON t.id=s.token_id "
                       "WHERE s.id_sha256=$1 AND s.expires>$2",

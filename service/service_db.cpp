@@ -50,7 +50,8 @@ Expected<std::unique_ptr<cache::sql::Db>> open_service_db(const std::string& sto
   auto db = cache::sql::Db::Open(store_path, SQLITE_OPEN_READWRITE, 10000);
   if (!db.ok()) return db.status();
   cache::sql::Db& d = **db;
-  MLK_RETURN_IF_ERROR(d.exec("PRAGMA synchronous=NORMAL"));
+  // FULL: a token revoked or a grant withdrawn stays so across a power loss.
+  MLK_RETURN_IF_ERROR(d.exec("PRAGMA synchronous=FULL"));
   auto have = d.query_text("SELECT count(*) FROM sqlite_master WHERE type='table' AND name LIKE 'service_%'");
   if (!have.ok()) return have.status();
   if (*have != "4") MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&] { return d.exec(kServiceSchema); }));

@@ -38,7 +38,11 @@ Expected<std::unique_ptr<SessionPool>> SessionPool::Open(const BackendOptions& b
     } else {
       auto db = open_service_db(backend.store, /*create_if_missing=*/true);
       if (!db.ok()) return db.status();
-      auto store = cache::Store::Open(backend.store);
+      // Durable: every write the server acknowledges is fsynced before the
+      // answer, so a power loss (not only a crash) keeps it (docs/security.md).
+      cache::StoreOptions so;
+      so.durable = true;
+      auto store = cache::Store::Open(backend.store, so);
       if (!store.ok()) return store.status();
       s->store = std::move(*store);
       s->tables = sqlite_tables(std::move(*db));

@@ -222,7 +222,7 @@ Expected<std::unique_ptr<JobTables>> sqlite_jobs(const std::string& store_path) 
   auto db = Db::Open(store_path, SQLITE_OPEN_READWRITE, 10000);
   if (!db.ok()) return db.status();
   Db& d = **db;
-  MLK_RETURN_IF_ERROR(d.exec("PRAGMA synchronous=NORMAL"));
+  MLK_RETURN_IF_ERROR(d.exec("PRAGMA synchronous=FULL"));  // an acknowledged result survives a power loss
   MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&]() -> Status {
     MLK_RETURN_IF_ERROR(d.exec(kSchema));
     // Stores made before workers had secrets: add the columns (their rows match no secret).

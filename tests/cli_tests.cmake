@@ -27,6 +27,9 @@ mlk_cli_test(build_host 0 "built .*librmsnorm.so" build ${CMAKE_SOURCE_DIR}/exam
 mlk_cli_test(build_private_fn 1 "`gelu_tanh` is not public" build ${CMAKE_SOURCE_DIR}/examples/mlp.tl --fn gelu_tanh --target host -o ${CMAKE_CURRENT_BINARY_DIR}/cli_build_private)
 mlk_cli_test(build_bad_schedule_file 1 "cannot read nope.json: No such file or directory" build ${CMAKE_SOURCE_DIR}/examples/norms.tl --fn rmsnorm --target host --schedule nope.json -o x)
 mlk_cli_test(tune_needs_target 2 "--target PROFILE is required" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl)
+# Issue 49, finding 12: a GPU winner picked by workers alone is not signed.
+mlk_cli_test(tune_sign_workers_gpu 2 "--sign with --workers on `cuda_sm90`, which does not run here .*the winner would rest on the workers' measurements alone"
+  tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target cuda_sm90 --fn sgemm --workers k --server http://127.0.0.1:9 --sign /nonexistent.pem)
 mlk_cli_test(tune_bad_trials 2 "--trials: `zero` is not a positive integer" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target host --trials zero)
 mlk_cli_test(tune_no_bucket 1 "`gelu_tanh` has no `tune` declaration. give its shape with --dims" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target host --fn gelu_tanh --no-cache)
 mlk_cli_test(tune_help 0 "usage: mlk tune FILE.tl --target PROFILE" tune --help)

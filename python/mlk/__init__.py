@@ -27,7 +27,7 @@ from . import records  # noqa: F401  (record arguments: dicts and lists of tenso
 from .checked import Checked, check  # noqa: F401  (tensors checked once against a written type)
 from . import checked as _checked
 from ._dlpack import NUMPY_DTYPES as _NUMPY_DTYPES, TORCH_DTYPES as _TORCH_DTYPES
-from .model import Model, _precision_option, load_model, pack_tokens  # noqa: F401
+from .model import Model, _policy, _precision_option, load_model, pack_tokens  # noqa: F401
 
 __all__ = ["load", "Ops", "load_model", "Model", "pack_tokens", "Tensor", "empty", "Error", "BoundaryError", "NotFoundError",
            "CorruptionError", "testing", "arrow", "select", "prefer", "fallback", "Runner"]
@@ -236,19 +236,8 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     (docs/numerics.md, "Precision policies"); arguments and results keep
     their dtypes."""
     option = _precision_option(precision)
-    if require not in ("any", "tuned", "exact") and not str(require).startswith("verified:"):
-        raise ValueError("require=%r: expected 'any', 'tuned', 'exact' or 'verified:LEVELS'" % (require,))
-    if isinstance(trusted, str):
-        trusted = [trusted]
-    trusted = [str(k) for k in (trusted or [])]
-    for k in trusted:
-        if not k or "," in k or ";" in k:
-            raise ValueError("trusted=%r: each item is one public key (64 hex) or one KEY.pub path" % (k,))
     rt = _mlk.Runtime(cache, namespace, token, namespaces)
-    policy = target if require == "any" else "%s;require=%s" % (target, require)
-    if trusted:
-        policy += ";require=signed:" + ",".join(trusted)
-    policy += option
+    policy = _policy(target, require, trusted) + option
     return Ops(rt.program(str(path), precision), policy, rt)
 
 

@@ -28,6 +28,24 @@ def _precision_option(precision):
     return "" if precision == "f32" else ";precision=" + precision
 
 
+def _policy(target, require, trusted):
+    """The runtime's policy string of mlk.load and mlk.load_model's arguments:
+    `target`, then `;require=REQUIRE` and `;require=signed:KEYS`; ValueError
+    naming a bad argument."""
+    if require not in ("any", "tuned", "exact") and not str(require).startswith("verified:"):
+        raise ValueError("require=%r: expected 'any', 'tuned', 'exact' or 'verified:LEVELS'" % (require,))
+    if isinstance(trusted, str):
+        trusted = [trusted]
+    trusted = [str(k) for k in (trusted or [])]
+    for k in trusted:
+        if not k or "," in k or ";" in k:
+            raise ValueError("trusted=%r: each item is one public key (64 hex) or one KEY.pub path" % (k,))
+    policy = target if require == "any" else "%s;require=%s" % (target, require)
+    if trusted:
+        policy += ";require=signed:" + ",".join(trusted)
+    return policy
+
+
 def pack_tokens(token_lists):
     """The packed-token form of N sentences (one sequence of token ids each), as int64 numpy arrays:
     input_ids [1, S] (every sentence's tokens back to back, S their total), position_ids [1, S] (each
@@ -171,7 +189,7 @@ class Model:
 
 
 def load_model(program, weights, binding=None, target="host", cache="", namespace="default", token="", require="any",
-               namespaces="", precision="f32", entry=None, rename=None):
+               namespaces="", precision="f32", entry=None, rename=None, trusted=None):
     """The model of the .tl file `program` with the weights in the safetensors
     file `weights`. Its steps and the key of each weight come from `binding`
     (a binding file) when given; else from the program itself when `entry`
@@ -183,13 +201,13 @@ def load_model(program, weights, binding=None, target="host", cache="", namespac
     `target`, `cache`, `namespace`, `token`, `namespaces` and `require` choose
     the kernels as in mlk.load: the tuned artifact of each step for the call's
     shape from the cache, else the default schedule (JIT). `precision` ("f32",
-    "bf16", "f16") is the products' policy, as in mlk.load."""
+    "bf16", "f16") is the products' policy, and `trusted` (public keys or
+    KEY.pub paths) admits only artifacts one of them signed, with no JIT
+    fallback, as in mlk.load (docs/signing.md)."""
     option = _precision_option(precision)
-    if require not in ("any", "tuned", "exact"):
-        raise ValueError("require=%r: expected 'any', 'tuned' or 'exact'" % (require,))
+    policy = _policy(target, require, trusted) + option
     if rename is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(rename).items()):
         raise TypeError("rename maps a record path prefix (str) to a weights key prefix (str)")
     rt = _mlk.Runtime(cache, namespace, token, namespaces)
-    policy = (target if require == "any" else "%s;require=%s" % (target, require)) + option
     return Model(rt.model(str(program), "" if binding is None else str(binding), str(weights), policy,
                           "" if entry is None else str(entry), dict(rename or {})))

@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "artifact/candidate_set.h"
 #include "autotune/candidate_export.h"
+#include "base/child.h"
 #include "base/files.h"
 #include "base/sha256.h"
 #include "runtime/candidate_runner.h"
@@ -172,6 +175,42 @@ TEST(CandidateExport, DamagedSetsAndOtherSetsAreRefusedByName) {
   ASSERT_FALSE(stored.ok());
   EXPECT_NE(stored.status().message().find("is not the library that was measured"), std::string::npos)
       << stored.status().message();
+}
+
+// Second review, low: a worker allocated a tensor of the shape a pack
+// declares before it checked the file's size, so a header claiming 2^36
+// elements took the worker's memory. Checked here in a child bounded to
+// 2 GiB: the claim is refused by its size, nothing of it allocated.
+TEST(CandidateExport, Round2_Low_DeclaredShapesAreCheckedBeforeAnythingIsAllocated) {
+  auto e = tune_and_export("huge", 1);
+  ASSERT_TRUE(e);
+  const std::string path = e->dir + "/candidates.json";
+  auto text = read_file(path);
+  ASSERT_TRUE(text.ok());
+  nlohmann::json j = nlohmann::json::parse(*text);
+  auto grow = [](nlohmann::json& spec) { spec["shape"] = std::vector<int64_t>{int64_t{1} << 18, int64_t{1} << 18}; };
+  grow(j["cases"][0]["inputs"][0]);
+  ASSERT_TRUE(write_file(path, j.dump(1)).ok());
+  auto run = [&] {
+    return text_from_child(
+        [&]() -> Expected<std::string> {
+          auto m = rt::run_candidates(e->dir, {});
+          return m.ok() ? Expected<std::string>("measured") : Expected<std::string>(m.status());
+        },
+        "reading the set", ChildLimits{.time_s = 120, .memory_bytes = int64_t{2} << 30});
+  };
+  auto r = run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kCorruption) << r.status().message();
+  EXPECT_NE(r.status().message().find("shape needs 274877906944"), std::string::npos) << r.status().message();
+  // The timing shape likewise: more than this machine can hold is refused before inputs are drawn.
+  ASSERT_TRUE(write_file(path, *text).ok());
+  j = nlohmann::json::parse(*text);
+  grow(j["timing"]["inputs"][0]);
+  ASSERT_TRUE(write_file(path, j.dump(1)).ok());
+  r = run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than half this machine's memory"), std::string::npos) << r.status().message();
 }
 
 TEST(CandidateExport, CudaCandidatesWithoutADriverAreAClearError) {

@@ -98,6 +98,20 @@ refused("Finding6: mlk.load(trusted=...) refuses the unsigned artifact before op
         lambda: mlk.load(norms, target="host", cache=store, trusted=[signer]).rmsnorm(x, w, eps),
         ["entry " + forged + " is unsigned"], absent=["cannot load"])
 
+# Second review, finding 6: `mlk bench` dlopened cache hits with no policy. With --trusted-signers the
+# forged (unsigned) hit is passed over and the default schedule is timed; without it, it is opened.
+def bench(*extra):
+    return run("bench", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host", "--cache", store,
+               "--min-time", "20", "--rounds", "1", "--peers", "none", "--json", "-", "-q", *extra)
+
+
+p = bench()
+check("mlk bench without a policy opens the forged library (dlopen fails)", "cannot load" in p.stderr, p.stderr[-600:])
+p = bench("--trusted-signers", signer)
+variant = json.loads(p.stdout)["kernels"][0].get("variant") if p.returncode == 0 else None
+check("Round2 finding 6: mlk bench --trusted-signers passes the forged hit over and times the default schedule",
+      p.returncode == 0 and variant != "tuned" and "cannot load" not in p.stderr, p.stderr[-600:] + " " + str(variant))
+
 # Second review, finding 1: `mlk build --cache STORE --sign K` signed a cache hit as it was, so a
 # writer's bytes came out signed by CI's key. A hit that no --trusted-signers key signed is rebuilt
 # here from its schedule: the signed directory holds this process's library, not the forged text.
@@ -155,6 +169,24 @@ p = run("run", norms, "--fn", "rmsnorm", "--inputs", inp, "--output", out, "--ca
         "--require", "signed:" + stranger)
 check("mlk run refuses a foreign-signed artifact naming its signer",
       p.returncode == 1 and ("is signed by key " + signer_id + ", which is not trusted") in p.stderr, p.stderr)
+
+# Second review, finding 6: mlk.load_model had no trusted=. With it, a model's steps load only what a
+# trusted key signed: here none of MiniLM's steps is signed, so its first call is refused, naming the
+# policy, and nothing falls back to the JIT.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from check_common import minilm_model_dir  # noqa: E402
+
+weights = os.path.join(minilm_model_dir(sys.executable), "model.safetensors")
+model = mlk.load_model(os.path.join(EXAMPLES, "minilm", "minilm.tl"), weights=weights, target="host", cache=store,
+                       entry="encode", trusted=[signer])
+ids = torch.tensor([[101, 7592, 102]], dtype=torch.int64)
+refused("Round2 finding 6: load_model(trusted=...) admits only signed artifacts (no JIT fallback)",
+        lambda: model(ids, torch.ones_like(ids)), ["signed"])
+try:
+    mlk.load_model(os.path.join(EXAMPLES, "minilm", "minilm.tl"), weights=weights, trusted=["a,b"])
+    check("load_model(trusted=) refuses a malformed key list", False, "no error")
+except ValueError as e:
+    check("load_model(trusted=) refuses a malformed key list", "trusted=" in str(e), str(e))
 
 # ... and a hit that a trusted key signed is signed as it is.
 p = run("build", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host", "--cache", store2,

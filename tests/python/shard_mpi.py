@@ -119,6 +119,16 @@ if p.returncode == 0:
     check("mm_k2 with the tuned per-rank artifact within the F32 envelope",
           np.all(np.abs(read_output(out) - ref) <= mm_envelope(ref)))
 
+# Second review, finding 6: `--ranks N --require signed:KEY` dropped the policy, and the ranks loaded the
+# unsigned artifact (or the JIT). Now each rank loads only what the key signed: the unsigned tune is refused.
+k = subprocess.run([MLK, "key", "create", os.path.join(WORK, "rank.pem")], capture_output=True, text=True)
+check("mlk key create", k.returncode == 0, k.stderr)
+p, _, _ = run("mm_k2", {"a": a, "b": b}, "--ranks", "2", "--cache", db, "--require",
+              "signed:" + os.path.join(WORK, "rank.pem.pub"))
+check("Round2 finding 6: --ranks with --require signed: refuses an unsigned per-rank artifact (no JIT)",
+      p.returncode == 1 and "no signed artifact for `mm_k2__step0`" in p.stderr and "tuned artifact" not in p.stderr
+      and "JIT" not in p.stderr, p.stderr[-800:])
+
 # Softmax along the sharded axis: exp and division in F32, a few ulps of each
 # element plus the normaliser's sum of N terms.
 s = f32(5, 16) * 3

@@ -19,6 +19,8 @@
 #include "base/json.h"
 #include "cache/blob_lru.h"
 #include "cache/pg_store.h"
+#include "cache/store.h"
+#include "service/service_db.h"
 #include "service/bench_history.h"
 #include "service/jobs.h"
 #include "service/tokens.h"
@@ -47,6 +49,24 @@ class Trust : public testing::ApiFixture {
     return json::parse(r.body, nullptr, false).value("id", int64_t{0});
   }
   static std::string nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+  // Team alpha's objects of every kind, each holding `marker`: a blob, the
+  // entry alpha-key (fn alpha_fn), a ccache object, a job and its setup.
+  struct Planted {
+    std::string marker, digest, setup, job;
+  };
+  Planted plant_alpha_objects(char tag) {
+    Planted p;
+    p.marker = "alpha-secret-" + std::string(40, tag);
+    EXPECT_EQ(put_blob(alpha, p.marker).status, 201);
+    p.digest = sha256_hex(p.marker);
+    EXPECT_EQ(call("PUT", "/v1/entries/alpha-key", alpha, manifest_of({{"f", p.marker}}, R"({"fn":"alpha_fn"})")).status, 201);
+    EXPECT_EQ(call("PUT", "/ccache/" + std::string(32, 'c'), alpha, p.marker).status / 100, 2);
+    auto s = call("POST", "/v1/jobs/setups", alpha, setup_bytes(p.marker));
+    EXPECT_EQ(s.status, 201) << s.body;
+    p.setup = json::parse(s.body, nullptr, false).value("setup", std::string());
+    p.job = std::to_string(submit(alpha, p.setup));
+    return p;
+  }
 };
 
 // Finding 1: team B knew team A's digest D; GET /v1/blobs/D was 404, but a
@@ -378,15 +398,9 @@ TEST_P(Trust, Finding10_ANewStoreFileIsPrivateToItsOwner) {
 // objects: a 403 or 404 (or an answer that does not contain them). A route
 // added to the table without a probe here fails the test.
 TEST_P(Trust, EveryRouteHidesAnotherTeamsObjects) {
-  const std::string marker = "alpha-secret-" + std::string(40, 'm');
-  ASSERT_EQ(put_blob(alpha, marker).status, 201);
-  const std::string d = sha256_hex(marker);
-  ASSERT_EQ(call("PUT", "/v1/entries/alpha-key", alpha, manifest_of({{"f", marker}}, R"({"fn":"alpha_fn"})")).status, 201);
-  ASSERT_EQ(call("PUT", "/ccache/" + std::string(32, 'c'), alpha, marker).status / 100, 2);
-  auto s = call("POST", "/v1/jobs/setups", alpha, setup_bytes(marker));
-  ASSERT_EQ(s.status, 201) << s.body;
-  const std::string sd = json::parse(s.body)["setup"];
-  const std::string job = std::to_string(submit(alpha, sd));
+  const Planted p = plant_alpha_objects('m');
+  ASSERT_FALSE(HasFailure());
+  const std::string &marker = p.marker, &d = p.digest, &sd = p.setup, &job = p.job;
   const std::map<std::string, std::string> other = {{"namespace", "alpha"}};
   // An answer hides alpha's objects: refused, or free of every trace of them.
   auto hidden = [&](const ApiResponse& r, const std::string& what) {
@@ -594,6 +608,50 @@ TEST_P(Trust, Round2_Finding10_PostgresLocksTimeOutAndALostLockFailsTheWrite) {
   EXPECT_TRUE(IsOk(again.tables().staged_bytes("alpha", {})));
 }
 
+// Second review, low: the server's SQLite store ran synchronous=NORMAL, so
+// a power loss could drop acknowledged writes and revocations. Every
+// connection of the server's pool fsyncs each commit.
+TEST_P(Trust, Round2_Low_TheServersSqliteStoreIsDurable) {
+  if (!sqlite()) GTEST_SKIP() << "SQLite only (PostgreSQL's durability is its own configuration)";
+  auto lease = pool->acquire();
+  auto* store = dynamic_cast<cache::Store*>(&lease.store());
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->durable());
+  auto tables = open_service_db(path, false);  // what the pool's tables and tokens are read through
+  ASSERT_TRUE(tables.ok());
+  EXPECT_EQ(*(*tables)->query_text("PRAGMA synchronous"), "2");
+}
+
+// Second review, low: leases and dashboard sessions were timed by each
+// replica's own clock, so a replica whose clock ran behind kept a dead
+// worker's lease, or a session, alive. On PostgreSQL the database's clock
+// decides, whatever the replica passes.
+TEST_P(Trust, Round2_Low_LeasesAndSessionsUseTheDatabasesClock) {
+  if (sqlite()) GTEST_SKIP() << "PostgreSQL only (one SQLite store has one server and one clock)";
+  auto lease = pool->acquire();
+  const int64_t real_ms = static_cast<int64_t>(std::time(nullptr)) * 1000;
+  WorkerInfo w;
+  w.ns = "alpha", w.device_key = "cpu", w.name = "w", w.fingerprint = "f", w.token_id = 1, w.secret_sha256 = "s";
+  auto reg = lease.jobs().register_worker(w, /*a replica whose clock says 1970*/ 0);
+  ASSERT_TRUE(IsOk(reg));
+  JobSpec j;
+  j.ns = "alpha", j.device_key = "cpu", j.setup = std::string(64, 'a'), j.payload = "{}";
+  auto id = lease.jobs().submit(j, 0);
+  ASSERT_TRUE(IsOk(id));
+  auto got = lease.jobs().lease("alpha", *reg, 30000, 0);
+  ASSERT_TRUE(IsOk(got));
+  ASSERT_TRUE(got->has_value());
+  EXPECT_GT((*got)->lease_until_ms, real_ms - 60000) << "the lease was timed by the replica's clock";
+  EXPECT_LT((*got)->lease_until_ms, real_ms + 120000);
+  // A session made by a replica 1000 s behind, read by one whose clock is
+  // right: it lasts its 60 s by the database's clock.
+  const int64_t behind = std::time(nullptr) - 1000;
+  ASSERT_TRUE(IsOk(lease.tables().create_ui_session(std::string(64, 'e'), 1, behind, behind + 60, 16)));
+  auto found = lease.tables().find_ui_session(std::string(64, 'e'), std::time(nullptr));
+  ASSERT_TRUE(IsOk(found));
+  EXPECT_TRUE(found->has_value()) << "a session that lasts 60 s from now was taken as expired";
+}
+
 #ifndef MLK_CLUSTER_TESTS
 TEST(Round2Low, TheBenchHistoryAndTheBlobCacheArePrivate) {
   testing::TempDir d;
@@ -607,6 +665,75 @@ TEST(Round2Low, TheBenchHistoryAndTheBlobCacheArePrivate) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 #endif
+
+// Second review, low: EveryRouteHidesAnotherTeamsObjects walked prefixes
+// with one token. This walks every (route, method) of the route table, each
+// with no token, another team's read token, its write token, and a token
+// whose team holds a revoked read grant, with and without ?namespace= of the
+// team whose objects they are after: no answer holds a trace of them that
+// the request did not already carry, none is a 5xx, and the owner's objects
+// are unchanged after it all.
+TEST_P(Trust, Round2_Low_EveryRouteAndMethodWithEveryTokenKindHidesAnotherTeamsObjects) {
+  const Planted p = plant_alpha_objects('w');
+  ASSERT_FALSE(HasFailure());
+  const std::string &marker = p.marker, &d = p.digest, &sd = p.setup, &job = p.job;
+  const std::string beta_ro = token_of("beta", kScopeRead), gamma = token_of("gamma", kScopeRead);
+  {
+    auto lease = pool->acquire();
+    ASSERT_TRUE(IsOk(lease.tables().grant("alpha", "gamma", 1)));
+    ASSERT_TRUE(IsOk(lease.tables().revoke_grant("alpha", "gamma", 2)));
+  }
+  const std::vector<std::string> secrets = {marker, d, "alpha-key", sd, "alpha_fn"};
+  // The rest of a prefix route's path, for each route.
+  const std::map<std::string, std::vector<std::string>> args = {
+      {"/v1/blobs/", {d, sd}},
+      {"/v1/entries/", {"alpha-key"}},
+      {"/ccache/", {std::string(32, 'c')}},
+      {"/v1/bench/", {"history", "results", "baselines/main"}},
+      {"/ui/", {"kernel", "login", "logout"}},
+      {"/v1/jobs/", {job, job + "/setup", job + "/cancel", job + "/result", "submit", "setups", "workers", "lease"}},
+  };
+  const std::vector<std::pair<std::string, std::string>> who = {
+      {"no token", ""}, {"beta read", beta_ro}, {"beta write", beta}, {"gamma, grant revoked", gamma}};
+  int probes = 0;
+  for (const RouteInfo& route : route_table()) {
+    std::vector<std::string> paths = {route.prefix};
+    if (route.prefix.back() == '/') {
+      auto a = args.find(route.prefix);
+      ASSERT_NE(a, args.end()) << "route " << route.prefix << " has no arguments in this test: add them";
+      paths.clear();
+      for (const auto& rest : a->second) paths.push_back(route.prefix + rest);
+    }
+    for (const std::string& method : route.methods)
+      for (const std::string& path : paths)
+        for (const auto& [kind, tok] : who)
+          for (int foreign = 0; foreign < 2; ++foreign) {
+            std::map<std::string, std::string> q;
+            if (foreign) q["namespace"] = "alpha";
+            if (path.find("kernel") != std::string::npos) q["id"] = "alpha_fn";
+            const std::string body = method == "PUT" || method == "POST" ? R"({"setup":")" + sd + R"("})" : "";
+            ApiResponse r = call(method, path, tok, body, q);
+            ++probes;
+            const std::string sent = path + body + (foreign ? "alpha" : "") + q["id"];
+            SCOPED_TRACE(method + " " + path + (foreign ? "?namespace=alpha" : "") + " as " + kind);
+            EXPECT_LT(r.status, 500) << r.body.substr(0, 300);
+            for (const std::string& secret : secrets)
+              if (sent.find(secret) == std::string::npos)
+                EXPECT_EQ(r.body.find(secret), std::string::npos) << "the answer holds `" << secret.substr(0, 20)
+                                                                  << "`: " << r.status << " " << r.body.substr(0, 300);
+          }
+  }
+  EXPECT_GT(probes, 300);
+  // The owner's objects are as they were.
+  EXPECT_EQ(call("GET", "/v1/blobs/" + d, alpha).body, marker);
+  EXPECT_EQ(call("GET", "/ccache/" + std::string(32, 'c'), alpha).body, marker);
+  auto e = call("GET", "/v1/entries/alpha-key", alpha);
+  ASSERT_EQ(e.status, 200);
+  EXPECT_EQ(json::parse(e.body)["manifest"]["meta"]["fn"], "alpha_fn");
+  auto j = call("GET", "/v1/jobs/" + job, alpha);
+  ASSERT_EQ(j.status, 200);
+  EXPECT_EQ(json::parse(j.body)["state"], "queued");
+}
 
 #ifdef MLK_CLUSTER_TESTS
 INSTANTIATE_TEST_SUITE_P(Shared, Trust, ::testing::Values("pg"), [](const auto& i) { return i.param; });
