@@ -35,6 +35,12 @@ struct EntryInfo;
 struct EntryPage;
 struct Artifact;
 
+// What ArtifactStore::collect_unreferenced deleted.
+struct CollectReport {
+  int64_t blobs_deleted = 0;
+  int64_t bytes_freed = 0;
+};
+
 // Where a page of ArtifactStore::list_page ends (the order is newest row
 // first; a row's id never changes, so no entry is skipped or seen twice
 // while others are read or written): plain data a caller hands back.
@@ -80,6 +86,12 @@ class ArtifactStore {
   // reference) and its entries' stored manifests.
   virtual Expected<int64_t> namespace_bytes(const std::string& ns) = 0;
   virtual Expected<StoreStats> stats() = 0;
+  // Deletes the blobs that no entry references and no namespace has staged
+  // (service/staging.h, when `mlk serve` made the tables), and whose row was
+  // created before `created_before` (unix seconds): the grace that lets a
+  // client bind a blob it has just uploaded. What `mlk serve` runs every
+  // --collect-interval, so that an upload whose staging expired is not kept.
+  virtual Expected<CollectReport> collect_unreferenced(int64_t created_before) = 0;
 };
 
 }  // namespace mlk::cache

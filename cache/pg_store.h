@@ -36,10 +36,6 @@
 
 namespace mlk::cache {
 
-struct CollectReport {
-  int64_t blobs_deleted = 0;
-  int64_t bytes_freed = 0;
-};
 
 // What the replicas of one deployment share, made once per process.
 struct SharedBackend {
@@ -85,7 +81,7 @@ class PgStore final : public ArtifactStore {
   // uploaded again) before `created_before` (unix seconds): the grace that
   // lets another replica bind a blob it has just uploaded. What `mlk serve`
   // runs on the shared backend every --collect-interval.
-  Expected<CollectReport> collect_unreferenced(int64_t created_before);
+  Expected<CollectReport> collect_unreferenced(int64_t created_before) override;
 
  private:
   PgStore() = default;

@@ -170,6 +170,7 @@ class Store final : public ArtifactStore {
 
   Expected<std::vector<NamespaceUsage>> usage() override;  // every namespace with entries
   Expected<int64_t> namespace_bytes(const std::string& ns) override;
+  Expected<CollectReport> collect_unreferenced(int64_t created_before) override;
   Expected<StoreStats> stats() override;
 
   // Re-hashes every blob and entry record, checks references and runs

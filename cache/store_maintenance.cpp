@@ -289,6 +289,28 @@ Expected<GcReport> Store::gc(int64_t max_bytes) {
   return evict(*impl_, std::nullopt, max_bytes);
 }
 
+Expected<CollectReport> Store::collect_unreferenced(int64_t created_before) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  MLK_RETURN_IF_ERROR(impl_->check_writable());
+  CollectReport rep;
+  MLK_RETURN_IF_ERROR(sql::write_txn(*impl_->db, [&]() -> Status {
+    auto unheld = detail::unheld_blob_condition(*impl_);
+    if (!unheld.ok()) return unheld.status();
+    auto del = impl_->db->prepare("DELETE FROM blobs WHERE created<?1 AND " + *unheld + " RETURNING size");
+    if (!del.ok()) return del.status();
+    del->bind(1, created_before);
+    while (true) {
+      auto r = del->step();
+      if (!r.ok()) return r.status();
+      if (!*r) break;
+      rep.blobs_deleted += 1;
+      rep.bytes_freed += del->i64(0);
+    }
+    return Status::Ok();
+  }));
+  return rep;
+}
+
 Expected<GcReport> Store::gc_namespace(const std::string& ns, int64_t max_bytes) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   MLK_RETURN_IF_ERROR(validate_namespace(ns));

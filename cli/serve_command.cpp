@@ -221,11 +221,11 @@ CommandSpec spec(ServeArgs& a) {
                .help = "a request's body must arrive whole within this of its head; else the connection is closed",
                .default_value = "120", .set = store_count(o.body_timeout_s)},
               {.name = "--collect-interval", .metavar = "SECONDS",
-               .help = "the shared backend: how often this replica deletes the blobs no entry references and no "
-                       "namespace has staged",
+               .help = "how often the server deletes the blobs no entry references and no namespace has staged "
+                       "(uploads whose staging expired; on the shared backend also what removed entries left)",
                .default_value = "600", .set = store_count(o.collect_interval_s)},
               {.name = "--collect-grace", .metavar = "SECONDS",
-               .help = "the shared backend: blobs uploaded within this are never collected (another replica may be "
+               .help = "blobs uploaded within this are never collected (a client, or another replica, may be "
                        "binding them)",
                .default_value = "3600", .set = store_count(o.collect_grace_s)},
               {.name = "--upload-memory", .metavar = "SIZE",
@@ -241,6 +241,10 @@ CommandSpec spec(ServeArgs& a) {
                .set = store(o.tls_cert_path)},
               {.name = "--tls-key", .metavar = "FILE", .help = "the PEM private key of --tls-cert",
                .set = store(o.tls_key_path)},
+              {.name = "--public-url", .metavar = "URL",
+               .help = "the URL clients reach this server at (behind a TLS proxy: https://...; the dashboard's "
+                       "cookie is then Secure)",
+               .set = store(o.public_url)},
               {.name = "--staged-ttl", .metavar = "SECONDS",
                .help = "how long an uploaded blob no entry uses stays charged to its namespace and readable by it",
                .default_value = "3600", .set = store_count(o.api.staged_ttl_s)},

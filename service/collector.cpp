@@ -4,7 +4,7 @@
 #include <ctime>
 
 #include "base/log.h"
-#include "cache/pg_store.h"
+#include "cache/store.h"
 
 namespace mlk::service {
 
@@ -22,9 +22,7 @@ BlobCollector::~BlobCollector() {
 
 Expected<int64_t> BlobCollector::run_once() {
   auto lease = pool_.acquire();
-  auto* pg = dynamic_cast<cache::PgStore*>(&lease.store());
-  if (!pg) return Status::Unsupported("blob collection runs on the shared backend only");
-  auto rep = pg->collect_unreferenced(static_cast<int64_t>(std::time(nullptr)) - grace_s_);
+  auto rep = lease.store().collect_unreferenced(static_cast<int64_t>(std::time(nullptr)) - grace_s_);
   if (!rep.ok()) return rep.status();
   return rep->blobs_deleted;
 }

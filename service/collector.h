@@ -1,11 +1,11 @@
-// The collection of unreferenced blobs on the shared backend (PostgreSQL +
-// S3, cache/pg_store.h), where removing an entry leaves its blobs for
-// another replica that may be binding them: a background thread that every
+// The collection of unreferenced blobs: a background thread that every
 // `interval_s` deletes the blobs that no entry references, no namespace has
-// staged, and nobody uploaded within `grace_s` (PgStore::collect_unreferenced).
-// Every replica may run one; the deletes are idempotent. On an SQLite store
-// there is nothing to run: removing an entry drops its blobs at once, and
-// `mlk cache gc` collects the rest.
+// staged, and nobody uploaded within `grace_s`
+// (ArtifactStore::collect_unreferenced). On the shared backend removing an
+// entry leaves its blobs for another replica that may be binding them; on
+// either backend an upload whose staging expired (--staged-ttl) is bound to
+// nothing and charged to no one, and goes here. Every replica may run one;
+// the deletes are idempotent.
 #pragma once
 
 #include <condition_variable>

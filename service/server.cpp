@@ -230,7 +230,7 @@ struct Server::Impl {
   std::unique_ptr<SessionPool> pool;
   Metrics metrics;
   std::unique_ptr<Api> api;
-  std::unique_ptr<BlobCollector> collector;  // the shared backend only; stops before the pool goes
+  std::unique_ptr<BlobCollector> collector;  // stops before the pool goes
   MHD_Daemon* daemon = nullptr;
   int port = 0;
   int listen_fd = -1;
@@ -660,6 +660,8 @@ Status check_limits(const ServeOptions& o) {
   if (o.api.max_answer_bytes < 65536) return Status::InvalidArgument("--max-answer must be at least 64K");
   if (o.upload_memory_per_token_bytes < 0) return Status::InvalidArgument("--upload-memory-per-token must be positive");
   if (o.collect_grace_s < 60) return Status::InvalidArgument("--collect-grace must be at least 60 seconds");
+  if (!o.public_url.empty() && o.public_url.rfind("https://", 0) != 0 && o.public_url.rfind("http://", 0) != 0)
+    return Status::InvalidArgument("--public-url `" + o.public_url.substr(0, 80) + "` is not an http:// or https:// URL");
   if (o.tls_cert_path.empty() != o.tls_key_path.empty())
     return Status::InvalidArgument("--tls-cert and --tls-key go together: give both, or neither for plain HTTP");
   return Status::Ok();
@@ -678,7 +680,7 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   o.upload_memory_per_token_bytes =
       std::clamp(o.upload_memory_per_token_bytes, o.api.max_body_bytes, o.upload_memory_bytes);
   const bool tls = !o.tls_cert_path.empty();
-  o.api.tls = tls;
+  o.api.tls = tls || o.public_url.rfind("https://", 0) == 0;  // the cookie is Secure where clients speak HTTPS
   if (tls) {
     if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
       return Status::InvalidArgument("--tls-cert: this libmicrohttpd was built without TLS");
@@ -694,8 +696,7 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   if (!pool.ok()) return pool.status();
   impl->pool = std::move(*pool);
   impl->api = std::make_unique<Api>(o.api, *impl->pool, impl->metrics);
-  if (backend.shared())
-    impl->collector = std::make_unique<BlobCollector>(*impl->pool, o.collect_interval_s, o.collect_grace_s);
+  impl->collector = std::make_unique<BlobCollector>(*impl->pool, o.collect_interval_s, o.collect_grace_s);
 
   int fd = impl->listen_fd = listen_on(o.host, o.port, impl->port);
   if (fd < 0)

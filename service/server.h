@@ -42,6 +42,10 @@ struct ServeOptions {
   // What one token's bodies may hold of it at once; more: 503 for that token
   // only. 0: a quarter of upload_memory_bytes. Never less than max_body_bytes.
   int64_t upload_memory_per_token_bytes = 0;
+  // The URL clients use (`--public-url`), when a TLS proxy in front of the
+  // server speaks HTTPS for it: https://... makes the dashboard's cookie
+  // Secure as --tls-cert does. Empty: none.
+  std::string public_url;
   // TLS: PEM files of the server's certificate (chain) and private key; both or neither.
   std::string tls_cert_path;
   std::string tls_key_path;

@@ -132,6 +132,7 @@ class ServerTest : public ::testing::Test {
     o.body_timeout_s = 1;
     o.tls_cert_path = tls_cert;
     o.tls_key_path = tls_key;
+    o.public_url = public_url;
     if (upload_memory > 0) o.upload_memory_bytes = upload_memory;
     o.access_log = o.access_log_json = access_log_json;
     auto s = Server::Start(o);
@@ -170,6 +171,7 @@ class ServerTest : public ::testing::Test {
   std::unique_ptr<Server> server;
   std::string token, read_only;
   std::string tls_cert, tls_key;  // PEM files: start() serves https
+  std::string public_url;         // start()'s --public-url
   int64_t upload_memory = 0;      // > 0: start()'s --upload-memory
   bool access_log_json = false;   // start()'s --access-log-json
 };
@@ -858,6 +860,25 @@ TEST_F(ServerTest, Round2_Low_RepeatedFramingOrIdentityHeadersAre400) {
     EXPECT_NE(got.find("more than one"), std::string::npos) << got.substr(0, 300);
   }
   EXPECT_EQ(blob_count(), "0/0");
+}
+
+// Second review, low: the dashboard's cookie was Secure only with
+// --tls-cert, so behind a TLS proxy (the supported way to serve HTTPS
+// without certificates on the server) it was sent without it.
+// --public-url https://... makes it Secure.
+TEST_F(ServerTest, Round2_Low_ThePublicUrlMakesTheCookieSecureBehindATlsProxy) {
+  for (const std::string& url_given : {std::string(""), std::string("https://cache.example")}) {
+    server.reset();
+    public_url = url_given;
+    start(0);
+    httplib::Client c(url());
+    httplib::Headers h = {{"Origin", url()}};
+    auto r = c.Post("/ui/login", h, "token=" + read_only, "application/x-www-form-urlencoded");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 303) << r->body;
+    const bool secure = r->get_header_value("Set-Cookie").find("; Secure") != std::string::npos;
+    EXPECT_EQ(secure, !url_given.empty()) << url_given << ": " << r->get_header_value("Set-Cookie");
+  }
 }
 
 // Finding 4: each idle keep-alive connection held a worker thread until its
