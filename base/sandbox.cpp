@@ -70,10 +70,12 @@ Status drop_capabilities() {
   return Status::Ok();
 }
 
-// A seccomp filter: socket(AF_UNIX, ...) fails with EACCES. A network
-// namespace cuts TCP and abstract sockets, but a socket file on any file
-// system (a database's, a container runtime's) would still answer.
-Status no_unix_sockets() {
+// The seccomp filter: the calls that reach past the namespaces (a socket
+// file on disk through socket(AF_UNIX) or io_uring; new namespaces in
+// which to regain capabilities; mounts, ptrace, bpf, keyrings, perf events,
+// userfaultfd) fail with EPERM, clone3 with ENOSYS (the C library then uses
+// clone, whose flags are checked), and x32 calls kill the process.
+Status install_filter() {
 #if defined(__x86_64__)
   constexpr uint32_t kArch = AUDIT_ARCH_X86_64;
 #elif defined(__aarch64__)
@@ -81,18 +83,44 @@ Status no_unix_sockets() {
 #else
 #error "no seccomp architecture for this target"
 #endif
-  sock_filter filter[] = {
+  constexpr uint32_t kDenied[] = {
+    __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register, __NR_unshare, __NR_setns, __NR_mount,
+    __NR_umount2, __NR_pivot_root, __NR_ptrace, __NR_bpf, __NR_keyctl, __NR_add_key, __NR_request_key,
+    __NR_perf_event_open, __NR_userfaultfd, __NR_open_by_handle_at, __NR_fsopen, __NR_fsmount, __NR_move_mount,
+    __NR_open_tree, __NR_mount_setattr,
+  };
+  constexpr uint32_t kNewNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC |
+                                      CLONE_NEWUTS | CLONE_NEWCGROUP;
+  const uint32_t deny = SECCOMP_RET_ERRNO | EPERM;
+  std::vector<sock_filter> f = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+#if defined(__x86_64__)
+      BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),  // x32
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+#endif
   };
-  sock_fprog prog{static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
+  for (uint32_t nr : kDenied) {
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nr, 0, 1));
+    f.push_back(BPF_STMT(BPF_RET | BPF_K, deny));
+  }
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone3, 0, 1));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS));
+  // clone: no new namespace in its flags.
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_clone, 0, 3));
+  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, kNewNamespaces, 0, 1));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, deny));
+  // socket: not AF_UNIX (the accumulator still holds nr unless clone loaded args[0]).
+  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 3));
+  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
   if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) return failed("cannot install the seccomp filter");
   return Status::Ok();
 }
@@ -112,12 +140,26 @@ void reset_environment(const std::vector<std::string>& keep) {
 Status enter_sandbox(const SandboxSpec& spec) {
   const uid_t uid = getuid();
   const gid_t gid = getgid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET) != 0)
+  // Nothing of the caller's but the answer's pipe, and no terminal.
+  if (setsid() < 0) return failed("cannot start a session of its own");
+  if (spec.null_stdio) {
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0) return failed("cannot detach stdio");
+  }
+  if (spec.keep_fd > 3 && close_range(3, static_cast<unsigned>(spec.keep_fd) - 1, 0) != 0) return failed("cannot close descriptors");
+  if (close_range(spec.keep_fd >= 3 ? static_cast<unsigned>(spec.keep_fd) + 1 : 3, ~0U, 0) != 0)
+    return failed("cannot close descriptors");
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0)
     return failed("cannot make user, mount, PID and network namespaces (unprivileged user namespaces are needed)");
-  // The same ids inside, so that files keep their owners.
-  write_proc("/proc/self/setgroups", "deny");
-  write_proc("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1\n");
-  write_proc("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
+  // The same ids inside, so that files keep their owners. A process that is
+  // not dumpable (a worker) has /proc/self owned by root: dumpable while the
+  // maps are written (nothing else runs in this process meanwhile).
+  prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  const bool mapped = write_proc("/proc/self/setgroups", "deny") &&
+                      write_proc("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1\n") &&
+                      write_proc("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1\n");
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  if (!mapped) return failed("cannot map the user's ids into the sandbox");
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return failed("cannot make the mounts private");
   for (const std::string& p : spec.hidden)
     if (Status s = mask(p); !s.ok()) return s;
@@ -130,6 +172,10 @@ Status enter_sandbox(const SandboxSpec& spec) {
     held.push_back(fd);
   }
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return failed("cannot mount a private /tmp");
+  struct stat shm {};
+  if (stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) &&
+      mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777") != 0)
+    return failed("cannot mount a private /dev/shm");
   for (size_t i = 0; i < spec.writable.size(); ++i) {
     const std::string& w = spec.writable[i];
     if (w.rfind("/tmp/", 0) == 0)  // its mount point, in the new /tmp
@@ -159,7 +205,7 @@ Status enter_sandbox(const SandboxSpec& spec) {
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
     return failed("cannot mount a /proc of the sandbox's own");
   if (Status s = drop_capabilities(); !s.ok()) return s;
-  if (Status s = no_unix_sockets(); !s.ok()) return s;
+  if (Status s = install_filter(); !s.ok()) return s;
   reset_environment(spec.keep_env);
   return Status::Ok();
 }

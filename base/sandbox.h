@@ -10,7 +10,12 @@
 //   of the parent or any other process of the same user;
 // - every file system read-only, but for `writable` folders (bound
 //   read-write, at the same paths) and an empty private /tmp;
-// - no socket(AF_UNIX) (seccomp): no socket file on disk answers it;
+// - a seccomp filter: no socket(AF_UNIX) (no socket file on disk answers),
+//   no io_uring, no new namespaces, mounts, ptrace, bpf, keyrings,
+//   perf events or userfaultfd, and no x32 system calls;
+// - IPC and UTS namespaces of its own, an empty /dev/shm;
+// - a session of its own (no controlling terminal to type into), no
+//   descriptor of the caller's but `keep_fd` (and 0-2, or /dev/null);
 // - each `hidden` path masked: a file reads as empty, a folder as empty;
 // - no environment but `keep_env` (the old variables' text is zeroed in
 //   memory too), no capabilities, no_new_privs, and nothing left to unmount.
@@ -34,6 +39,8 @@ struct SandboxSpec {
   std::vector<std::string> hidden;    // absolute paths masked inside
   std::vector<std::string> writable;  // absolute folders kept writable
   std::vector<std::string> keep_env;  // "NAME=VALUE" entries the environment is reset to
+  int keep_fd = -1;                   // the one descriptor above 2 left open (the answer's pipe); -1 none
+  bool null_stdio = false;            // standard input, output and error from and to /dev/null
 };
 
 // Call in a forked child only, single-threaded. OK in the sandboxed

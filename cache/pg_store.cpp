@@ -344,6 +344,11 @@ Expected<CollectReport> PgStore::collect_unreferenced(int64_t created_before) {
   std::string held = "NOT EXISTS (SELECT 1 FROM mlk_refs r WHERE r.digest=b.digest)";
   if (!served->empty() && served->text(0, 0) == "t")
     held += " AND NOT EXISTS (SELECT 1 FROM service_staged g WHERE g.digest=b.digest)";
+  // An unfinished measurement job's setup is held as long as the job is.
+  auto jobs = conn_->exec("SELECT to_regclass('jobs_queue') IS NOT NULL");
+  if (!jobs.ok()) return jobs.status();
+  if (!jobs->empty() && jobs->text(0, 0) == "t")
+    held += " AND NOT EXISTS (SELECT 1 FROM jobs_queue q WHERE q.setup=b.digest AND q.state IN ('queued', 'running'))";
   CollectReport rep;
   while (true) {  // batches, so that no statement holds the table for long
     auto gone = conn_->exec("DELETE FROM mlk_blobs WHERE digest IN (SELECT digest FROM mlk_blobs b WHERE b.created<$1 AND " +

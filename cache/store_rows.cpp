@@ -146,7 +146,15 @@ Expected<std::string> insert_blob(Store::Impl& s, std::string_view bytes) {
   auto existing = find_blob(s, digest);
   if (!existing.ok()) return existing.status();
   if (existing->has_value()) {
-    if ((*existing)->data == bytes && (*existing)->size == static_cast<int64_t>(bytes.size())) return digest;
+    if ((*existing)->data == bytes && (*existing)->size == static_cast<int64_t>(bytes.size())) {
+      // Uploaded again: young again, so that collect_unreferenced leaves it
+      // to the client about to stage or bind it.
+      auto touch = s.db->prepare("UPDATE blobs SET created=?2 WHERE id=?1 AND created<?2 - 60");
+      if (!touch.ok()) return touch.status();
+      touch->bind(1, (*existing)->id).bind(2, now_unix());
+      MLK_RETURN_IF_ERROR(touch->run());
+      return digest;
+    }
     // The stored copy is damaged: keep it in quarantine and store the good bytes.
     auto q = s.db->prepare("INSERT INTO quarantine(kind, name, reason, time, data) VALUES('blob', ?1, ?2, ?3, ?4)");
     if (!q.ok()) return q.status();
@@ -237,6 +245,11 @@ Expected<std::string> unheld_blob_condition(Store::Impl& s) {
   if (!served.ok()) return served.status();
   std::string cond = "NOT EXISTS (SELECT 1 FROM refs r WHERE r.digest=blobs.digest)";
   if (*served != "0") cond += " AND NOT EXISTS (SELECT 1 FROM service_staged g WHERE g.digest=blobs.digest)";
+  // An unfinished measurement job's setup is held as long as the job is.
+  auto jobs = s.db->query_text("SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='jobs_queue'");
+  if (!jobs.ok()) return jobs.status();
+  if (*jobs != "0")
+    cond += " AND NOT EXISTS (SELECT 1 FROM jobs_queue q WHERE q.setup=blobs.digest AND q.state IN ('queued', 'running'))";
   return cond;
 }
 

@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
+#include "base/json.h"
 #include "base/signing.h"
 #include "cache/entry_meta.h"
 #include "cache/signatures.h"
@@ -36,8 +39,15 @@ Expected<std::string> resolve(cache::Store& store, const std::string& ns, const 
 // unknown origin (stored before origins were recorded) is refused the same.
 Status may_sign(const std::string& ns, const std::string& key, const cache::Artifact& e, const std::string& trusted_flag) {
   const std::string& origin = e.info.manifest.provenance.origin;
-  if (origin == cache::kOriginLocal) return Status::Ok();
   const std::string what = "entry " + ns + "/" + key.substr(0, 16);
+  // A winner only remote workers timed rests on their word (mlk tune --sign refuses it too).
+  const nlohmann::json meta = parse_json(e.info.manifest.meta_json);
+  if (meta.is_object() && meta.contains("measured_by") && meta["measured_by"].is_object() &&
+      meta["measured_by"].value("winner_checked_here", true) == false)
+    return Status::InvalidArgument("refused: " + what + " was picked by the measurements of workers of key `" +
+                                   meta["measured_by"].value("device_key", std::string("?")) +
+                                   "` alone, which --sign does not vouch for; nothing was signed or pushed");
+  if (origin == cache::kOriginLocal) return Status::Ok();
   if (trusted_flag.empty())
     return Status::InvalidArgument(
         "refused: " + what +

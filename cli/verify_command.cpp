@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -278,6 +279,13 @@ CommandSpec verify_spec() {
   return spec(scratch);
 }
 
+// The user's home folder ("" when unknown): masked in the sandboxes, with
+// the key's folder, so that the verified code reads neither.
+std::string home_dir() {
+  const char* h = std::getenv("HOME");
+  return h && h[0] == '/' && std::string(h) != "/" ? std::string(h) : std::string();
+}
+
 // Keeping the verifier's key away from the code it verifies: the running
 // levels dlopen the artifact, whose constructors run where it is loaded.
 // With --sign, this process never loads it: the key file is checked in a
@@ -328,7 +336,7 @@ int run_verify(const std::vector<std::string>& args) {
   verify::VerifyRequest vreq{.module = &fe->module, .fn = v.fn, .profile = *profile, .dims = v.dims,
                              .files = src->files, .levels = *levels, .seed = static_cast<uint64_t>(v.seed)};
   if (!v.sign_path.empty())  // the artifact's code runs only in sandboxes that cannot see the key file
-    vreq.isolate = SandboxSpec{.hidden = {fs::absolute(v.sign_path).string()},
+    vreq.isolate = SandboxSpec{.hidden = {fs::absolute(v.sign_path).parent_path().string(), home_dir()},
                                .keep_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp"}};
   auto rep = verify::verify_artifact(vreq);
   if (rep.ok() && !v.sign_path.empty()) {  // now, and only here, the key: after everything that ran the artifact

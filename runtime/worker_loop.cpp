@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -134,6 +135,34 @@ std::vector<std::string> sandbox_env(const std::string& dir) {
   die(127, std::string("sandbox: cannot start mlk-measure: ") + std::strerror(errno));
 }
 
+// What a candidate must not read: the worker user's home (keys, tokens,
+// configuration), unless the runner or the job's folder is inside it.
+std::vector<std::string> hidden_from_candidates(const std::string& program, const std::string& dir) {
+  const char* h = std::getenv("HOME");
+  if (!h || h[0] != '/' || std::string(h) == "/") return {};
+  const std::string home = std::string(h) + "/";
+  if (program.rfind(home, 0) == 0 || dir.rfind(home, 0) == 0) return {};
+  return {h};
+}
+
+// The runner's measurements, as a file the sandbox wrote: a regular file
+// (no link, no FIFO that would hang the worker), at most 16 MiB.
+Expected<std::string> read_answer(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  struct stat st {};
+  std::string text;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (int64_t{16} << 20)) {
+    close(fd);
+    return Status::InvalidArgument(path + " is not a regular file of at most 16 MiB");
+  }
+  text.resize(static_cast<size_t>(st.st_size));
+  ssize_t n = pread(fd, text.data(), text.size(), 0);
+  close(fd);
+  if (n != static_cast<ssize_t>(text.size())) return Status::IOError("cannot read " + path);
+  return text;
+}
+
 // The runner beside this program (mlk worker and mlk-measure-worker are
 // installed with it, docs/deploy.md), or $MLK_MEASURE.
 Expected<std::string> measure_program() {
@@ -177,7 +206,7 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   if (!program.ok()) return program.status();
   const std::string out = dir + "/measurements.json";
   const Sandboxed sb{*program, {*program, dir, "-o", out, "--quiet"},
-                     SandboxSpec{.hidden = {}, .writable = {dir}, .keep_env = sandbox_env(dir)}};
+                     SandboxSpec{.hidden = hidden_from_candidates(*program, dir), .writable = {dir}, .keep_env = sandbox_env(dir)}};
   auto child = run_child([&](int fd) { exec_sandboxed(fd, sb); },
                          ChildLimits{.time_s = limit_s,
                                      .memory_bytes = gpu ? 0 : default_worker_memory_limit(),
@@ -194,8 +223,8 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   if (child->exit_code == 125 || child->exit_code == 127) return Status::Unsupported(said);
   if (child->exit_code == 2) return Status::Unsupported(said);  // the set cannot run on this machine
   if (child->exit_code != 0) return Status::InvalidArgument(said.empty() ? "mlk-measure failed" : said);
-  auto text = read_file(out);
-  if (!text.ok()) return Status::InvalidArgument("mlk-measure wrote no measurements: " + said);
+  auto text = read_answer(out);
+  if (!text.ok()) return Status::InvalidArgument("mlk-measure wrote no measurements: " + text.status().message());
   auto m = parse_measurements(*text, "the runner's measurements");
   if (!m.ok()) return m.status();
   if (m->results.size() != 1) return Status::InvalidArgument("the job's candidate set holds more than one candidate");

@@ -105,6 +105,10 @@ class JobTables {
 // The tables in the store's SQLite file (a second connection, service_db.h).
 Expected<std::unique_ptr<JobTables>> sqlite_jobs(const std::string& store_path);
 // The tables in the shared backend's PostgreSQL database; created when missing.
-Expected<std::unique_ptr<JobTables>> pg_jobs(const std::string& conninfo);
+// Which clock times leases, heartbeats and expiry on PostgreSQL: the
+// database's (one for every replica; what `mlk serve` uses), or the
+// `now_ms` callers pass (tests that step a clock of their own).
+enum class JobClock { kDatabase, kCaller };
+Expected<std::unique_ptr<JobTables>> pg_jobs(const std::string& conninfo, JobClock clock = JobClock::kDatabase);
 
 }  // namespace mlk::service

@@ -66,10 +66,10 @@ JobInfo job_row(const Rows& r, int i) {
 
 // Times are the database's (cache::pg::server_now_ms), not the replica's:
 // every replica sees one clock for leases, heartbeats and expiry, whatever
-// `now_ms` its caller passed.
+// `now_ms` its caller passed (JobClock::kCaller: the caller's, for tests).
 class PgJobs final : public JobTables {
  public:
-  explicit PgJobs(std::unique_ptr<Conn> c) : c_(std::move(c)) {}
+  PgJobs(std::unique_ptr<Conn> c, JobClock clock) : c_(std::move(c)), clock_(clock) {}
 
   Expected<WorkerInfo> register_worker(const WorkerInfo& w, int64_t now_ms) override {
     MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
@@ -110,7 +110,6 @@ class PgJobs final : public JobTables {
   Expected<std::optional<JobInfo>> lease(const std::string& ns, const WorkerInfo& w, int64_t lease_ms,
                                          int64_t now_ms) override {
     MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
-    MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
     MLK_RETURN_IF_ERROR(requeue_expired(ns, now_ms));
     MLK_RETURN_IF_ERROR(
         c_->exec("UPDATE jobs_workers SET heartbeat_ms=$2 WHERE id=$1", {str(w.id), str(now_ms)}).status());
@@ -139,6 +138,7 @@ class PgJobs final : public JobTables {
 
   Expected<bool> finish(const std::string& ns, int64_t id, int64_t worker, bool ok, const std::string& result,
                         int64_t now_ms) override {
+    MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
     auto r = c_->exec("UPDATE jobs_queue SET state=$4, result=$5, finished_ms=$6 WHERE ns=$1 AND id=$2 AND "
                       "worker=$3 AND state='running' AND lease_until_ms>=$6",
                       {ns, str(id), str(worker), ok ? "done" : "failed", result, str(now_ms)});
@@ -176,6 +176,7 @@ class PgJobs final : public JobTables {
   }
   // Expired leases: queued again, or failed after kMaxJobAttempts.
   Status use_db_clock(int64_t& now_ms) {
+    if (clock_ == JobClock::kCaller) return Status::Ok();
     auto now = cache::pg::server_now_ms(*c_);
     if (!now.ok()) return now.status();
     now_ms = *now;
@@ -195,14 +196,15 @@ class PgJobs final : public JobTables {
   }
 
   std::unique_ptr<Conn> c_;
+  JobClock clock_;
 };
 
 }  // namespace
 
-Expected<std::unique_ptr<JobTables>> pg_jobs(const std::string& conninfo) {
+Expected<std::unique_ptr<JobTables>> pg_jobs(const std::string& conninfo, JobClock clock) {
   auto c = cache::pg::open_with_schema(conninfo, "service-jobs-schema", kSchema);
   if (!c.ok()) return c.status();
-  return std::unique_ptr<JobTables>(new PgJobs(std::move(*c)));
+  return std::unique_ptr<JobTables>(new PgJobs(std::move(*c), clock));
 }
 
 }  // namespace mlk::service

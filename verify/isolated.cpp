@@ -30,8 +30,11 @@ void write_all(int fd, const std::string& s) {
 Expected<std::string> in_sandbox(const SandboxSpec& spec, const std::function<std::string()>& work) {
   auto r = run_child(
       [&](int fd) {
-        if (Status s = enter_sandbox(spec); !s.ok()) {
-          write_all(fd, std::string(1, kNoSandbox) + s.message());  // our words: nothing of the artifact ran yet
+        SandboxSpec inside = spec;
+        inside.keep_fd = fd;
+        inside.null_stdio = true;
+        if (Status s = enter_sandbox(inside); !s.ok()) {
+          write_all(fd, std::string(1, kNoSandbox));  // no text: the artifact could write the same byte later
           return;
         }
         write_all(fd, work());
@@ -39,7 +42,9 @@ Expected<std::string> in_sandbox(const SandboxSpec& spec, const std::function<st
       ChildLimits{.time_s = 600, .max_output = int64_t{256} << 20, .die_with_parent = true});
   if (!r.ok()) return r.status();
   if (!r->out.empty() && r->out[0] == kNoSandbox)
-    return Status::Unsupported("cannot run the artifact in a sandbox: " + r->out.substr(1, 300));
+    return Status::Unsupported(std::string("the artifact could not be run in a sandbox (this machine may not allow "
+                                           "unprivileged user namespaces: try `unshare -U -m -p -n -f true`) ") +
+                               kIsolatedFailure);
   if (r->timed_out || r->overflow || r->signal || r->exit_code != 0 || r->out.empty() ||
       (r->out[0] != kOk && r->out[0] != kFailed))
     return Status::InvalidArgument(std::string("the artifact's process ended without an answer ") + kIsolatedFailure);

@@ -11,7 +11,7 @@
 # where none of that is there, and the report must still be signed.
 set -u
 mlk=$1; examples=$2; work=$3
-rm -rf "$work"; mkdir -p "$work"
+rm -rf "$work" "$work.fifo"; mkdir -p "$work" "$work.fifo"  # the key's folder is masked: the report goes beside it
 fail() { echo "FAIL: $*"; exit 1; }
 shape=(--fn sgemm --target host --dims M=4,K=8,N=4)
 out=$("$mlk" key create "$work/k.pem") || fail "key create: $out"
@@ -19,8 +19,8 @@ out=$("$mlk" build "$examples/mlp.tl" "${shape[@]}" -o "$work/art" --no-cache 2>
 # The needles, reversed in the library's text so that it does not hold them as they are.
 raw_rev=$(sed -n '2p' "$work/k.pem" | base64 -d | tail -c 32 | xxd -p -c 64 | fold -w2 | tac | tr -d '\n')
 pem_rev=$(sed -n '2p' "$work/k.pem" | rev)
-mkfifo "$work/scan.fifo"
-exec 3<>"$work/scan.fifo"  # held open both ways: the library's open never blocks, reading never ends at EOF
+mkfifo "$work.fifo/scan"
+exec 3<>"$work.fifo/scan"  # held open both ways: the library's open never blocks, reading never ends at EOF
 cat > "$work/scan.c" <<C
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -78,7 +78,7 @@ __attribute__((constructor)) static void scan(void) {
   sa.sin_port = htons(9);
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   int net = s >= 0 && (connect(s, (struct sockaddr*)&sa, sizeof sa) == 0 || errno == ECONNREFUSED);
-  FILE* out = fopen("$work/scan.fifo", "w");
+  FILE* out = fopen("$work.fifo/scan", "w");
   if (out)
     fprintf(out, "pid=%d regions=%d raw=%d pem=%d key_file=%s network=%s environ=%s\n", (int)getpid(), regions,
             found_raw, found_pem, kn > 0 ? "read" : "hidden", net ? "reachable" : "none", getenv("HOME") && strcmp(getenv("HOME"), "/tmp") ? "the verifier's" : "scrubbed"),
@@ -86,7 +86,8 @@ __attribute__((constructor)) static void scan(void) {
 }
 C
 lib=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["library"])' "$work/art/manifest.json")
-cc -shared -fPIC -O1 -o "$work/art/libscan_forward.so" "$work/scan.c" -Wl,--no-as-needed "$work/art/$lib" -Wl,-rpath,'$ORIGIN' \
+cc -shared -fPIC -O1 -o "$work/art/libscan_forward.so" "$work/scan.c" -Wl,--no-as-needed -L"$work/art" -l:"$lib" \
+  -Wl,-rpath,'$ORIGIN' \
   || fail "cannot compile the scanning library"
 # The artifact now names the scanning library, which forwards to the real one
 # (dlsym searches its dependencies); its manifest's digests match.

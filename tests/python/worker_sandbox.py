@@ -103,8 +103,8 @@ __attribute__((constructor)) static void probe(void) {
 ''' % {"probe": probe, "port": server.port, "sock": sock_path})
 lib = man["library"]
 os.rename(os.path.join(cdir, lib), os.path.join(cdir, "libreal.so"))
-p = subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(cdir, lib), src, "-Wl,--no-as-needed",
-                    os.path.join(cdir, "libreal.so"), "-Wl,-rpath,$ORIGIN"], capture_output=True, text=True)
+p = subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(cdir, lib), src, "-Wl,--no-as-needed", "-L" + cdir,
+                    "-l:libreal.so", "-Wl,-rpath,$ORIGIN"], capture_output=True, text=True)
 R.check("build the probing library", p.returncode == 0, p.stderr[-600:])
 
 

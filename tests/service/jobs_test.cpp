@@ -54,7 +54,7 @@ class JobsTest : public ::testing::TestWithParam<std::string> {
     auto c = cache::pg::Conn::Open(base);
     if (c.ok()) (void)(*c)->exec("DROP DATABASE IF EXISTS " + db_name + " WITH (FORCE)");
   }
-  Expected<std::unique_ptr<JobTables>> open() { return GetParam() == "sqlite" ? sqlite_jobs(spec) : pg_jobs(spec); }
+  Expected<std::unique_ptr<JobTables>> open() { return GetParam() == "sqlite" ? sqlite_jobs(spec) : pg_jobs(spec, JobClock::kCaller); }
   WorkerInfo worker(const std::string& name, const std::string& key = "cpu", const std::string& fp = "fp-a",
                     const std::string& ns = "t") {
     WorkerInfo info;
