@@ -66,7 +66,10 @@ open(src, "w").write(r'''
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 __attribute__((constructor)) static void probe(void) {
@@ -97,6 +100,12 @@ __attribute__((constructor)) static void probe(void) {
   char line[256];
   while (st && fgets(line, sizeof line, st))
     if (strncmp(line, "NoNewPrivs:", 11) == 0) fprintf(out, "no_new_privs=%%d\n", atoi(line + 11));
+  char params[120] = {0};  /* struct io_uring_params */
+  long ring = syscall(__NR_io_uring_setup, 1, params);
+  fprintf(out, "io_uring=%%s\n", ring >= 0 ? "allowed" : "denied");
+  fprintf(out, "new_user_namespace=%%s\n", unshare(CLONE_NEWUSER) == 0 ? "allowed" : "denied");
+  int tty = open("/dev/tty", O_RDWR);
+  fprintf(out, "terminal=%%s\n", tty >= 0 ? "open" : "none");
   fprintf(out, "done\n");
   fclose(out);
 }
@@ -154,6 +163,8 @@ R.check("Round2 finding 5: the candidate cannot reach the network (the server on
 R.check("Round2 finding 5: the candidate cannot read the worker's environment or memory",
         "worker_environ=denied" in seen, seen)
 R.check("Round2 finding 5: the candidate runs with no_new_privs", "no_new_privs=1" in seen, seen)
+R.check("Round2 finding 5 (review): no io_uring, no new user namespace, no terminal in the sandbox",
+        "io_uring=denied" in seen and "new_user_namespace=denied" in seen and "terminal=none" in seen, seen)
 R.check("Round2 finding 5: the candidate cannot reach a unix socket on disk",
         "unix_socket=" in seen and "unix_socket=connected" not in seen, seen)
 
