@@ -322,7 +322,7 @@ Expected<EntryPage> Store::list_page(const std::string& ns, const std::optional<
   std::lock_guard<std::mutex> lock(impl_->mu);
   EntryPage page;
   auto st = impl_->db->prepare(
-      std::string("SELECT id, ns, key, manifest, digest, pinned, created, last_used, lru FROM entries WHERE ns=?1") +
+      std::string("SELECT id, ns, key, manifest, digest, pinned, created, last_used FROM entries WHERE ns=?1") +
       (after ? " AND id < ?3" : "") + " ORDER BY id DESC LIMIT ?2");
   if (!st.ok()) return st.status();
   st->bind(1, ns).bind(2, int64_t{max_rows});
@@ -331,7 +331,7 @@ Expected<EntryPage> Store::list_page(const std::string& ns, const std::optional<
     auto r = st->step();
     if (!r.ok()) return r.status();
     if (!*r) break;
-    EntryRow e{st->i64(0), st->text(1), st->text(2), st->text(3), st->text(4), st->i64(5) != 0, st->i64(6), st->i64(7), st->i64(8)};
+    EntryRow e{st->i64(0), st->text(1), st->text(2), st->text(3), st->text(4), st->i64(5) != 0, st->i64(6), st->i64(7)};
     page.entries.push_back(detail::listed_entry(e));
     page.entries.back().at = ListCursor{e.id};
   }

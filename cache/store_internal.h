@@ -36,7 +36,6 @@ struct EntryRow {
   std::string ns, key, manifest_text, digest;
   bool pinned = false;
   int64_t created = 0, last_used = 0;
-  int64_t lru = 0;
 };
 
 struct BlobRow {

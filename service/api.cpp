@@ -387,18 +387,6 @@ void log_server_error(const ApiRequest& req, const std::string& route, const Api
 
 }  // namespace
 
-bool Api::token_known(const ApiRequest& req) {
-  try {
-    std::string token = detail::token_of(req.authorization);
-    if (token.empty()) return false;
-    auto lease = pool_.acquire();
-    auto found = lease.tables().find_token(token);
-    return found.ok() && found->has_value();
-  } catch (...) {
-    return false;
-  }
-}
-
 namespace {
 
 // The scopes of which a body on this route needs one (all of them for

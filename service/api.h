@@ -121,11 +121,6 @@ class Api {
   Api(ApiOptions options, SessionPool& pool, Metrics& metrics);
   // Answers one request. Never throws.
   ApiResponse handle(const ApiRequest& req, BodySource& body);
-  // Whether the request carries a known, unrevoked token (Bearer, or Basic
-  // with the token as password). The transport buffers a body only for such
-  // a request, so a client without a token cannot hold its upload memory.
-  // False on a store error too. Never throws.
-  bool token_known(const ApiRequest& req);
   // Whether the transport may buffer this request's body: its token is
   // known and holds a scope that a body on this route needs (a read-only
   // token's upload would be refused once it arrived, so it holds no memory

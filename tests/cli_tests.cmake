@@ -27,6 +27,13 @@ mlk_cli_test(build_host 0 "built .*librmsnorm.so" build ${CMAKE_SOURCE_DIR}/exam
 mlk_cli_test(build_private_fn 1 "`gelu_tanh` is not public" build ${CMAKE_SOURCE_DIR}/examples/mlp.tl --fn gelu_tanh --target host -o ${CMAKE_CURRENT_BINARY_DIR}/cli_build_private)
 mlk_cli_test(build_bad_schedule_file 1 "cannot read nope.json: No such file or directory" build ${CMAKE_SOURCE_DIR}/examples/norms.tl --fn rmsnorm --target host --schedule nope.json -o x)
 mlk_cli_test(tune_needs_target 2 "--target PROFILE is required" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl)
+# Issue 49: the new flags' usage errors.
+mlk_cli_test(serve_public_url_not_http 1 "--public-url `ftp://x` is not an http:// or https:// URL"
+  serve --cache ${CMAKE_CURRENT_BINARY_DIR}/cli_public_url.db --public-url ftp://x)
+mlk_cli_test(serve_max_manifest_small 1 "--max-manifest must be at least 1K"
+  serve --cache ${CMAKE_CURRENT_BINARY_DIR}/cli_max_manifest.db --max-manifest 10)
+mlk_cli_test(build_trusted_without_sign 2 "--trusted-signers goes with --sign"
+  build ${CMAKE_SOURCE_DIR}/examples/mlp.tl --fn sgemm --target host -o ${CMAKE_CURRENT_BINARY_DIR}/cli_trusted_o --trusted-signers abc)
 # Issue 49, finding 12: a GPU winner picked by workers alone is not signed.
 mlk_cli_test(tune_sign_workers_gpu 2 "--sign with --workers on `cuda_sm90`, which does not run here .*the winner would rest on the workers' measurements alone"
   tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target cuda_sm90 --fn sgemm --workers k --server http://127.0.0.1:9 --sign /nonexistent.pem)
