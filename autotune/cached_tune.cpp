@@ -200,7 +200,6 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
   cache::Store* store = request.store;
   const std::string& ns = request.ns;
   const std::string& out_dir = request.out_dir;
-  const std::string& work_dir = request.work_dir;
   const TuneResult* r = &result;
   Outcome o;
   o.key = tuning_key(request);

@@ -9,9 +9,13 @@
 #   2. hostile: the same, while bench/serve_hostile.py runs idle sockets, slow
 #      headers, trickled bodies, oversized and chunked uploads, deeply nested
 #      JSON, range storms and oversized heads against the same server, from
-#      127.0.0.2 and up (the honest clients are on 127.0.0.1).
+#      127.0.0.2 and up (the honest clients are on 127.0.0.1); and, with a
+#      hostile team's own write and read tokens (its namespace under a 64 MiB
+#      quota): a metadata flood, benchmark-report amplification and history
+#      reads, a read token's trickled uploads, 40 slow readers of an 8 MiB
+#      blob, and 8 concurrent writers; /healthz is timed throughout.
 # Prints honest requests/s, p99 and errors of both runs, what the hostile
-# clients got, the server's peak RSS, and whether /healthz still answers.
+# clients got, /healthz's latencies, and the server's peak RSS after each run.
 # Everything shares this machine's cores: the hostile clients are paced so
 # that they test the server's defences rather than race it for CPU.
 #
@@ -34,7 +38,10 @@ command -v wrk >/dev/null || die "wrk is not installed (bash bench/setup_peers.s
 rm -rf "$work" && mkdir -p "$work"
 store=$work/serve.db
 tok=$("$mlk" token create --cache "$store" --team bench --scopes read,write-blobs,write-entries 2>/dev/null)
-"$mlk" serve --cache "$store" --listen 127.0.0.1:0 > "$work/serve.out" 2> "$work/serve.err" &
+mal=$("$mlk" token create --cache "$store" --team mallory --scopes read,write-blobs,write-entries 2>/dev/null)
+mal_ro=$("$mlk" token create --cache "$store" --team mallory --scopes read 2>/dev/null)
+"$mlk" serve --cache "$store" --listen 127.0.0.1:0 --quota mallory=64M --answer-memory 256M \
+  > "$work/serve.out" 2> "$work/serve.err" &
 serve_pid=$! hostile_pid=""
 cleanup() {
   [ -n "$hostile_pid" ] && kill "$hostile_pid" 2>/dev/null || true
@@ -48,6 +55,11 @@ head -c 65536 /dev/urandom > "$work/blob"
 digest=$(sha256sum "$work/blob" | cut -d' ' -f1)
 curl -sf -o /dev/null -X PUT --data-binary @"$work/blob" -H "Authorization: Bearer $tok" \
   -H "Content-Type: application/octet-stream" "$url/v1/blobs/$digest" || die "cannot upload the blob to $url"
+head -c 8388608 /dev/urandom > "$work/big"
+big=$(sha256sum "$work/big" | cut -d' ' -f1)
+curl -sf -o /dev/null -X PUT --data-binary @"$work/big" -H "Authorization: Bearer $mal" \
+  -H "Content-Type: application/octet-stream" "$url/v1/blobs/$big" || die "cannot upload the 8 MiB blob to $url"
+peak() { awk '/VmHWM/ {printf "%.0f MB", $2 / 1024}' "/proc/$serve_pid/status"; }
 
 cat > "$work/mix.lua" <<'LUA'
 -- 3 GETs of the blob to 1 PUT of a 4 KiB ccache object (1000 keys per thread).
@@ -77,7 +89,9 @@ honest() {  # label: one wrk run; prints a table row
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores" >&2
 honest "honest, quiet"
-"$py" "$root/bench/serve_hostile.py" "$port" "$tok" "$digest" "$((secs + 5))" > "$work/hostile.json" &
+echo "server peak RSS after the quiet run: $(peak)"
+"$py" "$root/bench/serve_hostile.py" "$port" "$tok" "$digest" "$((secs + 5))" "$mal" "$mal_ro" "$big" \
+  > "$work/hostile.json" &
 hostile_pid=$!
 sleep 3  # the hostile clients in place
 honest "honest, beside hostile"
@@ -86,4 +100,4 @@ hostile_pid=""
 echo "hostile clients (kind: outcome count): $(cat "$work/hostile.json")"
 health=$(curl -s -o /dev/null -w '%{http_code} in %{time_total} s' "$url/healthz" || echo "no answer")
 echo "after the run: /healthz $health"
-echo "server peak RSS: $(awk '/VmHWM/ {printf "%.0f MB", $2 / 1024}' "/proc/$serve_pid/status")"
+echo "server peak RSS after the hostile run: $(peak)"

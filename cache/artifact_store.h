@@ -60,6 +60,14 @@ class ArtifactStore {
   // Stores bytes once per digest; returns the digest.
   virtual Expected<std::string> put_blob(std::string_view bytes) = 0;
   virtual Expected<std::string> get_blob(const std::string& digest) = 0;  // NotFound, Corruption
+  // A blob's size, read from its row (the bytes are not read). NotFound.
+  virtual Expected<int64_t> blob_size(const std::string& digest) = 0;
+  // Bytes [offset, offset + length) of a blob (clipped at its end), read
+  // without reading or hashing the rest: what a Range request of a server
+  // answers. Unlike get_blob, a damaged blob is not detected here (a client
+  // that reads a blob in parts checks its digest when it has them all).
+  // NotFound; InvalidArgument for an offset past the end.
+  virtual Expected<std::string> read_blob_range(const std::string& digest, int64_t offset, int64_t length) = 0;
 
   // Binds (ns, key) to a manifest whose blobs are stored (NotFound otherwise).
   virtual Status put_entry(const std::string& ns, const std::string& key, const Manifest& manifest) = 0;

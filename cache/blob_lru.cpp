@@ -1,6 +1,7 @@
 #include "cache/blob_lru.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,6 +86,25 @@ std::optional<std::string> BlobLru::get(const std::string& digest) {
   if (bytes.ok() && sha256_hex(*bytes) == digest) return std::move(*bytes);
   drop(digest);  // damaged or gone: the blob store has the truth
   return std::nullopt;
+}
+
+std::optional<std::string> BlobLru::read_range(const std::string& digest, int64_t offset, int64_t length) {
+  if (max_bytes_ <= 0 || offset < 0 || length < 0) return std::nullopt;
+  int64_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(digest);
+    if (it == index_.end()) return std::nullopt;
+    order_.splice(order_.begin(), order_, it->second.first);
+    size = it->second.second;
+  }
+  int fd = ::open((dir_ + "/" + digest).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out(static_cast<size_t>(std::max<int64_t>(0, std::min(length, size - offset))), '\0');
+  ssize_t got = out.empty() ? 0 : ::pread(fd, out.data(), out.size(), offset);
+  ::close(fd);
+  if (got != static_cast<ssize_t>(out.size())) return std::nullopt;
+  return out;
 }
 
 void BlobLru::put(const std::string& digest, std::string_view bytes) {

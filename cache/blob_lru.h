@@ -28,6 +28,9 @@ class BlobLru {
 
   // The verified bytes of `digest`, or nullopt (absent, or damaged and dropped).
   std::optional<std::string> get(const std::string& digest);
+  // Bytes [offset, offset + length) of the cached file, clipped at its end,
+  // read without hashing the file (a Range read); nullopt when it is not here.
+  std::optional<std::string> read_range(const std::string& digest, int64_t offset, int64_t length);
   // Keeps a copy of verified bytes; best effort (a full disk is not an error).
   void put(const std::string& digest, std::string_view bytes);
   // Forgets `digest` (its blob was quarantined).

@@ -205,6 +205,24 @@ Expected<std::string> PgStore::get_blob(const std::string& digest) {
   return read_blob(digest, row->i64(0, 0), "blob " + digest + ": ");
 }
 
+Expected<int64_t> PgStore::blob_size(const std::string& digest) {
+  if (!is_sha256_hex(digest))
+    return Status::InvalidArgument("`" + digest + "` is not a sha256 digest (64 lower-case hex characters)");
+  auto row = conn_->exec("SELECT size FROM mlk_blobs WHERE digest=$1", {digest});
+  if (!row.ok()) return row.status();
+  if (row->empty()) return Status::NotFound("no blob " + digest + " in " + name_);
+  return row->i64(0, 0);
+}
+
+Expected<std::string> PgStore::read_blob_range(const std::string& digest, int64_t offset, int64_t length) {
+  auto size = blob_size(digest);
+  if (!size.ok()) return size.status();
+  if (offset < 0 || length < 0 || (offset >= *size && length > 0))
+    return Status::InvalidArgument("bytes from " + str(offset) + " are past blob " + digest + "'s " + str(*size));
+  if (auto local = lru_->read_range(digest, offset, length)) return std::move(*local);
+  return blobs_->get_range(digest, offset, std::min(length, *size - offset));
+}
+
 Status PgStore::put_entry(const std::string& ns, const std::string& key, const Manifest& manifest) {
   MLK_RETURN_IF_ERROR(validate_namespace(ns));
   MLK_RETURN_IF_ERROR(validate_key(key));

@@ -63,6 +63,8 @@ class PgStore final : public ArtifactStore {
 
   Expected<std::string> put_blob(std::string_view bytes) override;
   Expected<std::string> get_blob(const std::string& digest) override;
+  Expected<int64_t> blob_size(const std::string& digest) override;
+  Expected<std::string> read_blob_range(const std::string& digest, int64_t offset, int64_t length) override;
   Status put_entry(const std::string& ns, const std::string& key, const Manifest& manifest) override;
   Status put_entry(const std::string& ns, const std::string& key, const std::string& meta_json,
                    const Provenance& provenance, const std::map<std::string, std::string>& files) override;

@@ -105,7 +105,7 @@ std::string S3Blobs::url(const std::string& key) const {
 }
 
 Expected<int> S3Blobs::request(const std::string& method, const std::string& key, std::string_view body,
-                               bool if_none_match, std::string* response) {
+                               bool if_none_match, std::string* response, const std::string& range) {
   CURL* h = curl_easy_init();
   if (!h) return Status::IOError(name_ + ": cannot make a curl handle");
   std::string out, target = url(key);
@@ -132,6 +132,8 @@ Expected<int> S3Blobs::request(const std::string& method, const std::string& key
     curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body.size()));
   } else if (method == "HEAD") {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  } else if (method == "GET" && !range.empty()) {
+    curl_easy_setopt(h, CURLOPT_RANGE, range.c_str());
   } else if (method != "GET") {
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method.c_str());
   }
@@ -184,6 +186,21 @@ Expected<std::string> S3Blobs::get(const std::string& digest) {
   if (*r == 200) return body;
   if (*r == 404) return Status::NotFound("no object cas/" + digest + " in " + name_);
   return http_failure(name_, "GET cas/" + digest.substr(0, 16), *r, body);
+}
+
+Expected<std::string> S3Blobs::get_range(const std::string& digest, int64_t offset, int64_t length) {
+  if (length <= 0) return std::string();
+  std::string body;
+  auto r = request("GET", "cas/" + digest, "", false, &body,
+                   std::to_string(offset) + "-" + std::to_string(offset + length - 1));
+  if (!r.ok()) return r.status();
+  if (*r == 200) body = body.substr(std::min(body.size(), static_cast<size_t>(offset)), static_cast<size_t>(length));
+  if ((*r == 200 || *r == 206) && body.size() == static_cast<size_t>(length)) return body;
+  if (*r == 200 || *r == 206)
+    return Status::IOError("blob store " + name_ + ": a ranged GET of cas/" + digest.substr(0, 16) + " answered " +
+                           std::to_string(body.size()) + " bytes for " + std::to_string(length));
+  if (*r == 404) return Status::NotFound("no object cas/" + digest + " in " + name_);
+  return http_failure(name_, "GET cas/" + digest.substr(0, 16) + " (a range)", *r, body);
 }
 
 Status S3Blobs::quarantine(const std::string& digest, std::string_view bytes) {

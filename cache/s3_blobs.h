@@ -49,6 +49,8 @@ class S3Blobs {
   Expected<bool> put_if_absent(const std::string& digest, std::string_view bytes);
   // The bytes of cas/<digest> as stored (not checked: the caller re-hashes).
   Expected<std::string> get(const std::string& digest);
+  // Bytes [offset, offset + length) of cas/<digest> (a ranged GET), not checked.
+  Expected<std::string> get_range(const std::string& digest, int64_t offset, int64_t length);
   // Copies `bytes` (what was read, when anything was) to
   // quarantine/<digest>, best effort, and deletes cas/<digest>. A missing
   // object is not an error.
@@ -57,8 +59,9 @@ class S3Blobs {
   Status remove(const std::string& digest);
 
   // The raw operations on any key below the prefix.
+  // `range`: a GET's byte range "FIRST-LAST", or "" for the whole object.
   Expected<int> request(const std::string& method, const std::string& key, std::string_view body,
-                        bool if_none_match, std::string* response);
+                        bool if_none_match, std::string* response, const std::string& range = "");
 
   // Test seam: overwrites cas/<digest> with `bytes` (what a bad disk or a bug
   // inside the bucket would do).

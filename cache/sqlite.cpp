@@ -25,6 +25,11 @@ Stmt& Stmt::bind_blob(int i, std::string_view bytes) {
   return *this;
 }
 
+Stmt& Stmt::reset() {
+  sqlite3_reset(s_);
+  return *this;
+}
+
 Expected<bool> Stmt::step() {
   int rc = sqlite3_step(s_);
   if (rc == SQLITE_ROW) return true;

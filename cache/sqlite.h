@@ -34,6 +34,8 @@ class Stmt {
   Stmt& bind(int i, const char* text) { return bind(i, std::string_view(text)); }
   Stmt& bind(int i, const std::string& text) { return bind(i, std::string_view(text)); }
   Stmt& bind_blob(int i, std::string_view bytes);
+  // Makes the statement ready to run again (its bindings kept until rebound).
+  Stmt& reset();
 
   // True when a row is ready, false when the statement is done.
   [[nodiscard]] Expected<bool> step();

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS entries(
   created INTEGER NOT NULL,
   last_used INTEGER NOT NULL,
   lru INTEGER NOT NULL,
+  record_bytes INTEGER,
   UNIQUE(ns, key));
 CREATE INDEX IF NOT EXISTS entries_lru ON entries(lru);
 CREATE INDEX IF NOT EXISTS entries_ns_id ON entries(ns, id);
@@ -192,6 +193,14 @@ Expected<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptio
     if (*n == "0" && *tables == "0") MLK_RETURN_IF_ERROR(sql::write_txn(d, [&] { return d.exec(kSchema); }));
   }
   MLK_RETURN_IF_ERROR(check_schema(d));
+  // entries.record_bytes came after schema 1's first stores: added to those
+  // (a column, NULL in their rows), or, read-only, read around.
+  auto has = d.query_text("SELECT count(*) FROM pragma_table_info('entries') WHERE name='record_bytes'");
+  if (!has.ok()) return has.status();
+  if (*has == "0" && !impl->read_only)
+    MLK_RETURN_IF_ERROR(sql::write_txn(d, [&] { return d.exec("ALTER TABLE entries ADD COLUMN record_bytes INTEGER"); }));
+  else if (*has == "0")
+    impl->record_bytes_sql = "length(CAST(e.manifest AS BLOB))";
   return std::unique_ptr<Store>(new Store(std::move(impl)));
 }
 
@@ -228,6 +237,53 @@ Expected<std::string> Store::get_blob(const std::string& digest) {
   });
   if (!s.ok()) return detail::quarantine_damage(*impl_, damage, s);
   return data;
+}
+
+Expected<int64_t> Store::blob_size(const std::string& digest) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!is_sha256_hex(digest))
+    return Status::InvalidArgument("`" + digest + "` is not a sha256 digest (64 lower-case hex characters)");
+  auto st = impl_->db->prepare("SELECT size FROM blobs WHERE digest=?1");
+  if (!st.ok()) return st.status();
+  st->bind(1, digest);
+  auto row = st->step();
+  if (!row.ok()) return row.status();
+  if (!*row) return Status::NotFound("no blob " + digest + " in " + impl_->path);
+  return st->i64(0);
+}
+
+Expected<std::string> Store::read_blob_range(const std::string& digest, int64_t offset, int64_t length) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (!is_sha256_hex(digest))
+    return Status::InvalidArgument("`" + digest + "` is not a sha256 digest (64 lower-case hex characters)");
+  std::string out;
+  MLK_RETURN_IF_ERROR(sql::read_txn(*impl_->db, [&]() -> Status {
+    auto st = impl_->db->prepare("SELECT id, size FROM blobs WHERE digest=?1");
+    if (!st.ok()) return st.status();
+    st->bind(1, digest);
+    auto row = st->step();
+    if (!row.ok()) return row.status();
+    if (!*row) return Status::NotFound("no blob " + digest + " in " + impl_->path);
+    const int64_t id = st->i64(0), size = st->i64(1);
+    if (offset < 0 || length < 0 || (offset >= size && length > 0))
+      return Status::InvalidArgument("bytes from " + std::to_string(offset) + " are past blob " + digest + "'s " +
+                                     std::to_string(size));
+    const int64_t n = std::min(length, size - offset);
+    if (n <= 0) return Status::Ok();
+    // Incremental blob I/O: only the pages of the range are read.
+    sqlite3_blob* h = nullptr;
+    if (sqlite3_blob_open(impl_->db->raw(), "main", "blobs", "data", id, 0, &h) != SQLITE_OK) {
+      sqlite3_blob_close(h);
+      return Status::IOError("blob " + digest + ": " + sqlite3_errmsg(impl_->db->raw()));
+    }
+    out.resize(static_cast<size_t>(n));
+    int rc = sqlite3_blob_bytes(h) == size ? sqlite3_blob_read(h, out.data(), static_cast<int>(n), static_cast<int>(offset))
+                                           : SQLITE_CORRUPT;
+    sqlite3_blob_close(h);
+    if (rc != SQLITE_OK) return Status::Corruption("blob " + digest + ": its stored bytes do not have its recorded size");
+    return Status::Ok();
+  }));
+  return out;
 }
 
 Status Store::put_entry(const std::string& ns, const std::string& key, const Manifest& manifest) {
@@ -398,7 +454,7 @@ Expected<std::vector<NamespaceUsage>> Store::usage() {
   MLK_RETURN_IF_ERROR(sql::read_txn(*impl_->db, [&]() -> Status {
     auto st = impl_->db->prepare(
         "SELECT e.ns, COUNT(*), COALESCE(SUM((SELECT COALESCE(SUM(r.size), 0) FROM refs r WHERE r.entry_id=e.id)), 0), "
-        "COALESCE(SUM(length(CAST(e.manifest AS BLOB))), 0) FROM entries e GROUP BY e.ns ORDER BY e.ns");
+        "COALESCE(SUM(" + impl_->record_bytes_sql + "), 0) FROM entries e GROUP BY e.ns ORDER BY e.ns");
     if (!st.ok()) return st.status();
     while (true) {
       auto r = st->step();
@@ -415,7 +471,7 @@ Expected<int64_t> Store::namespace_bytes(const std::string& ns) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto st = impl_->db->prepare(
       "SELECT (SELECT COALESCE(SUM(r.size), 0) FROM refs r JOIN entries e ON e.id=r.entry_id WHERE e.ns=?1) + "
-      "(SELECT COALESCE(SUM(length(CAST(manifest AS BLOB))), 0) FROM entries WHERE ns=?1)");
+      "(SELECT COALESCE(SUM(" + impl_->record_bytes_sql + "), 0) FROM entries e WHERE e.ns=?1)");
   if (!st.ok()) return st.status();
   st->bind(1, ns);
   auto r = st->step();

@@ -144,6 +144,8 @@ class Store final : public ArtifactStore {
   // bind it with put_entry soon (or use the put_entry overload taking bytes).
   Expected<std::string> put_blob(std::string_view bytes) override;
   Expected<std::string> get_blob(const std::string& digest) override;  // NotFound, Corruption
+  Expected<int64_t> blob_size(const std::string& digest) override;
+  Expected<std::string> read_blob_range(const std::string& digest, int64_t offset, int64_t length) override;
 
   // Binds (ns, key) to a manifest whose blobs are already stored (NotFound
   // otherwise). Replaces an existing entry of that key, keeping its pin.

@@ -17,6 +17,11 @@ struct Store::Impl {
   std::unique_ptr<sql::Db> db;
   bool read_only = false;
   std::mutex mu;  // serialises every public call
+  // An entry's charged manifest bytes, in SQL over `entries` (alias e): its
+  // record_bytes column, written with the entry, so that a quota check reads
+  // no manifest; its manifest's length where the column is NULL (written by
+  // an mlk before it) or missing (a store made before it, opened read-only).
+  std::string record_bytes_sql = "COALESCE(e.record_bytes, length(CAST(e.manifest AS BLOB)))";
 
   Status fault(const char* point) const { return opt.fault ? opt.fault(point) : Status::Ok(); }
   Status check_writable() const;

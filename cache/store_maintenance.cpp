@@ -232,8 +232,8 @@ Expected<GcReport> evict(Store::Impl& s, const std::optional<std::string>& ns, i
   while (!done) {
     MLK_RETURN_IF_ERROR(sql::write_txn(*s.db, [&]() -> Status {
       std::string q = ns ? "SELECT (SELECT COALESCE(SUM(r.size), 0) FROM refs r JOIN entries e ON e.id=r.entry_id "
-                           "WHERE e.ns=?1) + (SELECT COALESCE(SUM(length(CAST(manifest AS BLOB))), 0) FROM entries "
-                           "WHERE ns=?1)"
+                           "WHERE e.ns=?1) + (SELECT COALESCE(SUM(" + s.record_bytes_sql + "), 0) FROM entries e "
+                           "WHERE e.ns=?1)"
                          : "SELECT COALESCE(SUM(size), 0) FROM blobs";
       auto st = s.db->prepare(q);
       if (!st.ok()) return st.status();

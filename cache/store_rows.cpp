@@ -219,10 +219,11 @@ Status insert_entry(Store::Impl& s, const std::string& ns, const std::string& ke
   std::string text = manifest_to_json(m);
   int64_t now = now_unix();
   auto ins = s.db->prepare(
-      "INSERT INTO entries(ns, key, manifest, digest, pinned, created, last_used, lru) "
-      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?6, (SELECT COALESCE(MAX(lru), 0) + 1 FROM entries))");
+      "INSERT INTO entries(ns, key, manifest, digest, pinned, created, last_used, lru, record_bytes) "
+      "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?6, (SELECT COALESCE(MAX(lru), 0) + 1 FROM entries), ?7)");
   if (!ins.ok()) return ins.status();
-  ins->bind(1, ns).bind(2, key).bind(3, text).bind(4, entry_record_digest(ns, key, text)).bind(5, int64_t{pin}).bind(6, now);
+  ins->bind(1, ns).bind(2, key).bind(3, text).bind(4, entry_record_digest(ns, key, text)).bind(5, int64_t{pin}).bind(6, now)
+      .bind(7, static_cast<int64_t>(text.size()));
   MLK_RETURN_IF_ERROR(ins->run());
   int64_t id = sqlite3_last_insert_rowid(s.db->raw());
   for (const auto& [name, ref] : m.files) {
@@ -266,7 +267,9 @@ Expected<Removed> delete_entry(Store::Impl& s, int64_t id, bool drop_orphans) {
     digests.insert(refs->text(0));
     out.charged += refs->i64(1);
   }
-  auto del = s.db->prepare("DELETE FROM entries WHERE id=?1 RETURNING length(CAST(manifest AS BLOB))");
+  std::string charged = s.record_bytes_sql;  // RETURNING names no alias
+  for (size_t at; (at = charged.find("e.")) != std::string::npos;) charged.erase(at, 2);
+  auto del = s.db->prepare("DELETE FROM entries WHERE id=?1 RETURNING " + charged);
   if (!del.ok()) return del.status();
   del->bind(1, id);
   while (true) {

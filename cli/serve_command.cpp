@@ -143,9 +143,84 @@ const char* kServeDescription =
     "`access-log = true`); NAME=VALUE flags are tables (`[quota]` `vision = \"50G\"`).\n"
     "Flags on the command line override the file's values.\n";
 
+// The limits against slow, greedy and hostile clients (docs/api.md, "Limits and threads").
+std::vector<Flag> limit_flags(service::ServeOptions& o) {
+  return {
+      {.name = "--timeout", .metavar = "SECONDS", .help = "a connection with no bytes moving this long is dropped",
+       .default_value = "30", .set = store_timeout(o)},
+      {.name = "--keep-alive", .metavar = "SECONDS", .help = "idle time before a keep-alive connection is closed",
+       .default_value = "5", .set = store_count(o.keep_alive_timeout_s)},
+      {.name = "--max-connections", .metavar = "N", .help = "open connections; more are refused",
+       .default_value = "1000", .set = store_count(o.max_connections)},
+      {.name = "--max-connections-per-address", .metavar = "N",
+       .help = "open connections of one client address; more are refused", .default_value = "64",
+       .set = store_count(o.max_connections_per_address)},
+      {.name = "--max-header-bytes", .metavar = "SIZE", .help = "a request's line and headers together; more get 431",
+       .default_value = "32K", .set = store_size(o.max_header_bytes)},
+      {.name = "--max-headers", .metavar = "N", .help = "header fields of a request; more get 431",
+       .default_value = "100", .set = store_count(o.max_headers)},
+      {.name = "--header-timeout", .metavar = "SECONDS",
+       .help = "a request's head must arrive whole within this (of connecting, or of its first line on a "
+               "kept-alive connection); else the connection is closed",
+       .default_value = "10", .set = store_count(o.header_timeout_s)},
+      {.name = "--body-timeout", .metavar = "SECONDS",
+       .help = "a request's body must arrive whole within this of its head; else the connection is closed",
+       .default_value = "120", .set = store_count(o.body_timeout_s)},
+      {.name = "--collect-interval", .metavar = "SECONDS",
+       .help = "how often the server deletes the blobs no entry references and no namespace has staged "
+               "(uploads whose staging expired; on the shared backend also what removed entries left)",
+       .default_value = "600", .set = store_count(o.collect_interval_s)},
+      {.name = "--collect-grace", .metavar = "SECONDS",
+       .help = "blobs uploaded within this are never collected (a client, or another replica, may be "
+               "binding them)",
+       .default_value = "3600", .set = store_count(o.collect_grace_s)},
+      {.name = "--upload-memory", .metavar = "SIZE",
+       .help = "request bodies buffered at once, all connections together; beyond it writes get 503",
+       .default_value = "256M", .set = store_size(o.upload_memory_bytes)},
+      {.name = "--upload-memory-per-token", .metavar = "SIZE",
+       .help = "what one token's bodies may hold of --upload-memory at once (default: a quarter of it, at "
+               "least --max-body); beyond it that token's writes get 503",
+       .set = store_size(o.upload_memory_per_token_bytes)},
+      {.name = "--answer-memory", .metavar = "SIZE",
+       .help = "answers over 64 KiB (blobs, entry lists) held while they are sent, all connections "
+               "together; one client (token, session or address) holds at most a quarter; beyond it 503",
+       .default_value = "1G", .set = store_size(o.answer_memory_bytes)},
+  };
+}
+
+// TLS, the namespaces' staging, the route table and the access log.
+std::vector<Flag> tail_flags(ServeArgs& a, service::ServeOptions& o) {
+  return {
+      {.name = "--tls-cert", .metavar = "FILE",
+       .help = "serve HTTPS: the PEM certificate (chain) of the server; with --tls-key. Clients verify it "
+               "($MLK_CACERT: the CA's PEM file)",
+       .set = store(o.tls_cert_path)},
+      {.name = "--tls-key", .metavar = "FILE", .help = "the PEM private key of --tls-cert",
+       .set = store(o.tls_key_path)},
+      {.name = "--public-url", .metavar = "URL",
+       .help = "the URL clients reach this server at (behind a TLS proxy: https://...; the dashboard's "
+               "cookie is then Secure)",
+       .set = store(o.public_url)},
+      {.name = "--staged-ttl", .metavar = "SECONDS",
+       .help = "how long an uploaded blob no entry uses stays charged to its namespace and readable by it",
+       .default_value = "3600", .set = store_count(o.api.staged_ttl_s)},
+      {.name = "--routes",
+       .help = "print the route table as JSON (path or prefix, metrics name, methods) and exit; "
+               "docs/openapi.yaml describes each route",
+       .set = set_bool(a.routes)},
+      {.name = "--access-log", .help = "one line per request on stderr", .set = set_bool(o.access_log)},
+      {.name = "--access-log-json",
+       .help = "the access log as JSON lines (time, client, method, target, status, bytes, ms, team, ended)",
+       .set = [&o](const std::string&, const std::string&) {
+         o.access_log = o.access_log_json = true;
+         return Status::Ok();
+       }},
+  };
+}
+
 CommandSpec spec(ServeArgs& a) {
   service::ServeOptions& o = a.o;
-  return {
+  CommandSpec s = {
       .name = "serve",
       .summary = "serve the artifact cache over HTTP (API, ccache protocol, metrics)",
       .description = kServeDescription,
@@ -172,7 +247,9 @@ CommandSpec spec(ServeArgs& a) {
                .help = "the address; port 0: any free port, printed on the first line of output",
                .default_value = "127.0.0.1:8080", .set = store_listen(o)},
               {.name = "--threads", .metavar = "N",
-               .help = "worker threads: requests handled at once (idle or slow connections hold none)",
+               .help = "worker threads: requests handled at once (idle or slow connections hold none); one client "
+                       "(token, session or address) runs on at most half of them, and a quarter as many event "
+                       "loops (1-4) read requests and write answers",
                .default_value = "8", .set = store_threads(o.threads)},
               {.name = "--max-body", .metavar = "SIZE", .help = "largest request body; larger ones get 413",
                .default_value = "64M", .set = store_size(o.api.max_body_bytes)},
@@ -200,68 +277,11 @@ CommandSpec spec(ServeArgs& a) {
                .default_value = "NS's --trusted-signers", .set = store_trust(o.api.trusted_verifiers), .repeatable = true},
               {.name = "--default-quota", .metavar = "SIZE", .help = "the limit of every namespace without --quota",
                .default_value = "none", .set = store_size(o.api.quotas.default_limit)},
-              {.name = "--timeout", .metavar = "SECONDS", .help = "a connection with no bytes moving this long is dropped",
-               .default_value = "30", .set = store_timeout(o)},
-              {.name = "--keep-alive", .metavar = "SECONDS", .help = "idle time before a keep-alive connection is closed",
-               .default_value = "5", .set = store_count(o.keep_alive_timeout_s)},
-              {.name = "--max-connections", .metavar = "N", .help = "open connections; more are refused",
-               .default_value = "1000", .set = store_count(o.max_connections)},
-              {.name = "--max-connections-per-address", .metavar = "N",
-               .help = "open connections of one client address; more are refused", .default_value = "64",
-               .set = store_count(o.max_connections_per_address)},
-              {.name = "--max-header-bytes", .metavar = "SIZE", .help = "a request's line and headers together; more get 431",
-               .default_value = "32K", .set = store_size(o.max_header_bytes)},
-              {.name = "--max-headers", .metavar = "N", .help = "header fields of a request; more get 431",
-               .default_value = "100", .set = store_count(o.max_headers)},
-              {.name = "--header-timeout", .metavar = "SECONDS",
-               .help = "a request's head must arrive whole within this (of connecting, or of its first line on a "
-                       "kept-alive connection); else the connection is closed",
-               .default_value = "10", .set = store_count(o.header_timeout_s)},
-              {.name = "--body-timeout", .metavar = "SECONDS",
-               .help = "a request's body must arrive whole within this of its head; else the connection is closed",
-               .default_value = "120", .set = store_count(o.body_timeout_s)},
-              {.name = "--collect-interval", .metavar = "SECONDS",
-               .help = "how often the server deletes the blobs no entry references and no namespace has staged "
-                       "(uploads whose staging expired; on the shared backend also what removed entries left)",
-               .default_value = "600", .set = store_count(o.collect_interval_s)},
-              {.name = "--collect-grace", .metavar = "SECONDS",
-               .help = "blobs uploaded within this are never collected (a client, or another replica, may be "
-                       "binding them)",
-               .default_value = "3600", .set = store_count(o.collect_grace_s)},
-              {.name = "--upload-memory", .metavar = "SIZE",
-               .help = "request bodies buffered at once, all connections together; beyond it writes get 503",
-               .default_value = "256M", .set = store_size(o.upload_memory_bytes)},
-              {.name = "--upload-memory-per-token", .metavar = "SIZE",
-               .help = "what one token's bodies may hold of --upload-memory at once (default: a quarter of it, at "
-                       "least --max-body); beyond it that token's writes get 503",
-               .set = store_size(o.upload_memory_per_token_bytes)},
-              {.name = "--tls-cert", .metavar = "FILE",
-               .help = "serve HTTPS: the PEM certificate (chain) of the server; with --tls-key. Clients verify it "
-                       "($MLK_CACERT: the CA's PEM file)",
-               .set = store(o.tls_cert_path)},
-              {.name = "--tls-key", .metavar = "FILE", .help = "the PEM private key of --tls-cert",
-               .set = store(o.tls_key_path)},
-              {.name = "--public-url", .metavar = "URL",
-               .help = "the URL clients reach this server at (behind a TLS proxy: https://...; the dashboard's "
-                       "cookie is then Secure)",
-               .set = store(o.public_url)},
-              {.name = "--staged-ttl", .metavar = "SECONDS",
-               .help = "how long an uploaded blob no entry uses stays charged to its namespace and readable by it",
-               .default_value = "3600", .set = store_count(o.api.staged_ttl_s)},
-              {.name = "--routes",
-               .help = "print the route table as JSON (path or prefix, metrics name, methods) and exit; "
-                       "docs/openapi.yaml describes each route",
-               .set = set_bool(a.routes)},
-              {.name = "--access-log", .help = "one line per request on stderr", .set = set_bool(o.access_log)},
-              {.name = "--access-log-json",
-               .help = "the access log as JSON lines (time, client, method, target, status, bytes, ms, team, ended)",
-               .set = [&o](const std::string&, const std::string&) {
-                 o.access_log = o.access_log_json = true;
-                 return Status::Ok();
-               }},
           },
       .epilogue = "SIZE is bytes, or a whole number with K, M or G (powers of 1024).\n",
   };
+  for (auto more : {limit_flags(o), tail_flags(a, o)}) s.flags.insert(s.flags.end(), more.begin(), more.end());
+  return s;
 }
 
 }  // namespace

@@ -417,6 +417,56 @@ bool Api::may_upload(const ApiRequest& req, std::string* holder) {
   }
 }
 
+ApiResponse Api::refuse_body(const ApiRequest& req, bool too_large) {
+  StringBody none("");
+  Ctx c{*this, req, none, "unknown", "", {}, std::nullopt};
+  ApiResponse r;
+  try {
+    const Route* route = nullptr;
+    for (const auto& rt : routes()) {
+      std::string p = rt.prefix;
+      if (p.back() == '/' ? req.path.rfind(p, 0) == 0 : req.path == p) {
+        route = &rt;
+        break;
+      }
+    }
+    std::string allow;
+    bool allowed = false;
+    for (const auto& m : route ? route->methods : std::vector<std::string>{}) {
+      allowed = allowed || m == req.method;
+      allow += (allow.empty() ? "" : ", ") + m;
+    }
+    if (route) c.route = route->name;
+    if (!route) {
+      r = reject(c, 404, "no_route", "no route " + req.method + " " + req.path.substr(0, 200) + " (docs/openapi.yaml)");
+    } else if (!allowed) {
+      r = method_not_allowed(c, allow);
+    } else if (auto refused = authorize(c, Scopes{0})) {  // the token, and that it may use the namespace
+      r = *refused;
+    } else if (!may_send_body(req.path, c.token.scopes)) {
+      // Named as the route's handler names it: the first write scope it lacks.
+      Scope lacking = req.path.rfind("/v1/blobs/", 0) == 0 ||
+                              (req.path.rfind("/ccache/", 0) == 0 && !has_scope(c.token.scopes, kScopeWriteBlobs))
+                          ? kScopeWriteBlobs
+                          : kScopeWriteEntries;
+      r = reject(c, 403, "forbidden",
+                 "token " + c.token.prefix + " lacks the scope `" + scopes_string(lacking) + "` (it has " +
+                     (c.token.scopes ? scopes_string(c.token.scopes) : std::string("none")) + ")");
+    } else if (too_large) {
+      r = reject(c, 413, "too_large",
+                 "the body is over twice the server's limit of " + std::to_string(opt_.max_body_bytes) +
+                     " bytes (`mlk serve --max-body`)");
+    } else {
+      r = reject(c, 503, "store_error", "the token could not be looked up; try again shortly");
+    }
+  } catch (const std::exception& e) {
+    r = error_response(500, std::string("internal error: ") + e.what());
+  }
+  metrics_.request(c.route, req.method, r.status, 0);
+  r.team = c.token.team;
+  return r;
+}
+
 ApiResponse Api::handle(const ApiRequest& req, BodySource& body) {
   auto t0 = std::chrono::steady_clock::now();
   Ctx c{*this, req, body, "unknown", "", {}, std::nullopt};

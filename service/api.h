@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,15 @@ struct ApiRequest {
   std::string origin = {};
   std::string sec_fetch_site = {};
   std::string host = {};
+  // The Range and If-Range headers, empty when absent: a blob read serves
+  // one range from the store itself (service/http_range.h), other answers
+  // are cut by the transport.
+  std::string range = {};
+  std::string if_range = {};
+  // Whether an answer of this many bytes may be held in memory now (the
+  // transport's --answer-memory); asked before a whole blob is read, so
+  // that a refused read costs no read. Empty: always.
+  std::function<bool(int64_t)> answer_fits = {};
 };
 
 // The body of a request, read only once the request is authorised, and
@@ -104,6 +114,9 @@ struct ApiResponse {
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string team;  // the token's team once it is known, for the access log; "" before
+  // A HEAD answer's Content-Length when `body` does not hold the bytes (a
+  // blob's size, read from its row); -1: body.size().
+  int64_t head_length = -1;
 };
 
 // A body of a string (tests, and requests that carry none).
@@ -127,6 +140,12 @@ class Api {
   // while it trickles in). `holder` gets the token's id, the key of its
   // share of the upload memory. False on a store error too. Never throws.
   bool may_upload(const ApiRequest& req, std::string* holder);
+  // The answer to a request whose body the transport will not buffer (its
+  // token may not send one to this route, or it is over twice --max-body),
+  // made without running the route's handler: 404 or 405 for the route, 401
+  // for the token, 403 for its scopes, else 413 when `too_large`, else 503
+  // (the token could not be looked up). A token lookup at most. Never throws.
+  ApiResponse refuse_body(const ApiRequest& req, bool too_large);
   Metrics& metrics() { return metrics_; }
   const ApiOptions& options() const { return opt_; }
   SessionPool& pool() { return pool_; }

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS bench_reports (
   ns TEXT NOT NULL, machine TEXT NOT NULL, versions TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS bench_reports_ns ON bench_reports (ns);
 CREATE INDEX IF NOT EXISTS bench_results_kernel ON bench_results (ns, kernel, id);
+CREATE TABLE IF NOT EXISTS bench_usage (ns TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS bench_baselines (
   ns TEXT NOT NULL, name TEXT NOT NULL, kernel TEXT NOT NULL, result_id INTEGER NOT NULL,
   PRIMARY KEY (ns, name, kernel));
@@ -46,14 +47,32 @@ const char* kVersions = "COALESCE(p.versions, r.versions)";
 // The bytes (not the characters: text is UTF-8) of a column, for the quota.
 std::string bytes_of(const char* column) { return std::string("length(CAST(IFNULL(") + column + ", '') AS BLOB))"; }
 
-// Adds bench_results.report_id to a database made before it.
+// What a namespace's rows and reports are charged (bytes()), counted over
+// every row: how bench_usage is filled for a database made before it.
+std::string usage_by_scan() {
+  return "SELECT ns, SUM(n) FROM (SELECT ns, " + bytes_of("entry") + " + " + bytes_of("machine") + " + " +
+         bytes_of("versions") + " + " + bytes_of("kernel") + " + " + bytes_of("target") + " + " +
+         bytes_of("cache_key") + " + " + bytes_of("variant") + " + " + bytes_of("median_ms") + " + " +
+         bytes_of("created") + " AS n FROM bench_results UNION ALL SELECT ns, " + bytes_of("machine") + " + " +
+         bytes_of("versions") + " AS n FROM bench_reports) GROUP BY ns";
+}
+
+// Adds bench_results.report_id to a database made before it, and fills
+// bench_usage (each namespace's running total) from the rows when it is new.
 Status migrate(sql::Db& db) {
   auto cols = db.prepare("SELECT 1 FROM pragma_table_info('bench_results') WHERE name = 'report_id'");
   if (!cols.ok()) return cols.status();
   auto has = cols->step();
   if (!has.ok()) return has.status();
-  if (*has) return Status::Ok();
-  return db.exec("ALTER TABLE bench_results ADD COLUMN report_id INTEGER");
+  if (!*has) MLK_RETURN_IF_ERROR(db.exec("ALTER TABLE bench_results ADD COLUMN report_id INTEGER"));
+  return sql::write_txn(db, [&]() -> Status {
+    auto counted = db.prepare("SELECT 1 FROM bench_usage LIMIT 1");
+    if (!counted.ok()) return counted.status();
+    auto any = counted->step();
+    if (!any.ok()) return any.status();
+    if (*any) return Status::Ok();
+    return db.exec("INSERT INTO bench_usage (ns, bytes) " + usage_by_scan());
+  });
 }
 
 Status bad(const std::string& what) { return Status::InvalidArgument("the body is no mlk bench report: " + what); }
@@ -70,8 +89,14 @@ Expected<std::unique_ptr<BenchHistory>> BenchHistory::Open(const std::string& pa
   auto db = sql::Db::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, 10000);
   if (!db.ok()) return db.status();
   if (Status s = (*db)->exec(kSchema); !s.ok()) return s;
+  if (Status s = (*db)->exec("PRAGMA journal_mode=WAL"); !s.ok()) return s;
   if (Status s = migrate(**db); !s.ok()) return s;
-  return std::unique_ptr<BenchHistory>(new BenchHistory(std::move(db).value()));
+  auto reader = sql::Db::Open(path, SQLITE_OPEN_READWRITE, 10000);  // it only reads
+  if (!reader.ok()) return reader.status();
+  auto usage = sql::Db::Open(path, SQLITE_OPEN_READWRITE, 10000);  // likewise
+  if (!usage.ok()) return usage.status();
+  return std::unique_ptr<BenchHistory>(
+      new BenchHistory(std::move(db).value(), std::move(reader).value(), std::move(usage).value()));
 }
 
 Expected<int> BenchHistory::add(const std::string& ns, const std::string& report, const std::string& baseline_set) {
@@ -104,16 +129,22 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
     rep->bind(1, ns).bind(2, dump_json(machine)).bind(3, dump_json(versions));
     if (Status r = rep->run(); !r.ok()) return r;
     const int64_t report_id = sqlite3_last_insert_rowid(db_->raw());
+    // What bytes() charges for this report: the same columns usage_by_scan() counts.
+    const std::string created = doc.value("created", "");
+    int64_t added = static_cast<int64_t>(dump_json(machine).size() + dump_json(versions).size());
     for (const json& k : doc["kernels"]) {
       auto ins = db_->prepare(
           "INSERT INTO bench_results (ns, kernel, target, created, received, machine, versions, cache_key, variant, "
           "median_ms, entry, report_id) VALUES (?1, ?2, ?3, ?4, ?5, '', '', ?6, ?7, ?8, ?9, ?10)");
       if (!ins.ok()) return ins.status();
-      ins->bind(1, ns).bind(2, k["id"].get<std::string>()).bind(3, k["target"].get<std::string>())
-          .bind(4, doc.value("created", "")).bind(5, now_iso())
-          .bind(6, k["cache_key"].get<std::string>()).bind(7, k["variant"].get<std::string>())
-          .bind(8, json(k["mlk"].value("median_ms", 0.0)).dump()).bind(9, dump_json(k)).bind(10, report_id);
+      const std::string kernel = k["id"].get<std::string>(), target = k["target"].get<std::string>(),
+                        cache_key = k["cache_key"].get<std::string>(), variant = k["variant"].get<std::string>(),
+                        median = json(k["mlk"].value("median_ms", 0.0)).dump(), entry = dump_json(k);
+      ins->bind(1, ns).bind(2, kernel).bind(3, target).bind(4, created).bind(5, now_iso())
+          .bind(6, cache_key).bind(7, variant).bind(8, median).bind(9, entry).bind(10, report_id);
       if (Status r = ins->run(); !r.ok()) return r;
+      added += static_cast<int64_t>(kernel.size() + target.size() + created.size() + cache_key.size() +
+                                    variant.size() + median.size() + entry.size());
       const int64_t id = sqlite3_last_insert_rowid(db_->raw());
       ++stored;
       if (baseline_set.empty()) continue;
@@ -122,7 +153,11 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
       up->bind(1, ns).bind(2, baseline_set).bind(3, k["id"].get<std::string>()).bind(4, id);
       if (Status r = up->run(); !r.ok()) return r;
     }
-    return Status::Ok();
+    auto usage = db_->prepare(
+        "INSERT INTO bench_usage (ns, bytes) VALUES (?1, ?2) ON CONFLICT(ns) DO UPDATE SET bytes = bytes + excluded.bytes");
+    if (!usage.ok()) return usage.status();
+    usage->bind(1, ns).bind(2, added);
+    return usage->run();
   });
   if (!s.ok()) return s;
   return stored;
@@ -140,13 +175,8 @@ int64_t BenchHistory::charge_of(const std::string& report) {
 }
 
 Expected<int64_t> BenchHistory::bytes(const std::string& ns) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->prepare(
-      "SELECT (SELECT COALESCE(SUM(" + bytes_of("entry") + " + " + bytes_of("machine") + " + " + bytes_of("versions") +
-      " + " + bytes_of("kernel") + " + " + bytes_of("target") + " + " + bytes_of("cache_key") + " + " +
-      bytes_of("variant") + " + " + bytes_of("median_ms") + " + " + bytes_of("created") +
-      "), 0) FROM bench_results WHERE ns=?1) + (SELECT COALESCE(SUM(" + bytes_of("machine") + " + " +
-      bytes_of("versions") + "), 0) FROM bench_reports WHERE ns=?1)");
+  std::lock_guard<std::mutex> lock(usage_mu_);  // a running total: no scan of the namespace's rows
+  auto q = usage_->prepare("SELECT bytes FROM bench_usage WHERE ns=?1");
   if (!q.ok()) return q.status();
   q->bind(1, ns);
   auto r = q->step();
@@ -163,22 +193,51 @@ Expected<std::string> BenchHistory::history(const std::string& ns, const std::st
   std::vector<Row> rows;
   bool truncated = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);  // the connection's: held while rows are read, not while they are parsed
-    auto q = db_->prepare(std::string("SELECT r.id, r.kernel, r.target, r.created, r.received, ") + kMachine + ", " +
-                          kVersions +
-                          ", r.cache_key, r.variant, r.median_ms, r.entry FROM bench_results r LEFT JOIN bench_reports p "
-                          "ON p.id = r.report_id WHERE r.ns = ?1 AND (?2 = '' OR r.kernel = ?2) AND (?3 = '' OR "
-                          "r.target = ?3) AND (?5 <= 0 OR r.id < ?5) ORDER BY r.id DESC LIMIT ?4");
-    if (!q.ok()) return q.status();
-    q->bind(1, ns).bind(2, kernel).bind(3, target).bind(4, static_cast<int64_t>(limit) + 1).bind(5, before);
-    int64_t bytes = 0;
+    std::lock_guard<std::mutex> lock(read_mu_);  // the connection's: held while rows are read, not while they are parsed
+    // The ids first (what is sorted holds no text), then each row, and each
+    // report's machine and versions once: a query that sorted whole rows
+    // copied a report's machine record into the sorter once per kernel.
+    auto ids = reader_->prepare(
+        "SELECT r.id FROM bench_results r WHERE r.ns = ?1 AND (?2 = '' OR r.kernel = ?2) AND (?3 = '' OR "
+        "r.target = ?3) AND (?5 <= 0 OR r.id < ?5) ORDER BY r.id DESC LIMIT ?4");
+    if (!ids.ok()) return ids.status();
+    ids->bind(1, ns).bind(2, kernel).bind(3, target).bind(4, static_cast<int64_t>(limit) + 1).bind(5, before);
+    std::vector<int64_t> found;
     while (true) {
-      auto row = q->step();
+      auto row = ids->step();
       if (!row.ok()) return row.status();
       if (!*row) break;
-      Row r{q->i64(0), {}};
+      found.push_back(ids->i64(0));
+    }
+    auto q = reader_->prepare(
+        "SELECT r.kernel, r.target, r.created, r.received, r.machine, r.versions, r.cache_key, r.variant, r.median_ms, "
+        "r.entry, IFNULL(r.report_id, 0) FROM bench_results r WHERE r.id = ?1");
+    if (!q.ok()) return q.status();
+    auto rep = reader_->prepare("SELECT machine, versions FROM bench_reports WHERE id = ?1");
+    if (!rep.ok()) return rep.status();
+    std::map<int64_t, std::pair<std::string, std::string>> reports;  // id -> machine, versions
+    int64_t bytes = 0;
+    for (int64_t id : found) {
+      q->reset().bind(1, id);
+      auto row = q->step();
+      if (!row.ok()) return row.status();
+      if (!*row) continue;
+      Row r{id, {}};
+      for (int i = 0; i < 10; ++i) r.text[i] = q->text(i);
+      if (int64_t report = q->i64(10); report != 0) {  // a newer row: its report's records
+        auto it = reports.find(report);
+        if (it == reports.end()) {
+          rep->reset().bind(1, report);
+          auto got = rep->step();
+          if (!got.ok()) return got.status();
+          it = reports.emplace(report, *got ? std::make_pair(rep->text(0), rep->text(1))
+                                            : std::make_pair(std::string("{}"), std::string("{}"))).first;
+        }
+        r.text[4] = it->second.first;
+        r.text[5] = it->second.second;
+      }
       int64_t size = 0;
-      for (int i = 0; i < 10; ++i) size += static_cast<int64_t>((r.text[i] = q->text(i + 1)).size());
+      for (const std::string& t : r.text) size += static_cast<int64_t>(t.size());
       if (static_cast<int>(rows.size()) == limit || (!rows.empty() && bytes + size > max_bytes)) {
         truncated = true;
         break;
@@ -202,8 +261,8 @@ Expected<std::string> BenchHistory::history(const std::string& ns, const std::st
 }
 
 Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const std::string& ns) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto q = db_->prepare(
+  std::lock_guard<std::mutex> lock(read_mu_);
+  auto q = reader_->prepare(
       "SELECT r.kernel, r.target, g.n, r.created, r.median_ms, r.cache_key FROM bench_results r JOIN "
       "(SELECT COUNT(*) AS n, MAX(id) AS last FROM bench_results WHERE ns = ?1 GROUP BY kernel, target) g "
       "ON r.id = g.last ORDER BY r.kernel, r.target");
@@ -218,7 +277,7 @@ Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const s
     out.push_back({q->text(0), q->text(1), q->text(3), q->text(5), {}, q->i64(2),
                    median.is_number() ? median.get<double>() : 0.0});
   }
-  auto keys = db_->prepare("SELECT DISTINCT kernel, target, cache_key FROM bench_results WHERE ns = ?1 "
+  auto keys = reader_->prepare("SELECT DISTINCT kernel, target, cache_key FROM bench_results WHERE ns = ?1 "
                            "ORDER BY kernel, target, cache_key");
   if (!keys.ok()) return keys.status();
   keys->bind(1, ns);
@@ -237,8 +296,8 @@ Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::s
   std::vector<std::string> entries;
   std::string created, machine = "{}", versions = "{}";
   {
-    std::lock_guard<std::mutex> lock(mu_);  // the rows are read under it, parsed after it
-    auto q = db_->prepare(
+    std::lock_guard<std::mutex> lock(read_mu_);  // the rows are read under it, parsed after it
+    auto q = reader_->prepare(
         "SELECT r.entry, r.created, r.id FROM bench_baselines b JOIN bench_results r ON r.id = b.result_id "
         "WHERE b.ns = ?1 AND b.name = ?2 ORDER BY b.kernel");
     if (!q.ok()) return q.status();
@@ -253,7 +312,7 @@ Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::s
       last = q->i64(2);
     }
     // The report keeps one machine and versions record: the last entry's, read once.
-    auto m = db_->prepare(std::string("SELECT ") + kMachine + ", " + kVersions +
+    auto m = reader_->prepare(std::string("SELECT ") + kMachine + ", " + kVersions +
                           " FROM bench_results r LEFT JOIN bench_reports p ON p.id = r.report_id WHERE r.id = ?1");
     if (!m.ok()) return m.status();
     m->bind(1, last);

@@ -65,9 +65,20 @@ class BenchHistory {
   Expected<std::string> baseline(const std::string& ns, const std::string& name);
 
  private:
-  explicit BenchHistory(std::unique_ptr<cache::sql::Db> db) : db_(std::move(db)) {}
+  BenchHistory(std::unique_ptr<cache::sql::Db> db, std::unique_ptr<cache::sql::Db> reader,
+               std::unique_ptr<cache::sql::Db> usage)
+      : db_(std::move(db)), reader_(std::move(reader)), usage_(std::move(usage)) {}
+  // Writes go through db_ under mu_; reads through reader_ under read_mu_;
+  // bytes(), which every quota check of every namespace asks, through usage_
+  // under usage_mu_: so that a large report being stored or read holds up
+  // no other team's reads or quota checks (the database is in WAL mode:
+  // readers never wait for the writer).
   std::mutex mu_;
   std::unique_ptr<cache::sql::Db> db_;
+  std::mutex read_mu_;
+  std::unique_ptr<cache::sql::Db> reader_;
+  std::mutex usage_mu_;
+  std::unique_ptr<cache::sql::Db> usage_;
 };
 
 // The history of the server whose ApiOptions name `path`: opened on first

@@ -33,17 +33,22 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "base/time.h"
+#include "service/api_internal.h"
 #include "service/collector.h"
+#include "service/dashboard_session.h"
 #include "service/http_range.h"
+#include "service/work_queue.h"
 
 // The transport: libmicrohttpd (decisions/server-transport-libmicrohttpd.md)
-// in its internal epoll mode with a pool of `threads` workers. Each worker
-// runs an event loop over many connections; the Api is called only once a
-// request's head and body have arrived whole, so a connection holds a thread
-// only while its request is handled and its answer starts to go out. One
-// acceptor thread accepts and hands each socket to MHD_add_connection, which
-// spreads them over the workers (MHD's own accept lets one worker take a
-// whole burst of connections, which then share that worker's one thread).
+// in its internal epoll mode with a few event-loop threads, each over many
+// connections. They read requests and write answers and never wait on the
+// store: once a request's head and body have arrived whole, its connection is
+// suspended and the Api's work goes to a WorkQueue (work_queue.h) of
+// `threads` workers, fair between clients; the worker resumes the
+// connection with the answer. One acceptor thread accepts and hands each
+// socket to MHD_add_connection, which spreads them over the event loops.
+// What runs on an event loop: the transport's own checks, /healthz, and the
+// token lookup that decides whether a body is buffered (an indexed read).
 //
 // The life of a request, and what bounds each step:
 //   connect          --max-connections, --max-connections-per-address (MHD refuses more)
@@ -52,7 +57,9 @@
 //   head complete    on_head(): method, Content-Length (411, 413), the upload budget (503)
 //   body             --body-timeout (the watchdog, and each chunk as it arrives);
 //                    buffered, at most Content-Length bytes
-//   answer           Api::handle over the buffered body; one Range at most (416)
+//   queued           the WorkQueue: one client's share of the workers and of the queue (503)
+//   answer           Api::handle over the buffered body; one Range at most (416); answers
+//                    over 64 KiB held within --answer-memory, a client's share of it (503)
 //   kept alive       --keep-alive idle time (the watchdog), --timeout without progress (MHD)
 
 namespace mlk::service {
@@ -110,6 +117,14 @@ struct Request {
   std::string body;
   std::string range, if_range;
   ApiRequest api;
+  std::string client;  // whose share of the workers and of the answer memory it uses (client_of)
+  std::string group;   // ... and its address's share
+  int64_t answer_held = 0;  // bytes of the answer memory held for `response`, until send() passes them on
+  // The answer a worker made while the connection was suspended; `ready` is
+  // set before the worker resumes the connection.
+  ApiResponse response;
+  bool close_after = false;
+  std::atomic<bool> ready{false};
   int status = 0;  // of the answer; 0: none was sent
   size_t bytes_out = 0;
   std::string team;  // the token's, once the Api knew it
@@ -177,7 +192,20 @@ MHD_Result add_query(void* cls, MHD_ValueKind, const char* key, const char* valu
   return MHD_YES;
 }
 
-void free_string(void* cls) { delete static_cast<std::string*>(cls); }
+// Who a request counts against for fairness (work_queue.h): its token or
+// dashboard session (by a hash of the token or session id itself, however
+// the header spells it), else its address; and its group, its address.
+std::string client_of(const ApiRequest& a, const std::string& remote) {
+  std::string who = detail::token_of(a.authorization), kind = "token ";
+  if (who.empty()) who = detail::session_of_cookie(a.cookie), kind = "session ";
+  if (who.empty()) return "address " + remote;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>{}(who));
+  return kind + hex;
+}
+
+// Answers below this size are not counted against the answer memory.
+constexpr int64_t kSmallAnswer = 64 * 1024;
 
 std::string header_value(MHD_Connection* c, const char* name) {
   const char* v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
@@ -231,6 +259,7 @@ struct Server::Impl {
   Metrics metrics;
   std::unique_ptr<Api> api;
   std::unique_ptr<BlobCollector> collector;  // stops before the pool goes
+  std::unique_ptr<WorkQueue> work;           // the Api's workers; stopped before the daemon
   MHD_Daemon* daemon = nullptr;
   int port = 0;
   int listen_fd = -1;
@@ -245,6 +274,9 @@ struct Server::Impl {
   std::atomic<int64_t> upload_bytes{0};   // the upload budget in use
   std::mutex upload_mu;
   std::map<std::string, int64_t> upload_by_token;  // token id -> bytes of the budget it holds; under upload_mu
+  std::mutex answer_mu;
+  int64_t answer_bytes = 0;                          // answers over kSmallAnswer not yet sent; under answer_mu
+  std::map<std::string, int64_t> answer_by_client;  // client_of -> its part of answer_bytes; under answer_mu
 
   // The watchdog: holds every connection to its phase's deadline.
   std::mutex conns_mu;
@@ -304,8 +336,9 @@ struct Server::Impl {
       *upload_size = 0;
       return MHD_YES;
     }
+    if (rq->ready.exchange(false)) return send(c, *rq, std::move(rq->response), rq->close_after);
     if (rq->handled) return MHD_YES;
-    return answer(c, *rq, rq->discard ? Body::kTooLarge : Body::kOk, "");
+    return hand_over(c, *rq, rq->discard ? Body::kTooLarge : Body::kOk);
   }
 
   // The head is in: checks what the transport checks. A refusal is queued at
@@ -341,8 +374,10 @@ struct Server::Impl {
     a.origin = header_value(c, "Origin");
     a.sec_fetch_site = header_value(c, "Sec-Fetch-Site");
     a.host = header_value(c, "Host");
-    rq.range = header_value(c, "Range");
-    rq.if_range = header_value(c, "If-Range");
+    rq.group = "address " + (rq.conn ? rq.conn->remote : std::string("-"));
+    rq.client = client_of(a, rq.conn ? rq.conn->remote : "-");
+    rq.range = a.range = header_value(c, "Range");
+    rq.if_range = a.if_range = header_value(c, "If-Range");
     std::string length = header_value(c, "Content-Length");
     if (!header_value(c, "Transfer-Encoding").empty() || (is_write(m) && length.empty()))
       return refuse(c, rq, 411, "length_required",
@@ -362,8 +397,12 @@ struct Server::Impl {
     // discarded, so that the client, which is still sending, reads the
     // answer and the connection stays usable; larger claims at once, and MHD
     // drops the rest of the upload with the connection.
+    // A body on a method that takes none is refused here: otherwise a GET
+    // with a body would be run (and read a blob) on the event loop.
+    if (n > 0 && !is_write(m))
+      return refuse(c, rq, 400, "bad_request", "a " + m + " request carries no body (Content-Length " + length + ")");
     if (n > opt.api.max_body_bytes) {
-      if (n > 2 * opt.api.max_body_bytes) return answer(c, rq, Body::kTooLarge, "");
+      if (n > 2 * opt.api.max_body_bytes) return refuse_body(c, rq, true);
       rq.discard = rq.expects_body = true;
       if (rq.conn) rq.conn->enter(kBody);
       return MHD_YES;
@@ -377,7 +416,9 @@ struct Server::Impl {
     // token), without reading the body. One token holds at most its share
     // of the budget, so that no one token can make every team's upload 503.
     std::string holder = "ui";
-    if (a.path == "/ui/login" ? n > 16384 : !api->may_upload(a, &holder)) return answer(c, rq, Body::kTooLarge, "");
+    if (a.path == "/ui/login" && n > 16384)
+      return refuse(c, rq, 413, "too_large", "the sign-in form is at most 16 KiB");
+    if (a.path != "/ui/login" && !api->may_upload(a, &holder)) return refuse_body(c, rq, false);
     if (!reserve(holder, n))
       return refuse(c, rq, 503, "busy",
                     "the server is receiving as many request bodies as it buffers at once, or as many of this "
@@ -417,21 +458,88 @@ struct Server::Impl {
     std::string().swap(rq.body);
   }
 
-  MHD_Result answer(MHD_Connection* c, Request& rq, Body::Outcome outcome, const std::string& why) {
+  // The request is complete: its connection waits, suspended, while a
+  // worker makes the answer; the worker resumes it, and MHD's next call of
+  // access() sends the answer. /healthz is answered here (it reads nothing).
+  MHD_Result hand_over(MHD_Connection* c, Request& rq, Body::Outcome outcome) {
+    if (rq.api.path == "/healthz") return answer(c, rq, outcome);
     rq.handled = true;
     if (rq.conn) rq.conn->enter(kBusy);
+    MHD_suspend_connection(c);
+    Request* r = &rq;
+    auto finish = [c, r](ApiResponse resp, bool close) {
+      r->response = std::move(resp);
+      r->close_after = close;
+      r->ready = true;
+      MHD_resume_connection(c);
+    };
+    r->api.answer_fits = [this, r](int64_t n) { return n <= kSmallAnswer || answer_room(r->client, r->group, n); };
+    auto run = [this, r, outcome, finish] {
+      ApiResponse resp = handle(*r, outcome);
+      // The answer's memory is held from here, while the connection waits
+      // to be resumed, until MHD has sent it (Outgoing::free).
+      int64_t n = static_cast<int64_t>(resp.body.size());
+      if (n > kSmallAnswer && !hold_answer(r->client, r->group, n)) {
+        metrics.reject("", "answer_memory");
+        resp = busy("the server holds as many answers in memory as it sends at once, or as many of this client's "
+                    "as one client may have (`mlk serve --answer-memory`)");
+      } else if (n > kSmallAnswer) {
+        r->answer_held = n;
+      }
+      finish(std::move(resp), outcome == Body::kBroken);
+    };
+    auto drop = [this, r, finish] {
+      release(*r);
+      metrics.reject("", "busy");
+      finish(busy("the server's workers did not reach this request in time (`mlk serve --timeout`)"), true);
+    };
+    WorkQueue::Admit admit = work->submit(rq.client, rq.group, run, drop);
+    if (admit == WorkQueue::Admit::kQueued) return MHD_YES;
+    release(rq);
+    metrics.reject("", "busy");
+    finish(busy(admit == WorkQueue::Admit::kClientFull
+                    ? "this client (token, session or address) has as many requests in the server's queue as one "
+                      "client may have; wait for their answers"
+                : admit == WorkQueue::Admit::kStopping ? "the server is stopping"
+                                                       : "the server's queue of requests is full"),
+           false);
+    return MHD_YES;
+  }
+
+  static ApiResponse busy(const std::string& why) {
+    ApiResponse r = error_response(503, why + "; try again shortly");
+    r.headers.push_back({"Retry-After", "1"});
+    return r;
+  }
+
+  // The Api's answer to a complete request (or one whose body did not arrive).
+  ApiResponse handle(Request& rq, Body::Outcome outcome) {
     ApiResponse r;
     if (outcome == Body::kOk) {
       StringBody body(std::move(rq.body));
       r = api->handle(rq.api, body);
     } else {
-      FailedBody body(outcome, why);
+      FailedBody body(outcome, "");
       r = api->handle(rq.api, body);
     }
     release(rq);
     if (rq.api.method == "GET" && apply_range(rq.range, rq.if_range, r) == RangeOutcome::kMultiple)
       metrics.reject("", "ranges");
-    return send(c, rq, std::move(r), outcome == Body::kBroken);
+    return r;
+  }
+
+  // The same on this thread: what the transport answers before a body is read, and /healthz.
+  MHD_Result answer(MHD_Connection* c, Request& rq, Body::Outcome outcome) {
+    rq.handled = true;
+    if (rq.conn) rq.conn->enter(kBusy);
+    return send(c, rq, handle(rq, outcome), outcome == Body::kBroken);
+  }
+
+  // The Api's refusal of a body it will not buffer (Api::refuse_body: a
+  // token lookup, no handler); the connection is closed after it.
+  MHD_Result refuse_body(MHD_Connection* c, Request& rq, bool too_large) {
+    rq.handled = true;
+    return send(c, rq, api->refuse_body(rq.api, too_large), /*close=*/true);
   }
 
   // An answer of the transport's own (the Api never sees the request).
@@ -445,12 +553,71 @@ struct Server::Impl {
     return send(c, rq, std::move(r), /*close=*/true);
   }
 
+  // An answer's bytes while MHD sends them; the answer memory they hold is
+  // given back when MHD frees the response.
+  struct Outgoing {
+    Impl* server;
+    std::string client, group, bytes;
+    int64_t held = 0;
+    static void free(void* cls) {
+      auto* o = static_cast<Outgoing*>(cls);
+      if (o->held) o->server->give_back_answer(o->client, o->group, o->held);
+      delete o;
+    }
+  };
+
+  // Whether n more bytes of the answer memory fit for `client` of `group`:
+  // within the whole, the client's share and its group's share.
+  bool answer_fits_locked(const std::string& client, const std::string& group, int64_t n) {
+    auto held = [&](const std::string& k) {
+      auto it = answer_by_client.find(k);
+      return it == answer_by_client.end() ? int64_t{0} : it->second;
+    };
+    return answer_bytes + n <= opt.answer_memory_bytes && held(client) + n <= opt.answer_memory_per_client_bytes &&
+           held(group) + n <= opt.answer_memory_per_client_bytes;
+  }
+  bool answer_room(const std::string& client, const std::string& group, int64_t n) {
+    std::lock_guard<std::mutex> g(answer_mu);
+    return answer_fits_locked(client, group, n);
+  }
+  // Takes n bytes of the answer memory for `client` of `group`, or nothing
+  // when they do not fit.
+  bool hold_answer(const std::string& client, const std::string& group, int64_t n) {
+    std::lock_guard<std::mutex> g(answer_mu);
+    if (!answer_fits_locked(client, group, n)) return false;
+    answer_bytes += n;
+    answer_by_client[client] += n;
+    if (group != client) answer_by_client[group] += n;
+    return true;
+  }
+  void give_back_answer(const std::string& client, const std::string& group, int64_t n) {
+    std::lock_guard<std::mutex> g(answer_mu);
+    answer_bytes -= n;
+    for (const std::string* k : {&client, &group}) {
+      if (k == &group && group == client) break;
+      auto it = answer_by_client.find(*k);
+      if (it != answer_by_client.end() && (it->second -= n) <= 0) answer_by_client.erase(it);
+    }
+  }
+
+  // A HEAD answer's Content-Length without its bytes (ApiResponse::head_length): MHD never reads it.
+  static ssize_t no_bytes(void*, uint64_t, char*, size_t) { return MHD_CONTENT_READER_END_WITH_ERROR; }
+
   MHD_Result send(MHD_Connection* c, Request& rq, ApiResponse r, bool close) {
-    auto* body = new std::string(std::move(r.body));
-    MHD_Response* resp = MHD_create_response_from_buffer_with_free_callback_cls(body->size(), body->data(), &free_string, body);
-    if (!resp) {
-      delete body;
-      return MHD_NO;
+    const size_t size = r.body.size();
+    MHD_Response* resp = nullptr;
+    if (r.head_length >= 0 && rq.api.method == "HEAD") {
+      resp = MHD_create_response_from_callback(static_cast<uint64_t>(r.head_length), 4096, &no_bytes, nullptr, nullptr);
+      if (!resp) return MHD_NO;
+    } else {
+      auto* out = new Outgoing{this, rq.client, rq.group, std::move(r.body), rq.answer_held};
+      rq.answer_held = 0;
+      resp = MHD_create_response_from_buffer_with_free_callback_cls(out->bytes.size(), out->bytes.data(),
+                                                                     &Outgoing::free, out);
+      if (!resp) {
+        Outgoing::free(out);
+        return MHD_NO;
+      }
     }
     if (!r.content_type.empty()) MHD_add_response_header(resp, "Content-Type", r.content_type.c_str());
     for (const auto& [k, v] : r.headers) MHD_add_response_header(resp, k.c_str(), v.c_str());
@@ -459,7 +626,7 @@ struct Server::Impl {
     if (close || stopping || (rq.conn && rq.conn->requests + 1 >= opt.keep_alive_max))
       MHD_add_response_header(resp, "Connection", "close");
     rq.status = r.status;
-    rq.bytes_out = body->size();
+    rq.bytes_out = size;
     rq.team = r.team;
     MHD_Result ok = MHD_queue_response(c, static_cast<unsigned>(r.status), resp);
     MHD_destroy_response(resp);
@@ -478,6 +645,7 @@ struct Server::Impl {
       (void)api->handle(rq->api, broken);
     }
     release(*rq);
+    if (rq->answer_held) give_back_answer(rq->client, rq->group, rq->answer_held);  // made, never sent
     if (opt.access_log) log_access(*rq, why);
     if (rq->conn) {
       rq->conn->requests++;
@@ -573,6 +741,7 @@ struct Server::Impl {
     while (!watch_stop) {
       watch_cv.wait_for(lk, tick);
       sweep();
+      if (work) work->expire();  // requests that waited too long for a worker: 503
     }
   }
 
@@ -630,6 +799,11 @@ void Server::stop() {
                                       std::max(o.read_timeout_s, o.write_timeout_s) + 1);
     auto until = Clock::now() + limit;
     while (s.in_flight > 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // What still waits for a worker is answered 503 and what runs finishes;
+    // every suspended connection is resumed (MHD must not stop with one).
+    s.work->stop();
+    until = Clock::now() + std::chrono::seconds(2);
+    while (s.in_flight > 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     MHD_stop_daemon(s.daemon);
     s.daemon = nullptr;
   }
@@ -653,7 +827,8 @@ Status check_limits(const ServeOptions& o) {
                    positive(o.max_headers, "--max-headers"), positive(o.header_timeout_s, "--header-timeout"),
                    positive(o.body_timeout_s, "--body-timeout"), positive(o.read_timeout_s, "--timeout"),
                    positive(o.write_timeout_s, "--timeout"), positive(o.upload_memory_bytes, "--upload-memory"),
-                   positive(o.collect_interval_s, "--collect-interval")})
+                   positive(o.collect_interval_s, "--collect-interval"),
+                   positive(o.answer_memory_bytes, "--answer-memory")})
     if (!s.ok()) return s;
   if (o.max_header_bytes < 1024) return Status::InvalidArgument("--max-header-bytes must be at least 1K");
   if (o.api.max_manifest_bytes < 1024) return Status::InvalidArgument("--max-manifest must be at least 1K");
@@ -679,6 +854,9 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   if (o.upload_memory_per_token_bytes <= 0) o.upload_memory_per_token_bytes = o.upload_memory_bytes / 4;
   o.upload_memory_per_token_bytes =
       std::clamp(o.upload_memory_per_token_bytes, o.api.max_body_bytes, o.upload_memory_bytes);
+  // The largest answer (a blob of --max-body) always fits; a client holds a quarter.
+  o.answer_memory_bytes = std::max(o.answer_memory_bytes, o.api.max_body_bytes);
+  o.answer_memory_per_client_bytes = std::max(o.answer_memory_bytes / 4, o.api.max_body_bytes);
   const bool tls = !o.tls_cert_path.empty();
   o.api.tls = tls || o.public_url.rfind("https://", 0) == 0;  // the cookie is Secure where clients speak HTTPS
   if (tls) {
@@ -692,11 +870,21 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
     impl->tls_key = std::move(*key);
   }
   BackendOptions backend{o.store_path, o.blobs, o.blob_cache_dir, o.blob_cache_bytes};
-  auto pool = SessionPool::Open(backend, o.threads);
+  // A session for each worker, each event loop (the token lookup before a
+  // body is buffered) and the collector: no one waits for another's.
+  const int loops = std::clamp(o.threads / 4, 1, 4);
+  auto pool = SessionPool::Open(backend, o.threads + loops + 1);
   if (!pool.ok()) return pool.status();
   impl->pool = std::move(*pool);
   impl->api = std::make_unique<Api>(o.api, *impl->pool, impl->metrics);
   impl->collector = std::make_unique<BlobCollector>(*impl->pool, o.collect_interval_s, o.collect_grace_s);
+  WorkQueue::Limits limits;
+  limits.threads = o.threads;
+  limits.max_queued = o.max_connections;  // one request per connection at a time
+  limits.max_running_per_client = std::max(1, o.threads / 2);
+  limits.max_per_client = std::max(limits.max_running_per_client, o.max_connections_per_address);
+  limits.max_wait_ms = int64_t{1000} * std::max(o.read_timeout_s, o.write_timeout_s);
+  impl->work = std::make_unique<WorkQueue>(limits);
 
   int fd = impl->listen_fd = listen_on(o.host, o.port, impl->port);
   if (fd < 0)
@@ -716,12 +904,12 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
   // fields, and MHD's record of each), then the answer's headers: twice the
   // head limit and some, so that the limits below are ours to say, in JSON.
   size_t pool_bytes = static_cast<size_t>(2 * o.max_header_bytes + 16 * 1024);
-  unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET |
+  unsigned flags = MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET |
                    MHD_USE_ERROR_LOG | (tls ? MHD_USE_TLS : 0);
   impl->daemon = MHD_start_daemon(
       flags, 0, nullptr, nullptr, &Impl::on_access, self,
       MHD_OPTION_EXTERNAL_LOGGER, &Impl::on_message, self,
-      MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned>(o.threads > 1 ? o.threads : 0),
+      MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned>(loops > 1 ? loops : 0),
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(o.max_connections),
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, static_cast<unsigned>(o.max_connections_per_address),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(std::max(o.read_timeout_s, o.write_timeout_s)),

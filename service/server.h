@@ -1,8 +1,9 @@
 // `mlk serve`: the Api (api.h) on libmicrohttpd (decisions/
 // server-transport-libmicrohttpd.md). HTTP/1.1 with keep-alive, optionally
 // over TLS; a fixed pool of event-driven worker threads (each with its own
-// Store), so a connection holds a thread only while its request is handled,
-// never while it idles or trickles bytes in. Bounded input: the number of
+// Store) behind a few event loops, so a connection holds a thread only while
+// its request is handled, never while it idles, trickles bytes in or reads
+// its answer slowly; the workers are shared fairly between clients. Bounded input: the number of
 // connections, overall and per client address; the size and number of the
 // request's headers; a deadline for the head and one for the body;
 // Content-Length required on writes (411); bodies up to `max_body_bytes`
@@ -25,7 +26,10 @@ struct ServeOptions {
   int64_t blob_cache_bytes = int64_t{1} << 30;  // its limit; 0: no local cache
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (Server::port() says which)
-  int threads = 8;  // worker threads: requests handled at once (connections are not bound to threads)
+  // Worker threads: requests handled at once (connections are not bound to
+  // them; a quarter as many event loops, 1-4, read and write). One client
+  // (token, session, or address without either) has at most half of them.
+  int threads = 8;
   int read_timeout_s = 30;        // a connection with no bytes moving for this long is dropped
   int write_timeout_s = 30;       // (the same limit, for responses: the larger of the two applies)
   int keep_alive_timeout_s = 5;   // an idle keep-alive connection is closed after this
@@ -42,6 +46,11 @@ struct ServeOptions {
   // What one token's bodies may hold of it at once; more: 503 for that token
   // only. 0: a quarter of upload_memory_bytes. Never less than max_body_bytes.
   int64_t upload_memory_per_token_bytes = 0;
+  // Answers over 64 KiB held in memory while they are sent, all connections;
+  // a client holds at most a quarter of it. More: 503. Never less than
+  // the largest body (--max-body).
+  int64_t answer_memory_bytes = int64_t{1} << 30;
+  int64_t answer_memory_per_client_bytes = 0;  // set by Server::Start
   // The URL clients use (`--public-url`), when a TLS proxy in front of the
   // server speaks HTTPS for it: https://... makes the dashboard's cookie
   // Secure as --tls-cert does. Empty: none.

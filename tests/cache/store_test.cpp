@@ -69,6 +69,47 @@ TEST(StoreOpen, ClearErrors) {
   EXPECT_EQ(pragma(dir.file("other.db"), "SELECT count(*) FROM sqlite_master"), "1");  // left alone
 }
 
+// What a namespace is charged for its manifests is read from each entry's
+// record_bytes (the hostile benchmark of issue 49: a quota check read every
+// manifest of the namespace, up to --max-manifest each). A store made before
+// the column gets it when opened to write; its old rows, NULL there, are
+// counted from their manifests, and a read-only open reads around it.
+TEST(StoreOpen, ManifestBytesAreRecordedAndOlderStoresStillCount) {
+  TempDir dir;
+  const std::string path = dir.file("c.db");
+  Manifest m;
+  m.meta_json = R"({"note":"a manifest of some size"})";
+  m.provenance = testing::test_provenance();
+  int64_t charged = 0;
+  {
+    auto s = open_store(path);
+    ASSERT_TRUE(IsOk(s->put_entry("ns", "k1", m)));
+    charged = *s->namespace_bytes("ns");
+    EXPECT_GT(charged, 0);
+  }
+  EXPECT_EQ(pragma(path, "SELECT record_bytes FROM entries WHERE key='k1'"), std::to_string(charged));
+  // Made before the column: drop it, as such a store never had it.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "ALTER TABLE entries DROP COLUMN record_bytes", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  {
+    StoreOptions ro;
+    ro.read_only = true;
+    auto s = open_store(path, ro);
+    EXPECT_EQ(*s->namespace_bytes("ns"), charged);
+  }
+  auto s = open_store(path);
+  EXPECT_EQ(*s->namespace_bytes("ns"), charged);  // the old row: NULL, counted from its manifest
+  ASSERT_TRUE(IsOk(s->put_entry("ns", "k2", m)));
+  EXPECT_EQ(*s->namespace_bytes("ns"), 2 * charged);
+  auto usage = s->usage();
+  ASSERT_TRUE(IsOk(usage));
+  ASSERT_EQ(usage->size(), 1u);
+  ASSERT_TRUE(IsOk(s->rm("ns", "k1")));
+  EXPECT_EQ(*s->namespace_bytes("ns"), charged);
+}
+
 TEST(Store, BlobRoundTrip) {
   TempDir dir;
   auto s = open_store(dir.file("c.db"));

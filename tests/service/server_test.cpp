@@ -29,6 +29,7 @@
 #include "service/server.h"
 #include "service/service_db.h"
 #include "service/tables.h"
+#include <sqlite3.h>
 
 namespace mlk::service {
 namespace {
@@ -46,8 +47,11 @@ using nlohmann::json;
 // a hostile client, so that the per-address cap spares the honest ones.
 class RawConn {
  public:
-  explicit RawConn(int port, const char* from = nullptr) {
+  // `receive_buffer` > 0: the socket's receive buffer, set before connecting
+  // (a reader that does not read then leaves the answer in the server).
+  explicit RawConn(int port, const char* from = nullptr, int receive_buffer = 0) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (receive_buffer > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
     if (from) {
       sockaddr_in b{};
       b.sin_family = AF_INET;
@@ -126,7 +130,7 @@ class ServerTest : public ::testing::Test {
     o.threads = 6;
     o.read_timeout_s = 2;
     o.keep_alive_timeout_s = 1;
-    o.api.max_body_bytes = 1 << 20;
+    o.api.max_body_bytes = max_body;
     o.max_connections_per_address = 32;
     o.header_timeout_s = 1;
     o.body_timeout_s = 1;
@@ -134,6 +138,7 @@ class ServerTest : public ::testing::Test {
     o.tls_key_path = tls_key;
     o.public_url = public_url;
     if (upload_memory > 0) o.upload_memory_bytes = upload_memory;
+    if (answer_memory > 0) o.answer_memory_bytes = answer_memory;
     o.access_log = o.access_log_json = access_log_json;
     auto s = Server::Start(o);
     ASSERT_TRUE(IsOk(s));
@@ -173,6 +178,8 @@ class ServerTest : public ::testing::Test {
   std::string tls_cert, tls_key;  // PEM files: start() serves https
   std::string public_url;         // start()'s --public-url
   int64_t upload_memory = 0;      // > 0: start()'s --upload-memory
+  int64_t answer_memory = 0;      // > 0: start()'s --answer-memory
+  int64_t max_body = 1 << 20;     // start()'s --max-body
   bool access_log_json = false;   // start()'s --access-log-json
 };
 
@@ -838,6 +845,136 @@ TEST_F(ServerTest, Round2_Finding7_OneTokenHoldsAtMostItsShareOfTheUploadMemory)
   auto r = c.Put("/ccache/" + std::string(33, 'x'), std::string(256 << 10, 'x'), "application/octet-stream");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status / 100, 2) << r->status << " " << r->body;
+}
+
+// Second review, finding 8: every answer was held whole until sent, so 40
+// slow readers of an 8 MiB blob grew the server by 400 MiB. Answers over
+// 64 KiB are held within --answer-memory, a client (here, a token) at most a
+// quarter of it: one token's readers that do not read get 503 past their
+// share, and another token's read of the same blob is served.
+TEST_F(ServerTest, Round2_Finding8_SlowReadersHoldAtMostTheirShareOfTheAnswerMemory) {
+  server.reset();
+  // A share of 6 MiB: one answer of a 6 MiB blob, more than the kernel's
+  // socket buffers take from the server (at most 4 MiB).
+  max_body = 6 << 20;
+  answer_memory = 24 << 20;
+  start(0);
+  std::string blob = cache::testing::bytes_of(6 << 20, 9);
+  std::string path = "/v1/blobs/" + sha256_hex(blob);
+  auto up = client().Put(path.c_str(), blob, "application/octet-stream");
+  ASSERT_TRUE(up);
+  ASSERT_EQ(up->status / 100, 2) << up->body;
+  std::vector<std::unique_ptr<RawConn>> readers;
+  for (int i = 0; i < 4; ++i) {
+    readers.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.9", 4096));
+    readers.back()->send_all("GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token + "\r\n\r\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  int busy = 0, served = 0;
+  for (auto& r : readers) {
+    auto [got, closed] = r->read_some(1000, "\r\n\r\n");
+    busy += got.rfind("HTTP/1.1 503", 0) == 0 ? 1 : 0;
+    served += got.rfind("HTTP/1.1 200", 0) == 0 ? 1 : 0;
+  }
+  EXPECT_EQ(served, 1) << "answers held for one token that does not read them";
+  EXPECT_EQ(busy, 3);
+  std::string other;
+  {
+    auto db = open_service_db(dir.file("serve.db"), false);
+    other = create_token(**db, "alpha", kScopeRead, "")->token;
+  }
+  httplib::Client c(url());
+  c.set_bearer_token_auth(other.c_str());
+  c.set_read_timeout(10, 0);
+  auto r = c.Get(path.c_str());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->body.size(), blob.size());
+  // HEAD says the size without holding the bytes.
+  auto head = c.Head(path.c_str());
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->get_header_value("Content-Length"), std::to_string(blob.size()));
+}
+
+// Second review, finding 9: the Api ran on the transport's event-loop
+// threads, so one token's writes waiting on a lock (here the store's, held
+// by this test as another writer would) held every thread, and /healthz and
+// every other team's reads waited with them. One client now runs on at most
+// half the workers, and /healthz is answered on the event loop. The writes
+// come from 8 addresses and spell the token 8 ways (the review of the fix):
+// one token is one client however it is sent.
+TEST_F(ServerTest, Round2_Finding9_OneTokensStalledWritesLeaveOthersTheirShare) {
+  std::string blob = "a blob another team reads";
+  std::string other;
+  {
+    auto db = open_service_db(dir.file("serve.db"), false);
+    other = create_token(**db, "beta", kScopeRead | kScopeWriteBlobs, "")->token;
+  }
+  httplib::Client beta(url());
+  beta.set_bearer_token_auth(other.c_str());
+  beta.set_read_timeout(10, 0);
+  std::string path = "/v1/blobs/" + sha256_hex(blob);
+  auto up = beta.Put(path.c_str(), blob, "application/octet-stream");
+  ASSERT_TRUE(up);
+  ASSERT_EQ(up->status / 100, 2) << up->body;
+  sqlite3* lock = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("serve.db").c_str(), &lock), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(lock, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::vector<std::unique_ptr<RawConn>> writers;
+  auto basic = [&](const std::string& user) {
+    std::string plain = user + ":" + token, b64(4 * ((plain.size() + 2) / 3), '\0');
+    EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()), reinterpret_cast<const unsigned char*>(plain.data()),
+                    static_cast<int>(plain.size()));
+    return "Basic " + b64;
+  };
+  const std::vector<std::string> spellings = {"Bearer " + token, "bearer " + token, "BEARER " + token,
+                                              "bEaReR " + token, basic("a"),        basic("b"),
+                                              basic("mallory"),  basic("")};
+  for (int i = 0; i < 8; ++i) {
+    std::string bytes = "stalled write " + std::to_string(i);
+    std::string from = "127.0.0." + std::to_string(20 + i);
+    writers.push_back(std::make_unique<RawConn>(server->port(), from.c_str()));
+    writers.back()->send_all("PUT /v1/blobs/" + sha256_hex(bytes) + " HTTP/1.1\r\nHost: x\r\nAuthorization: " +
+                             spellings[i] + "\r\nContent-Length: " + std::to_string(bytes.size()) + "\r\n\r\n" + bytes);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  httplib::Client h(url());
+  h.set_read_timeout(2, 0);
+  beta.set_read_timeout(2, 0);
+  std::chrono::milliseconds worst{0};
+  int failures = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto health = h.Get("/healthz");
+    auto read = beta.Get(path.c_str());
+    worst = std::max(worst, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0));
+    failures += health && health->status == 200 && read && read->status == 200 && read->body == blob ? 0 : 1;
+  }
+  sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(lock);
+  EXPECT_EQ(failures, 0) << "/healthz or another team's read beside one token's stalled writes";
+  EXPECT_LT(worst.count(), 1000);
+  int stored = 0;  // the stalled writes go through once the lock is gone
+  for (auto& w : writers) stored += w->read_until("HTTP/1.1 201", 15000) ? 1 : 0;
+  EXPECT_EQ(stored, 8);
+}
+
+// The review of finding 9's fix: a GET that sent a body was refused its
+// body and then run on the event loop (a whole blob read there). A body on
+// a method that takes none is 400 at once, and the blob is not read.
+TEST_F(ServerTest, Round2_Finding9_ABodyOnAGetIsRefusedNotRun) {
+  std::string blob = "read on the event loop";
+  std::string path = "/v1/blobs/" + sha256_hex(blob);
+  auto up = client().Put(path.c_str(), blob, "application/octet-stream");
+  ASSERT_TRUE(up);
+  RawConn raw(server->port());
+  raw.send_all("GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + read_only +
+               "\r\nContent-Length: 1\r\n\r\nx");
+  std::string got = raw.read_for(1000);
+  EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << got.substr(0, 200);
+  EXPECT_NE(got.find("carries no body"), std::string::npos) << got.substr(0, 400);
+  EXPECT_EQ(got.find(blob), std::string::npos) << "the GET was run";
 }
 
 // Second review, low: repeated Content-Length, Host or Authorization headers

@@ -6,6 +6,7 @@
 // header floods) are in server_test.cpp, signatures in api_test.cpp and the
 // runtime's tests, the dashboard's in dashboard_test.cpp.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -266,6 +267,62 @@ TEST_P(Trust, Round2_Finding4_ABenchmarkReportIsStoredOnceAndChargedWhatItStores
   ApiResponse got = with_history.handle(q, none);
   ASSERT_EQ(got.status, 200) << got.body;
   EXPECT_EQ(json::parse(got.body)["results"][0]["machine"]["cpu"], std::string(20000, 'm'));
+}
+
+// The hostile benchmark (bench/serve_hostile.sh) after finding 4: every
+// quota check of a namespace summed its whole history under the history's
+// one lock, so a team that stored large reports made each of its writes
+// scan them and held up every other team's quota checks. Each namespace's
+// total is kept as reports are stored (and counted once from the rows for
+// a database made before): it equals the sum over the rows.
+TEST_P(Trust, Round2_Finding4_TheHistorysChargeIsARunningTotalOfItsRows) {
+  ApiOptions o = api->options();
+  o.bench_history_path = dir.file("bench.db");
+  o.max_body_bytes = 1 << 20;
+  o.quotas.limits.clear();
+  Api with_history(o, *pool, metrics);
+  for (const std::string& tok : {alpha, beta, alpha}) {
+    json kernels = json::array();
+    for (int i = 0; i < 20; ++i)
+      kernels.push_back({{"id", "k\u00e9" + std::to_string(i)}, {"target", "t"}, {"cache_key", "c"}, {"variant", "v"},
+                         {"mlk", {{"median_ms", 1.5}}}});
+    json report = {{"format", "mlk-bench"}, {"created", "2026-12-06T00:00:00Z"},
+                   {"machine", {{"cpu", std::string(300, 'm')}}}, {"versions", {{"mlk", "1"}}}, {"kernels", kernels}};
+    ApiRequest r{"POST", "/v1/bench/results", {}, "Bearer " + tok};
+    StringBody b(report.dump());
+    ASSERT_EQ(with_history.handle(r, b).status, 201);
+  }
+  auto scanned = [&](const std::string& ns) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(o.bench_history_path.c_str(), &db), SQLITE_OK);
+    auto len = [](const char* c) { return std::string("length(CAST(IFNULL(") + c + ", '') AS BLOB))"; };
+    std::string q = "SELECT (SELECT SUM(" + len("entry") + "+" + len("machine") + "+" + len("versions") + "+" +
+                    len("kernel") + "+" + len("target") + "+" + len("cache_key") + "+" + len("variant") + "+" +
+                    len("median_ms") + "+" + len("created") + ") FROM bench_results WHERE ns=?1) + (SELECT SUM(" +
+                    len("machine") + "+" + len("versions") + ") FROM bench_reports WHERE ns=?1)";
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, q.c_str(), -1, &st, nullptr);
+    sqlite3_bind_text(st, 1, ns.c_str(), -1, SQLITE_TRANSIENT);
+    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+  };
+  auto h = bench_history_at(o.bench_history_path);
+  ASSERT_TRUE(h.ok());
+  for (const std::string ns : {"alpha", "beta"}) {
+    EXPECT_GT(scanned(ns), 0);
+    EXPECT_EQ(*(*h)->bytes(ns), scanned(ns)) << ns;
+  }
+  // A database made before the totals: counted from its rows when opened.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(o.bench_history_path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE bench_usage", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto reopened = BenchHistory::Open(o.bench_history_path);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().message();
+  EXPECT_EQ(*(*reopened)->bytes("alpha"), scanned("alpha"));
+  EXPECT_EQ(*(*reopened)->bytes("beta"), scanned("beta"));
 }
 
 // Second review, finding 4: reading the history parsed up to 10,000 rows
@@ -769,6 +826,33 @@ TEST_P(Trust, Round2_Low_EveryRouteAndMethodWithEveryTokenKindHidesAnotherTeamsO
   auto j = call("GET", "/v1/jobs/" + job, alpha);
   ASSERT_EQ(j.status, 200);
   EXPECT_EQ(json::parse(j.body)["state"], "queued");
+}
+
+// Second review, finding 8: HEAD and a one-byte Range read and re-hashed the
+// whole blob (a 64 MiB read for each). HEAD now answers the blob's size from
+// its row and a Range reads only its bytes: the stored copy, damaged here
+// after it was stored, is not read whole (a whole GET still finds the damage).
+TEST_P(Trust, Round2_Finding8_HeadAndRangeReadNotTheWholeBlob) {
+  const std::string blob = cache::testing::bytes_of(3000, 8);
+  ASSERT_EQ(put_blob(alpha, blob).status / 100, 2);
+  corrupt(blob);
+  const std::string path = "/v1/blobs/" + sha256_hex(blob);
+  ApiResponse head = call("HEAD", path, alpha);
+  EXPECT_EQ(head.status, 200) << head.body;
+  EXPECT_EQ(head.head_length, 3000);
+  EXPECT_TRUE(head.body.empty()) << "HEAD read " << head.body.size() << " bytes";
+  ApiRequest r{"GET", path, {}, "Bearer " + alpha};
+  r.range = "bytes=100-109";
+  StringBody none("");
+  ApiResponse part = api->handle(r, none);
+  EXPECT_EQ(part.status, 206) << part.body;
+  EXPECT_EQ(part.body, blob.substr(100, 10));
+  r.range = "bytes=5000-";
+  expect_error(api->handle(r, none), 416, "past the body's 3000 bytes");
+  r.range = "bytes=0-1,5-6";
+  expect_error(api->handle(r, none), 416, "several ranges");
+  // The whole blob is read and checked, and the damage found.
+  EXPECT_EQ(call("GET", path, alpha).status, 404);
 }
 
 #ifdef MLK_CLUSTER_TESTS
