@@ -173,6 +173,7 @@ Expected<std::optional<Outcome>> lookup_tuned(const TuneRequest& request) {
                                   "; remove it with `mlk cache rm " + o.key.substr(0, 16) + "` and tune again");
       json meta = json::parse(em->canonical);  // a valid JSON object: parse_entry_meta made it
       o.cached = true;
+      o.origin = hit->info.manifest.provenance.origin;
       meta["cached"] = true;
       o.json = meta.dump();
       if (auto sj = hit->files.find("schedule.json"); sj != hit->files.end()) o.schedule_json = sj->second;

@@ -25,6 +25,7 @@ struct Outcome {
   std::string summary_line;   // for people
   std::string json;           // the summary object of `mlk tune --json`
   std::string schedule_json;  // the winner's schedule (Schedule::to_json), cached or tuned now
+  std::string origin;         // a cache hit's provenance.origin (cache/manifest.h): who stored it
 };
 
 // One (fn, shape, profile) to tune through the cache.

@@ -16,8 +16,9 @@
 #      blob, and 8 concurrent writers; /healthz is timed throughout.
 # Prints honest requests/s, p99 and errors of both runs, what the hostile
 # clients got, /healthz's latencies, and the server's peak RSS after each run.
-# Everything shares this machine's cores: the hostile clients are paced so
-# that they test the server's defences rather than race it for CPU.
+# Everything shares this machine's cores: the hostile clients are paced, and
+# run at the lowest priority (nice 19), so that they test the server's
+# defences rather than race it for CPU (an attacker's own CPU is elsewhere).
 #
 # usage: bench/serve_hostile.sh [SECONDS] [WORK_DIR]
 #   SECONDS   each run (default 60)
@@ -90,7 +91,7 @@ honest() {  # label: one wrk run; prints a table row
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores" >&2
 honest "honest, quiet"
 echo "server peak RSS after the quiet run: $(peak)"
-"$py" "$root/bench/serve_hostile.py" "$port" "$tok" "$digest" "$((secs + 5))" "$mal" "$mal_ro" "$big" \
+nice -n 19 "$py" "$root/bench/serve_hostile.py" "$port" "$tok" "$digest" "$((secs + 5))" "$mal" "$mal_ro" "$big" \
   > "$work/hostile.json" &
 hostile_pid=$!
 sleep 3  # the hostile clients in place

@@ -118,7 +118,8 @@ CommandSpec spec(CacheArgs& o) {
                .set = store(o.sign)},
               {.name = "--trusted-signers", .metavar = "KEYS",
                .help = "push --sign: an entry pulled or imported from elsewhere is re-signed only when one of these "
-                       "keys (64 hex or KEY.pub files, comma-separated) signed it: key rotation",
+                       "keys (64 hex or KEY.pub files, comma-separated) signed it: key rotation. push "
+                       "--require-verified: an entry not tuned here passes only with a report one of them signed",
                .set = store(o.trusted_signers)},
           },
       .epilogue = kCacheEpilogue,

@@ -65,6 +65,30 @@ Status may_sign(const std::string& ns, const std::string& key, const cache::Arti
   return Status::Ok();
 }
 
+// Whether the --require-verified gate may read this entry's report: a
+// tune on this machine wrote it (origin kOriginLocal), or a key of
+// --trusted-signers signed it for this very entry. A report that came with
+// an entry from a server or a file is its writer's word (issue 49, finding 11).
+Status report_is_evidence(const std::string& ns, const std::string& key, cache::Store& store,
+                          const cache::EntryInfo& e, const std::string& trusted_flag) {
+  const std::string what = "entry " + ns + "/" + key.substr(0, 16);
+  if (trusted_flag.empty()) {
+    const std::string& origin = e.manifest.provenance.origin;
+    if (origin == cache::kOriginLocal) return Status::Ok();
+    return Status::InvalidArgument(
+        what + " was not tuned on this machine (origin `" + (origin.empty() ? std::string("unrecorded") : origin) +
+        "`), so its verification report is its writer's word; give --trusted-signers KEYS (the verifiers' keys) to "
+        "accept a report one of them signed");
+  }
+  auto keys = parse_trusted_keys(trusted_flag);
+  if (!keys.ok()) return Status::Usage("--trusted-signers: " + keys.status().message());
+  auto art = store.get_entry(ns, key);  // every blob re-hashed
+  if (!art.ok()) return art.status();
+  auto st = cache::statement_of_files(key, art->files, art->info.manifest.meta_json);
+  if (!st.ok()) return st.status();
+  return cache::check_report_signed(what, *st, art->info.manifest.meta_json, *keys);
+}
+
 }  // namespace
 
 int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err) {
@@ -88,8 +112,9 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
   auto store = cache::Store::Open(path, so);
   if (!store.ok()) return fail(store.status());
   if (a.command == "push") {
-    if (!a.trusted_signers.empty() && a.sign.empty())
-      return fail(Status::Usage("--trusted-signers goes with --sign (it says which entries not made here may be re-signed)"));
+    if (!a.trusted_signers.empty() && a.sign.empty() && a.require_verified.empty())
+      return fail(Status::Usage("--trusted-signers goes with --sign (it says which entries not made here may be "
+                                "re-signed) or --require-verified (whose signed reports are evidence)"));
     auto key = resolve(**store, ns, key_arg);
     if (!key.ok()) return fail(key.status());
     if (!a.require_verified.empty()) {  // the gate: nothing leaves unless its report passes
@@ -97,6 +122,8 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
       if (!levels.ok()) return fail(Status::Usage("--require-verified: " + levels.status().message()));
       auto e = (*store)->show_entry(ns, *key);
       if (!e.ok()) return fail(e.status());
+      if (Status own = report_is_evidence(ns, *key, **store, *e, a.trusted_signers); !own.ok())
+        return fail(Status::InvalidArgument("refused: " + own.message() + "; nothing was pushed"));
       auto v = cache::parse_verified(e->manifest.meta_json.empty() ? "{}" : e->manifest.meta_json);
       if (!v.ok()) return fail(v.status());
       Status gate = cache::require_verified("entry " + ns + "/" + key->substr(0, 16), *v, *levels);

@@ -316,12 +316,20 @@ std::function<Status(std::map<std::string, std::string>&, std::string&)> sign_ho
   };
 }
 
-// A cache hit under --require-verified must carry a report that passes.
-Status check_hit(const TuneArgs& t, const std::string& fn, const std::string& meta_json) {
+// A cache hit under --require-verified must carry a report that passes,
+// made by a tune on this machine: a report that came with an entry from a
+// server or a file is its writer's word (issue 49, finding 11).
+Status check_hit(const TuneArgs& t, const std::string& fn, const tune::Outcome& hit) {
   if (t.require_verified.empty()) return Status::Ok();
   auto required = cache::parse_required_levels(t.require_verified);
   if (!required.ok()) return required.status();
-  auto v = cache::parse_verified(meta_json);
+  if (hit.origin != cache::kOriginLocal)
+    return Status::InvalidArgument(
+        "the cached entry of `" + fn + "` was not stored by a tune on this machine (origin `" +
+        (hit.origin.empty() ? std::string("unrecorded") : hit.origin) +
+        "`): the verification report it carries is its writer's word, not evidence; `mlk tune --no-cache` tunes and "
+        "verifies a winner here, `mlk verify KEY --sign` with a key others trust vouches for this one");
+  auto v = cache::parse_verified(hit.json);
   if (!v.ok()) return v.status();
   return cache::require_verified("the cached entry of `" + fn + "`", *v, *required);
 }
@@ -397,7 +405,7 @@ bool report_job(const TuneArgs& t, const ir::Module& m, const Profile& profile, 
                 const std::vector<Job>& jobs, size_t i, Expected<tune::Outcome> res, std::string& all_json) {
   const auto& [name, shape] = jobs[i];
   if (res.ok() && res->cached)
-    if (Status s = check_hit(t, name, res->json); !s.ok()) res = s;
+    if (Status s = check_hit(t, name, *res); !s.ok()) res = s;
   if (res.ok() && c.cc && !res->cached) (void)c.cc->push(res->key);
   if (!res.ok()) {
     std::fprintf(stderr, "mlk tune: %s: %s\n", name.c_str(), res.status().message().c_str());

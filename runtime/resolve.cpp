@@ -112,6 +112,13 @@ std::string unverified(const cache::Artifact& a, const std::vector<std::string>&
     if (!st.ok()) return "entry " + a.info.key.substr(0, 16) + ": " + st.status().message();
     Status s = cache::check_report_signed("entry " + a.info.key.substr(0, 16), *st, a.info.manifest.meta_json, trusted);
     if (!s.ok()) return s.message();
+  } else if (const std::string& origin = a.info.manifest.provenance.origin; origin != cache::kOriginLocal) {
+    // Without keys, only a report a tune on this machine wrote is evidence
+    // (issue 49, finding 11): one pulled from a server or imported is its writer's word.
+    return "entry " + a.info.key.substr(0, 16) + " was not tuned on this machine (origin `" +
+           (origin.empty() ? std::string("unrecorded") : origin) +
+           "`), so its verification report is its writer's word; add signed:KEYS (the keys of the verifiers you "
+           "trust) to accept a report they signed";
   }
   auto v = cache::parse_verified(a.info.manifest.meta_json.empty() ? "{}" : a.info.manifest.meta_json);
   if (!v.ok()) return v.status().message();

@@ -179,6 +179,11 @@ add_test(NAME cli.signing
 add_test(NAME cli.verify_key_apart
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/verify_key_apart.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
           ${CMAKE_CURRENT_BINARY_DIR}/cli_verify_key_apart)
+# mlk tune --require-verified: a cache hit's report counts only when a tune
+# here wrote it (issue 49, finding 11).
+add_test(NAME cli.tune_hit_origin
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tune_hit_origin.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
+          ${CMAKE_CURRENT_BINARY_DIR}/cli_tune_hit_origin)
 mlk_cli_test(serve_release_needs_trusted_verifiers 2
   "mlk serve: --require-verified release=...: a release accepts only reports signed by a trusted verifier"
   serve --require-verified release=all --listen 127.0.0.1:0)

@@ -50,6 +50,19 @@ try:
     p = subprocess.run([PULL, server.url, norms, "host", "2", "8", "64"], env=env_cpp, capture_output=True, text=True)
     check("C++ example at another shape", p.returncode == 0 and "tuned at B=1,D=64,S=16" in p.stdout, p.stdout + p.stderr)
 
+    # Issue 49, finding 11: require=verified:LEVELS without keys reads only
+    # reports a tune on this machine wrote. The pulled entry's report (it
+    # passed types when tuned) is its writer's word: passed over, saying why.
+    p = subprocess.run([PULL, server.url, norms, "host;require=verified:types", "1", "16", "64"], env=env_cpp,
+                       capture_output=True, text=True)
+    check("a pulled entry's own report does not satisfy require=verified without keys", p.returncode == 1
+          and "was not tuned on this machine" in p.stderr and "signed:KEYS" in p.stderr, p.stdout + p.stderr)
+    env_here = dict(env, MLK_LOCAL_CACHE=tuned_store)
+    p = subprocess.run([PULL, server.url, norms, "host;require=verified:types", "1", "16", "64"], env=env_here,
+                       capture_output=True, text=True)
+    check("the entry a tune here stored satisfies require=verified:types", p.returncode == 0
+          and "max relative error" in p.stdout, p.stdout + p.stderr)
+
     # Another shape from a mirror that has never seen the program: the exact
     # key misses, and the server's query API finds the entry tuned at the
     # nearest shape, which is pulled and run.

@@ -123,6 +123,39 @@ TEST_F(Gates, GatedPushOfAnUnverifiedEntryIsRefusedAndSendsNothing) {
   EXPECT_EQ(held(), "2/2");
 }
 
+// Second review, finding 11: the gate read whatever report an entry carried,
+// so an entry pulled from a server passed with the report its writer wrote.
+// Without keys only a report a tune here wrote counts; with
+// --trusted-signers, a report one of those keys signed for this entry.
+TEST_F(Gates, Round2_Finding11_ThePushGateReadsOnlyReportsMadeHereOrSignedByATrustedKey) {
+  start();
+  cache::Provenance pulled = test_provenance("mlk tune");
+  pulled.origin = "http://elsewhere:8080";
+  const std::string meta = meta_with(R"("types","identity","envelope","memory")");
+  const std::string self_reported = std::string(64, 'e'), vouched = std::string(64, 'f');
+  const std::map<std::string, std::string> files = {{"libsgemm.so", bytes_of(2000, 5)}};
+  auto local = open_store(dir.file("local.db"));
+  ASSERT_TRUE(IsOk(local->put_entry("default", self_reported, meta, pulled, {{"libsgemm.so", bytes_of(2000, 6)}})));
+  auto st = cache::statement_of_files(vouched, files, meta);
+  ASSERT_TRUE(IsOk(st));
+  ASSERT_TRUE(IsOk(local->put_entry("default", vouched, *cache::sign_report(meta, *st, verifier), pulled, files)));
+  CliRun r = push(self_reported, "envelope");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("was not tuned on this machine (origin `http://elsewhere:8080`)"), std::string::npos) << r.err;
+  EXPECT_EQ(held(), "0/0");
+  r = push(vouched, "envelope");  // signed, but no key named: still the writer's word
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(held(), "0/0");
+  r = cache_cli({"push", self_reported, "--cache", dir.file("local.db"), "--remote", url(), "--require-verified",
+                 "envelope", "--trusted-signers", verifier.public_key});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(held(), "0/0");
+  r = cache_cli({"push", vouched, "--cache", dir.file("local.db"), "--remote", url(), "--require-verified", "envelope",
+                 "--trusted-signers", verifier.public_key});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(held(), "1/1");
+}
+
 TEST_F(Gates, BadLevelIsAUsageError) {
   start();
   CliRun r = push(full, "fast");
