@@ -197,10 +197,16 @@ Expected<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptio
   // (a column, NULL in their rows), or, read-only, read around.
   auto has = d.query_text("SELECT count(*) FROM pragma_table_info('entries') WHERE name='record_bytes'");
   if (!has.ok()) return has.status();
-  if (*has == "0" && !impl->read_only)
-    MLK_RETURN_IF_ERROR(sql::write_txn(d, [&] { return d.exec("ALTER TABLE entries ADD COLUMN record_bytes INTEGER"); }));
-  else if (*has == "0")
+  if (*has == "0" && !impl->read_only) {
+    MLK_RETURN_IF_ERROR(sql::write_txn(d, [&]() -> Status {
+      // Checked again inside the write lock: another process may have added it meanwhile.
+      auto again = d.query_text("SELECT count(*) FROM pragma_table_info('entries') WHERE name='record_bytes'");
+      if (!again.ok()) return again.status();
+      return *again == "0" ? d.exec("ALTER TABLE entries ADD COLUMN record_bytes INTEGER") : Status::Ok();
+    }));
+  } else if (*has == "0") {
     impl->record_bytes_sql = "length(CAST(e.manifest AS BLOB))";
+  }
   return std::unique_ptr<Store>(new Store(std::move(impl)));
 }
 

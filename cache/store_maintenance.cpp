@@ -358,7 +358,11 @@ Expected<ExportReport> Store::export_to(const std::string& file, const std::opti
             auto dg = detail::insert_blob(d, bytes);
             if (!dg.ok()) return dg.status();
           }
-          MLK_RETURN_IF_ERROR(detail::insert_entry(d, n, k, a->info.manifest, a->info.pinned));
+          // An archive is a store others may open with --cache: what it
+          // holds was made here, not there, so it is not `local` to them.
+          cache::Manifest m = a->info.manifest;
+          if (m.provenance.origin == kOriginLocal) m.provenance.origin = "export";
+          MLK_RETURN_IF_ERROR(detail::insert_entry(d, n, k, m, a->info.pinned));
           rep.entries += 1;
         }
         auto totals = d.db->prepare("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM blobs");

@@ -191,6 +191,19 @@ std::vector<Flag> limit_flags(service::ServeOptions& o) {
 // TLS, the namespaces' staging, the route table and the access log.
 std::vector<Flag> tail_flags(ServeArgs& a, service::ServeOptions& o) {
   return {
+      {.name = "--trusted-proxies", .metavar = "ADDRS",
+       .help = "peers that are proxies in front of this server (comma-separated addresses, e.g. 127.0.0.1 behind "
+               "a TLS proxy on this host): their requests count against the address of the last X-Forwarded-For "
+               "entry, for the per-address limits and the access log",
+       .set = [&o](const std::string&, const std::string& v) {
+         o.trusted_proxies.clear();
+         for (size_t at = 0; at <= v.size();) {
+           size_t comma = std::min(v.find(',', at), v.size());
+           if (comma > at) o.trusted_proxies.push_back(v.substr(at, comma - at));
+           at = comma + 1;
+         }
+         return Status::Ok();
+       }},
       {.name = "--tls-cert", .metavar = "FILE",
        .help = "serve HTTPS: the PEM certificate (chain) of the server; with --tls-key. Clients verify it "
                "($MLK_CACERT: the CA's PEM file)",

@@ -72,9 +72,9 @@ Status may_sign(const std::string& ns, const std::string& key, const cache::Arti
 Status report_is_evidence(const std::string& ns, const std::string& key, cache::Store& store,
                           const cache::EntryInfo& e, const std::string& trusted_flag) {
   const std::string what = "entry " + ns + "/" + key.substr(0, 16);
+  const std::string& origin = e.manifest.provenance.origin;
+  if (origin == cache::kOriginLocal) return Status::Ok();
   if (trusted_flag.empty()) {
-    const std::string& origin = e.manifest.provenance.origin;
-    if (origin == cache::kOriginLocal) return Status::Ok();
     return Status::InvalidArgument(
         what + " was not tuned on this machine (origin `" + (origin.empty() ? std::string("unrecorded") : origin) +
         "`), so its verification report is its writer's word; give --trusted-signers KEYS (the verifiers' keys) to "

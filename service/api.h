@@ -86,10 +86,11 @@ struct ApiRequest {
   // are cut by the transport.
   std::string range = {};
   std::string if_range = {};
-  // Whether an answer of this many bytes may be held in memory now (the
-  // transport's --answer-memory); asked before a whole blob is read, so
-  // that a refused read costs no read. Empty: always.
-  std::function<bool(int64_t)> answer_fits = {};
+  // Whether an answer of this many bytes may be held in memory now for the
+  // token's team (the transport's --answer-memory, a share per team); asked
+  // before a whole blob is read, so that a refused read costs no read.
+  // Empty: always.
+  std::function<bool(const std::string& team, int64_t bytes)> answer_fits = {};
 };
 
 // The body of a request, read only once the request is authorised, and

@@ -147,7 +147,7 @@ ApiResponse get_blob(Ctx& c, const std::string& digest) {
       return r;
     }
   }
-  if (c.req.answer_fits && !c.req.answer_fits(*size)) {
+  if (c.req.answer_fits && !c.req.answer_fits(c.token.team, *size)) {
     ApiResponse busy = reject(c, 503, "answer_memory",
                               "the server holds as many answers in memory as it sends at once, or as many of this "
                               "client's as one client may have (`mlk serve --answer-memory`); try again shortly");

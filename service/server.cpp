@@ -120,6 +120,7 @@ struct Request {
   std::string client;  // whose share of the workers and of the answer memory it uses (client_of)
   std::string group;   // ... and its address's share
   int64_t answer_held = 0;  // bytes of the answer memory held for `response`, until send() passes them on
+  std::string answer_holder;  // ... on behalf of: the token's team (answer_key), else `client`
   // The answer a worker made while the connection was suspended; `ready` is
   // set before the worker resumes the connection.
   ApiResponse response;
@@ -202,6 +203,17 @@ std::string client_of(const ApiRequest& a, const std::string& remote) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>{}(who));
   return kind + hex;
+}
+
+// The group of an address for the per-address limits: an IPv4 address, or
+// the /64 of an IPv6 one (a host is given a /64 and may use any of it).
+std::string address_group(const std::string& address) {
+  in6_addr a6{};
+  if (address.find(':') == std::string::npos || inet_pton(AF_INET6, address.c_str(), &a6) != 1) return address;
+  char buf[INET6_ADDRSTRLEN];
+  std::memset(a6.s6_addr + 8, 0, 8);
+  inet_ntop(AF_INET6, &a6, buf, sizeof buf);
+  return std::string(buf) + "/64";
 }
 
 // Answers below this size are not counted against the answer memory.
@@ -374,8 +386,9 @@ struct Server::Impl {
     a.origin = header_value(c, "Origin");
     a.sec_fetch_site = header_value(c, "Sec-Fetch-Site");
     a.host = header_value(c, "Host");
-    rq.group = "address " + (rq.conn ? rq.conn->remote : std::string("-"));
-    rq.client = client_of(a, rq.conn ? rq.conn->remote : "-");
+    const std::string from = client_address(c, rq);
+    rq.group = "address " + address_group(from);
+    rq.client = client_of(a, from);
     rq.range = a.range = header_value(c, "Range");
     rq.if_range = a.if_range = header_value(c, "If-Range");
     std::string length = header_value(c, "Content-Length");
@@ -433,6 +446,24 @@ struct Server::Impl {
     return MHD_YES;
   }
 
+  // The client's address: the peer's, or, when the peer is a trusted proxy
+  // (--trusted-proxies), the last address of its X-Forwarded-For (the one
+  // that proxy saw; earlier ones are the client's to invent). Also what
+  // the access log shows.
+  std::string client_address(MHD_Connection* c, Request& rq) {
+    std::string peer = rq.conn ? rq.conn->remote : "-";
+    if (std::find(opt.trusted_proxies.begin(), opt.trusted_proxies.end(), peer) == opt.trusted_proxies.end()) return peer;
+    std::string xff = header_value(c, "X-Forwarded-For");
+    size_t comma = xff.rfind(',');
+    std::string last = xff.substr(comma == std::string::npos ? 0 : comma + 1);
+    last.erase(0, last.find_first_not_of(" \t"));
+    last.erase(last.find_last_not_of(" \t") + 1);
+    unsigned char buf[sizeof(in6_addr)];
+    if (inet_pton(AF_INET, last.c_str(), buf) != 1 && inet_pton(AF_INET6, last.c_str(), buf) != 1) return peer;
+    if (rq.conn) rq.conn->remote = last;
+    return last;
+  }
+
   // Takes n bytes of the upload budget for `holder`, or nothing when the
   // whole budget or the holder's share would be exceeded.
   bool reserve(const std::string& holder, int64_t n) {
@@ -473,13 +504,16 @@ struct Server::Impl {
       r->ready = true;
       MHD_resume_connection(c);
     };
-    r->api.answer_fits = [this, r](int64_t n) { return n <= kSmallAnswer || answer_room(r->client, r->group, n); };
+    r->api.answer_fits = [this, r](const std::string& team, int64_t n) {
+      return n <= kSmallAnswer || answer_room(answer_key(team, r->client), r->group, n);
+    };
     auto run = [this, r, outcome, finish] {
       ApiResponse resp = handle(*r, outcome);
       // The answer's memory is held from here, while the connection waits
       // to be resumed, until MHD has sent it (Outgoing::free).
       int64_t n = static_cast<int64_t>(resp.body.size());
-      if (n > kSmallAnswer && !hold_answer(r->client, r->group, n)) {
+      r->answer_holder = answer_key(resp.team, r->client);
+      if (n > kSmallAnswer && !hold_answer(r->answer_holder, r->group, n)) {
         metrics.reject("", "answer_memory");
         resp = busy("the server holds as many answers in memory as it sends at once, or as many of this client's "
                     "as one client may have (`mlk serve --answer-memory`)");
@@ -566,6 +600,12 @@ struct Server::Impl {
     }
   };
 
+  // Whose share of the answer memory an answer takes: its token's team (all
+  // of a team's tokens and sessions together), else the client's.
+  static std::string answer_key(const std::string& team, const std::string& client) {
+    return team.empty() ? client : "team " + team;
+  }
+
   // Whether n more bytes of the answer memory fit for `client` of `group`:
   // within the whole, the client's share and its group's share.
   bool answer_fits_locked(const std::string& client, const std::string& group, int64_t n) {
@@ -610,7 +650,7 @@ struct Server::Impl {
       resp = MHD_create_response_from_callback(static_cast<uint64_t>(r.head_length), 4096, &no_bytes, nullptr, nullptr);
       if (!resp) return MHD_NO;
     } else {
-      auto* out = new Outgoing{this, rq.client, rq.group, std::move(r.body), rq.answer_held};
+      auto* out = new Outgoing{this, rq.answer_holder, rq.group, std::move(r.body), rq.answer_held};
       rq.answer_held = 0;
       resp = MHD_create_response_from_buffer_with_free_callback_cls(out->bytes.size(), out->bytes.data(),
                                                                      &Outgoing::free, out);
@@ -645,7 +685,7 @@ struct Server::Impl {
       (void)api->handle(rq->api, broken);
     }
     release(*rq);
-    if (rq->answer_held) give_back_answer(rq->client, rq->group, rq->answer_held);  // made, never sent
+    if (rq->answer_held) give_back_answer(rq->answer_holder, rq->group, rq->answer_held);  // made, never sent
     if (opt.access_log) log_access(*rq, why);
     if (rq->conn) {
       rq->conn->requests++;

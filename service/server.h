@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "service/api.h"
 
@@ -51,6 +52,10 @@ struct ServeOptions {
   // the largest body (--max-body).
   int64_t answer_memory_bytes = int64_t{1} << 30;
   int64_t answer_memory_per_client_bytes = 0;  // set by Server::Start
+  // Peers that are proxies in front of the server (`--trusted-proxies`):
+  // for their requests the client's address, for the per-address limits
+  // and the access log, is the last of X-Forwarded-For. Empty: none.
+  std::vector<std::string> trusted_proxies;
   // The URL clients use (`--public-url`), when a TLS proxy in front of the
   // server speaks HTTPS for it: https://... makes the dashboard's cookie
   // Secure as --tls-cert does. Empty: none.

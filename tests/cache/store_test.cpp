@@ -110,6 +110,26 @@ TEST(StoreOpen, ManifestBytesAreRecordedAndOlderStoresStillCount) {
   EXPECT_EQ(*s->namespace_bytes("ns"), charged);
 }
 
+// An archive is a store others may open with --cache: what a tune here
+// stored (origin `local`) is not local to them, so an export marks it
+// (issue 49, finding 11, the review of the fix). Other origins are kept.
+TEST(StoreOpen, AnExportedEntryIsNotLocalInTheArchive) {
+  TempDir dir;
+  Manifest m;
+  m.meta_json = "{}";
+  m.provenance = testing::test_provenance();
+  m.provenance.origin = kOriginLocal;
+  auto s = open_store(dir.file("c.db"));
+  ASSERT_TRUE(IsOk(s->put_entry("ns", "mine", m)));
+  m.provenance.origin = "http://elsewhere:8080";
+  ASSERT_TRUE(IsOk(s->put_entry("ns", "pulled", m)));
+  ASSERT_TRUE(IsOk(s->export_to(dir.file("all.mlkc"))));
+  auto archive = open_store(dir.file("all.mlkc"));
+  EXPECT_EQ(archive->show_entry("ns", "mine")->manifest.provenance.origin, "export");
+  EXPECT_EQ(archive->show_entry("ns", "pulled")->manifest.provenance.origin, "http://elsewhere:8080");
+  EXPECT_EQ(s->show_entry("ns", "mine")->manifest.provenance.origin, kOriginLocal);
+}
+
 TEST(Store, BlobRoundTrip) {
   TempDir dir;
   auto s = open_store(dir.file("c.db"));

@@ -139,6 +139,7 @@ class ServerTest : public ::testing::Test {
     o.public_url = public_url;
     if (upload_memory > 0) o.upload_memory_bytes = upload_memory;
     if (answer_memory > 0) o.answer_memory_bytes = answer_memory;
+    o.trusted_proxies = trusted_proxies;
     o.access_log = o.access_log_json = access_log_json;
     auto s = Server::Start(o);
     ASSERT_TRUE(IsOk(s));
@@ -180,6 +181,7 @@ class ServerTest : public ::testing::Test {
   int64_t upload_memory = 0;      // > 0: start()'s --upload-memory
   int64_t answer_memory = 0;      // > 0: start()'s --answer-memory
   int64_t max_body = 1 << 20;     // start()'s --max-body
+  std::vector<std::string> trusted_proxies;  // start()'s --trusted-proxies
   bool access_log_json = false;   // start()'s --access-log-json
 };
 
@@ -849,9 +851,10 @@ TEST_F(ServerTest, Round2_Finding7_OneTokenHoldsAtMostItsShareOfTheUploadMemory)
 
 // Second review, finding 8: every answer was held whole until sent, so 40
 // slow readers of an 8 MiB blob grew the server by 400 MiB. Answers over
-// 64 KiB are held within --answer-memory, a client (here, a token) at most a
-// quarter of it: one token's readers that do not read get 503 past their
-// share, and another token's read of the same blob is served.
+// 64 KiB are held within --answer-memory, a team at most a quarter of it
+// (and an address too; the readers here come from their own): one team's
+// readers that do not read get 503 past its share, and another team's read
+// of the same blob is served.
 TEST_F(ServerTest, Round2_Finding8_SlowReadersHoldAtMostTheirShareOfTheAnswerMemory) {
   server.reset();
   // A share of 6 MiB: one answer of a 6 MiB blob, more than the kernel's
@@ -881,11 +884,13 @@ TEST_F(ServerTest, Round2_Finding8_SlowReadersHoldAtMostTheirShareOfTheAnswerMem
   std::string other;
   {
     auto db = open_service_db(dir.file("serve.db"), false);
-    other = create_token(**db, "alpha", kScopeRead, "")->token;
+    other = create_token(**db, "beta", kScopeRead | kScopeWriteBlobs, "")->token;
   }
   httplib::Client c(url());
   c.set_bearer_token_auth(other.c_str());
   c.set_read_timeout(10, 0);
+  auto mine = c.Put(path.c_str(), blob, "application/octet-stream");  // beta's own copy of the same bytes
+  ASSERT_TRUE(mine);
   auto r = c.Get(path.c_str());
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200) << r->body;
@@ -956,6 +961,51 @@ TEST_F(ServerTest, Round2_Finding9_OneTokensStalledWritesLeaveOthersTheirShare) 
   EXPECT_EQ(failures, 0) << "/healthz or another team's read beside one token's stalled writes";
   EXPECT_LT(worst.count(), 1000);
   int stored = 0;  // the stalled writes go through once the lock is gone
+  for (auto& w : writers) stored += w->read_until("HTTP/1.1 201", 15000) ? 1 : 0;
+  EXPECT_EQ(stored, 8);
+}
+
+// The second review of finding 9's fix: behind a proxy every client had the
+// proxy's address, so one team's stalled writes (8 tokens here) filled the
+// one address's share and held up everyone. With --trusted-proxies the
+// address is the last of X-Forwarded-For, and other clients are served.
+TEST_F(ServerTest, Round2_Finding9_BehindATrustedProxyClientsAreTheirForwardedAddresses) {
+  server.reset();
+  trusted_proxies = {"127.0.0.1"};
+  start(0);
+  std::string blob = "read through the proxy";
+  std::string path = "/v1/blobs/" + sha256_hex(blob);
+  auto up = client().Put(path.c_str(), blob, "application/octet-stream");
+  ASSERT_TRUE(up);
+  std::vector<std::string> tokens;
+  {
+    auto db = open_service_db(dir.file("serve.db"), false);
+    for (int i = 0; i < 8; ++i)
+      tokens.push_back(create_token(**db, "beta", kScopeRead | kScopeWriteBlobs | kScopeWriteEntries, "")->token);
+  }
+  sqlite3* lock = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("serve.db").c_str(), &lock), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(lock, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::vector<std::unique_ptr<RawConn>> writers;
+  for (int i = 0; i < 8; ++i) {
+    std::string bytes = "stalled behind the proxy " + std::to_string(i);
+    writers.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.1"));
+    writers.back()->send_all("PUT /v1/blobs/" + sha256_hex(bytes) + " HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.9.9." +
+                             std::to_string(i) + ", 10.6.6.6\r\nAuthorization: Bearer " + tokens[i] +
+                             "\r\nContent-Length: " + std::to_string(bytes.size()) + "\r\n\r\n" + bytes);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto c = client();
+  c.set_read_timeout(2, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  auto read = c.Get(path.c_str(), {{"X-Forwarded-For", "10.1.1.1"}});
+  auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(lock);
+  ASSERT_TRUE(read) << "a read from another forwarded address beside 8 stalled writes from one";
+  EXPECT_EQ(read->status, 200);
+  EXPECT_LT(took.count(), 1000);
+  int stored = 0;
   for (auto& w : writers) stored += w->read_until("HTTP/1.1 201", 15000) ? 1 : 0;
   EXPECT_EQ(stored, 8);
 }
