@@ -1,5 +1,6 @@
 #include "base/signing.h"
 
+#include <cstdlib>
 #include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -183,6 +184,14 @@ Expected<std::vector<std::string>> parse_trusted_keys(const std::string& text) {
     if (end == std::string::npos) break;
     start = end + 1;
   }
+  return keys;
+}
+
+Expected<std::vector<std::string>> default_trusted_signers() {
+  const char* v = std::getenv("MLK_TRUSTED_SIGNERS");
+  if (!v || !*v) return std::vector<std::string>{};
+  auto keys = parse_trusted_keys(v);
+  if (!keys.ok()) return Status::InvalidArgument("$MLK_TRUSTED_SIGNERS: " + keys.status().message());
   return keys;
 }
 

@@ -57,4 +57,11 @@ std::string key_id_of(const std::string& public_key_hex);
 // InvalidArgument naming the item that is neither.
 Expected<std::vector<std::string>> parse_trusted_keys(const std::string& text);
 
+// The trust list a loader uses when its caller names none: the environment
+// variable MLK_TRUSTED_SIGNERS, in parse_trusted_keys' form, so that an
+// operator makes signed the default for every runtime of a machine or a
+// container (the C ABI, mlk.load, mlk.load_model, mlk run, mlk bench).
+// Empty when unset or empty; InvalidArgument naming the variable otherwise.
+Expected<std::vector<std::string>> default_trusted_signers();
+
 }  // namespace mlk

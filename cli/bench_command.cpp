@@ -193,6 +193,7 @@ CommandSpec spec(Options& o) {
               {.name = "--trusted-signers", .metavar = "KEYS",
                .help = "load a cache artifact only when one of these keys (64 hex or KEY.pub files, comma-separated) "
                        "signed it; others are passed over (the default schedule is timed)",
+               .default_value = "$MLK_TRUSTED_SIGNERS, else none",
                .set = [&o](const std::string&, const std::string& v) -> Status {
                  auto keys = parse_trusted_keys(v);
                  if (!keys.ok()) return Status::Usage("--trusted-signers: " + keys.status().message());
@@ -255,6 +256,11 @@ int run_bench(const std::vector<std::string>& args) {
   Options o;
   if (int bad = parse_or_usage_error(spec(o), args)) return bad;
   if (Status s = complete_options(o); !s.ok()) return usage_error("bench", s.message());
+  if (o.trusted.empty() && !o.no_cache) {  // $MLK_TRUSTED_SIGNERS: the machine's default policy
+    auto keys = default_trusted_signers();
+    if (!keys.ok()) return usage_error("bench", keys.status().message());
+    o.trusted = *keys;
+  }
   return bench::run(o);
 }
 

@@ -123,7 +123,7 @@ CommandSpec spec(RunOptions& o) {
                        "but an artifact tuned at exactly this shape (exit 1, naming what is missing); signed:KEYS: "
                        "only a tuned artifact signed by one of KEYS (Ed25519 public keys or KEY.pub files, "
                        "comma-separated; docs/signing.md), any other refused before it is loaded",
-               .default_value = "any", .set = store_require(o.require, o.trusted)},
+               .default_value = "any, or signed:$MLK_TRUSTED_SIGNERS when set", .set = store_require(o.require, o.trusted)},
               cache_flag(o.cache, CacheFlag::kStoreOrServer),
               {.name = "--namespace", .metavar = "NAME", .help = "the cache namespace to look in",
                .default_value = "default", .set = store(o.ns)},
@@ -346,6 +346,14 @@ int run_run(const std::vector<std::string>& args) {
   RunOptions o;
   if (int bad = parse_or_usage_error(spec(o), args)) return bad;
   if (Status s = check_options(o); !s.ok()) return usage_error("run", s.message());
+  if (o.trusted.empty() && !o.no_cache) {  // $MLK_TRUSTED_SIGNERS: the machine's default policy
+    auto keys = default_trusted_signers();
+    if (!keys.ok()) return usage_error("run", keys.status().message());
+    if (!keys->empty()) {
+      o.trusted = *keys;
+      if (o.require == rt::Require::kAny) o.require = rt::Require::kTuned;
+    }
+  }
   auto fe = compile_file(o.file);
   if (!fe.ok()) return fail(fe.status());
   if (!fe->ok()) {

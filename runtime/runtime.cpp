@@ -141,6 +141,14 @@ Expected<TargetPolicy> TargetPolicy::Parse(const std::string& text) {
     if (!r.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + r.status().message());
     if (*r != Require::kAny || (p.verified.empty() && p.trusted.empty())) p.require = *r;
   }
+  if (p.trusted.empty()) {  // the machine's default trust list, when the policy names none
+    auto keys = default_trusted_signers();
+    if (!keys.ok()) return Status::InvalidArgument("target policy `" + text + "`: " + keys.status().message());
+    if (!keys->empty()) {
+      p.trusted = *keys;
+      if (p.require == Require::kAny) p.require = Require::kTuned;
+    }
+  }
   return p;
 }
 

@@ -98,6 +98,30 @@ refused("Finding6: mlk.load(trusted=...) refuses the unsigned artifact before op
         lambda: mlk.load(norms, target="host", cache=store, trusted=[signer]).rmsnorm(x, w, eps),
         ["entry " + forged + " is unsigned"], absent=["cannot load"])
 
+# Second review, finding 6: a signed default for runtimes. $MLK_TRUSTED_SIGNERS is the trust list of
+# every loader whose caller names none: the forged entry is refused from Python, `mlk run` and
+# `mlk bench` without a word about keys in the call; a malformed value is an error naming it.
+DEFAULT = f"""
+import sys
+if {MODULE_DIR!r} != "-": sys.path.insert(0, {MODULE_DIR!r})
+import mlk, torch
+try:
+    mlk.load({norms!r}, target="host", cache={store!r}).rmsnorm(torch.randn(2, 4, 64), torch.randn(64), 1e-5)
+    print("LOADED")
+except Exception as e:
+    print("REFUSED", type(e).__name__, e)
+"""
+for value, want in ((signer, "is unsigned"), ("not-a-key", "$MLK_TRUSTED_SIGNERS")):
+    p = subprocess.run([sys.executable, "-c", DEFAULT], capture_output=True, text=True,
+                       env=dict(os.environ, MLK_TRUSTED_SIGNERS=value))
+    check("Round2 finding 6: MLK_TRUSTED_SIGNERS=%s makes mlk.load refuse (%s)" % (value[:12], want),
+          "REFUSED" in p.stdout and want in p.stdout and "cannot load" not in p.stdout, p.stdout + p.stderr[-400:])
+p = subprocess.run([MLK, "bench", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host", "--cache",
+                    store, "--min-time", "20", "--rounds", "1", "--peers", "none", "--json", "-", "-q"],
+                   capture_output=True, text=True, env=dict(os.environ, MLK_TRUSTED_SIGNERS=signer))
+check("Round2 finding 6: MLK_TRUSTED_SIGNERS makes mlk bench pass the forged hit over",
+      p.returncode == 0 and "cannot load" not in p.stderr, p.stderr[-600:])
+
 # Second review, finding 6: `mlk bench` dlopened cache hits with no policy. With --trusted-signers the
 # forged (unsigned) hit is passed over and the default schedule is timed; without it, it is opened.
 def bench(*extra):
