@@ -403,21 +403,7 @@ bool may_send_body(const std::string& path, Scopes have) {
 
 }  // namespace
 
-bool Api::may_upload(const ApiRequest& req, std::string* holder) {
-  try {
-    std::string token = detail::token_of(req.authorization);
-    if (token.empty()) return false;
-    auto lease = pool_.acquire();
-    auto found = lease.tables().find_token(token);
-    if (!found.ok() || !found->has_value() || !may_send_body(req.path, (*found)->scopes)) return false;
-    if (holder) *holder = std::to_string((*found)->id);
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
-ApiResponse Api::refuse_body(const ApiRequest& req, bool too_large) {
+std::optional<ApiResponse> Api::admit_body(const ApiRequest& req, bool too_large, std::string* holder) {
   StringBody none("");
   Ctx c{*this, req, none, "unknown", "", {}, std::nullopt};
   ApiResponse r;
@@ -457,7 +443,8 @@ ApiResponse Api::refuse_body(const ApiRequest& req, bool too_large) {
                  "the body is over twice the server's limit of " + std::to_string(opt_.max_body_bytes) +
                      " bytes (`mlk serve --max-body`)");
     } else {
-      r = reject(c, 503, "store_error", "the token could not be looked up; try again shortly");
+      if (holder) *holder = std::to_string(c.token.id);
+      return std::nullopt;  // buffered; the route's handler answers once it is in
     }
   } catch (const std::exception& e) {
     r = error_response(500, std::string("internal error: ") + e.what());

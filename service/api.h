@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -135,18 +136,17 @@ class Api {
   Api(ApiOptions options, SessionPool& pool, Metrics& metrics);
   // Answers one request. Never throws.
   ApiResponse handle(const ApiRequest& req, BodySource& body);
-  // Whether the transport may buffer this request's body: its token is
-  // known and holds a scope that a body on this route needs (a read-only
-  // token's upload would be refused once it arrived, so it holds no memory
-  // while it trickles in). `holder` gets the token's id, the key of its
-  // share of the upload memory. False on a store error too. Never throws.
-  bool may_upload(const ApiRequest& req, std::string* holder);
-  // The answer to a request whose body the transport will not buffer (its
-  // token may not send one to this route, or it is over twice --max-body),
-  // made without running the route's handler: 404 or 405 for the route, 401
-  // for the token, 403 for its scopes, else 413 when `too_large`, else 503
-  // (the token could not be looked up). A token lookup at most. Never throws.
-  ApiResponse refuse_body(const ApiRequest& req, bool too_large);
+  // Whether the transport may buffer this request's body, asked once its
+  // head is in: nullopt when the route takes one, the token is known, may
+  // use the namespace and holds a scope that a body on this route needs
+  // (`holder` gets the token's id, the key of its share of the upload
+  // memory); otherwise the answer, made without running the route's
+  // handler: 404 or 405 for the route, 401 for the token, 403 for the
+  // namespace or its scopes, 413 when `too_large` (over twice --max-body),
+  // 503 when the store cannot be read. So a read-only token's upload holds
+  // no memory while it trickles in. One token lookup (and a grant's, for
+  // another team's namespace). Never throws.
+  std::optional<ApiResponse> admit_body(const ApiRequest& req, bool too_large, std::string* holder);
   Metrics& metrics() { return metrics_; }
   const ApiOptions& options() const { return opt_; }
   SessionPool& pool() { return pool_; }

@@ -415,7 +415,10 @@ struct Server::Impl {
     if (n > 0 && !is_write(m))
       return refuse(c, rq, 400, "bad_request", "a " + m + " request carries no body (Content-Length " + length + ")");
     if (n > opt.api.max_body_bytes) {
-      if (n > 2 * opt.api.max_body_bytes) return refuse_body(c, rq, true);
+      if (n > 2 * opt.api.max_body_bytes) {
+        auto refused = api->admit_body(a, /*too_large=*/true, nullptr);  // always an answer when too large
+        return refuse_body(c, rq, refused ? std::move(*refused) : error_response(413, "the body is too large"));
+      }
       rq.discard = rq.expects_body = true;
       if (rq.conn) rq.conn->enter(kBody);
       return MHD_YES;
@@ -431,7 +434,8 @@ struct Server::Impl {
     std::string holder = "ui";
     if (a.path == "/ui/login" && n > 16384)
       return refuse(c, rq, 413, "too_large", "the sign-in form is at most 16 KiB");
-    if (a.path != "/ui/login" && !api->may_upload(a, &holder)) return refuse_body(c, rq, false);
+    if (a.path != "/ui/login")
+      if (auto refused = api->admit_body(a, false, &holder)) return refuse_body(c, rq, std::move(*refused));
     if (!reserve(holder, n))
       return refuse(c, rq, 503, "busy",
                     "the server is receiving as many request bodies as it buffers at once, or as many of this "
@@ -569,11 +573,11 @@ struct Server::Impl {
     return send(c, rq, handle(rq, outcome), outcome == Body::kBroken);
   }
 
-  // The Api's refusal of a body it will not buffer (Api::refuse_body: a
+  // The Api's refusal of a body it will not buffer (Api::admit_body: a
   // token lookup, no handler); the connection is closed after it.
-  MHD_Result refuse_body(MHD_Connection* c, Request& rq, bool too_large) {
+  MHD_Result refuse_body(MHD_Connection* c, Request& rq, ApiResponse refusal) {
     rq.handled = true;
-    return send(c, rq, api->refuse_body(rq.api, too_large), /*close=*/true);
+    return send(c, rq, std::move(refusal), /*close=*/true);
   }
 
   // An answer of the transport's own (the Api never sees the request).

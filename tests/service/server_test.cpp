@@ -819,6 +819,19 @@ TEST_F(ServerTest, Round2_Finding7_AReadOnlyTokenHoldsNoUploadMemory) {
   EXPECT_EQ(r->status / 100, 2) << r->status << " " << r->body;
 }
 
+// The second review of finding 9's fix: a body's admission looked the token
+// up once to decide whether to buffer it and again to refuse it. Now one
+// lookup decides, and it checks the namespace too: a write token's upload
+// into another team's namespace is refused at once, before a byte is read.
+TEST_F(ServerTest, Round2_Finding7_AnUploadIntoAnotherTeamsNamespaceIsRefusedBeforeItsBody) {
+  RawConn claim(server->port(), "127.0.0.7");
+  claim.send_all("PUT /v1/blobs/" + std::string(64, 'a') + "?namespace=beta HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                 token + "\r\nContent-Length: 1000000\r\n\r\n");
+  std::string got = claim.read_for(700);
+  EXPECT_EQ(got.rfind("HTTP/1.1 403", 0), 0u) << got.substr(0, 300);
+  EXPECT_NE(got.find("may not use namespace `beta`"), std::string::npos) << got.substr(0, 400);
+}
+
 // Second review, finding 7: one write token trickling uploads held the whole
 // budget. A token holds at most its share (--upload-memory-per-token, by
 // default a quarter, never under --max-body): its further uploads get 503,
