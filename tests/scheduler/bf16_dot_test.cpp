@@ -3,6 +3,9 @@
 // a schedule sees, the code of the seed schedule (vdpbf16ps, checked in the
 // assembly for a Sapphire Rapids target, which needs no such CPU), and the
 // values against the interpreter where this machine has the instruction.
+#include <unistd.h>
+
+#include <cstdio>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -85,11 +88,14 @@ std::string assembly(const std::string& src, const Profile& profile, const DimEn
   std::vector<Halide::Argument> args;
   for (const Halide::ImageParam& in : p->inputs) args.push_back(in);
   for (const auto& [name, param] : p->dim_params) args.push_back(param);
-  const std::string path = ::testing::TempDir() + "bf16_dot.s";
+  // A name of this process's own: ctest runs each test as its own process, two at a time.
+  static int n = 0;
+  const std::string path = ::testing::TempDir() + "bf16_dot." + std::to_string(getpid()) + "." + std::to_string(n++) + ".s";
   Halide::Pipeline(p->outputs[0].func).compile_to_assembly(path, args, "f", Halide::Target(profile.halide_target));
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
+  std::remove(path.c_str());
   return text.str();
 }
 

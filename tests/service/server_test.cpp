@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
@@ -870,12 +871,20 @@ TEST_F(ServerTest, Round2_Finding7_OneTokenHoldsAtMostItsShareOfTheUploadMemory)
 // of the same blob is served.
 TEST_F(ServerTest, Round2_Finding8_SlowReadersHoldAtMostTheirShareOfTheAnswerMemory) {
   server.reset();
-  // A share of 6 MiB: one answer of a 6 MiB blob, more than the kernel's
-  // socket buffers take from the server (at most 4 MiB).
-  max_body = 6 << 20;
-  answer_memory = 24 << 20;
+  // A blob larger than the kernel's send buffer can grow to (the third
+  // number of tcp_wmem: 4 MiB by default), so that a reader that does not
+  // read leaves most of its answer in the server; a share of one such answer.
+  int64_t wmem_max = 4 << 20;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_wmem", "r")) {
+    long long lo = 0, mid = 0, hi = 0;
+    if (std::fscanf(f, "%lld %lld %lld", &lo, &mid, &hi) == 3 && hi > 0) wmem_max = hi;
+    std::fclose(f);
+  }
+  const int64_t size = wmem_max + (2 << 20);
+  max_body = size;
+  answer_memory = 4 * size;
   start(0);
-  std::string blob = cache::testing::bytes_of(6 << 20, 9);
+  std::string blob = cache::testing::bytes_of(static_cast<size_t>(size), 9);
   std::string path = "/v1/blobs/" + sha256_hex(blob);
   auto up = client().Put(path.c_str(), blob, "application/octet-stream");
   ASSERT_TRUE(up);
