@@ -12,6 +12,7 @@ and every probe must come back empty.
 
 usage: worker_sandbox.py MLK EXAMPLES WORK
 """
+import ctypes
 import hashlib
 import json
 import os
@@ -33,9 +34,13 @@ TOKEN = token(MLK, store, "default", "read,write-blobs,write-entries,worker")
 server = Server(MLK, store)
 KEY = "cpu-sandbox"
 log = open(os.path.join(WORK, "worker.log"), "w")
+# A descriptor the worker inherits without close-on-exec (as a service
+# manager's socket or a log file would be): the sandbox must close it.
+leaked = os.open(os.path.join(WORK, "worker-secret.txt"), os.O_RDWR | os.O_CREAT, 0o600)
 worker = subprocess.Popen([MLK, "worker", "--server", server.url, "--device-key", KEY, "--name", "sandboxed",
                            "--run-artifacts", "--lease", "30"], stdout=log, stderr=log,
-                          env=dict(os.environ, MLK_TOKEN=TOKEN))
+                          env=dict(os.environ, MLK_TOKEN=TOKEN), pass_fds=(leaked,))
+os.close(leaked)
 
 # A real one-candidate set, built here.
 sdir = os.path.join(WORK, "set")
@@ -58,6 +63,11 @@ listener.listen(1)
 cand = json.load(open(os.path.join(sdir, "candidates.json")))["candidates"][0]["id"]
 cdir = os.path.join(sdir, cand)
 man = json.load(open(os.path.join(cdir, "manifest.json")))
+# A System V shared memory segment outside the sandbox, which the candidate must not see.
+libc = ctypes.CDLL(None, use_errno=True)
+SHM_KEY = 0x6d6c6b00 + (os.getpid() & 0xff)
+shm_id = libc.shmget(SHM_KEY, 4096, 0o1600)  # IPC_CREAT | 0600
+R.check("make a System V segment outside the sandbox", shm_id >= 0, "errno %d" % ctypes.get_errno())
 src = os.path.join(WORK, "probe.c")
 open(src, "w").write(r'''
 #define _GNU_SOURCE
@@ -68,13 +78,33 @@ open(src, "w").write(r'''
 #include <string.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <dirent.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 __attribute__((constructor)) static void probe(void) {
+  /* Descriptors it was given, before it opens any: none may be a socket (the
+     worker's connection to the server) or a file of the worker's. */
+  char fds[2048] = "";
+  DIR* d = opendir("/proc/self/fd");
+  struct dirent* e;
+  while (d && (e = readdir(d))) {
+    int fd = atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == dirfd(d)) continue;
+    char link[64], target[256] = "";
+    snprintf(link, sizeof link, "/proc/self/fd/%%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n > 0) target[n] = 0;
+    if (strlen(fds) + strlen(target) + 16 < sizeof fds) snprintf(fds + strlen(fds), sizeof fds - strlen(fds), "%%d:%%s ", fd, target);
+  }
+  if (d) closedir(d);
   FILE* out = fopen("%(probe)s", "w");
   if (!out) return;
+  fprintf(out, "fds=%%s\n", fds);
+  /* System V IPC: the segment the test made outside must not be visible. */
+  fprintf(out, "sysv_ipc=%%s\n", shmget(%(shm_key)d, 0, 0) >= 0 ? "shared" : "private");
   const char* tok = getenv("MLK_TOKEN");
   fprintf(out, "token=%%s\n", tok ? "present" : "none");
   int s = socket(AF_INET, SOCK_STREAM, 0);
@@ -109,7 +139,7 @@ __attribute__((constructor)) static void probe(void) {
   fprintf(out, "done\n");
   fclose(out);
 }
-''' % {"probe": probe, "port": server.port, "sock": sock_path})
+''' % {"probe": probe, "port": server.port, "sock": sock_path, "shm_key": SHM_KEY})
 lib = man["library"]
 os.rename(os.path.join(cdir, lib), os.path.join(cdir, "libreal.so"))
 p = subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(cdir, lib), src, "-Wl,--no-as-needed", "-L" + cdir,
@@ -168,6 +198,13 @@ R.check("Round2 finding 5 (review): no io_uring, no new user namespace, no termi
 R.check("Round2 finding 5: the candidate cannot reach a unix socket on disk",
         "unix_socket=" in seen and "unix_socket=connected" not in seen, seen)
 
+R.check("Round2 finding 5 (review): System V IPC outside the sandbox is not visible in it",
+        "sysv_ipc=private" in seen, seen)
+fds = next((ln[4:] for ln in seen.splitlines() if ln.startswith("fds=")), None)
+R.check("Round2 finding 5 (review): the candidate inherits no socket and no file of the worker's",
+        fds is not None and "socket:" not in fds and "worker-secret" not in fds, str(fds))
+if shm_id >= 0:
+    libc.shmctl(shm_id, 0, None)  # IPC_RMID
 worker.terminate()
 worker.wait(timeout=30)
 server.stop()
