@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS bench_reports (
 CREATE INDEX IF NOT EXISTS bench_reports_ns ON bench_reports (ns);
 CREATE INDEX IF NOT EXISTS bench_results_kernel ON bench_results (ns, kernel, id);
 CREATE TABLE IF NOT EXISTS bench_usage (ns TEXT PRIMARY KEY, bytes INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS bench_counted (tbl TEXT PRIMARY KEY, last_id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS bench_baselines (
   ns TEXT NOT NULL, name TEXT NOT NULL, kernel TEXT NOT NULL, result_id INTEGER NOT NULL,
   PRIMARY KEY (ns, name, kernel));
@@ -48,17 +49,29 @@ const char* kVersions = "COALESCE(p.versions, r.versions)";
 std::string bytes_of(const char* column) { return std::string("length(CAST(IFNULL(") + column + ", '') AS BLOB))"; }
 
 // What a namespace's rows and reports are charged (bytes()), counted over
-// every row: how bench_usage is filled for a database made before it.
-std::string usage_by_scan() {
+// the rows past those bench_usage already counts (bench_counted): how the
+// totals catch up with a database made before them, or rows an older mlk
+// wrote without counting them.
+std::string uncounted_usage() {
+  const std::string after = "(SELECT COALESCE(MAX(last_id), 0) FROM bench_counted WHERE tbl = ";
   return "SELECT ns, SUM(n) FROM (SELECT ns, " + bytes_of("entry") + " + " + bytes_of("machine") + " + " +
          bytes_of("versions") + " + " + bytes_of("kernel") + " + " + bytes_of("target") + " + " +
          bytes_of("cache_key") + " + " + bytes_of("variant") + " + " + bytes_of("median_ms") + " + " +
-         bytes_of("created") + " AS n FROM bench_results UNION ALL SELECT ns, " + bytes_of("machine") + " + " +
-         bytes_of("versions") + " AS n FROM bench_reports) GROUP BY ns";
+         bytes_of("created") + " AS n FROM bench_results WHERE id > " + after + "'results') UNION ALL SELECT ns, " +
+         bytes_of("machine") + " + " + bytes_of("versions") + " AS n FROM bench_reports WHERE id > " + after +
+         "'reports')) GROUP BY ns";
 }
 
-// Adds bench_results.report_id to a database made before it, and fills
-// bench_usage (each namespace's running total) from the rows when it is new.
+// Marks every row up to now as counted in bench_usage. Inside a write transaction.
+Status mark_counted(sql::Db& db) {
+  return db.exec(
+      "INSERT OR REPLACE INTO bench_counted (tbl, last_id) VALUES "
+      "('results', (SELECT COALESCE(MAX(id), 0) FROM bench_results)), "
+      "('reports', (SELECT COALESCE(MAX(id), 0) FROM bench_reports))");
+}
+
+// Adds bench_results.report_id to a database made before it, and brings
+// bench_usage (each namespace's running total) up to the rows.
 Status migrate(sql::Db& db) {
   auto cols = db.prepare("SELECT 1 FROM pragma_table_info('bench_results') WHERE name = 'report_id'");
   if (!cols.ok()) return cols.status();
@@ -66,12 +79,9 @@ Status migrate(sql::Db& db) {
   if (!has.ok()) return has.status();
   if (!*has) MLK_RETURN_IF_ERROR(db.exec("ALTER TABLE bench_results ADD COLUMN report_id INTEGER"));
   return sql::write_txn(db, [&]() -> Status {
-    auto counted = db.prepare("SELECT 1 FROM bench_usage LIMIT 1");
-    if (!counted.ok()) return counted.status();
-    auto any = counted->step();
-    if (!any.ok()) return any.status();
-    if (*any) return Status::Ok();
-    return db.exec("INSERT INTO bench_usage (ns, bytes) " + usage_by_scan());
+    MLK_RETURN_IF_ERROR(db.exec("INSERT INTO bench_usage (ns, bytes) " + uncounted_usage() +
+                                " ON CONFLICT(ns) DO UPDATE SET bytes = bytes + excluded.bytes"));
+    return mark_counted(db);
   });
 }
 
@@ -157,7 +167,8 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
         "INSERT INTO bench_usage (ns, bytes) VALUES (?1, ?2) ON CONFLICT(ns) DO UPDATE SET bytes = bytes + excluded.bytes");
     if (!usage.ok()) return usage.status();
     usage->bind(1, ns).bind(2, added);
-    return usage->run();
+    MLK_RETURN_IF_ERROR(usage->run());
+    return mark_counted(*db_);
   });
   if (!s.ok()) return s;
   return stored;

@@ -314,15 +314,22 @@ TEST_P(Trust, Round2_Finding4_TheHistorysChargeIsARunningTotalOfItsRows) {
     EXPECT_GT(scanned(ns), 0);
     EXPECT_EQ(*(*h)->bytes(ns), scanned(ns)) << ns;
   }
-  // A database made before the totals: counted from its rows when opened.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(o.bench_history_path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE bench_usage", nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
-  auto reopened = BenchHistory::Open(o.bench_history_path);
-  ASSERT_TRUE(reopened.ok()) << reopened.status().message();
-  EXPECT_EQ(*(*reopened)->bytes("alpha"), scanned("alpha"));
-  EXPECT_EQ(*(*reopened)->bytes("beta"), scanned("beta"));
+  // Rows an older mlk wrote without counting them, and then a database made
+  // before the totals: each is counted from its rows when opened.
+  for (const char* sql : {"INSERT INTO bench_reports (ns, machine, versions) VALUES ('beta', '{\"cpu\":\"old\"}', '{}')",
+                          "INSERT INTO bench_results (ns, kernel, target, created, received, machine, versions, "
+                          "cache_key, variant, median_ms, entry) VALUES ('beta', 'k', 't', '', '', '{}', '{}', 'c', "
+                          "'v', '1.0', '{\"id\":\"k\"}')",
+                          "DROP TABLE bench_usage; DROP TABLE bench_counted"}) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(o.bench_history_path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+    auto reopened = BenchHistory::Open(o.bench_history_path);
+    ASSERT_TRUE(reopened.ok()) << reopened.status().message();
+    EXPECT_EQ(*(*reopened)->bytes("alpha"), scanned("alpha")) << sql;
+    EXPECT_EQ(*(*reopened)->bytes("beta"), scanned("beta")) << sql;
+  }
 }
 
 // Second review, finding 4: reading the history parsed up to 10,000 rows
