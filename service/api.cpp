@@ -319,31 +319,41 @@ std::vector<std::string> route_prefixes() {
 
 namespace {
 
-ApiResponse dispatch(Ctx& c) {
-  const std::string& path = c.req.path;
-  const Route* route = nullptr;
-  std::string arg;
+ApiResponse no_route(Ctx& c) {
+  return reject(c, 404, "no_route",
+                "no route " + c.req.method + " " + c.req.path.substr(0, 200) +
+                    "; the API is under /v1/ (blobs, entries, status, whoami, bench, jobs), /ccache/ and /metrics, the "
+                    "dashboard under /ui (every route: docs/openapi.yaml)");
+}
+
+// The route of `path` (the first whose exact path or prefix matches), or null.
+const Route* find_route(const std::string& path) {
   for (const auto& r : routes()) {
-    std::string p = r.prefix;
-    if (p.back() == '/' ? path.rfind(p, 0) == 0 : path == p) {
-      route = &r;
-      arg = p.back() == '/' ? path.substr(p.size()) : "";
-      break;
-    }
+    const std::string p = r.prefix;
+    if (p.back() == '/' ? path.rfind(p, 0) == 0 : path == p) return &r;
   }
-  if (!route)
-    return reject(c, 404, "no_route",
-                  "no route " + c.req.method + " " + path.substr(0, 200) +
-                      "; the API is under /v1/ (blobs, entries, status, whoami, bench, jobs), /ccache/ and /metrics, the dashboard "
-                      "under /ui (every route: docs/openapi.yaml)");
-  c.route = route->name;
+  return nullptr;
+}
+
+// Whether `route` takes `method`; `allow` gets the methods it takes ("GET, HEAD").
+bool takes_method(const Route& route, const std::string& method, std::string& allow) {
   bool allowed = false;
-  std::string allow;
-  for (const auto& m : route->methods) {
-    allowed = allowed || m == c.req.method;
+  for (const auto& m : route.methods) {
+    allowed = allowed || m == method;
     allow += (allow.empty() ? "" : ", ") + m;
   }
-  if (!allowed) return method_not_allowed(c, allow);
+  return allowed;
+}
+
+ApiResponse dispatch(Ctx& c) {
+  const std::string& path = c.req.path;
+  const Route* route = find_route(path);
+  const std::string prefix = route ? route->prefix : "";
+  std::string arg = route && prefix.back() == '/' ? path.substr(prefix.size()) : "";
+  if (!route) return no_route(c);
+  c.route = route->name;
+  std::string allow;
+  if (!takes_method(*route, c.req.method, allow)) return method_not_allowed(c, allow);
   const std::string& m = c.req.method;
   bool read = m == "GET" || m == "HEAD";
   if (c.route == "health") return json_text(200, R"({"ok":true})");
@@ -408,24 +418,12 @@ std::optional<ApiResponse> Api::admit_body(const ApiRequest& req, bool too_large
   Ctx c{*this, req, none, "unknown", "", {}, std::nullopt};
   ApiResponse r;
   try {
-    const Route* route = nullptr;
-    for (const auto& rt : routes()) {
-      std::string p = rt.prefix;
-      if (p.back() == '/' ? req.path.rfind(p, 0) == 0 : req.path == p) {
-        route = &rt;
-        break;
-      }
-    }
+    const Route* route = find_route(req.path);
     std::string allow;
-    bool allowed = false;
-    for (const auto& m : route ? route->methods : std::vector<std::string>{}) {
-      allowed = allowed || m == req.method;
-      allow += (allow.empty() ? "" : ", ") + m;
-    }
     if (route) c.route = route->name;
     if (!route) {
-      r = reject(c, 404, "no_route", "no route " + req.method + " " + req.path.substr(0, 200) + " (docs/openapi.yaml)");
-    } else if (!allowed) {
+      r = no_route(c);
+    } else if (!takes_method(*route, req.method, allow)) {
       r = method_not_allowed(c, allow);
     } else if (auto refused = authorize(c, Scopes{0})) {  // the token, and that it may use the namespace
       r = *refused;
