@@ -1,5 +1,7 @@
 #include "autotune/remote_measure.h"
 
+#include "cache/signatures.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "base/sha256.h"
+#include "cache/signatures.h"
 #include "targets/detect.h"
 #include "base/json.h"
 
@@ -33,7 +36,16 @@ Expected<std::shared_ptr<RemoteMeasurer>> RemoteMeasurer::Open(RemoteMeasureOpti
   ro.ns = o.ns;
   auto c = client::JobsClient::Open(ro);
   if (!c.ok()) return c.status();
-  return std::shared_ptr<RemoteMeasurer>(new RemoteMeasurer(std::move(o), std::move(*c)));
+  std::string pack_ns = o.ns;
+  if (o.pack_key && pack_ns.empty()) {  // signed for the token's team
+    auto team = (*c)->whoami();
+    if (!team.ok()) return Status::InvalidArgument("--sign-packs: cannot tell which namespace to sign for (" +
+                                                   team.status().message() + "); give --namespace NAME");
+    pack_ns = *team;
+  }
+  auto m = std::shared_ptr<RemoteMeasurer>(new RemoteMeasurer(std::move(o), std::move(*c)));
+  m->pack_ns_ = pack_ns;
+  return m;
 }
 
 Status RemoteMeasurer::fail(Status s) {
@@ -138,6 +150,11 @@ Expected<tune::Measurement> RemoteMeasurer::measure(const tune::MeasureSetup& se
     lock.lock();
     auto digest = pack ? c_->put_setup(*pack) : setup_digest(setup);
     if (!digest.ok()) return fail(digest.status());
+    if (pack && o_.pack_key) {
+      auto sig = cache::sign_pack(*digest, pack_ns_, *o_.pack_key);
+      if (!sig.ok()) return fail(sig.status());
+      payload["pack_signature"] = json::parse(*sig);
+    }
     auto id = c_->submit(o_.device_key, *digest, payload.dump(), fingerprint_);
     lock.unlock();
     if (!id.ok()) return fail(Status::IOError("submitting a job: " + id.status().message()));

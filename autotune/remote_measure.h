@@ -23,6 +23,7 @@
 #include <string>
 
 #include "autotune/cached_tune.h"
+#include "base/signing.h"
 #include "autotune/measure.h"
 #include "autotune/measurer.h"
 #include "client/jobs_client.h"
@@ -43,6 +44,10 @@ struct RemoteMeasureOptions {
   // (artifact/candidate_set.h), which the worker runs with mlk-measure's
   // runner, compiling nothing. Unset: the worker compiles the source.
   std::optional<Profile> artifacts_for;
+  // `mlk tune --sign-packs KEYFILE`: each pack is signed with this key for the
+  // namespace (cache/signatures.h, sign_pack), so that a signed namespace
+  // takes the job and workers with trusted signers run it.
+  std::optional<SigningKey> pack_key;
 };
 
 class RemoteMeasurer : public Measurer {
@@ -77,6 +82,7 @@ class RemoteMeasurer : public Measurer {
   Status fail(Status s);
   RemoteMeasureOptions o_;
   std::unique_ptr<client::JobsClient> c_;
+  std::string pack_ns_;  // the namespace packs are signed for (with pack_key)
   std::string setup_, fingerprint_;
   std::set<std::string> workers_;
   int jobs_ = 0;

@@ -168,11 +168,14 @@ namespace {
 
 // An artifact taken by its key (a baseline's): with o.trusted, only one that
 // a trusted key signed, checked before anything of it is loaded.
-Status signed_by_trusted(const PrepareOptions& o, const std::string& key, const cache::Artifact& hit) {
+Status signed_by_trusted(const PrepareOptions& o, client::CliCache* cc, const std::string& key,
+                         const cache::Artifact& hit) {
   if (o.trusted.empty()) return Status::Ok();
   auto st = cache::statement_of_files(key, hit.files, hit.info.manifest.meta_json);
   if (!st.ok()) return st.status();
-  return cache::check_signed("entry " + key.substr(0, 16), *st, hit.info.manifest.meta_json, o.trusted);
+  cache::SignatureCheck want;  // for the namespace it came from
+  if (cc) want.namespaces = cc->signature_namespaces(hit.info);
+  return cache::check_signed("entry " + key.substr(0, 16), *st, hit.info.manifest.meta_json, o.trusted, want);
 }
 
 }  // namespace
@@ -188,7 +191,7 @@ Status PreparedKernel::PrepareMlk(const PrepareOptions& o, client::CliCache* cc)
       return with_where(spec_, Status::NotFound("no artifact cache to take artifact " + key.substr(0, 16) + " from"));
     auto hit = cc->store()->get_entry(o.ns, key);
     if (!hit.ok()) return with_where(spec_, hit.status());
-    if (Status s = signed_by_trusted(o, key, *hit); !s.ok()) return with_where(spec_, s);
+    if (Status s = signed_by_trusted(o, cc, key, *hit); !s.ok()) return with_where(spec_, s);
     auto a = LoadedArtifact::LoadFiles(hit->files);
     if (!a.ok()) return with_where(spec_, a.status());
     st.tuned = std::move(a).value();
@@ -254,7 +257,7 @@ void PreparedKernel::PrepareBaseline(const PrepareOptions& o, client::CliCache* 
       baseline_.error = "no artifact cache to take artifact " + key.substr(0, 16) + " from";
     } else if (auto hit = cc->store()->get_entry(o.ns, key); !hit.ok()) {
       baseline_.error = hit.status().message();
-    } else if (Status s = signed_by_trusted(o, key, *hit); !s.ok()) {
+    } else if (Status s = signed_by_trusted(o, cc, key, *hit); !s.ok()) {
       baseline_.error = s.message();
     } else if (auto a = LoadedArtifact::LoadFiles(hit->files); !a.ok()) {
       baseline_.error = a.status().message();

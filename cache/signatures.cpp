@@ -1,5 +1,8 @@
 #include "cache/signatures.h"
 
+#include <algorithm>
+#include <chrono>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "base/json.h"
@@ -12,7 +15,10 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kEntryDomain = "mlk-entry-signature-1\n";
+constexpr const char* kSignatureDomain = "mlk-entry-signature-2\n";
 constexpr const char* kReportDomain = "mlk-verify-report-1\n";
+constexpr int64_t kMaxSequence = int64_t{1} << 53;
+constexpr const char* kPackDomain = "mlk-candidate-pack-1\n";
 
 Expected<json> object_of(std::string_view text, const std::string& what) {
   json j = parse_json(text.empty() ? std::string_view("{}") : text);
@@ -24,19 +30,43 @@ json signature_json(const SigningKey& key, const std::string& sig) {
   return json{{"key_id", key.key_id}, {"public_key", key.public_key}, {"sig", sig}};
 }
 
+// The bytes a version-2 signature signs (see the header).
+std::string signed_bytes(const std::string& statement, const std::string& ns, int64_t seq) {
+  return std::string(kSignatureDomain) + json{{"ns", ns}, {"seq", seq}, {"subject", sha256_hex(statement)}}.dump();
+}
+
 struct Sig {
-  std::string public_key, sig;
+  std::string public_key, sig, ns;
+  int64_t seq = 0;
+  bool v1 = true;  // no "ns": the statement itself is signed
 };
 
-// A {"public_key", "sig"} object, read defensively.
+// A {"public_key", "sig"[, "ns", "seq"]} object, read defensively.
 Expected<Sig> read_sig(const json& s, const std::string& field) {
-  if (!s.is_object()) return Status::Corruption(field + " must be an object {key_id, public_key, sig}");
+  if (!s.is_object()) return Status::Corruption(field + " must be an object {key_id, public_key, ns, seq, sig}");
   auto pk = s.find("public_key");
   auto sg = s.find("sig");
   if (pk == s.end() || !pk->is_string() || !is_public_key_hex(pk->get<std::string>()))
     return Status::Corruption(field + ".public_key must be an Ed25519 public key (64 hex characters)");
   if (sg == s.end() || !sg->is_string()) return Status::Corruption(field + ".sig must be a string");
-  return Sig{pk->get<std::string>(), sg->get<std::string>()};
+  Sig out{pk->get<std::string>(), sg->get<std::string>()};
+  if (auto ns = s.find("ns"); ns != s.end()) {
+    auto seq = s.find("seq");
+    if (!ns->is_string() || ns->get<std::string>().size() > 256)
+      return Status::Corruption(field + ".ns must be a namespace name");
+    if (seq == s.end() || !seq->is_number_integer() || seq->get<int64_t>() < 0 || seq->get<int64_t>() > kMaxSequence)
+      return Status::Corruption(field + ".seq must be an integer in [0, 2^53]");
+    out.ns = ns->get<std::string>();
+    out.seq = seq->get<int64_t>();
+    out.v1 = false;
+  }
+  return out;
+}
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "`" : ", `") + n + "`";
+  return out.empty() ? "no namespace" : out;
 }
 
 bool trusted_key(const std::vector<std::string>& trusted, const std::string& pk) {
@@ -82,17 +112,26 @@ Expected<std::string> entry_statement(const std::string& key, const std::map<std
   return std::string(kEntryDomain) + json{{"files", files}, {"key", key}, {"meta", *meta}}.dump();
 }
 
+int64_t now_sequence() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 Expected<std::string> add_signature(std::string_view json_text, const std::string& statement, const SigningKey& key,
-                                    int indent) {
+                                    const SignatureScope& scope, int indent) {
   auto j = object_of(json_text, "the signed document");
   if (!j.ok()) return j.status();
-  auto sig = sign_bytes(key, statement);
+  const int64_t seq = scope.seq > 0 ? scope.seq : now_sequence();
+  auto sig = sign_bytes(key, signed_bytes(statement, scope.ns, seq));
   if (!sig.ok()) return sig.status();
   json list = json::array();
   if (auto it = j->find("signatures"); it != j->end() && it->is_array())
     for (const auto& s : *it)
       if (!(s.is_object() && s.value("public_key", "") == key.public_key)) list.push_back(s);
-  list.push_back(signature_json(key, *sig));
+  json one = signature_json(key, *sig);
+  one["ns"] = scope.ns;
+  one["seq"] = seq;
+  list.push_back(one);
   (*j)["signatures"] = list;
   return dump(*j, indent);
 }
@@ -105,10 +144,10 @@ Expected<std::string> statement_of_files(const std::string& cache_key, const std
 }
 
 Expected<std::string> sign_entry(const std::string& cache_key, const std::map<std::string, std::string>& files,
-                                 std::string_view meta_json, const SigningKey& key) {
+                                 std::string_view meta_json, const SigningKey& key, const SignatureScope& scope) {
   auto st = statement_of_files(cache_key, files, meta_json);
   if (!st.ok()) return st.status();
-  return add_signature(meta_json, *st, key);
+  return add_signature(meta_json, *st, key, scope);
 }
 
 Expected<std::string> directory_statement(const std::map<std::string, std::string>& files) {
@@ -140,14 +179,15 @@ std::string signer_ids(std::string_view json_text) {
 }
 
 Status check_signed(const std::string& what, const std::string& statement, std::string_view json_text,
-                    const std::vector<std::string>& trusted, std::string* signer) {
+                    const std::vector<std::string>& trusted, const SignatureCheck& want, SignedBy* signer) {
   auto j = object_of(json_text, what + ": its metadata");
   if (!j.ok()) return j.status();
   auto it = j->find("signatures");
   if (it == j->end() || it->is_null() || (it->is_array() && it->empty()))
     return Status::InvalidArgument(what + " is unsigned (sign it with `--sign KEYFILE`: docs/signing.md)");
   if (!it->is_array()) return Status::Corruption(what + ": `signatures` must be a list, got " + it->type_name());
-  std::string foreign, failed;
+  std::string foreign, failed, elsewhere, v1;
+  std::optional<SignedBy> best;
   for (const auto& s : *it) {
     auto sig = read_sig(s, what + ": `signatures[]`");
     if (!sig.ok()) return sig.status();
@@ -156,14 +196,33 @@ Status check_signed(const std::string& what, const std::string& statement, std::
       foreign += (foreign.empty() ? "" : ",") + id;
       continue;
     }
-    Status v = verify_signature(sig->public_key, statement, sig->sig);
-    if (v.ok()) {
-      if (signer) *signer = id;
-      return Status::Ok();
+    if (sig->v1 && !want.accept_v1) {
+      v1 = id;
+      continue;
     }
-    failed = v.message();
+    if (!sig->v1 && std::find(want.namespaces.begin(), want.namespaces.end(), sig->ns) == want.namespaces.end()) {
+      elsewhere = "key " + id + " for namespace `" + sig->ns + "`";
+      continue;
+    }
+    Status v = verify_signature(sig->public_key, sig->v1 ? statement : signed_bytes(statement, sig->ns, sig->seq), sig->sig);
+    if (!v.ok()) {
+      failed = v.message();
+      continue;
+    }
+    if (!best || sig->seq > best->seq) best = SignedBy{id, sig->ns, sig->seq, sig->v1};
+  }
+  if (best) {
+    if (signer) *signer = *best;
+    return Status::Ok();
   }
   if (!failed.empty()) return Status::InvalidArgument(what + ": " + failed);
+  if (!elsewhere.empty())
+    return Status::InvalidArgument(what + " is signed by " + elsewhere + ", not for " + quoted_list(want.namespaces) +
+                                   " (a signature binds the namespace it was made for: sign it for this one)");
+  if (!v1.empty())
+    return Status::InvalidArgument(what + " is signed by key " + v1 +
+                                   " with a version-1 signature, which binds no namespace or sequence; re-sign it "
+                                   "(`mlk cache push KEY --sign KEYFILE --trusted-signers " + v1 + "`: docs/signing.md)");
   return Status::InvalidArgument(what + " is signed by key " + foreign + ", which is not trusted");
 }
 
@@ -207,6 +266,39 @@ Status check_report_signed(const std::string& what, const std::string& statement
     return Status::InvalidArgument(what + "'s verification report: " + v.message() +
                                    "; a report is bound to the exact entry it was made for");
   if (signer) *signer = id;
+  return Status::Ok();
+}
+
+Expected<std::string> sign_pack(const std::string& pack_sha256, const std::string& ns, const SigningKey& key) {
+  const int64_t seq = now_sequence();
+  auto sig = sign_bytes(key, std::string(kPackDomain) + json{{"ns", ns}, {"pack", pack_sha256}, {"seq", seq}}.dump());
+  if (!sig.ok()) return sig.status();
+  json one = signature_json(key, *sig);
+  one["ns"] = ns;
+  one["seq"] = seq;
+  return one.dump();
+}
+
+Status check_pack_signed(const std::string& pack_sha256, std::string_view payload_json,
+                         const std::vector<std::string>& trusted, const std::vector<std::string>& namespaces) {
+  const std::string what = "the candidate pack " + pack_sha256.substr(0, 16);
+  json payload = parse_json(payload_json);
+  auto it = payload.is_object() ? payload.find("pack_signature") : payload.end();
+  if (!payload.is_object() || it == payload.end() || it->is_null())
+    return Status::InvalidArgument(what + " is unsigned (`mlk tune --sign-packs KEYFILE` signs the packs it sends)");
+  auto sig = read_sig(*it, "pack_signature");
+  if (!sig.ok()) return Status::InvalidArgument(what + ": " + sig.status().message());
+  const std::string id = key_id_of(sig->public_key);
+  if (!trusted_key(trusted, sig->public_key))
+    return Status::InvalidArgument(what + " is signed by key " + id + ", which is not trusted");
+  if (sig->v1) return Status::InvalidArgument(what + ": `pack_signature` names no namespace");
+  if (std::find(namespaces.begin(), namespaces.end(), sig->ns) == namespaces.end())
+    return Status::InvalidArgument(what + " is signed by key " + id + " for namespace `" + sig->ns + "`, not for " +
+                                   quoted_list(namespaces));
+  Status v = verify_signature(
+      sig->public_key,
+      std::string(kPackDomain) + json{{"ns", sig->ns}, {"pack", pack_sha256}, {"seq", sig->seq}}.dump(), sig->sig);
+  if (!v.ok()) return Status::InvalidArgument(what + ": " + v.message());
   return Status::Ok();
 }
 

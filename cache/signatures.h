@@ -18,9 +18,24 @@
 //         "verify_report"; {} for a directory.
 // Provenance (host, time) is not covered: the store fills it in.
 //
+// A signature (version 2) signs that statement for one namespace and at one
+// sequence number, the bytes
+//
+//   "mlk-entry-signature-2\n" + {"ns":NS,"seq":SEQ,"subject":SHA256}
+//
+// where SHA256 is the sha256 of the statement, NS the namespace the signer
+// meant the entry for ("" for a directory) and SEQ the signing time in
+// milliseconds since 1970. A loader counts a signature only for a namespace
+// it reads (a dev namespace's signature is not one for release), and a
+// server keeps, per signed namespace and key, the sequence below which it
+// stores no signed entry again (a withdrawn or replaced build cannot be
+// rebound to its key: service/api_objects.cpp). Version-1 signatures (the
+// statement itself, no namespace, no sequence) count only where a caller
+// asks for them: re-signing them with `mlk cache push --sign` (docs/signing.md).
+//
 // Signatures are kept in the metadata of the entry (the manifest.json of a
-// directory) as "signatures": [{"key_id", "public_key", "sig"}], additive to
-// the formats: readers that do not know them ignore them.
+// directory) as "signatures": [{"key_id", "public_key", "ns", "seq", "sig"}],
+// additive to the formats: readers that do not know them ignore them.
 //
 // A verification report (verify_report, docs/verification.md) is signed by
 // its verifier over
@@ -55,17 +70,26 @@ Expected<std::map<std::string, std::string>> statement_digests(const std::map<st
 Expected<std::string> entry_statement(const std::string& key, const std::map<std::string, std::string>& digests,
                                       std::string_view meta_json);
 
-// `json_text` (entry metadata, or a directory's manifest.json) with a
-// signature of `statement` by `key` added, replacing an earlier one by the
-// same key. Compact JSON, or indented by `indent` when >= 0.
-Expected<std::string> add_signature(std::string_view json_text, const std::string& statement, const SigningKey& key,
-                                    int indent = -1);
+// What a signature is for: the namespace and the sequence number.
+struct SignatureScope {
+  std::string ns;    // "" for an artifact directory
+  int64_t seq = 0;   // 0: the signing time (now_sequence())
+};
 
-// `meta_json` signed by `key` as the metadata of entry `cache_key` whose
-// files are `files` (name -> bytes): statement_digests, entry_statement,
-// add_signature in one. Compact JSON.
+// Milliseconds since 1970 by the system clock: the sequence of a signature made now.
+int64_t now_sequence();
+
+// `json_text` (entry metadata, or a directory's manifest.json) with a
+// signature of `statement` by `key` for `scope` added, replacing an earlier
+// one by the same key. Compact JSON, or indented by `indent` when >= 0.
+Expected<std::string> add_signature(std::string_view json_text, const std::string& statement, const SigningKey& key,
+                                    const SignatureScope& scope, int indent = -1);
+
+// `meta_json` signed by `key` for `scope` as the metadata of entry
+// `cache_key` whose files are `files` (name -> bytes): statement_digests,
+// entry_statement, add_signature in one. Compact JSON.
 Expected<std::string> sign_entry(const std::string& cache_key, const std::map<std::string, std::string>& files,
-                                 std::string_view meta_json, const SigningKey& key);
+                                 std::string_view meta_json, const SigningKey& key, const SignatureScope& scope);
 
 // The statement of entry `cache_key` with these files and metadata.
 Expected<std::string> statement_of_files(const std::string& cache_key, const std::map<std::string, std::string>& files,
@@ -81,15 +105,31 @@ Expected<std::string> directory_statement(const std::map<std::string, std::strin
 // "3f2a0c1d9e8b7a65,0011223344556677".
 std::string signer_ids(std::string_view json_text);
 
+// Which signatures count.
+struct SignatureCheck {
+  std::vector<std::string> namespaces;  // a signature counts only for one of these
+  bool accept_v1 = false;               // version-1 signatures count too (re-signing them)
+};
+
+// The signature that counted.
+struct SignedBy {
+  std::string key_id, ns;
+  int64_t seq = 0;
+  bool v1 = false;
+};
+
 // OK when a signature in `json_text`'s "signatures" by a key of `trusted`
-// verifies over `statement`; `signer`, when given, gets its key id.
-// Otherwise InvalidArgument starting with `what` (e.g. "entry 0123abcd"):
+// for a namespace of `want` verifies over `statement`; `signer`, when given,
+// gets it (the one of highest sequence when several count). Otherwise
+// InvalidArgument starting with `what` (e.g. "entry 0123abcd"):
 //   ENTRY is unsigned (sign it with `--sign KEYFILE`)
 //   ENTRY is signed by key 3f2a0c1d9e8b7a65, which is not trusted
 //   ENTRY: the signature by key 3f2a0c1d9e8b7a65 does not verify (...)
+//   ENTRY is signed by key 3f2a0c1d9e8b7a65 for namespace `dev`, not for `prod` (...)
+//   ENTRY is signed by key 3f2a0c1d9e8b7a65 with a version-1 signature, which binds no namespace (...)
 // Malformed "signatures" are refused the same way (Corruption, naming the field).
 Status check_signed(const std::string& what, const std::string& statement, std::string_view json_text,
-                    const std::vector<std::string>& trusted, std::string* signer = nullptr);
+                    const std::vector<std::string>& trusted, const SignatureCheck& want, SignedBy* signer = nullptr);
 
 // `json_text` with its "verify_report" signed by `key` (the report's
 // "signature" set) for the entry `statement`. InvalidArgument when it has
@@ -106,6 +146,27 @@ Expected<std::string> sign_report(std::string_view json_text, const std::string&
 //   ENTRY's verification report: the signature by key ID does not verify (...)
 Status check_report_signed(const std::string& what, const std::string& statement, std::string_view json_text,
                            const std::vector<std::string>& trusted, std::string* signer = nullptr);
+
+// A candidate pack (artifact/candidate_set.h: native code a measurement
+// worker runs) is signed by the tuning client for the namespace whose jobs
+// carry it, over
+//
+//   "mlk-candidate-pack-1\n" + {"ns":NS,"pack":SHA256,"seq":SEQ}
+//
+// where SHA256 is the pack's digest (the job's setup) and SEQ the signing
+// time in ms. The signature, {"key_id", "public_key", "ns", "seq", "sig"}, is the job payload's
+// "pack_signature". A worker with trusted signers and a signed namespace on
+// the server run (store) only packs one of their keys signed for it.
+Expected<std::string> sign_pack(const std::string& pack_sha256, const std::string& ns, const SigningKey& key);
+
+// OK when `payload_json`'s "pack_signature" is by a key of `trusted`, for a
+// namespace of `namespaces`, over `pack_sha256`. Otherwise InvalidArgument:
+//   the candidate pack is unsigned (`mlk tune --sign-packs KEYFILE` signs packs)
+//   the candidate pack is signed by key ID, which is not trusted
+//   the candidate pack is signed by key ID for namespace `dev`, not for `prod`
+//   the candidate pack: the signature by key ID does not verify (...)
+Status check_pack_signed(const std::string& pack_sha256, std::string_view payload_json,
+                         const std::vector<std::string>& trusted, const std::vector<std::string>& namespaces);
 
 // `json_text` without its verify_report (compact, or indented by `indent`).
 Expected<std::string> drop_report(std::string_view json_text, int indent = -1);

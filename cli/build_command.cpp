@@ -193,7 +193,8 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
 }
 
 // --sign: DIR's manifest.json gets a signature of the directory's statement
-// (cache/signatures.h: key "", every file the manifest lists, metadata {}).
+// (cache/signatures.h: key "", every file the manifest lists, metadata {},
+// namespace "").
 Status sign_directory(const std::string& dir, const SigningKey& key) {
   const std::string path = (std::filesystem::path(dir) / "manifest.json").string();
   auto text = read_file(path);
@@ -208,7 +209,7 @@ Status sign_directory(const std::string& dir, const SigningKey& key) {
   }
   auto st = cache::directory_statement(files);
   if (!st.ok()) return st.status();
-  auto signed_text = cache::add_signature(*text, *st, key, 2);
+  auto signed_text = cache::add_signature(*text, *st, key, cache::SignatureScope{""}, 2);
   if (!signed_text.ok()) return signed_text.status();
   MLK_RETURN_IF_ERROR(write_file(path, *signed_text + "\n"));
   std::printf("signed %s with key %s\n", path.c_str(), key.key_id.c_str());

@@ -37,7 +37,12 @@ Expected<std::string> resolve(cache::Store& store, const std::string& ns, const 
 // (rotation re-signs only what verifies under the old key). An entry
 // pulled from a server or imported holds bytes a writer there chose; one of
 // unknown origin (stored before origins were recorded) is refused the same.
-Status may_sign(const std::string& ns, const std::string& key, const cache::Artifact& e, const std::string& trusted_flag) {
+// Whether --sign may sign entry (ns, key) for namespace `target_ns`; `seq`
+// gets the sequence to sign at: now for an entry made here, the old
+// signature's for a re-signed one (1 for a version-1 signature), so that
+// re-signing never makes an old build newer than what replaced it.
+Status may_sign(const std::string& ns, const std::string& key, const cache::Artifact& e, const std::string& trusted_flag,
+                const std::string& target_ns, int64_t* seq) {
   const std::string& origin = e.info.manifest.provenance.origin;
   const std::string what = "entry " + ns + "/" + key.substr(0, 16);
   // A winner only remote workers timed rests on their word (mlk tune --sign refuses it too).
@@ -47,6 +52,7 @@ Status may_sign(const std::string& ns, const std::string& key, const cache::Arti
     return Status::InvalidArgument("refused: " + what + " was picked by the measurements of workers of key `" +
                                    meta["measured_by"].value("device_key", std::string("?")) +
                                    "` alone, which --sign does not vouch for; nothing was signed or pushed");
+  *seq = 0;
   if (origin == cache::kOriginLocal) return Status::Ok();
   if (trusted_flag.empty())
     return Status::InvalidArgument(
@@ -60,8 +66,14 @@ Status may_sign(const std::string& ns, const std::string& key, const cache::Arti
   if (!keys.ok()) return Status::Usage("--trusted-signers: " + keys.status().message());
   auto st = cache::statement_of_files(key, e.files, e.info.manifest.meta_json);
   if (!st.ok()) return st.status();
-  Status s = cache::check_signed(what, *st, e.info.manifest.meta_json, *keys);
+  // Re-signing carries a trusted key's word for the namespace it was given
+  // for to a new key, never to another namespace; a version-1 signature
+  // (which names none) is carried over here, and only here.
+  cache::SignatureCheck want{{target_ns}, /*accept_v1=*/true};
+  cache::SignedBy by;
+  Status s = cache::check_signed(what, *st, e.info.manifest.meta_json, *keys, want, &by);
   if (!s.ok()) return Status::InvalidArgument("refused: " + s.message() + "; nothing was signed or pushed");
+  *seq = by.v1 ? 1 : by.seq;
   return Status::Ok();
 }
 
@@ -134,12 +146,16 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
       if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
       auto e = (*store)->get_entry(ns, *key);  // every blob re-hashed
       if (!e.ok()) return fail(e.status());
-      if (Status may = may_sign(ns, *key, *e, a.trusted_signers); !may.ok()) return fail(may);
-      auto meta = cache::sign_entry(*key, e->files, e->info.manifest.meta_json, *k);
+      // The signature is for the server's namespace it goes to (the token's team for `default`).
+      auto target = ro.ns.empty() ? (*remote)->whoami() : Expected<std::string>(ro.ns);
+      if (!target.ok()) return fail(target.status());
+      int64_t seq = 0;
+      if (Status may = may_sign(ns, *key, *e, a.trusted_signers, *target, &seq); !may.ok()) return fail(may);
+      auto meta = cache::sign_entry(*key, e->files, e->info.manifest.meta_json, *k, cache::SignatureScope{*target, seq});
       if (!meta.ok()) return fail(meta.status());
       Status put = (*store)->put_entry(ns, *key, *meta, e->info.manifest.provenance, e->files);
       if (!put.ok()) return fail(put);
-      out << "signed " << ns << "/" << *key << " with key " << k->key_id << "\n";
+      out << "signed " << ns << "/" << *key << " with key " << k->key_id << " for namespace " << *target << "\n";
     }
     auto rep = (*remote)->push(**store, ns, *key);
     if (!rep.ok()) return fail(rep.status());

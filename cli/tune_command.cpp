@@ -48,6 +48,8 @@ struct TuneArgs {
   Precision precision = Precision::kF32;  // --precision
   std::string sign_path;                 // --sign KEYFILE
   std::optional<SigningKey> sign_key;    // loaded from it before anything is tuned
+  std::string sign_packs_path;           // --sign-packs
+  std::optional<SigningKey> pack_key;    // loaded from it before anything is tuned
   std::string export_dir, import_file;   // --export-candidates DIR, --import-measurements FILE
   int64_t candidates = 8;                // --candidates N
   bool workers_run_artifacts = false;    // --workers-run-artifacts
@@ -143,6 +145,11 @@ CommandSpec spec(TuneArgs& t) {
                "loads, checks and times (mlk-measure's runner), as GPU profiles always do, instead of the "
                "source the worker compiles",
        .set = set_bool(t.workers_run_artifacts)},
+      {.name = "--sign-packs", .metavar = "KEYFILE",
+       .help = "with --workers, sign each built candidate sent to the workers with this Ed25519 key, for the "
+               "namespace: a signed namespace takes only signed packs, and workers with --trusted-signers run only "
+               "those (docs/signing.md)",
+       .set = store(t.sign_packs_path)},
       {.name = "--server", .metavar = "URL", .help = "the server whose workers measure (--workers)",
        .default_value = "--cache when a URL, else $MLK_SERVERS", .set = store(t.server)},
       {.name = "--worker-wait", .metavar = "SECONDS",
@@ -294,11 +301,12 @@ std::function<Status(std::map<std::string, std::string>&, std::string&)> verify_
 }
 
 // --sign: after `inner` (the verify hook), the winner's report and the entry
-// `key` are signed with the --sign key (cache/signatures.h).
+// `key` are signed with the --sign key for namespace `sign_ns`
+// (cache/signatures.h).
 std::function<Status(std::map<std::string, std::string>&, std::string&)> sign_hook(
     const TuneArgs& t, std::function<Status(std::map<std::string, std::string>&, std::string&)> inner,
-    const std::string& key) {
-  return [&t, inner, key](std::map<std::string, std::string>& files, std::string& meta) -> Status {
+    const std::string& key, const std::string& sign_ns) {
+  return [&t, inner, key, sign_ns](std::map<std::string, std::string>& files, std::string& meta) -> Status {
     MLK_RETURN_IF_ERROR(inner(files, meta));
     if (!t.sign_key) return Status::Ok();
     auto st = cache::statement_of_files(key, files, meta);
@@ -309,7 +317,7 @@ std::function<Status(std::map<std::string, std::string>&, std::string&)> sign_ho
       if (!r.ok()) return r.status();
       m = *r;
     }
-    auto s = cache::add_signature(m, *st, *t.sign_key);
+    auto s = cache::add_signature(m, *st, *t.sign_key, cache::SignatureScope{sign_ns});
     if (!s.ok()) return s.status();
     meta = *s;
     return Status::Ok();
@@ -348,7 +356,8 @@ RemoteMeasureOptions worker_options(const TuneArgs& t) {
           .progress = t.opts.progress,
           .source_path = t.file,
           .precision = precision_name(t.precision),
-          .artifacts_for = t.workers_run_artifacts ? std::optional<Profile>(Profile{}) : std::nullopt};
+          .artifacts_for = t.workers_run_artifacts ? std::optional<Profile>(Profile{}) : std::nullopt,
+          .pack_key = t.pack_key};
 }
 
 // The remote measurers of --workers, one per request (use_workers).
@@ -377,6 +386,14 @@ Expected<tune::TuneRequest> job_request(const TuneArgs& t, const ir::Module& m, 
   tune::TuneOptions o = t.opts;
   o.log_path = t.log.empty() || jobs.size() == 1 ? t.log : t.log + "." + name + "-" + std::to_string(i);
   if (c.cc) c.cc->pull(cache::cache_key(tune::key_inputs(m, name, shape, profile)));
+  std::string sign_ns = t.ns;  // a signature is for the namespace the entry is stored in (the server's name of it)
+  if (t.sign_key && c.cc) {
+    auto own = c.cc->own_namespace();
+    if (!own.ok())
+      return Status::InvalidArgument("--sign: cannot tell which namespace to sign for (" + own.status().message() +
+                                     "); give --namespace NAME");
+    sign_ns = *own;
+  }
   tune::TuneRequest r{.module = &m,
                       .fn = name,
                       .source = t.file,
@@ -388,7 +405,7 @@ Expected<tune::TuneRequest> job_request(const TuneArgs& t, const ir::Module& m, 
                       .out_dir = dir,
                       .work_dir = c.work,
                       .before_store = sign_hook(t, verify_hook(t, m, profile, name, shape),
-                                                cache::cache_key(tune::key_inputs(m, name, shape, profile)))};
+                                                cache::cache_key(tune::key_inputs(m, name, shape, profile)), sign_ns)};
   if (!t.workers.empty()) {
     auto w = use_workers(r, worker_options(t));
     if (!w.ok()) return w.status();
@@ -549,6 +566,12 @@ int run_tune(const std::vector<std::string>& args) {
                                      here.reason + "): the winner would rest on the workers' measurements alone, so "
                                      "it is not signed; tune without --sign, then sign after an independent check "
                                      "(`mlk verify --sign` on a machine that runs it)");
+  if (!t.sign_packs_path.empty()) {
+    if (t.workers.empty()) return usage_error("tune", "--sign-packs signs what is sent to --workers; give --workers KEY");
+    auto k = load_signing_key(t.sign_packs_path);
+    if (!k.ok()) return fail(Status::InvalidArgument("--sign-packs: " + k.status().message()));
+    t.pack_key = *k;
+  }
   if (!t.sign_path.empty()) {
     auto k = load_signing_key(t.sign_path);
     if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));

@@ -27,6 +27,7 @@ using nlohmann::json;
 
 struct WorkerArgs {
   rt::WorkerLoopOptions o;
+  std::string trusted;  // --trusted-signers
 };
 
 CommandSpec spec(WorkerArgs& a) {
@@ -75,6 +76,11 @@ CommandSpec spec(WorkerArgs& a) {
                        "native code built by whoever may submit jobs in the namespace, loaded and timed here in a "
                        "child process by mlk-measure's runner; without it such jobs fail with the reason",
                .set = set_bool(a.o.run_artifacts)},
+              {.name = "--trusted-signers", .metavar = "KEYS",
+               .help = "with --run-artifacts, run only built artifacts whose pack one of these Ed25519 public keys "
+                       "(or KEY.pub files, comma-separated) signed for this namespace (`mlk tune --sign-packs`); "
+                       "others fail unrun",
+               .default_value = "$MLK_TRUSTED_SIGNERS", .set = store(a.trusted)},
               {.name = "-q", .help = "no line per job", .set = set_bool(a.o.quiet), .aliases = {"--quiet"}},
               {.name = "--json", .help = "events as JSON lines on stdout (registered, each job's result, the end)",
                .set = set_bool(a.o.json)},
@@ -95,7 +101,8 @@ Expected<Prepared*> prepare(client::JobsClient& c, const client::JobView& job, s
   auto d = tune::decode_setup(*bytes);
   if (!d.ok()) return d.status();
   Prepared p{std::move(*d), std::make_unique<FrontendResult>()};
-  *p.fe = compile_source(p.d.source_name, p.d.source);
+  // Another's program: no file of this machine is read (issue 49, the review's finding 4).
+  *p.fe = compile_source(p.d.source_name, p.d.source, /*file_imports=*/false);
   if (!p.fe->ok()) return Status::InvalidArgument("the setup's program does not compile here:\n" + p.fe->rendered());
   auto precision = parse_precision(p.d.precision);
   if (!precision.ok()) return Status::InvalidArgument("the setup's " + precision.status().message());
@@ -129,8 +136,12 @@ Expected<std::string> run_source_job(client::JobsClient& c, const client::JobVie
   } catch (const json::exception& e) {
     return Status::InvalidArgument(std::string("the job's payload has a limit of the wrong type: ") + e.what());
   }
-  if (!(setup.compile_timeout_s > 0) || !(setup.run_timeout_s > 0) || setup.min_reps < 1 || setup.max_reps < setup.min_reps)
-    return Status::InvalidArgument("the job's limits are out of range (timeouts > 0, 1 <= min_reps <= max_reps)");
+  // Bounded as a job of built artifacts is (runtime/worker_loop.cpp): one job cannot hold a worker for ever.
+  if (!(setup.compile_timeout_s > 0 && setup.compile_timeout_s <= 86400) ||
+      !(setup.run_timeout_s > 0 && setup.run_timeout_s <= 86400) || !(setup.min_time_s >= 0 && setup.min_time_s <= 3600) ||
+      setup.min_reps < 1 || setup.max_reps < setup.min_reps || setup.max_reps > 1000000)
+    return Status::InvalidArgument("the job's limits are out of range (timeouts in (0, 86400] s, min_time_s in [0, 3600], "
+                                   "1 <= min_reps <= max_reps <= 1000000)");
   return tune::measurement_json(tune::measure(setup, *sched));
 }
 
@@ -147,6 +158,9 @@ int run_worker(const std::vector<std::string>& args) {
   if (a.o.server.empty() && std::getenv("MLK_SERVERS")) a.o.server = std::getenv("MLK_SERVERS");
   if (std::string why = rt::check_worker_options(a.o); !why.empty()) return usage_error("worker", why);
   a.o.token = std::getenv("MLK_TOKEN") ? std::getenv("MLK_TOKEN") : "";
+  auto trusted = rt::worker_trusted_signers(a.trusted);
+  if (!trusted.ok()) return usage_error("worker", trusted.status().message());
+  a.o.trusted = *trusted;
   std::map<std::string, Prepared> cache;
   return rt::run_worker_loop(a.o, [&](client::JobsClient& c, const client::JobView& job, const std::string& payload) {
     return run_source_job(c, job, payload, cache);

@@ -188,4 +188,25 @@ std::vector<cache::EntryInfo> CliCache::query(const std::string& fn, const std::
   return {};
 }
 
+Expected<std::string> CliCache::own_namespace() {
+  if (!remote_ || ns_ != cache::kDefaultNamespace) return ns_;
+  if (!team_.empty()) return team_;
+  auto team = remote_->whoami();
+  if (!team.ok()) return team.status();
+  team_ = *team;
+  return team_;
+}
+
+std::vector<std::string> CliCache::signature_namespaces(const cache::EntryInfo& e) {
+  if (auto from = pulled_namespace(e.manifest.provenance.origin)) return {*from};
+  auto own = own_namespace();
+  if (own.ok()) return {*own};
+  if (!warned_) {
+    warned_ = true;
+    log_linef(LogLevel::kWarning, "%s: %s; entries signed for this team's namespace are not recognised (give --namespace NAME)",
+              who_.c_str(), own.status().message().c_str());
+  }
+  return {};
+}
+
 }  // namespace mlk::client

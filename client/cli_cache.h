@@ -65,6 +65,17 @@ class CliCache {
   // failure is reported once, like pull()).
   std::vector<cache::EntryInfo> query(const std::string& fn, const std::string& target, const std::string& program_hash);
 
+  // The namespace an entry signature made here is for (cache/signatures.h):
+  // the local store's --namespace; with a server, the server's name of the
+  // namespace this team writes (--namespace, else the token's team, asked
+  // once of GET /v1/whoami; an error when the server cannot say).
+  Expected<std::string> own_namespace();
+  // The namespace a signature of entry `e` must be for to count when it is
+  // loaded: the server namespace it was pulled from (its origin,
+  // origin_of_pull), else own_namespace(). Empty when that cannot be told
+  // (said once as a warning: give --namespace to load signed entries offline).
+  std::vector<std::string> signature_namespaces(const cache::EntryInfo& e);
+
  private:
   void server_down(const Status& why);
   std::string who_, ns_, store_path_;
@@ -73,6 +84,8 @@ class CliCache {
   std::vector<std::unique_ptr<RemoteStore>> read_order_;  // null: remote_ (`own`)
   std::vector<std::string> read_labels_;
   bool down_ = false;
+  std::string team_;     // own_namespace() of a server, once known
+  bool warned_ = false;  // signature_namespaces() said it cannot tell
 };
 
 // The syntax of a read order: comma-separated namespace names, `own` among

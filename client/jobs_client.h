@@ -46,6 +46,8 @@ class JobsClient {
  public:
   static Expected<std::unique_ptr<JobsClient>> Open(RemoteOptions options);
   const std::string& url() const { return remote_->url(); }
+  // The token's team (GET /v1/whoami): the namespace when none was given.
+  Expected<std::string> whoami() { return remote_->whoami(); }
 
   // The submitting side.
   Expected<std::string> put_setup(std::string_view bytes);  // the setup's sha256

@@ -57,6 +57,7 @@ struct RemoteStore::Impl {
   httplib::Client* client = nullptr;                      // clients[current]
   std::mt19937 rng{std::random_device{}()};
   int last_status = 0;  // HTTP status of the last response (0: none)
+  std::string team;     // whoami's answer, once asked
 
   std::string path(const std::string& p) const {
     return prefix + p + (opt.ns.empty() ? "" : (p.find('?') == std::string::npos ? "?" : "&") + std::string("namespace=") + opt.ns);
@@ -326,10 +327,31 @@ Expected<TransferReport> RemoteStore::pull(cache::Store& local, const std::strin
     rep.bytes += ref.size;
     files[name] = std::move(*bytes);
   }
+  auto from = server_namespace();
+  if (!from.ok()) return from.status();
   cache::Provenance prov = e->manifest.provenance;
-  prov.origin = url();  // whatever the writer said: this copy came from that server
+  prov.origin = origin_of_pull(url(), *from);  // whatever the writer said: this copy came from that namespace
   MLK_RETURN_IF_ERROR(local.put_entry(local_ns, key, e->manifest.meta_json, prov, files));
   return rep;
+}
+
+Expected<std::string> RemoteStore::server_namespace() {
+  if (!impl_->opt.ns.empty()) return impl_->opt.ns;
+  if (impl_->team.empty()) {
+    auto t = whoami();
+    if (!t.ok()) return t.status();
+    impl_->team = *t;
+  }
+  return impl_->team;
+}
+
+std::string origin_of_pull(const std::string& url, const std::string& ns) { return url + "#" + ns; }
+
+std::optional<std::string> pulled_namespace(const std::string& origin) {
+  if (origin.rfind("http://", 0) != 0 && origin.rfind("https://", 0) != 0) return std::nullopt;
+  size_t hash = origin.rfind('#');
+  if (hash == std::string::npos) return std::nullopt;
+  return origin.substr(hash + 1);
 }
 
 Expected<std::vector<cache::EntryInfo>> RemoteStore::query(const std::string& fn, const std::string& target,

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +81,9 @@ class RemoteStore {
   Status put_entry(const std::string& key, const cache::Manifest& m);
   // The team of the token (GET /v1/whoami): a cheap check of URL and token.
   Expected<std::string> whoami();
+  // The server's name of the namespace this store reads and writes: the
+  // options' namespace, else the token's team (whoami, asked once).
+  Expected<std::string> server_namespace();
 
   // Any other route: METHOD (GET or POST) PATH (below the URL's prefix; the
   // namespace is added to the query) with the retries and failover above.
@@ -97,7 +101,8 @@ class RemoteStore {
   // lacks, then binds the key on the server.
   Expected<TransferReport> push(cache::Store& local, const std::string& local_ns, const std::string& key);
   // Downloads entry `key` and its blobs, verifies them, and stores them as
-  // (local_ns, key) in `local` (replacing what is there), provenance kept.
+  // (local_ns, key) in `local` (replacing what is there), provenance kept
+  // but its origin, which becomes origin_of_pull(url(), server_namespace()).
   Expected<TransferReport> pull(cache::Store& local, const std::string& local_ns, const std::string& key);
 
   struct Impl;
@@ -106,5 +111,13 @@ class RemoteStore {
   explicit RemoteStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// The provenance origin of an entry pulled from namespace `ns` of the server
+// at `url`: "URL#NS". A signature counts for such an entry only when it was
+// made for NS (runtime/resolve.cpp).
+std::string origin_of_pull(const std::string& url, const std::string& ns);
+// The NS of such an origin; nullopt for any other origin (local, import:FILE,
+// export, or one recorded before the namespace was).
+std::optional<std::string> pulled_namespace(const std::string& origin);
 
 }  // namespace mlk::client

@@ -13,13 +13,13 @@ namespace mlk {
 
 std::string FrontendResult::rendered() const { return render_all(*file, diagnostics); }
 
-FrontendResult compile_source(std::string name, std::string text) {
+FrontendResult compile_source(std::string name, std::string text, bool file_imports) {
   FrontendResult r;
   r.file = std::make_unique<SourceFile>(std::move(name), std::move(text));
   DiagnosticSink sink;
   r.tokens = lex(*r.file, sink);
   ast::Program program = parse(*r.file, r.tokens, sink);
-  resolve_imports(*r.file, program, sink);
+  resolve_imports(*r.file, program, sink, file_imports);
   r.module = check_resolved(*r.file, program, sink);
   r.diagnostics = sink.diagnostics();
   return r;

@@ -27,8 +27,9 @@ struct FrontendResult {
   std::string rendered() const;
 };
 
-// Runs lex, parse and check on `text`, reported under `name`.
-FrontendResult compile_source(std::string name, std::string text);
+// Runs lex, parse and check on `text`, reported under `name`. With
+// `file_imports` false only `std.` modules may be imported (lang/modules.h).
+FrontendResult compile_source(std::string name, std::string text, bool file_imports = true);
 
 // The front end after the parser and the imports (lang/modules.h, which
 // checks each module with it): records, Dataframes, the checker, recursion.

@@ -28,6 +28,7 @@ struct Context {
   std::vector<std::string> names;  // the same as written
   std::map<std::string, std::string> checked;  // key -> "" or its first diagnostic
   size_t imports = 0;
+  bool file_imports = true;  // false: `std.` modules only (resolve_imports)
 };
 
 // A module's tokens, with every F32 made `dtype` when one is given.
@@ -148,7 +149,13 @@ struct Loaded {
   std::string text;
 };
 
-std::optional<Loaded> load(const SourceFile& file, const ast::Import& im, DiagnosticSink& sink) {
+std::optional<Loaded> load(const SourceFile& file, const ast::Import& im, DiagnosticSink& sink, const Context& ctx) {
+  if (im.is_path && !ctx.file_imports) {
+    sink.error(DiagKind::Import, im.span,
+               "cannot import file " + q(im.module) + " here: only the standard library's `std.` modules are read "
+               "(a program compiled for someone else, such as a measurement worker's job, reads no files)");
+    return std::nullopt;
+  }
   if (!im.is_path) {
     const char* text = std_module_text(im.module);
     if (text == nullptr) {
@@ -249,7 +256,7 @@ void resolve(const SourceFile& file, ast::Program& program, DiagnosticSink& sink
                  "more than " + std::to_string(kMaxImports) + " imports in all, nested ones included; import fewer modules");
       break;
     }
-    std::optional<Loaded> m = load(file, im, sink);
+    std::optional<Loaded> m = load(file, im, sink, ctx);
     if (!m) {
       failed.insert(im.alias);
       continue;
@@ -305,8 +312,9 @@ void resolve(const SourceFile& file, ast::Program& program, DiagnosticSink& sink
 
 }  // namespace
 
-void resolve_imports(const SourceFile& file, ast::Program& program, DiagnosticSink& sink) {
+void resolve_imports(const SourceFile& file, ast::Program& program, DiagnosticSink& sink, bool file_imports) {
   Context ctx;
+  ctx.file_imports = file_imports;
   std::error_code ec;
   std::filesystem::path self = std::filesystem::weakly_canonical(file.name(), ec);
   ctx.chain.push_back(ec ? file.name() : self.string());

@@ -31,8 +31,11 @@
 
 namespace mlk {
 
-// Resolves and merges every import of `program` (see above).
-void resolve_imports(const SourceFile& file, ast::Program& program, DiagnosticSink& sink);
+// Resolves and merges every import of `program` (see above). With
+// `file_imports` false, importing a file is an Import error at the import
+// and only `std.` modules are read: a program compiled on someone else's
+// behalf (a measurement worker's source job) reads no file of the machine.
+void resolve_imports(const SourceFile& file, ast::Program& program, DiagnosticSink& sink, bool file_imports = true);
 
 // The text of the standard library's module `name` ("std.nn"), or nullptr
 // (generated from std/*.tl at build time: lang/std_modules.cpp.in).

@@ -18,6 +18,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: mlk-measure-worker --device-key KEY [--server URL] [--name NAME] [--namespace NS]\n"
     "                          [--lease SECONDS] [--poll SECONDS] [--max-jobs N] [--json] [--quiet]\n"
+    "                          [--trusted-signers KEYS]\n"
     "\n"
     "A measurement worker for `mlk tune --workers KEY` (docs/deploy.md, \"Measurement\n"
     "workers\"), as `mlk worker --run-artifacts` is, for built artifacts only (GPU profiles,\n"
@@ -37,6 +38,9 @@ constexpr const char* kUsage =
     "  --json            events as JSON lines on stdout (format mlk-worker-1)\n"
     "  -q, --quiet       no line per job\n"
     "  --run-artifacts   accepted for `mlk worker`'s command lines; always on here\n"
+    "  --trusted-signers KEYS  run only packs one of these Ed25519 public keys (or KEY.pub\n"
+    "                    files, comma-separated) signed for the namespace (`mlk tune\n"
+    "                    --sign-packs`); default $MLK_TRUSTED_SIGNERS; others fail unrun\n"
     "\n"
     "SIGTERM or SIGINT: the job in hand is finished, then exit 0. Exit status 1 for bad\n"
     "usage or when the server refuses the worker.\n";
@@ -54,8 +58,12 @@ int main(int argc, char** argv) {
   o.run_artifacts = true;
   if (const char* s = std::getenv("MLK_SERVERS")) o.server = s;
   if (const char* t = std::getenv("MLK_TOKEN")) o.token = t;
-  const std::map<std::string, std::string*> text = {
-      {"--server", &o.server}, {"--device-key", &o.device_key}, {"--name", &o.name}, {"--namespace", &o.ns}};
+  std::string trusted;
+  const std::map<std::string, std::string*> text = {{"--server", &o.server},
+                                                    {"--device-key", &o.device_key},
+                                                    {"--name", &o.name},
+                                                    {"--namespace", &o.ns},
+                                                    {"--trusted-signers", &trusted}};
   const std::map<std::string, double*> numbers = {{"--lease", &o.lease_s}, {"--poll", &o.poll_s}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -81,5 +89,8 @@ int main(int argc, char** argv) {
       return std::fprintf(stderr, "mlk-measure-worker: unknown argument %s\n%s", a.c_str(), kUsage), 1;
   }
   if (std::string why = mlk::rt::check_worker_options(o); !why.empty()) return fail(why);
+  auto keys = mlk::rt::worker_trusted_signers(trusted);
+  if (!keys.ok()) return fail(keys.status().message());
+  o.trusted = *keys;
   return mlk::rt::run_worker_loop(o, nullptr);
 }

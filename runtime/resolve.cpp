@@ -91,14 +91,19 @@ Expected<std::string> statement_of(const cache::Artifact& a) {
   return cache::entry_statement(a.info.key, *digests, a.info.manifest.meta_json);
 }
 
-// "" when the policy trusts no keys or a trusted key signed the entry, else
-// why not, naming the entry and its signer (if any).
-std::string unsigned_reason(const cache::Artifact& a, const std::vector<std::string>& trusted, std::string* signer) {
+// "" when the policy trusts no keys or a trusted key signed the entry for
+// the namespace it came from (CliCache::signature_namespaces), else why not,
+// naming the entry and its signer (if any).
+std::string unsigned_reason(const cache::Artifact& a, const std::vector<std::string>& trusted,
+                            client::CliCache& cc, std::string* signer) {
   if (trusted.empty()) return "";
+  const cache::SignatureCheck want{cc.signature_namespaces(a.info)};
   const std::string what = "entry " + a.info.key.substr(0, 16);
   auto st = statement_of(a);
   if (!st.ok()) return what + ": " + st.status().message();
-  Status s = cache::check_signed(what, *st, a.info.manifest.meta_json, trusted, signer);
+  cache::SignedBy by;
+  Status s = cache::check_signed(what, *st, a.info.manifest.meta_json, trusted, want, &by);
+  if (s.ok() && signer) *signer = by.key_id;
   return s.ok() ? "" : s.message();
 }
 
@@ -147,7 +152,7 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
   auto hit = store->get_entry(ns, t.key);
   std::string skipped;
   if (hit.ok()) {
-    std::string why = unsigned_reason(*hit, r.trusted, &t.signer);  // refused before anything is loaded
+    std::string why = unsigned_reason(*hit, r.trusted, *cache, &t.signer);  // refused before anything is loaded
     if (why.empty()) why = unverified(*hit, r.verified, r.trusted);
     if (!why.empty()) {
       skipped = "; " + why;
@@ -194,7 +199,7 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
     }
     // Under a signed policy the metadata the shape was chosen by counts only once signed.
     std::string signer;
-    if (std::string why = unsigned_reason(*e, r.trusted, &signer); !why.empty()) {
+    if (std::string why = unsigned_reason(*e, r.trusted, *cache, &signer); !why.empty()) {
       skipped += "; " + why;
       continue;
     }

@@ -65,7 +65,8 @@ struct FindTunedRequest {
   std::vector<std::string> verified = {};
   // Policy "require=signed:KEYS": Ed25519 public keys (64 hex). When not
   // empty, an entry qualifies only when it carries a signature by one of
-  // them over its key, files and metadata (cache/signatures.h); others are
+  // them over its key, files and metadata (cache/signatures.h) for the
+  // namespace it came from (CliCache::signature_namespaces); others are
   // passed over before anything of them is loaded or its metadata trusted
   // for the nearest-shape choice, and the NotFound reason names each one and
   // its signer. `verified` levels are then read only from a report signed

@@ -23,6 +23,8 @@
 #include "base/files.h"
 #include "base/json.h"
 #include "base/sandbox.h"
+#include "base/signing.h"
+#include "cache/signatures.h"
 #include "runtime/candidate_runner.h"
 #include "targets/detect.h"
 
@@ -179,13 +181,18 @@ Expected<std::string> measure_program() {
 // by the candidate runner in a child process (bounded in memory for CPU
 // candidates: the CUDA driver maps far more than it uses).
 Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::JobsClient& c, const client::JobView& job,
-                                         const json& payload) {
+                                         const json& payload, const std::string& ns) {
   if (!o.run_artifacts)
     return Status::Unsupported(
         "the job is a built artifact (native code built by the tuning client), and this worker runs only source it "
         "compiles itself; start it with --run-artifacts to run such jobs (GPU profiles need it)");
   auto run_timeout = run_timeout_of(payload);
   if (!run_timeout.ok()) return run_timeout.status();
+  // Signed packs only (issue 49, finding 5): checked over the digest that
+  // setup_of() checks the bytes against, before anything is unpacked.
+  if (!o.trusted.empty())
+    if (Status s = cache::check_pack_signed(job.setup, job.payload, o.trusted, {ns}); !s.ok())
+      return Status::InvalidArgument(s.message() + "; this worker runs only packs its --trusted-signers signed");
   auto bytes = c.setup_of(job);
   if (!bytes.ok()) return bytes.status();
   std::string dir = (std::filesystem::temp_directory_path() / "mlk-worker-XXXXXX").string();
@@ -235,11 +242,11 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
 
 // The measurement of `job` as JSON, or why it cannot be measured.
 Expected<std::string> run_job(const WorkerLoopOptions& o, client::JobsClient& c, const client::JobView& job,
-                              const SourceJobRunner& source) {
+                              const SourceJobRunner& source, const std::string& ns) {
   json pl = parse_json(job.payload);
   auto artifact = is_artifact_job(pl);
   if (!artifact.ok()) return artifact.status();
-  if (*artifact) return run_candidates_job(o, c, job, pl);
+  if (*artifact) return run_candidates_job(o, c, job, pl, ns);
   if (!source)
     return Status::Unsupported("the job is source to compile, and this worker (" + o.program +
                                ") runs built artifacts only; `mlk worker` compiles source");
@@ -313,7 +320,7 @@ void tell(const WorkerLoopOptions& o, const client::WorkerView& me, const client
 
 // Leases, measures and reports one job; false when there was none.
 Expected<bool> one_job(const WorkerLoopOptions& o, const client::RemoteOptions& ro, client::JobsClient& c,
-                       const client::WorkerView& me, const SourceJobRunner& source) {
+                       const client::WorkerView& me, const SourceJobRunner& source, const std::string& ns) {
   auto job = c.lease(me, o.lease_s);
   if (!job.ok()) return job.status();
   if (!*job) return false;
@@ -326,7 +333,7 @@ Expected<bool> one_job(const WorkerLoopOptions& o, const client::RemoteOptions& 
     std::atomic<bool> done{false};
     std::thread hb(heartbeats, std::cref(o), ro, j.id, std::cref(me), std::ref(done));
     try {
-      m = run_job(o, c, j, source);
+      m = run_job(o, c, j, source, ns);
     } catch (const std::exception& e) {  // a bug of ours; the job fails, the worker goes on
       m = Status::Internal(std::string("the job could not be run: ") + e.what());
     }
@@ -348,6 +355,17 @@ std::string check_worker_options(const WorkerLoopOptions& o) {
   if (!(o.poll_s > 0 && o.poll_s <= 60)) return "--poll must be more than 0 and at most 60 seconds";
   if (o.max_jobs < 0) return "--max-jobs must be 0 or more";
   return "";
+}
+
+Expected<std::vector<std::string>> worker_trusted_signers(const std::string& flag) {
+  if (flag.empty()) {
+    auto keys = default_trusted_signers();
+    if (!keys.ok()) return Status::Usage(keys.status().message());
+    return keys;
+  }
+  auto keys = parse_trusted_keys(flag);
+  if (!keys.ok()) return Status::Usage("--trusted-signers: " + keys.status().message());
+  return keys;
 }
 
 int run_worker_loop(WorkerLoopOptions o, const SourceJobRunner& source) {
@@ -372,6 +390,15 @@ int run_worker_loop(WorkerLoopOptions o, const SourceJobRunner& source) {
     return 1;
   }
   const std::string fp = *fingerprint;
+  std::string ns = o.ns;  // what a signed pack must be signed for
+  if (!o.trusted.empty() && ns.empty()) {
+    auto team = (*c)->whoami();
+    if (!team.ok()) {
+      std::fprintf(stderr, "%s: %s\n", o.program.c_str(), team.status().message().c_str());
+      return 1;
+    }
+    ns = *team;
+  }
   watch_signals();
   auto me = (*c)->register_worker(o.device_key, o.name, fp);
   if (!me.ok()) {
@@ -389,7 +416,7 @@ int run_worker_loop(WorkerLoopOptions o, const SourceJobRunner& source) {
            {"fingerprint", fingerprint_id(fp)}});
   int64_t done = 0;
   while (!g_stop && (o.max_jobs == 0 || done < o.max_jobs)) {
-    auto got = one_job(o, ro, **c, *me, source);
+    auto got = one_job(o, ro, **c, *me, source, ns);
     if (!got.ok())
       std::fprintf(stderr, "%s %s: %s; trying again\n", o.program.c_str(), me->name.c_str(),
                    got.status().message().c_str());

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "client/jobs_client.h"
@@ -33,6 +34,11 @@ struct WorkerLoopOptions {
   bool quiet = false;    // no line per job
   bool json = false;     // events as JSON lines on stdout (format "mlk-worker-1")
   bool run_artifacts = false;  // run jobs of built artifacts; else they fail, saying how to allow them
+  // --trusted-signers (else $MLK_TRUSTED_SIGNERS): Ed25519 public keys. When
+  // not empty, a job of built artifacts runs only when its pack carries a
+  // signature by one of them for this worker's namespace (cache/signatures.h,
+  // check_pack_signed; `mlk tune --sign-packs`); other such jobs fail unrun.
+  std::vector<std::string> trusted;
 };
 
 // Measures a source job: its measurement as JSON (the wire form of
@@ -44,6 +50,11 @@ using SourceJobRunner =
 // jobs; returns the process's exit status: 0, or 1 when it cannot register.
 // Blocks SIGTERM and SIGINT in the calling thread (children inherit that).
 int run_worker_loop(WorkerLoopOptions o, const SourceJobRunner& source);
+
+// The trust list of --trusted-signers `flag` (base/signing.h,
+// parse_trusted_keys), else $MLK_TRUSTED_SIGNERS; a usage error naming the
+// flag or the variable when malformed.
+Expected<std::vector<std::string>> worker_trusted_signers(const std::string& flag);
 
 // The validity of the options' numbers: the reason, or "" when valid.
 std::string check_worker_options(const WorkerLoopOptions& o);

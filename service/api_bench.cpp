@@ -66,8 +66,10 @@ ApiResponse bench_route(Ctx& c, const std::string& arg) {
     if (!n.ok()) return error_response(http_status(n.status()), n.status().message());
     return json_text(201, "{\"stored\":" + std::to_string(*n) + "}");
   }
-  auto text = is_set ? (*h)->baseline(c.ns, set) : (*h)->history(c.ns, query(c, "kernel"), query(c, "target"), limit, before,
-                                                                  c.api.options().max_answer_bytes);
+  const int64_t max = c.api.options().max_answer_bytes;
+  auto text = is_set ? (*h)->baseline(c.ns, set, max)
+                     : (*h)->history(c.ns, query(c, "kernel"), query(c, "target"), limit, before, max);
+  if (text.status().code() == Status::Code::kUnsupported) return reject(c, 413, "too_large", text.status().message());
   if (!text.ok()) return error_response(http_status(text.status()), text.status().message());
   return json_text(200, *text);
 }

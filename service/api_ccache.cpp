@@ -17,6 +17,8 @@ ApiResponse ccache_get(Ctx& c, const std::string& rest) {
   auto key = ccache_store_key(rest);
   if (!key.ok()) return reject(c, 400, "bad_request", key.status().message());
   if (auto r = authorize(c, kScopeRead)) return *r;
+  if (auto shown = c.store().show_entry(c.ns, *key); shown.ok())  // bounded before it is read (--answer-memory)
+    if (auto busy = answer_memory_busy(c, shown->size)) return *busy;
   auto a = c.store().get_entry(c.ns, *key);
   if (a.status().code() == Status::Code::kCorruption) {
     c.api.metrics().verification_failure(c.ns, "ccache");

@@ -36,6 +36,11 @@ struct NamespaceGuard {
 // Takes it; the rejection (503) when the backend cannot, else nullopt.
 std::optional<ApiResponse> lock_namespace(Ctx& c, NamespaceGuard& guard);
 
+// 503 (reason answer_memory, Retry-After 1) when an answer of `bytes` read
+// into memory would not fit the server's answer memory for this client
+// (`mlk serve --answer-memory`); nullopt when it fits, or outside a server.
+std::optional<ApiResponse> answer_memory_busy(Ctx& c, int64_t bytes);
+
 // Checks the token, picks the namespace (?namespace=NAME, else the token's
 // team) and checks that the token may use it with every scope in `need`:
 // its own team's namespace, any with admin, or for reads only (need is

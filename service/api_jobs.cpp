@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.h"
+#include "cache/signatures.h"
 #include "service/api_internal.h"
 #include "base/json.h"
 
@@ -176,6 +177,15 @@ ApiResponse submit(Ctx& c) {
     return reject(c, 400, "bad_job", "the body lacks the object `payload` (the candidate to measure)");
   j.payload = body["payload"].dump();
   if (j.payload.size() > kMaxPayload) return reject(c, 413, "too_large", "the payload is larger than 1 MiB");
+  // A signed namespace's workers run only native code its signers vouched
+  // for (issue 49, finding 5): a candidate pack must carry a signature by one
+  // of them for this namespace over the setup's digest.
+  // (A worker runs a pack only for "kind": "candidates" and refuses kinds it does not know.)
+  const bool pack = body["payload"].value("kind", json()) == json("candidates");
+  if (auto signers = c.api.options().trusted_signers.find(c.ns); pack && signers != c.api.options().trusted_signers.end())
+    if (Status s = cache::check_pack_signed(j.setup, j.payload, signers->second, {c.ns}); !s.ok())
+      return reject(c, 403, "unsigned",
+                    "namespace `" + c.ns + "` runs only candidate packs signed by its trusted signers: " + s.message());
   // Only a setup this namespace may read: a digest alone does not make
   // another team's blob readable through GET /v1/jobs/ID/setup.
   auto visible = c.tables().blob_visible(c.ns, j.setup);
@@ -265,6 +275,9 @@ ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
     auto j = c.jobs().get(c.ns, id, now_ms());
     if (!j.ok()) return store_error(c, j.status());
     if (what.empty()) return json_text(200, job_json(*j).dump());
+    auto size = c.store().blob_size(j->spec.setup);  // bounded before it is read (--answer-memory)
+    if (!size.ok()) return store_error(c, size.status());
+    if (auto busy = answer_memory_busy(c, *size)) return *busy;
     auto bytes = c.store().get_blob(j->spec.setup);
     if (!bytes.ok()) return store_error(c, bytes.status());
     ApiResponse r;

@@ -1,5 +1,6 @@
 // The content-addressed half of the API: PUT/GET/HEAD /v1/blobs/{sha256},
 // PUT/GET/HEAD/DELETE /v1/entries/{key}, and the query GET /v1/entries.
+#include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -64,10 +65,16 @@ Expected<std::string> entry_statement_of(Ctx& c, const std::string& key, const c
   return cache::entry_statement(key, digests, m.meta_json);
 }
 
-// The signature gates of a signed namespace (trusted_signers) and of a
-// release namespace (require_verified: the report must be signed by a
-// trusted verifier for exactly this entry). nullopt when they pass.
-std::optional<ApiResponse> signature_gates(Ctx& c, const std::string& key, const cache::Manifest& m) {
+// How far ahead of the server's clock a signature's sequence (its signing
+// time in ms) may be: a day, for clocks that disagree.
+constexpr int64_t kSequenceAhead = int64_t{86400} * 1000;
+
+// The signature gates of a signed namespace (trusted_signers: a signature
+// for this namespace, no older than the floor of `key`) and of a release
+// namespace (require_verified: the report must be signed by a trusted
+// verifier for exactly this entry). nullopt when they pass; `seq` gets the
+// sequence of the signature that counted (0 in an unsigned namespace).
+std::optional<ApiResponse> signature_gates(Ctx& c, const std::string& key, const cache::Manifest& m, int64_t* seq) {
   const ApiOptions& o = c.api.options();
   auto signers = o.trusted_signers.find(c.ns);
   const bool release = o.require_verified.count(c.ns) > 0;
@@ -80,10 +87,24 @@ std::optional<ApiResponse> signature_gates(Ctx& c, const std::string& key, const
     return reject(c, 403, "unsigned", what + ": " + st.status().message());
   }
   if (signers != o.trusted_signers.end()) {
-    Status s = cache::check_signed(what, *st, m.meta_json, signers->second);
+    cache::SignedBy by;
+    Status s = cache::check_signed(what, *st, m.meta_json, signers->second, cache::SignatureCheck{{c.ns}}, &by);
     if (!s.ok())
       return reject(c, 403, "unsigned",
                     "namespace `" + c.ns + "` accepts only entries signed by its trusted signers: " + s.message());
+    auto floor = c.tables().signature_floor(c.ns, key);
+    if (!floor.ok()) return reject(c, http_status(floor.status()), "store_error", floor.status().message());
+    if (by.seq < *floor)
+      return reject(c, 403, "stale_signature",
+                    "namespace `" + c.ns + "`: " + what + " is signed by key " + by.key_id + " at sequence " +
+                        std::to_string(by.seq) + ", older than this key's entry here has been (sequence " +
+                        std::to_string(*floor) + "): a replaced or withdrawn signed build is not stored again; "
+                        "sign it anew to store it");
+    if (by.seq > cache::now_sequence() + kSequenceAhead)
+      return reject(c, 403, "unsigned",
+                    "namespace `" + c.ns + "`: " + what + " is signed at sequence " + std::to_string(by.seq) +
+                        ", more than a day ahead of this server's clock (a sequence is the signing time in ms)");
+    *seq = by.seq;
   }
   if (release) {
     auto v = o.trusted_verifiers.find(c.ns);
@@ -100,6 +121,15 @@ std::optional<ApiResponse> signature_gates(Ctx& c, const std::string& key, const
 }
 
 }  // namespace
+
+std::optional<ApiResponse> answer_memory_busy(Ctx& c, int64_t bytes) {
+  if (!c.req.answer_fits || c.req.answer_fits(c.token.team, bytes)) return std::nullopt;
+  ApiResponse busy = reject(c, 503, "answer_memory",
+                            "the server holds as many answers in memory as it sends at once, or as many of this "
+                            "client's as one client may have (`mlk serve --answer-memory`); try again shortly");
+  busy.headers.push_back({"Retry-After", "1"});
+  return busy;
+}
 
 ApiResponse get_blob(Ctx& c, const std::string& digest) {
   Status valid = check_digest(digest);
@@ -147,13 +177,7 @@ ApiResponse get_blob(Ctx& c, const std::string& digest) {
       return r;
     }
   }
-  if (c.req.answer_fits && !c.req.answer_fits(c.token.team, *size)) {
-    ApiResponse busy = reject(c, 503, "answer_memory",
-                              "the server holds as many answers in memory as it sends at once, or as many of this "
-                              "client's as one client may have (`mlk serve --answer-memory`); try again shortly");
-    busy.headers.push_back({"Retry-After", "1"});
-    return busy;
-  }
+  if (auto busy = answer_memory_busy(c, *size)) return *busy;
   auto bytes = c.store().get_blob(digest);
   if (bytes.status().code() == Status::Code::kCorruption) return damaged(c, "blob", bytes.status());
   if (bytes.status().code() == Status::Code::kNotFound) return miss();
@@ -267,13 +291,17 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
     return r;
   }
   // After the blobs are known (a signature covers manifest.json's content).
-  if (auto r = signature_gates(c, key, *m)) return *r;
+  int64_t seq = 0;
+  if (auto r = signature_gates(c, key, *m, &seq)) return *r;
   // A writer's word on where an entry came from is not kept (an origin of
   // kOriginLocal would let a signing tool on this store take it as made here).
   m->provenance.origin.clear();
   // The stored record is the canonical manifest: charged with the blobs.
   const int64_t record = static_cast<int64_t>(cache::manifest_to_json(*m).size());
   if (auto r = check_quota(c, size + record, key, digests)) return *r;
+  if (seq > 0)  // the key's floor, raised first: no older signed build of it is stored again
+    if (Status f = c.tables().raise_signature_floor(c.ns, key, seq); !f.ok())
+      return reject(c, http_status(f), "store_error", f.message());
   Status put = c.store().put_entry(c.ns, key, *m);
   if (put.code() == Status::Code::kNotFound) return reject(c, 409, "missing_blobs", put.message());
   if (!put.ok()) return reject(c, http_status(put), put.code() == Status::Code::kInvalidArgument ? "bad_request" : "store_error", put.message());
@@ -283,12 +311,41 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
   return json_text(201, json{{"namespace", c.ns}, {"key", key}, {"size", size}}.dump());
 }
 
+namespace {
+
+// Before entry `key` of a signed namespace is deleted: its key's floor
+// rises past both the floor and the sequence of the signature that counts
+// for it now (verified, so no signature its writer added can move the
+// floor), so the withdrawn build is not stored again, even should its
+// signer's key be trusted again later. nullopt when done (or not signed).
+std::optional<ApiResponse> withdraw_signed(Ctx& c, const std::string& key) {
+  auto signers = c.api.options().trusted_signers.find(c.ns);
+  if (signers == c.api.options().trusted_signers.end()) return std::nullopt;
+  auto e = c.store().show_entry(c.ns, key);
+  if (!e.ok()) return std::nullopt;  // nothing to withdraw: rm says so
+  auto floor = c.tables().signature_floor(c.ns, key);
+  if (!floor.ok()) return reject(c, http_status(floor.status()), "store_error", floor.status().message());
+  int64_t seq = *floor;
+  if (auto st = entry_statement_of(c, key, e->manifest); st.ok()) {
+    cache::SignedBy by;
+    if (cache::check_signed("entry", *st, e->manifest.meta_json, signers->second, cache::SignatureCheck{{c.ns}}, &by).ok())
+      seq = std::max(seq, by.seq);
+  }
+  if (Status f = c.tables().raise_signature_floor(c.ns, key, seq + 1); !f.ok())
+    return reject(c, http_status(f), "store_error", f.message());
+  return std::nullopt;
+}
+
+}  // namespace
+
 ApiResponse delete_entry(Ctx& c, const std::string& key) {
   Status valid = validate_entry_key(key);
   if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
   if (auto r = authorize(c, kScopeWriteEntries)) return *r;
   NamespaceGuard guard;
   if (auto r = lock_namespace(c, guard)) return *r;
+  // A signed namespace remembers a withdrawn build (before it goes: a failure keeps the entry).
+  if (auto r = withdraw_signed(c, key)) return *r;
   Status s = c.store().rm(c.ns, key);
   if (s.code() == Status::Code::kNotFound) return error_response(404, "no entry `" + key + "` in namespace `" + c.ns + "`");
   if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());

@@ -303,8 +303,9 @@ Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const s
   return out;
 }
 
-Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::string& name) {
+Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::string& name, int64_t max_bytes) {
   std::vector<std::string> entries;
+  int64_t bytes = 0;
   std::string created, machine = "{}", versions = "{}";
   {
     std::lock_guard<std::mutex> lock(read_mu_);  // the rows are read under it, parsed after it
@@ -319,6 +320,10 @@ Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::s
       if (!row.ok()) return row.status();
       if (!*row) break;
       entries.push_back(q->text(0));
+      if ((bytes += static_cast<int64_t>(entries.back().size())) > max_bytes)
+        return Status::Unsupported("the baseline set `" + name + "` is larger than this server answers at once (" +
+                                   std::to_string(max_bytes) + " bytes, `mlk serve --max-answer`); push it in "
+                                   "smaller sets (`--baseline-set` per group of kernels)");
       created = q->text(1);
       last = q->i64(2);
     }

@@ -61,8 +61,10 @@ class BenchHistory {
   Expected<std::vector<KernelSummary>> kernels(const std::string& ns);
 
   // The baseline set `name` as an mlk bench report (what --baseline reads);
-  // NotFound when nothing was pushed under that name.
-  Expected<std::string> baseline(const std::string& ns, const std::string& name);
+  // NotFound when nothing was pushed under that name; Unsupported, without
+  // reading further, when its kernels' records pass `max_bytes` (the
+  // server's --max-answer: the answer is bounded like history()'s).
+  Expected<std::string> baseline(const std::string& ns, const std::string& name, int64_t max_bytes);
 
  private:
   BenchHistory(std::unique_ptr<cache::sql::Db> db, std::unique_ptr<cache::sql::Db> reader,

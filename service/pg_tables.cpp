@@ -43,6 +43,11 @@ CREATE TABLE IF NOT EXISTS service_sessions(
   created bigint NOT NULL,
   expires bigint NOT NULL);
 CREATE INDEX IF NOT EXISTS service_sessions_token ON service_sessions(token_id, created);
+CREATE TABLE IF NOT EXISTS service_signature_floors(
+  ns text COLLATE "C" NOT NULL,
+  key text COLLATE "C" NOT NULL,
+  floor bigint NOT NULL,
+  PRIMARY KEY(ns, key));
 )sql";
 
 constexpr const char* kTokenColumns = "id, prefix, team, scopes, note, created, revoked";
@@ -189,6 +194,17 @@ class PgTables final : public ServiceTables {
     if (!r.ok()) return r.status();
     if (r->empty()) return std::optional<GrantInfo>();
     return std::optional<GrantInfo>(grant_row(*r, 0));
+  }
+  Expected<int64_t> signature_floor(const std::string& ns, const std::string& key) override {
+    auto r = c_->exec("SELECT floor FROM service_signature_floors WHERE ns=$1 AND key=$2", {ns, key});
+    if (!r.ok()) return r.status();
+    return r->empty() ? int64_t{0} : r->i64(0, 0);
+  }
+  Status raise_signature_floor(const std::string& ns, const std::string& key, int64_t floor) override {
+    return c_->exec("INSERT INTO service_signature_floors(ns, key, floor) VALUES($1, $2, $3) ON CONFLICT(ns, key) "
+                    "DO UPDATE SET floor=GREATEST(service_signature_floors.floor, excluded.floor)",
+                    {ns, key, str(floor)})
+        .status();
   }
   Expected<std::vector<GrantInfo>> list_grants() override {
     auto r = c_->exec("SELECT ns, grantee, created, revoked FROM service_grants ORDER BY ns, grantee");

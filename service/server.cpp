@@ -430,8 +430,9 @@ struct Server::Impl {
     // sign-in form carries its token in its body, and is small): the Api
     // answers the others at once (401, 403, or what it checks before the
     // token), without reading the body. One token holds at most its share
-    // of the budget, so that no one token can make every team's upload 503.
-    std::string holder = "ui";
+    // of the budget, so that no one token can make every team's upload 503;
+    // sign-in forms, sent before any token is known, are shared per address.
+    std::string holder = "ui " + rq.group;  // sign-in forms: each address (group) its own share
     if (a.path == "/ui/login" && n > 16384)
       return refuse(c, rq, 413, "too_large", "the sign-in form is at most 16 KiB");
     if (a.path != "/ui/login")

@@ -34,6 +34,11 @@ CREATE TABLE IF NOT EXISTS service_sessions(
   created INTEGER NOT NULL,
   expires INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS service_sessions_token ON service_sessions(token_id, created);
+CREATE TABLE IF NOT EXISTS service_signature_floors(
+  ns TEXT NOT NULL,
+  key TEXT NOT NULL,
+  floor INTEGER NOT NULL,
+  PRIMARY KEY(ns, key)) WITHOUT ROWID;
 )sql";
 
 }  // namespace
@@ -54,7 +59,7 @@ Expected<std::unique_ptr<cache::sql::Db>> open_service_db(const std::string& sto
   MLK_RETURN_IF_ERROR(d.exec("PRAGMA synchronous=FULL"));
   auto have = d.query_text("SELECT count(*) FROM sqlite_master WHERE type='table' AND name LIKE 'service_%'");
   if (!have.ok()) return have.status();
-  if (*have != "4") MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&] { return d.exec(kServiceSchema); }));
+  if (*have != "5") MLK_RETURN_IF_ERROR(cache::sql::write_txn(d, [&] { return d.exec(kServiceSchema); }));
   return std::move(*db);
 }
 

@@ -5,6 +5,7 @@
 //   service_staged(ns, digest, size, time, PRIMARY KEY(ns, digest))
 //   service_grants(ns, grantee, created, revoked, PRIMARY KEY(ns, grantee))
 //   service_sessions(id_sha256 PRIMARY KEY, token_id, created, expires)
+//   service_signature_floors(ns, key, floor, PRIMARY KEY(ns, key))
 //
 // Only the sha256 of a token (or of a dashboard session id) is stored, never
 // the token (or the id). A staged row is a

@@ -72,6 +72,22 @@ class SqliteTables final : public ServiceTables {
     if (!*r) return std::optional<GrantInfo>();
     return std::optional<GrantInfo>(GrantInfo{st->text(0), st->text(1), st->i64(2), st->i64(3)});
   }
+  Expected<int64_t> signature_floor(const std::string& ns, const std::string& key) override {
+    auto st = db_->prepare("SELECT floor FROM service_signature_floors WHERE ns=?1 AND key=?2");
+    if (!st.ok()) return st.status();
+    st->bind(1, ns).bind(2, key);
+    auto r = st->step();
+    if (!r.ok()) return r.status();
+    return *r ? st->i64(0) : int64_t{0};
+  }
+  Status raise_signature_floor(const std::string& ns, const std::string& key, int64_t floor) override {
+    auto st = db_->prepare(
+        "INSERT INTO service_signature_floors(ns, key, floor) VALUES(?1, ?2, ?3) "
+        "ON CONFLICT(ns, key) DO UPDATE SET floor=max(floor, excluded.floor)");
+    if (!st.ok()) return st.status();
+    st->bind(1, ns).bind(2, key).bind(3, floor);
+    return st->run();
+  }
   Expected<std::vector<GrantInfo>> list_grants() override {
     auto st = db_->prepare("SELECT ns, grantee, created, revoked FROM service_grants ORDER BY ns, grantee");
     if (!st.ok()) return st.status();

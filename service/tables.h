@@ -58,6 +58,15 @@ class ServiceTables {
   virtual Expected<std::optional<GrantInfo>> find_grant(const std::string& ns, const std::string& grantee) = 0;
   virtual Expected<std::vector<GrantInfo>> list_grants() = 0;
 
+  // Signed namespaces (issue 49, finding 11): the lowest signature sequence
+  // (cache/signatures.h) a signed entry `key` of `ns` may carry, 0 when
+  // none is remembered. Raised, never lowered, by each signed PUT (to its
+  // sequence) and by a DELETE (past the deleted entry's); kept after the
+  // entry is gone, so a replaced or withdrawn signed build is not stored
+  // under its key again.
+  virtual Expected<int64_t> signature_floor(const std::string& ns, const std::string& key) = 0;
+  virtual Status raise_signature_floor(const std::string& ns, const std::string& key, int64_t floor) = 0;
+
   // Sign-in sessions of the dashboard (service/dashboard_session.h), keyed
   // by the sha256 of the session id (the id itself is never stored). Each
   // stands for one token, by its id, until `expires` (unix seconds).

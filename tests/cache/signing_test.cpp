@@ -3,6 +3,7 @@
 // files are private, trust lists, and that the statement over an entry
 // covers what the loader and the resolver read but not the attachments.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 #include "../cache/test_util.h"
@@ -78,15 +79,16 @@ TEST(EntrySignatures, CoverFilesKeyAndMetaButNotTheAttachments) {
   const std::string meta = R"({"fn":"f","dims":{"N":4}})";
   auto st = cache::entry_statement("K", *cache::statement_digests(files), meta);
   ASSERT_TRUE(IsOk(st));
-  auto signed_meta = cache::add_signature(meta, *st, *k);
+  const cache::SignatureCheck here{{"team"}};
+  auto signed_meta = cache::add_signature(meta, *st, *k, {"team"});
   ASSERT_TRUE(IsOk(signed_meta));
-  std::string signer;
-  EXPECT_TRUE(IsOk(cache::check_signed("entry K", *st, *signed_meta, {k->public_key}, &signer)));
-  EXPECT_EQ(signer, k->key_id);
+  cache::SignedBy signer;
+  EXPECT_TRUE(IsOk(cache::check_signed("entry K", *st, *signed_meta, {k->public_key}, here, &signer)));
+  EXPECT_EQ(signer.key_id, k->key_id);
   EXPECT_EQ(cache::signer_ids(*signed_meta), k->key_id);
-  EXPECT_EQ(cache::check_signed("entry K", *st, meta, {k->public_key}).message(),
+  EXPECT_EQ(cache::check_signed("entry K", *st, meta, {k->public_key}, here).message(),
             "entry K is unsigned (sign it with `--sign KEYFILE`: docs/signing.md)");
-  EXPECT_EQ(cache::check_signed("entry K", *st, *signed_meta, {stranger->public_key}).message(),
+  EXPECT_EQ(cache::check_signed("entry K", *st, *signed_meta, {stranger->public_key}, here).message(),
             "entry K is signed by key " + k->key_id + ", which is not trusted");
   // A report attached to manifest.json and the metadata keeps the statement.
   auto f2 = files;
@@ -101,9 +103,46 @@ TEST(EntrySignatures, CoverFilesKeyAndMetaButNotTheAttachments) {
                             *cache::entry_statement("K", *cache::statement_digests(f4), meta),
                             *cache::entry_statement("K2", *cache::statement_digests(files), meta),
                             *cache::entry_statement("K", *cache::statement_digests(files), R"({"fn":"f","dims":{"N":8}})")}) {
-    Status s = cache::check_signed("entry K", other, *signed_meta, {k->public_key});
+    Status s = cache::check_signed("entry K", other, *signed_meta, {k->public_key}, here);
     EXPECT_NE(s.message().find("does not verify"), std::string::npos) << s.message();
   }
+}
+
+// Issue 49, finding 11: a signature binds the namespace it was made for and
+// its sequence; a dev namespace's signature is not one for release, and
+// relabelling either breaks it.
+TEST(EntrySignatures, Round2_Finding11_ASignatureIsForOneNamespaceAndOneSequence) {
+  auto k = create_signing_key();
+  const std::string meta = R"({"fn":"f"})";
+  const std::string st = *cache::entry_statement("K", {{"a", std::string(64, '0')}}, meta);
+  auto dev = cache::add_signature(meta, st, *k, {"dev", 1000});
+  ASSERT_TRUE(IsOk(dev));
+  cache::SignedBy by;
+  EXPECT_TRUE(IsOk(cache::check_signed("entry K", st, *dev, {k->public_key}, {{"dev"}}, &by)));
+  EXPECT_EQ(by.ns, "dev");
+  EXPECT_EQ(by.seq, 1000);
+  EXPECT_FALSE(by.v1);
+  EXPECT_EQ(cache::check_signed("entry K", st, *dev, {k->public_key}, {{"release"}}).message(),
+            "entry K is signed by key " + k->key_id + " for namespace `dev`, not for `release` (a signature binds "
+            "the namespace it was made for: sign it for this one)");
+  // Relabelling the namespace or the sequence breaks the signature.
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"\"ns\":\"dev\"", "\"ns\":\"release\""},
+                                 {"\"seq\":1000", "\"seq\":9000"}}) {
+    std::string relabelled = *dev;
+    ASSERT_NE(relabelled.find(from), std::string::npos) << relabelled;
+    relabelled.replace(relabelled.find(from), from.size(), to);
+    Status s = cache::check_signed("entry K", st, relabelled, {k->public_key}, {{"dev", "release"}});
+    EXPECT_NE(s.message().find("does not verify"), std::string::npos) << s.message();
+  }
+  // A version-1 signature (the statement itself) counts only where asked for.
+  nlohmann::json v1 = nlohmann::json::parse(meta);
+  v1["signatures"] = {{{"key_id", k->key_id}, {"public_key", k->public_key}, {"sig", *sign_bytes(*k, st)}}};
+  EXPECT_EQ(cache::check_signed("entry K", st, v1.dump(), {k->public_key}, {{"dev"}}).message(),
+            "entry K is signed by key " + k->key_id + " with a version-1 signature, which binds no namespace or "
+            "sequence; re-sign it (`mlk cache push KEY --sign KEYFILE --trusted-signers " + k->key_id +
+            "`: docs/signing.md)");
+  EXPECT_TRUE(IsOk(cache::check_signed("entry K", st, v1.dump(), {k->public_key}, {{"dev"}, true}, &by)));
+  EXPECT_TRUE(by.v1);
 }
 
 TEST(ReportSignatures, BoundToTheirEntryAndTheirVerifier) {
@@ -125,6 +164,28 @@ TEST(ReportSignatures, BoundToTheirEntryAndTheirVerifier) {
   std::string widened = *signed_meta;
   widened.replace(widened.find("[\"types\"]"), 9, "[\"types\",\"memory\"]");
   EXPECT_NE(cache::check_report_signed("entry K", st, widened, {v->public_key}).message().find("does not verify"),
+            std::string::npos);
+}
+
+// Issue 49, finding 5: a candidate pack's signature binds its digest and the
+// namespace, and counts only for a trusted key.
+TEST(PackSignatures, Round2_Finding5_BoundToThePackAndTheNamespace) {
+  auto k = create_signing_key(), stranger = create_signing_key();
+  const std::string pack = std::string(64, 'a'), other = std::string(64, 'b');
+  nlohmann::json payload = {{"kind", "candidates"}, {"pack_signature", nlohmann::json::parse(*cache::sign_pack(pack, "team", *k))}};
+  EXPECT_TRUE(IsOk(cache::check_pack_signed(pack, payload.dump(), {k->public_key}, {"team"})));
+  EXPECT_NE(cache::check_pack_signed(other, payload.dump(), {k->public_key}, {"team"}).message().find("does not verify"),
+            std::string::npos);
+  EXPECT_EQ(cache::check_pack_signed(pack, payload.dump(), {k->public_key}, {"prod"}).message(),
+            "the candidate pack " + pack.substr(0, 16) + " is signed by key " + k->key_id +
+                " for namespace `team`, not for `prod`");
+  EXPECT_EQ(cache::check_pack_signed(pack, payload.dump(), {stranger->public_key}, {"team"}).message(),
+            "the candidate pack " + pack.substr(0, 16) + " is signed by key " + k->key_id + ", which is not trusted");
+  EXPECT_EQ(cache::check_pack_signed(pack, R"({"kind":"candidates"})", {k->public_key}, {"team"}).message(),
+            "the candidate pack " + pack.substr(0, 16) +
+                " is unsigned (`mlk tune --sign-packs KEYFILE` signs the packs it sends)");
+  payload["pack_signature"]["ns"] = "prod";  // relabelled
+  EXPECT_NE(cache::check_pack_signed(pack, payload.dump(), {k->public_key}, {"prod"}).message().find("does not verify"),
             std::string::npos);
 }
 

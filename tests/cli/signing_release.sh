@@ -5,7 +5,9 @@
 # releases only what a trusted verifier signed refuses the push (the
 # tuner's own report is not the verifier's), `mlk verify --sign` attaches
 # the verifier's report (the signer's signature stays valid), and the push
-# is taken.
+# is taken. A signature is for one namespace: the winner signed for the
+# local store's `default` is refused by the server's `alpha` (issue 49,
+# finding 11).
 set -u
 mlk=$1; examples=$2; work=$3
 rm -rf "$work"; mkdir -p "$work"; cd "$work" || exit 1
@@ -23,11 +25,17 @@ port=$(head -1 serve.out | grep -o '127.0.0.1:[0-9]*' | cut -d: -f2)
 [ -n "$port" ] || fail "serve did not start: $(cat serve.out)"
 key=$("$mlk" cache ls --cache local.db | awk 'NR==2{print $2}')
 export MLK_TOKEN=$token
-out=$("$mlk" cache push "$key" --cache local.db --remote "http://127.0.0.1:$port" 2>&1) && fail "push before verify: $out"
+out=$("$mlk" cache push "$key" --cache local.db --remote "http://127.0.0.1:$port" 2>&1) && fail "push for default: $out"
+[[ $out == *"HTTP 403"*"is signed by key"*"for namespace \`default\`, not for \`alpha\`"* ]] || fail "push 0: $out"
+out=$("$mlk" tune "$examples/norms.tl" --fn rmsnorm --dims B=2,S=4,D=64 --target host --trials 1 --time 20 \
+      --cache local.db --namespace alpha -q --sign signer.pem 2>&1) || fail "tune --sign --namespace alpha: $out"
+out=$("$mlk" cache push "$key" --cache local.db --namespace alpha --remote "http://127.0.0.1:$port" 2>&1) &&
+  fail "push before verify: $out"
 [[ $out == *"HTTP 403"*"verification report is signed by key"*"which is not a trusted verifier"* ]] || fail "push 1: $out"
 out=$("$mlk" verify "$examples/norms.tl" --fn rmsnorm --target host --dims B=2,S=4,D=64 --level cheap --cache local.db \
-      --sign verifier.pem 2>&1) || fail "verify --sign: $out"
-out=$("$mlk" cache push "$key" --cache local.db --remote "http://127.0.0.1:$port" 2>&1) || fail "push after verify: $out"
-[[ $out == "pushed default/$key"* ]] || fail "push 2: $out"
+      --namespace alpha --sign verifier.pem 2>&1) || fail "verify --sign: $out"
+out=$("$mlk" cache push "$key" --cache local.db --namespace alpha --remote "http://127.0.0.1:$port" 2>&1) ||
+  fail "push after verify: $out"
+[[ $out == "pushed alpha/$key"* ]] || fail "push 2: $out"
 kill "$sp"; wait "$sp" 2>/dev/null
 echo "ok: signing_release"

@@ -41,6 +41,23 @@ TEST(Render, FixedFormatWithSourceLineAndCaret) {
             "  ^~~~~\n");
 }
 
+// A program compiled on another's behalf (a measurement worker's source job:
+// issue 49, the review of the round) reads no file of the machine: a file
+// import is an error at the import, naming it, and no file is opened; the
+// standard library still imports.
+TEST(Imports, WithoutFileImportsOnlyTheStandardLibraryIsRead) {
+  const std::string text = "import std.nn\nimport \"/etc/hostname\" as secret\n";
+  auto r = compile_source("job.tl", text, /*file_imports=*/false);
+  ASSERT_EQ(r.diagnostics.size(), 1u) << r.rendered();
+  EXPECT_EQ(r.diagnostics[0].kind, DiagKind::Import);
+  EXPECT_EQ(r.rendered(),
+            "job.tl:2:1: error: cannot import file `/etc/hostname` here: only the standard library's `std.` modules "
+            "are read (a program compiled for someone else, such as a measurement worker's job, reads no files)\n"
+            "import \"/etc/hostname\" as secret\n"
+            "^" + std::string(31, '~') + "\n");
+  EXPECT_TRUE(compile_source("job.tl", "import std.nn\n", false).ok());
+}
+
 TEST(Render, SortedByPositionAndCaretUnderToken) {
   auto r = compile_source("x.tl",
                           "fn f [N](x: Tensor[F32, [N]]) -> Tensor[F32, [N]] =\n"

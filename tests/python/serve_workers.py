@@ -17,7 +17,8 @@ moto_server, two replicas, two workers of key cpu-loopback) or on one SQLite
   without --run-artifacts refuses built artifacts, and SIGTERM stops a
   worker cleanly;
 - mlk-measure-worker (the loop without the compiler, what a GPU machine
-  runs) measures a tune of built artifacts alone and refuses source jobs.
+  runs) measures a tune of built artifacts alone and refuses source jobs;
+  with --trusted-signers it runs only packs `mlk tune --sign-packs` signed.
 
 usage: serve_workers.py MLK EXAMPLES WORK cluster CLUSTER_DIR
        serve_workers.py MLK EXAMPLES WORK sqlite
@@ -354,6 +355,34 @@ wait_for(lambda: bad_state().get("state") == "failed", 30)
 j = bad_state()
 R.check("mlk-measure-worker fails a job of source to compile, saying it runs built artifacts only",
         j.get("state") == "failed" and "runs built artifacts only" in json.dumps(j.get("result")), json.dumps(j)[:400])
+
+# --- Signed packs (issue 49, finding 5): a worker with trusted signers runs only
+# the packs one of them signed for its namespace, checked before unpacking ------
+subprocess.run([MLK, "key", "create", os.path.join(WORK, "packs.pem")], capture_output=True, check=True)
+sg_key, sg_name = "cpu-signed-" + TAG, "signed-" + TAG
+sg = subprocess.Popen([MEASURE_WORKER, "--server", SERVERS, "--device-key", sg_key, "--name", sg_name, "--json",
+                       "--trusted-signers", os.path.join(WORK, "packs.pem.pub")],
+                      stdout=open(os.path.join(WORK, sg_name + ".jsonl"), "w"),
+                      stderr=open(os.path.join(WORK, sg_name + ".log"), "w"), env=dict(os.environ, MLK_TOKEN=TOKEN))
+own.append(sg)
+R.check("mlk-measure-worker --trusted-signers registers", wait_for(lambda: "registered as worker" in log_of(sg_name), 20),
+        log_of(sg_name)[-300:])
+st, data, _ = post("/v1/jobs/submit", {"device_key": sg_key, "setup": digest, "payload": {"kind": "candidates"}})
+bad_job = json.loads(data)["id"] if st == 201 else 0
+wait_for(lambda: bad_state().get("state") == "failed", 30)
+j = bad_state()
+R.check("a worker with --trusted-signers fails an unsigned pack unrun, saying so",
+        j.get("state") == "failed" and "is unsigned" in json.dumps(j.get("result")) and
+        "runs only packs its --trusted-signers signed" in json.dumps(j.get("result")), json.dumps(j)[:400])
+p, _ = tune("--dims", "M=24,K=32,N=12", "--trials", "2", "--time", "60", "--cache", SERVERS, "--workers", sg_key,
+            "--workers-run-artifacts", "--sign-packs", os.path.join(WORK, "packs.pem"), "--json")
+sg_lines = PROGRESS.findall(p.stderr)
+R.check("a tune with --sign-packs is measured by that worker",
+        p.returncode == 0 and len(sg_lines) >= 2 and {w for _, _, w, _, _ in sg_lines} == {sg_name}, p.stderr[-800:])
+sg_jobs = [e for e in events_of(sg_name) if e.get("event") == "job" and e["job"] != bad_job]
+R.check("the signed packs ran, verified and timed",
+        sg_jobs and any(e["verdict"] == "ok" and isinstance(e["median_ms"], float) for e in sg_jobs),
+        json.dumps(sg_jobs)[:600])
 
 # --- SIGTERM stops a worker cleanly ----------------------------------------------
 rescuer = next((p for p in own if "rescuer-" + TAG in p.args), None)

@@ -338,9 +338,11 @@ TEST(RuntimeCNames, AKernelWhoseNamesAreCKeywordsIsTunedPulledAndRun) {
 }
 
 // A copy of the fixture's store at `copy` whose rmsnorm entry (B=2,S=4,D=64)
-// `edit` rewrites (its files, its metadata) under the same key; the key.
+// `edit` rewrites (its files, its metadata) under the same key, with
+// provenance origin `origin` when not empty; the key.
 std::string rewrite_rmsnorm(const std::string& from, const std::string& copy,
-                            const std::function<void(std::map<std::string, std::string>&, std::string&, const std::string&)>& edit) {
+                            const std::function<void(std::map<std::string, std::string>&, std::string&, const std::string&)>& edit,
+                            const std::string& origin = "") {
   fs::copy_file(from, copy, fs::copy_options::overwrite_existing);
   auto s = cache::Store::Open(copy);
   EXPECT_TRUE(s.ok());
@@ -354,7 +356,9 @@ std::string rewrite_rmsnorm(const std::string& from, const std::string& copy,
     std::map<std::string, std::string> files = a->files;
     std::string m = e.manifest.meta_json;
     edit(files, m, e.key);
-    EXPECT_TRUE((*s)->put_entry("default", e.key, m, e.manifest.provenance, files).ok());
+    cache::Provenance prov = e.manifest.provenance;
+    if (!origin.empty()) prov.origin = origin;
+    EXPECT_TRUE((*s)->put_entry("default", e.key, m, prov, files).ok());
     return e.key;
   }
   ADD_FAILURE() << "no rmsnorm entry";
@@ -405,7 +409,7 @@ TEST_F(RuntimeTest, SignedArtifactsLoadAndForeignSignedOrRelabelledOnesAreRefuse
   ASSERT_TRUE(signer.ok() && stranger.ok());
   const std::string signed_db = dir_ + "/signed.db";
   const std::string key = rewrite_rmsnorm(store_path_, signed_db, [&](auto& files, std::string& meta, const std::string& k) {
-    meta = *cache::sign_entry(k, files, meta, *signer);
+    meta = *cache::sign_entry(k, files, meta, *signer, {"default"});
   });
   auto r = rt::Runtime::Open({signed_db, "default", ""});
   ASSERT_TRUE(r.ok());
@@ -433,6 +437,31 @@ TEST_F(RuntimeTest, SignedArtifactsLoadAndForeignSignedOrRelabelledOnesAreRefuse
                                      {{"B", 2}, {"S", 8}, {"D", 64}});
   ASSERT_FALSE(relabelled.ok());
   EXPECT_THAT(relabelled.status().message(), HasSubstr("does not verify"));
+  // Issue 49, finding 11: signed by the trusted key, but for another
+  // namespace (a dev build): not a signature for the namespace read here.
+  const std::string dev_db = dir_ + "/dev.db";
+  rewrite_rmsnorm(store_path_, dev_db, [&](auto& files, std::string& meta, const std::string& k) {
+    meta = *cache::sign_entry(k, files, meta, *signer, {"dev"});
+  });
+  auto r4 = rt::Runtime::Open({dev_db, "default", ""});
+  auto dev = (*r4)->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host;require=signed:" + signer->public_key), dims);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_THAT(dev.status().message(),
+              HasSubstr("is signed by key " + signer->key_id + " for namespace `dev`, not for `default`"));
+  // An entry pulled from a server's namespace counts only with a signature
+  // for that namespace (the review of the fix): a release build a writer of
+  // team-a put into team-a, where no floor guards it, is not a release here.
+  for (const auto& [signed_for, loads] : {std::pair<std::string, bool>{"release", false}, {"team-a", true}}) {
+    const std::string pulled_db = dir_ + "/pulled-" + signed_for + ".db";
+    rewrite_rmsnorm(store_path_, pulled_db, [&](auto& files, std::string& meta, const std::string& k) {
+      meta = *cache::sign_entry(k, files, meta, *signer, {signed_for});
+    }, "http://127.0.0.1:9#team-a");
+    auto rp = rt::Runtime::Open({pulled_db, "default", ""});
+    auto got = (*rp)->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host;require=signed:" + signer->public_key), dims);
+    EXPECT_EQ(got.ok(), loads) << signed_for << ": " << (got.ok() ? "" : got.status().message());
+    if (!loads)
+      EXPECT_THAT(got.status().message(), HasSubstr("for namespace `release`, not for `team-a`"));
+  }
   auto bad = rt::TargetPolicy::Parse("host;require=signed:nonsense");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(), HasSubstr("trusted key `nonsense` is neither"));

@@ -467,21 +467,119 @@ TEST_P(ApiTest, Finding6_ASignedNamespaceRefusesUnsignedAndForeignSignedEntries)
   const std::string meta = R"({"fn":"f","dims":{"N":4}})";
   const std::string st = *cache::entry_statement("k1", *cache::statement_digests(files), meta);
   expect_error(put_entry(alpha, "k1", manifest_of(files, meta)), 403, "entry k1 is unsigned");
-  expect_error(put_entry(alpha, "k1", manifest_of(files, *cache::add_signature(meta, st, *stranger))), 403,
+  expect_error(put_entry(alpha, "k1", manifest_of(files, *cache::add_signature(meta, st, *stranger, {"alpha"}))), 403,
                "entry k1 is signed by key " + stranger->key_id + ", which is not trusted");
   // Signed, then relabelled (another shape for the nearest-shape choice).
-  std::string relabelled = *cache::add_signature(meta, st, *signer);
+  std::string relabelled = *cache::add_signature(meta, st, *signer, {"alpha"});
   relabelled.replace(relabelled.find("\"N\":4"), 5, "\"N\":8");
   expect_error(put_entry(alpha, "k1", manifest_of(files, relabelled)), 403, "does not verify");
   // Signed for another key.
   const std::string other = *cache::entry_statement("k2", *cache::statement_digests(files), meta);
-  expect_error(put_entry(alpha, "k1", manifest_of(files, *cache::add_signature(meta, other, *signer))), 403,
+  expect_error(put_entry(alpha, "k1", manifest_of(files, *cache::add_signature(meta, other, *signer, {"alpha"}))), 403,
                "does not verify");
   EXPECT_EQ(stats().entries, 0);
-  auto ok = put_entry(alpha, "k1", manifest_of(files, *cache::add_signature(meta, st, *signer)));
+  auto ok = put_entry(alpha, "k1", manifest_of(files, *cache::add_signature(meta, st, *signer, {"alpha"})));
   EXPECT_EQ(ok.status, 201) << ok.body;
   // Another namespace has no signers: unchanged.
   EXPECT_EQ(put_entry(beta, "k1", manifest_of(files, meta)).status, 201);
+}
+
+// Issue 49, finding 11: a signature binds no namespace or sequence, so a
+// writer of a signed namespace stores there what the key signed for another
+// namespace (a dev build), and rebinds a key to an older or withdrawn signed
+// build. A signature counts only for its namespace, and the server keeps
+// per key the sequence below which it stores no signed build again, across
+// deletes.
+TEST_P(ApiTest, Round2_Finding11_ASignatureCountsForItsNamespaceAndNoOlderBuildReturns) {
+  auto signer = create_signing_key();
+  ASSERT_TRUE(signer.ok());
+  ApiOptions o;
+  o.trusted_signers["alpha"] = {signer->public_key};
+  Api signed_ns(o, *pool, metrics);
+  auto call = [&](const std::string& method, const std::string& key, const std::string& body) {
+    ApiRequest r{method, "/v1/entries/" + key, {}, "Bearer " + alpha};
+    StringBody b(body);
+    return signed_ns.handle(r, b);
+  };
+  const std::map<std::string, std::string> v1 = {{"libf.so", "build one"}}, v2 = {{"libf.so", "build two"}};
+  ASSERT_EQ(put_blob(alpha, "build one").status, 201);
+  ASSERT_EQ(put_blob(alpha, "build two").status, 201);
+  const std::string meta = R"({"fn":"f"})";
+  auto signed_manifest = [&](const std::map<std::string, std::string>& files, const std::string& ns, int64_t seq) {
+    const std::string st = *cache::entry_statement("k1", *cache::statement_digests(files), meta);
+    return manifest_of(files, *cache::add_signature(meta, st, *signer, {ns, seq}));
+  };
+  // The key's dev-namespace signature is not one for alpha.
+  expect_error(call("PUT", "k1", signed_manifest(v1, "dev", 1000)), 403,
+               "is signed by key " + signer->key_id + " for namespace `dev`, not for `alpha`");
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v1, "alpha", 1000)).status, 201);
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v1, "alpha", 1000)).status, 201);  // the same build again
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v2, "alpha", 2000)).status, 201);  // replaced by a newer one
+  // The replaced build comes back under its key: refused.
+  ASSERT_LT(put_blob(alpha, "build one").status, 300);
+  expect_error(call("PUT", "k1", signed_manifest(v1, "alpha", 1000)), 403,
+               "signed by key " + signer->key_id + " at sequence 1000, older than this key's entry here has been "
+               "(sequence 2000)");
+  // The newer build is withdrawn; it does not come back either.
+  EXPECT_EQ(call("DELETE", "k1", "").status, 200);
+  ASSERT_LT(put_blob(alpha, "build one").status, 300);  // staged (again): the refusal is the signature's
+  ASSERT_LT(put_blob(alpha, "build two").status, 300);
+  expect_error(call("PUT", "k1", signed_manifest(v2, "alpha", 2000)), 403, "(sequence 2001)");
+  EXPECT_EQ(stats().entries, 0);
+  // A build signed anew is stored.
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v1, "alpha", 3000)).status, 201);
+  // The review of the fix: a writer adds a signature of its own making,
+  // naming a trusted key and a huge sequence, beside the real one, then
+  // deletes the entry; the floor rises past the verified signature only, so
+  // the signer can still store the key's next build.
+  auto poisoned = nlohmann::json::parse(signed_manifest(v1, "alpha", 3000));
+  nlohmann::json meta_j = nlohmann::json::parse(poisoned["meta"].is_string() ? poisoned["meta"].get<std::string>()
+                                                                               : poisoned["meta"].dump());
+  meta_j["signatures"].push_back({{"key_id", signer->key_id}, {"public_key", signer->public_key}, {"ns", "alpha"},
+                                  {"seq", int64_t{1} << 52}, {"sig", std::string(128, '0')}});
+  if (poisoned["meta"].is_string()) poisoned["meta"] = meta_j.dump();
+  else poisoned["meta"] = meta_j;
+  EXPECT_EQ(call("PUT", "k1", poisoned.dump()).status, 201);
+  EXPECT_EQ(call("DELETE", "k1", "").status, 200);
+  ASSERT_LT(put_blob(alpha, "build two").status, 300);
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v2, "alpha", 4000)).status, 201);
+  // A sequence far ahead of the server's clock is refused.
+  expect_error(call("PUT", "k1", signed_manifest(v2, "alpha", cache::now_sequence() + 2 * 86400000LL)), 403,
+               "more than a day ahead of this server's clock");
+}
+
+// Issue 49, finding 5: a write-entries token chose the native code workers
+// run: a candidate pack posted as a job was run by every worker of its
+// device key. A signed namespace takes a job of built artifacts only with a
+// pack signature by one of its signers, for it, over the setup it names.
+TEST_P(ApiTest, Round2_Finding5_ASignedNamespaceTakesOnlySignedCandidatePacks) {
+  auto signer = create_signing_key(), stranger = create_signing_key();
+  ASSERT_TRUE(signer.ok() && stranger.ok());
+  ApiOptions o;
+  o.trusted_signers["alpha"] = {signer->public_key};
+  Api signed_ns(o, *pool, metrics);
+  auto post = [&](const std::string& path, const std::string& body) {
+    ApiRequest r{"POST", path, {}, "Bearer " + alpha};
+    StringBody b(body);
+    return signed_ns.handle(r, b);
+  };
+  auto setup = post("/v1/jobs/setups", "mlk-measure-setup pack" + std::string(60, 'p'));
+  ASSERT_EQ(setup.status, 201) << setup.body;
+  const std::string digest = nlohmann::json::parse(setup.body)["setup"];
+  auto submit = [&](const nlohmann::json& payload) {
+    return post("/v1/jobs/submit", nlohmann::json{{"device_key", "gpu"}, {"setup", digest}, {"payload", payload}}.dump());
+  };
+  auto signed_payload = [&](const SigningKey& k, const std::string& ns, const std::string& over) {
+    return nlohmann::json{{"kind", "candidates"}, {"pack_signature", nlohmann::json::parse(*cache::sign_pack(over, ns, k))}};
+  };
+  const std::string refused = "namespace `alpha` runs only candidate packs signed by its trusted signers: ";
+  expect_error(submit({{"kind", "candidates"}}), 403, refused + "the candidate pack " + digest.substr(0, 16) + " is unsigned");
+  expect_error(submit(signed_payload(*stranger, "alpha", digest)), 403,
+               "is signed by key " + stranger->key_id + ", which is not trusted");
+  expect_error(submit(signed_payload(*signer, "dev", digest)), 403, "for namespace `dev`, not for `alpha`");
+  expect_error(submit(signed_payload(*signer, "alpha", std::string(64, 'a'))), 403, "does not verify");
+  EXPECT_EQ(submit(signed_payload(*signer, "alpha", digest)).status, 201);
+  EXPECT_EQ(submit({{"kind", "source"}}).status, 201);  // source: the worker compiles it itself
 }
 
 #ifdef MLK_CLUSTER_TESTS

@@ -269,6 +269,39 @@ TEST_P(Trust, Round2_Finding4_ABenchmarkReportIsStoredOnceAndChargedWhatItStores
   EXPECT_EQ(json::parse(got.body)["results"][0]["machine"]["cpu"], std::string(20000, 'm'));
 }
 
+// The review of the round: GET /v1/bench/baselines/NAME read and expanded
+// every row of a baseline set under the history's read lock, with no bound.
+// A set larger than --max-answer is refused (413) without being read whole.
+TEST_P(Trust, Round2_Review_ABaselineSetIsAnsweredWithinTheAnswerBound) {
+  ApiOptions o = api->options();
+  o.bench_history_path = dir.file("bench.db");
+  o.max_body_bytes = 1 << 20;
+  o.max_answer_bytes = 16 << 10;
+  o.quotas.limits.clear();
+  Api with_history(o, *pool, metrics);
+  auto push = [&](const std::string& set, int n) {
+    json kernels = json::array();
+    for (int i = 0; i < n; ++i)
+      kernels.push_back({{"id", "k" + std::to_string(i)}, {"target", "t"}, {"cache_key", "c"}, {"variant", "v"},
+                         {"mlk", {{"median_ms", 1.5}, {"note", std::string(1000, 'n')}}}});
+    json report = {{"format", "mlk-bench"}, {"kernels", kernels}};
+    ApiRequest r{"POST", "/v1/bench/results", {{"baseline_set", set}}, "Bearer " + alpha};
+    StringBody b(report.dump());
+    return with_history.handle(r, b).status;
+  };
+  ASSERT_EQ(push("small", 3), 201);
+  ASSERT_EQ(push("large", 100), 201);
+  auto get = [&](const std::string& set) {
+    ApiRequest q{"GET", "/v1/bench/baselines/" + set, {}, "Bearer " + alpha};
+    StringBody none("");
+    return with_history.handle(q, none);
+  };
+  auto small = get("small");
+  EXPECT_EQ(small.status, 200) << small.body;
+  EXPECT_EQ(json::parse(small.body)["kernels"].size(), 3u);
+  expect_error(get("large"), 413, "the baseline set `large` is larger than this server answers at once");
+}
+
 // The hostile benchmark (bench/serve_hostile.sh) after finding 4: every
 // quota check of a namespace summed its whole history under the history's
 // one lock, so a team that stored large reports made each of its writes

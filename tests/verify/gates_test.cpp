@@ -4,6 +4,7 @@
 // (ApiOptions::require_verified) stores only entries whose report passes;
 // the report is read defensively from entry metadata.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sstream>
 
@@ -264,8 +265,8 @@ TEST_F(Gates, Round2_Finding1_PushSignRefusesBytesAWriterChose) {
   ASSERT_EQ(r.code, 0) << r.err;
   r = cache_cli({"push", unverified, "--cache", dir.file("mirror.db"), "--remote", url(), "--sign", dir.file("signer.pem")});
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("entry default/aaaaaaaaaaaaaaaa came from " + url() + ", so --sign would vouch for bytes a writer "
-                       "there chose"),
+  EXPECT_NE(r.err.find("entry default/aaaaaaaaaaaaaaaa came from " + url() + "#alpha, so --sign would vouch for bytes a "
+                       "writer there chose"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(cache::signer_ids(open_store(dir.file("mirror.db"))->show_entry("default", unverified)->manifest.meta_json), "");
@@ -294,6 +295,15 @@ TEST_F(Gates, Round2_Finding1_PushSignRefusesBytesAWriterChose) {
                  "--trusted-signers", signer->public_key});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("signed default/" + unverified + " with key " + next->key_id), std::string::npos) << r.out;
+  // The re-signature keeps the old one's namespace and sequence (the review of
+  // finding 11's fix): re-signing never makes an old build newer than what
+  // replaced it.
+  auto sigs = nlohmann::json::parse(
+      open_store(dir.file("mirror2.db"))->show_entry("default", unverified)->manifest.meta_json)["signatures"];
+  ASSERT_EQ(sigs.size(), 2u) << sigs.dump();
+  EXPECT_EQ(sigs[0]["ns"], "alpha");
+  EXPECT_EQ(sigs[1]["ns"], "alpha");
+  EXPECT_EQ(sigs[0]["seq"], sigs[1]["seq"]) << sigs.dump();
 }
 
 }  // namespace
