@@ -216,6 +216,10 @@ Status check_signed(const std::string& what, const std::string& statement, std::
     return Status::Ok();
   }
   if (!failed.empty()) return Status::InvalidArgument(what + ": " + failed);
+  if (!elsewhere.empty() && want.namespaces.empty())
+    return Status::InvalidArgument(what + " is signed by " + elsewhere +
+                                   ", and it came from a namespace or a server that this cache does not read now "
+                                   "(a signature counts only for the namespace its entry came from)");
   if (!elsewhere.empty())
     return Status::InvalidArgument(what + " is signed by " + elsewhere + ", not for " + quoted_list(want.namespaces) +
                                    " (a signature binds the namespace it was made for: sign it for this one)");

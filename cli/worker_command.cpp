@@ -126,6 +126,11 @@ Expected<std::string> run_source_job(client::JobsClient& c, const client::JobVie
   auto sched = Schedule::from_json(pl["schedule"].dump());
   if (!sched.ok()) return Status::InvalidArgument("the job's schedule: " + sched.status().message());
   tune::MeasureSetup setup = (*p)->d.setup;
+  // GPU candidates arrive built (a job of candidates); a source job is
+  // compiled and run here on the CPU, within the CPU's memory bound.
+  if (setup.target.find("cuda") != std::string::npos)
+    return Status::InvalidArgument("the job's setup targets `" + setup.target.substr(0, 100) +
+                                   "`: a source job is compiled for this machine's CPU; GPU candidates come built");
   try {
     setup.compile_timeout_s = pl.value("compile_timeout_s", setup.compile_timeout_s);
     setup.run_timeout_s = pl.value("run_timeout_s", setup.run_timeout_s);

@@ -3,6 +3,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -198,14 +199,31 @@ Expected<std::string> CliCache::own_namespace() {
 }
 
 std::vector<std::string> CliCache::signature_namespaces(const cache::EntryInfo& e) {
-  if (auto from = pulled_namespace(e.manifest.provenance.origin)) return {*from};
+  // A local store counts its own namespace only, whatever an entry's origin
+  // says (a store file is copied and opened elsewhere).
+  if (!remote_) return {ns_};
   auto own = own_namespace();
-  if (own.ok()) return {*own};
-  if (!warned_) {
-    warned_ = true;
-    log_linef(LogLevel::kWarning, "%s: %s; entries signed for this team's namespace are not recognised (give --namespace NAME)",
-              who_.c_str(), own.status().message().c_str());
+  if (!own.ok()) {
+    if (!warned_) {
+      warned_ = true;
+      log_linef(LogLevel::kWarning,
+                "%s: %s; entries signed for this team's namespace are not recognised (give --namespace NAME)",
+                who_.c_str(), own.status().message().c_str());
+    }
   }
+  // What this cache reads: its own namespace and its read order's, of its server.
+  std::vector<std::string> reads;
+  if (own.ok()) reads.push_back(*own);
+  for (size_t i = 0; i < read_labels_.size(); ++i)
+    if (read_order_[i]) reads.push_back(read_labels_[i]);
+  const std::string& origin = e.manifest.provenance.origin;
+  auto from = pulled_namespace(origin);
+  if (!from) return own.ok() ? std::vector<std::string>{*own} : std::vector<std::string>{};  // made or imported here
+  // Pulled: its namespace counts only when it is one this cache reads, from
+  // this cache's server (the mirror is shared by every run of this user).
+  const bool ours = origin == origin_of_pull(remote_->url(), *from) &&
+                    std::find(reads.begin(), reads.end(), *from) != reads.end();
+  if (ours) return {*from};
   return {};
 }
 

@@ -71,9 +71,13 @@ class CliCache {
   // once of GET /v1/whoami; an error when the server cannot say).
   Expected<std::string> own_namespace();
   // The namespace a signature of entry `e` must be for to count when it is
-  // loaded: the server namespace it was pulled from (its origin,
-  // origin_of_pull), else own_namespace(). Empty when that cannot be told
-  // (said once as a warning: give --namespace to load signed entries offline).
+  // loaded. A local store: its --namespace, whatever the entry's origin says.
+  // With a server: for an entry pulled from it (origin_of_pull), the
+  // namespace it came from when that is one this cache reads (its own or its
+  // read order's); for one made or imported here, own_namespace(); none for
+  // an entry pulled from another server or a namespace not read now (the
+  // mirror is shared by every run of the user). Own namespace unknown (the
+  // server down with --namespace default): said once as a warning.
   std::vector<std::string> signature_namespaces(const cache::EntryInfo& e);
 
  private:

@@ -208,7 +208,7 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   auto set = read_candidate_set(dir);
   if (!set.ok()) return set.status();
   const double limit_s = 60 + 2 * *run_timeout;
-  const bool gpu = set->profile.find("cuda") != std::string::npos;
+  const bool gpu = o.gpu_here && set->profile.find("cuda") != std::string::npos;
   auto program = measure_program();
   if (!program.ok()) return program.status();
   const std::string out = dir + "/measurements.json";
@@ -390,6 +390,7 @@ int run_worker_loop(WorkerLoopOptions o, const SourceJobRunner& source) {
     return 1;
   }
   const std::string fp = *fingerprint;
+  o.gpu_here = fp.find("; gpu=none") == std::string::npos;
   std::string ns = o.ns;  // what a signed pack must be signed for
   if (!o.trusted.empty() && ns.empty()) {
     auto team = (*c)->whoami();

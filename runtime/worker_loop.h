@@ -39,6 +39,10 @@ struct WorkerLoopOptions {
   // signature by one of them for this worker's namespace (cache/signatures.h,
   // check_pack_signed; `mlk tune --sign-packs`); other such jobs fail unrun.
   std::vector<std::string> trusted;
+  // Set by run_worker_loop from this machine's fingerprint: whether it has a
+  // GPU. Only then may a pack of a CUDA profile run without the CPU memory
+  // bound (the driver maps far more than it uses); the pack's word is not enough.
+  bool gpu_here = false;
 };
 
 // Measures a source job: its measurement as JSON (the wire form of

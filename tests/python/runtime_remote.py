@@ -63,6 +63,31 @@ try:
     check("the entry a tune here stored satisfies require=verified:types", p.returncode == 0
           and "max relative error" in p.stdout, p.stdout + p.stderr)
 
+    # Issue 49, finding 11, the second review: the mirror is shared by every
+    # run of the user. An entry that another team's run pulled from its own
+    # namespace (signed for it, by a key both trust) is not one this team's
+    # runtime takes from the same mirror: a signature counts only for a
+    # namespace this cache reads, of its server.
+    third = token(MLK, server.store, "audio", "read,write-blobs,write-entries")
+    subprocess.run([MLK, "key", "create", os.path.join(WORK, "k.pem")], capture_output=True, check=True)
+    pub = open(os.path.join(WORK, "k.pem.pub")).read().split()[0]
+    audio_store = os.path.join(WORK, "tuned_audio.db")
+    shutil.copy(tuned_store, audio_store)
+    p = subprocess.run([MLK, "cache", "push", key, "--remote", server.url, "--cache", audio_store, "--sign",
+                        os.path.join(WORK, "k.pem")], env=dict(os.environ, MLK_TOKEN=third), capture_output=True, text=True)
+    check("push --sign signs for the token's namespace", p.returncode == 0 and "for namespace audio" in p.stdout,
+          p.stdout + p.stderr[-300:])
+    shared = os.path.join(WORK, "mirror_shared.db")
+    signed_policy = "host;require=signed:" + pub
+    p = subprocess.run([PULL, server.url, norms, signed_policy, "1", "16", "64"],
+                       env=dict(os.environ, MLK_TOKEN=third, MLK_LOCAL_CACHE=shared), capture_output=True, text=True)
+    check("a runtime of team audio loads the entry signed for audio", p.returncode == 0
+          and "pulled from the server" in p.stdout and "max relative error" in p.stdout, p.stdout + p.stderr)
+    p = subprocess.run([PULL, server.url, norms, signed_policy, "1", "16", "64"],
+                       env=dict(os.environ, MLK_TOKEN=tok, MLK_LOCAL_CACHE=shared), capture_output=True, text=True)
+    check("a runtime of team ml does not take it from the same mirror", p.returncode == 1
+          and "for namespace `audio`" in p.stderr and "does not read now" in p.stderr, p.stdout + p.stderr)
+
     # Another shape from a mirror that has never seen the program: the exact
     # key misses, and the server's query API finds the entry tuned at the
     # nearest shape, which is pulled and run.

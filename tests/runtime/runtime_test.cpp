@@ -448,19 +448,19 @@ TEST_F(RuntimeTest, SignedArtifactsLoadAndForeignSignedOrRelabelledOnesAreRefuse
   ASSERT_FALSE(dev.ok());
   EXPECT_THAT(dev.status().message(),
               HasSubstr("is signed by key " + signer->key_id + " for namespace `dev`, not for `default`"));
-  // An entry pulled from a server's namespace counts only with a signature
-  // for that namespace (the review of the fix): a release build a writer of
-  // team-a put into team-a, where no floor guards it, is not a release here.
-  for (const auto& [signed_for, loads] : {std::pair<std::string, bool>{"release", false}, {"team-a", true}}) {
+  // A store read directly (no server) counts only its own namespace, whatever
+  // an entry's origin says (the second review: a store file, an archive
+  // among them, is written and copied elsewhere): a release build marked as
+  // pulled from `release` is not one for this store's `default`.
+  for (const auto& [signed_for, loads] : {std::pair<std::string, bool>{"release", false}, {"default", true}}) {
     const std::string pulled_db = dir_ + "/pulled-" + signed_for + ".db";
     rewrite_rmsnorm(store_path_, pulled_db, [&](auto& files, std::string& meta, const std::string& k) {
       meta = *cache::sign_entry(k, files, meta, *signer, {signed_for});
-    }, "http://127.0.0.1:9#team-a");
+    }, "http://127.0.0.1:9#release");
     auto rp = rt::Runtime::Open({pulled_db, "default", ""});
     auto got = (*rp)->GetKernel(kNorms, "rmsnorm", *rt::TargetPolicy::Parse("host;require=signed:" + signer->public_key), dims);
     EXPECT_EQ(got.ok(), loads) << signed_for << ": " << (got.ok() ? "" : got.status().message());
-    if (!loads)
-      EXPECT_THAT(got.status().message(), HasSubstr("for namespace `release`, not for `team-a`"));
+    if (!loads) EXPECT_THAT(got.status().message(), HasSubstr("for namespace `release`, not for `default`"));
   }
   auto bad = rt::TargetPolicy::Parse("host;require=signed:nonsense");
   ASSERT_FALSE(bad.ok());

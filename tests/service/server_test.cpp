@@ -426,7 +426,7 @@ TEST_F(ServerTest, PushAndPullThroughTheClient) {
   EXPECT_EQ(art->files, files);
   auto orig = a->show_entry("default", "key1");
   cache::Provenance prov = art->info.manifest.provenance;
-  EXPECT_EQ(prov.origin, url());  // marked as pulled from the server, whatever the writer said
+  EXPECT_EQ(prov.origin, url() + "#alpha");  // marked as pulled from the server's namespace, whatever the writer said
   prov.origin = "";
   EXPECT_EQ(prov, orig->manifest.provenance);  // host and time of the producer
   EXPECT_EQ(art->info.manifest.meta_json, orig->manifest.meta_json);
