@@ -42,7 +42,7 @@ Expected<std::string> resolve(cache::Store& store, const std::string& ns, const 
 // signature's for a re-signed one (1 for a version-1 signature), so that
 // re-signing never makes an old build newer than what replaced it.
 Status may_sign(const std::string& ns, const std::string& key, const cache::Artifact& e, const std::string& trusted_flag,
-                const std::string& target_ns, int64_t* seq) {
+                const std::string& remote_url, const std::string& target_ns, int64_t* seq) {
   const std::string& origin = e.info.manifest.provenance.origin;
   const std::string what = "entry " + ns + "/" + key.substr(0, 16);
   // A winner only remote workers timed rests on their word (mlk tune --sign refuses it too).
@@ -67,9 +67,10 @@ Status may_sign(const std::string& ns, const std::string& key, const cache::Arti
   auto st = cache::statement_of_files(key, e.files, e.info.manifest.meta_json);
   if (!st.ok()) return st.status();
   // Re-signing carries a trusted key's word for the namespace it was given
-  // for to a new key, never to another namespace; a version-1 signature
-  // (which names none) is carried over here, and only here.
-  cache::SignatureCheck want{{target_ns}, /*accept_v1=*/true};
+  // for to a new key, never to another namespace.
+  // A version-1 signature names no namespace: it is carried over only for an
+  // entry pulled from the very namespace it is pushed to (its origin).
+  cache::SignatureCheck want{{target_ns}, origin == client::origin_of_pull(remote_url, target_ns)};
   cache::SignedBy by;
   Status s = cache::check_signed(what, *st, e.info.manifest.meta_json, *keys, want, &by);
   if (!s.ok()) return Status::InvalidArgument("refused: " + s.message() + "; nothing was signed or pushed");
@@ -150,7 +151,7 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
       auto target = ro.ns.empty() ? (*remote)->whoami() : Expected<std::string>(ro.ns);
       if (!target.ok()) return fail(target.status());
       int64_t seq = 0;
-      if (Status may = may_sign(ns, *key, *e, a.trusted_signers, *target, &seq); !may.ok()) return fail(may);
+      if (Status may = may_sign(ns, *key, *e, a.trusted_signers, (*remote)->url(), *target, &seq); !may.ok()) return fail(may);
       auto meta = cache::sign_entry(*key, e->files, e->info.manifest.meta_json, *k, cache::SignatureScope{*target, seq});
       if (!meta.ok()) return fail(meta.status());
       Status put = (*store)->put_entry(ns, *key, *meta, e->info.manifest.provenance, e->files);

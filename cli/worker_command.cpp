@@ -131,6 +131,10 @@ Expected<std::string> run_source_job(client::JobsClient& c, const client::JobVie
   if (setup.target.find("cuda") != std::string::npos)
     return Status::InvalidArgument("the job's setup targets `" + setup.target.substr(0, 100) +
                                    "`: a source job is compiled for this machine's CPU; GPU candidates come built");
+  for (const char* off : {"no_asserts", "no_bounds_query"})  // Halide's run-time checks stay on another's code
+    if (setup.target.find(off) != std::string::npos)
+      return Status::InvalidArgument("the job's setup targets `" + setup.target.substr(0, 100) + "`, which turns off `" +
+                                     off + "`: a source job runs with Halide's checks");
   try {
     setup.compile_timeout_s = pl.value("compile_timeout_s", setup.compile_timeout_s);
     setup.run_timeout_s = pl.value("run_timeout_s", setup.run_timeout_s);

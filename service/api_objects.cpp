@@ -328,8 +328,10 @@ std::optional<ApiResponse> withdraw_signed(Ctx& c, const std::string& key) {
   int64_t seq = *floor;
   if (auto st = entry_statement_of(c, key, e->manifest); st.ok()) {
     cache::SignedBy by;
-    if (cache::check_signed("entry", *st, e->manifest.meta_json, signers->second, cache::SignatureCheck{{c.ns}}, &by).ok())
-      seq = std::max(seq, by.seq);
+    // A version-1 signature (re-signed, it is sequence 1) counts as 1 here.
+    if (cache::check_signed("entry", *st, e->manifest.meta_json, signers->second, cache::SignatureCheck{{c.ns}, true}, &by)
+            .ok())
+      seq = std::max(seq, by.v1 ? int64_t{1} : by.seq);
   }
   if (Status f = c.tables().raise_signature_floor(c.ns, key, seq + 1); !f.ok())
     return reject(c, http_status(f), "store_error", f.message());

@@ -543,6 +543,23 @@ TEST_P(ApiTest, Round2_Finding11_ASignatureCountsForItsNamespaceAndNoOlderBuildR
   EXPECT_EQ(call("DELETE", "k1", "").status, 200);
   ASSERT_LT(put_blob(alpha, "build two").status, 300);
   EXPECT_EQ(call("PUT", "k1", signed_manifest(v2, "alpha", 4000)).status, 201);
+  // An entry signed with a version-1 signature (stored before signatures
+  // named a namespace) and then deleted does not come back re-signed: `mlk
+  // cache push --sign` gives a re-signed v1 build sequence 1, and the floor
+  // counts the deleted v1 entry as sequence 1 (the third review).
+  {
+    const std::string st = *cache::entry_statement("k9", *cache::statement_digests(v1), meta);
+    nlohmann::json old = nlohmann::json::parse(meta);
+    old["signatures"] = {{{"key_id", signer->key_id}, {"public_key", signer->public_key}, {"sig", *sign_bytes(*signer, st)}}};
+    auto m = cache::manifest_from_json(manifest_of(v1, old.dump()));
+    ASSERT_TRUE(m.ok());
+    ASSERT_LT(put_blob(alpha, "build one").status, 300);
+    ASSERT_TRUE(IsOk(pool->acquire().store().put_entry("alpha", "k9", *m)));
+    EXPECT_EQ(call("DELETE", "k9", "").status, 200);
+    ASSERT_LT(put_blob(alpha, "build one").status, 300);
+    const std::string resigned = *cache::add_signature(meta, st, *signer, {"alpha", 1});
+    expect_error(call("PUT", "k9", manifest_of(v1, resigned)), 403, "at sequence 1, older than");
+  }
   // A sequence far ahead of the server's clock is refused.
   expect_error(call("PUT", "k1", signed_manifest(v2, "alpha", cache::now_sequence() + 2 * 86400000LL)), 403,
                "more than a day ahead of this server's clock");

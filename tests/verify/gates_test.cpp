@@ -304,6 +304,26 @@ TEST_F(Gates, Round2_Finding1_PushSignRefusesBytesAWriterChose) {
   EXPECT_EQ(sigs[0]["ns"], "alpha");
   EXPECT_EQ(sigs[1]["ns"], "alpha");
   EXPECT_EQ(sigs[0]["seq"], sigs[1]["seq"]) << sigs.dump();
+  // A version-1 signature (no namespace) is carried over only for an entry
+  // pulled from the namespace it is pushed to (the third review): one that
+  // came from anywhere else (another namespace, an archive) is refused.
+  const std::map<std::string, std::string> files = {{"libsgemm.so", bytes_of(2000, 7)}};
+  const std::string meta = R"({"fn":"sgemm"})";
+  auto st = cache::statement_of_files(unverified, files, meta);
+  ASSERT_TRUE(IsOk(st));
+  nlohmann::json v1 = nlohmann::json::parse(meta);
+  v1["signatures"] = {{{"key_id", signer->key_id}, {"public_key", signer->public_key}, {"sig", *sign_bytes(*signer, *st)}}};
+  for (const auto& [origin, carried] : {std::pair<std::string, bool>{url() + "#dev", false}, {"import:x.db", false},
+                                        {url() + "#alpha", true}}) {
+    const std::string store = dir.file("v1-" + std::to_string(carried) + std::to_string(origin.size()) + ".db");
+    cache::Provenance prov = test_provenance("mlk tune");
+    prov.origin = origin;
+    ASSERT_TRUE(IsOk(open_store(store)->put_entry("default", unverified, v1.dump(), prov, files)));
+    r = cache_cli({"push", unverified, "--cache", store, "--remote", url(), "--sign", dir.file("next.pem"),
+                   "--trusted-signers", signer->public_key});
+    EXPECT_EQ(r.code, carried ? 0 : 1) << origin << ": " << r.err;
+    if (!carried) EXPECT_NE(r.err.find("with a version-1 signature"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace
