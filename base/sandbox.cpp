@@ -47,15 +47,53 @@ Status read_only_root() {
   return Status::Ok();
 }
 
-Status mask(const std::string& path) {
+// A path bound back inside the sandbox: held open (O_PATH) before anything
+// is masked, so that it can be found under a hidden folder.
+struct Kept {
+  std::string path;
+  bool dir = false;
+  bool writable = false;
+  int fd = -1;
+};
+
+// Masks `path`. A folder becomes an empty tmpfs; when some `kept` paths lie
+// inside it, the tmpfs holds only their mount points (the folders on the
+// way, and an empty folder or file at each), made read-only with everything
+// else by read_only_root, for the kept paths to be bound onto.
+Status mask(const std::string& path, const std::vector<Kept>& kept) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0) return Status::Ok();  // nothing there to hide
-  if (S_ISDIR(st.st_mode)) {
-    if (mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=000") != 0)
-      return failed("cannot hide " + path);
-  } else if (mount("/dev/null", path.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+  if (!S_ISDIR(st.st_mode))
+    return mount("/dev/null", path.c_str(), nullptr, MS_BIND, nullptr) == 0 ? Status::Ok() : failed("cannot hide " + path);
+  std::vector<const Kept*> inside;
+  for (const Kept& k : kept)
+    if (k.path.size() > path.size() + 1 && k.path.compare(0, path.size() + 1, path + "/") == 0) inside.push_back(&k);
+  if (inside.empty())
+    return mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=000") == 0
+               ? Status::Ok()
+               : failed("cannot hide " + path);
+  if (mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,mode=755") != 0)
     return failed("cannot hide " + path);
+  for (const Kept* k : inside) {
+    for (size_t slash = path.size() + 1; (slash = k->path.find('/', slash)) != std::string::npos; ++slash)
+      mkdir(k->path.substr(0, slash).c_str(), 0755);
+    int made = k->dir ? mkdir(k->path.c_str(), 0755) : open(k->path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (made < 0 && errno != EEXIST) return failed("cannot keep " + k->path);
+    if (!k->dir && made >= 0) close(made);
   }
+  return Status::Ok();
+}
+
+// Binds a kept path back at its own path, read-only or read-write.
+Status bind_back(const Kept& k) {
+  const std::string from = "/proc/self/fd/" + std::to_string(k.fd);
+  mount_attr attr{};
+  if (k.writable) attr.attr_clr = MOUNT_ATTR_RDONLY;
+  else attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID;
+  if (mount(from.c_str(), k.path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
+      syscall(SYS_mount_setattr, -1, k.path.c_str(), AT_RECURSIVE, &attr, sizeof attr) != 0)
+    return failed(std::string("cannot keep ") + k.path + (k.writable ? " writable" : " readable"));
+  close(k.fd);
   return Status::Ok();
 }
 
@@ -161,33 +199,33 @@ Status enter_sandbox(const SandboxSpec& spec) {
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (!mapped) return failed("cannot map the user's ids into the sandbox");
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return failed("cannot make the mounts private");
-  for (const std::string& p : spec.hidden)
-    if (Status s = mask(p); !s.ok()) return s;
-  if (Status s = read_only_root(); !s.ok()) return s;
-  // The writable folders, held open across the new /tmp (one of them may be below it).
-  std::vector<int> held;
-  for (const std::string& w : spec.writable) {
-    int fd = open(w.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return failed("cannot open " + w);
-    held.push_back(fd);
+  // The kept paths, held open before anything is masked (some lie under a
+  // hidden folder or the new /tmp).
+  std::vector<Kept> kept;
+  for (const std::string& r : spec.readable) kept.push_back({r, false, false, -1});
+  for (const std::string& w : spec.writable) kept.push_back({w, true, true, -1});
+  for (Kept& k : kept) {
+    k.fd = open(k.path.c_str(), O_PATH | O_CLOEXEC | (k.writable ? O_DIRECTORY : 0));
+    struct stat ks {};
+    if (k.fd < 0 || fstat(k.fd, &ks) != 0) return failed("cannot open " + k.path);
+    k.dir = S_ISDIR(ks.st_mode);
   }
+  for (const std::string& p : spec.hidden)
+    if (Status s = mask(p, kept); !s.ok()) return s;
+  if (Status s = read_only_root(); !s.ok()) return s;
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return failed("cannot mount a private /tmp");
   struct stat shm {};
   if (stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) &&
       mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777") != 0)
     return failed("cannot mount a private /dev/shm");
-  for (size_t i = 0; i < spec.writable.size(); ++i) {
-    const std::string& w = spec.writable[i];
-    if (w.rfind("/tmp/", 0) == 0)  // its mount point, in the new /tmp
-      for (size_t slash = 5; slash != std::string::npos; slash = w.find('/', slash + 1))
-        mkdir(w.substr(0, w.find('/', slash + 1)).c_str(), 0700);
-    const std::string from = "/proc/self/fd/" + std::to_string(held[i]);
-    mount_attr rw{};
-    rw.attr_clr = MOUNT_ATTR_RDONLY;
-    if (mount(from.c_str(), w.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0 ||
-        syscall(SYS_mount_setattr, -1, w.c_str(), AT_RECURSIVE, &rw, sizeof rw) != 0)
-      return failed("cannot keep " + w + " writable");
-    close(held[i]);
+  for (Kept& k : kept) {
+    if (k.path.rfind("/tmp/", 0) == 0) {  // its mount point, in the new /tmp
+      for (size_t slash = 5; (slash = k.path.find('/', slash)) != std::string::npos; ++slash)
+        mkdir(k.path.substr(0, slash).c_str(), 0700);
+      int made = k.dir ? mkdir(k.path.c_str(), 0700) : open(k.path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      if (!k.dir && made >= 0) close(made);
+    }
+    if (Status s = bind_back(k); !s.ok()) return s;
   }
   pid_t pid = fork();  // the PID namespace's first process
   if (pid < 0) return failed("cannot fork into the PID namespace");

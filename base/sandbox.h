@@ -16,7 +16,9 @@
 // - IPC and UTS namespaces of its own, an empty /dev/shm;
 // - a session of its own (no controlling terminal to type into), no
 //   descriptor of the caller's but `keep_fd` (and 0-2, or /dev/null);
-// - each `hidden` path masked: a file reads as empty, a folder as empty;
+// - each `hidden` path masked: a file reads as empty, a folder as empty
+//   but for the `readable` and `writable` paths inside it, bound back at
+//   the same paths (read-only and read-write);
 // - no environment but `keep_env` (the old variables' text is zeroed in
 //   memory too), no capabilities, no_new_privs, and nothing left to unmount.
 //
@@ -37,7 +39,8 @@ namespace mlk {
 
 struct SandboxSpec {
   std::vector<std::string> hidden;    // absolute paths masked inside
-  std::vector<std::string> writable;  // absolute folders kept writable
+  std::vector<std::string> readable;  // absolute paths kept readable (read-only), inside hidden folders too
+  std::vector<std::string> writable;  // absolute folders kept writable, inside hidden folders too
   std::vector<std::string> keep_env;  // "NAME=VALUE" entries the environment is reset to
   int keep_fd = -1;                   // the one descriptor above 2 left open (the answer's pipe); -1 none
   bool null_stdio = false;            // standard input, output and error from and to /dev/null

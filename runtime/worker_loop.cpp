@@ -138,13 +138,15 @@ std::vector<std::string> sandbox_env(const std::string& dir) {
 }
 
 // What a candidate must not read: the worker user's home (keys, tokens,
-// configuration), unless the runner or the job's folder is inside it.
-std::vector<std::string> hidden_from_candidates(const std::string& program, const std::string& dir) {
+// configuration, the shared mirror), always; the runner and the job's
+// folder are bound back into it when they lie inside (the sandbox's
+// `readable` and `writable`).
+std::vector<std::string> hidden_from_candidates() {
   const char* h = std::getenv("HOME");
   if (!h || h[0] != '/' || std::string(h) == "/") return {};
-  const std::string home = std::string(h) + "/";
-  if (program.rfind(home, 0) == 0 || dir.rfind(home, 0) == 0) return {};
-  return {h};
+  std::error_code ec;
+  auto real = std::filesystem::weakly_canonical(h, ec);
+  return {ec ? std::string(h) : real.string()};
 }
 
 // The runner's measurements, as a file the sandbox wrote: a regular file
@@ -197,6 +199,8 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   if (!bytes.ok()) return bytes.status();
   std::string dir = (std::filesystem::temp_directory_path() / "mlk-worker-XXXXXX").string();
   if (!mkdtemp(dir.data())) return Status::IOError("cannot create a folder for the job's candidates");
+  std::error_code canon_ec;  // the paths as they are bound in the sandbox
+  if (auto canon = std::filesystem::weakly_canonical(dir, canon_ec); !canon_ec) dir = canon.string();
   struct Cleanup {
     std::string dir;
     ~Cleanup() {
@@ -211,9 +215,12 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   const bool gpu = o.gpu_here && set->profile.find("cuda") != std::string::npos;
   auto program = measure_program();
   if (!program.ok()) return program.status();
+  std::string runner = *program;
+  if (auto canon = std::filesystem::weakly_canonical(runner, canon_ec); !canon_ec) runner = canon.string();
   const std::string out = dir + "/measurements.json";
-  const Sandboxed sb{*program, {*program, dir, "-o", out, "--quiet"},
-                     SandboxSpec{.hidden = hidden_from_candidates(*program, dir), .writable = {dir}, .keep_env = sandbox_env(dir)}};
+  const Sandboxed sb{runner, {runner, dir, "-o", out, "--quiet"},
+                     SandboxSpec{.hidden = hidden_from_candidates(), .readable = {runner}, .writable = {dir},
+                                 .keep_env = sandbox_env(dir)}};
   auto child = run_child([&](int fd) { exec_sandboxed(fd, sb); },
                          ChildLimits{.time_s = limit_s,
                                      .memory_bytes = gpu ? 0 : default_worker_memory_limit(),

@@ -62,8 +62,11 @@ struct ApiOptions {
   // The benchmark history's database (service/bench_history.h); empty: none.
   std::string bench_history_path = {};
   // Unfinished (queued or running) measurement jobs one namespace may have;
-  // a submit beyond it is 507. Their payloads are up to 1 MiB each.
+  // a submit beyond it is 507. Their payloads are up to 64 KiB each.
   int64_t max_open_jobs = 10000;
+  // Finished jobs one namespace keeps (results up to 1 MiB each): a submit
+  // deletes the older ones.
+  int64_t max_finished_jobs = 1000;
   // The dashboard's sign-in sessions (service/dashboard_session.h) last this
   // long; signing in again starts a new one.
   int64_t ui_session_s = int64_t{8} * 3600;

@@ -34,7 +34,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxPayload = size_t{1} << 20;
+constexpr size_t kMaxPayload = size_t{64} << 10;  // a schedule and its limits
+constexpr size_t kMaxResult = size_t{1} << 20;   // a measurement
 constexpr std::string_view kSetupMagic = "mlk-measure-setup ";
 // A GPU job's blob: one candidate built by the tuner (artifact/candidate_set.h).
 constexpr std::string_view kPackMagic = "mlk-candidate-pack ";
@@ -83,7 +84,7 @@ ApiResponse store_error(Ctx& c, const Status& s) { return reject(c, http_status(
 
 // The request body as a JSON object, or the rejection.
 std::optional<ApiResponse> json_body(Ctx& c, json& out) {
-  Body b = c.body.read(static_cast<int64_t>(kMaxPayload) * 2);
+  Body b = c.body.read(static_cast<int64_t>(kMaxResult) * 2);
   if (b.outcome != Body::kOk) return body_rejection(c, b);
   std::string why;
   out = parse_json(b.bytes, &why);
@@ -176,7 +177,7 @@ ApiResponse submit(Ctx& c) {
   if (!body.contains("payload") || !body["payload"].is_object())
     return reject(c, 400, "bad_job", "the body lacks the object `payload` (the candidate to measure)");
   j.payload = body["payload"].dump();
-  if (j.payload.size() > kMaxPayload) return reject(c, 413, "too_large", "the payload is larger than 1 MiB");
+  if (j.payload.size() > kMaxPayload) return reject(c, 413, "too_large", "the payload is larger than 64 KiB");
   // A signed namespace's workers run only native code its signers vouched
   // for (issue 49, finding 5): a candidate pack must carry a signature by one
   // of them for this namespace over the setup's digest.
@@ -200,6 +201,9 @@ ApiResponse submit(Ctx& c) {
     return reject(c, 507, "quota",
                   "namespace `" + c.ns + "` has " + std::to_string(*open) + " unfinished jobs, as many as this server takes (" +
                       std::to_string(c.api.options().max_open_jobs) + "); wait for some, or cancel them");
+  // What a namespace's jobs hold stays bounded (the fourth review): its
+  // oldest finished jobs go as new ones come.
+  if (Status f = c.jobs().forget_finished(c.ns, c.api.options().max_finished_jobs - 1); !f.ok()) return store_error(c, f);
   auto id = c.jobs().submit(j, now_ms());
   if (!id.ok()) return store_error(c, id.status());
   return json_text(201, json{{"id", *id}}.dump());
@@ -308,7 +312,7 @@ ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
     if (!body.contains("result") || !body["result"].is_object())
       return reject(c, 400, "bad_job", "the body lacks the object `result` (the measurement)");
     std::string result = body["result"].dump();
-    if (result.size() > kMaxPayload) return reject(c, 413, "too_large", "the result is larger than 1 MiB");
+    if (result.size() > kMaxResult) return reject(c, 413, "too_large", "the result is larger than 1 MiB");
     held = c.jobs().finish(c.ns, id, w.id, ok, result, now_ms());
   }
   if (!held.ok()) return store_error(c, held.status());

@@ -98,6 +98,9 @@ class JobTables {
   virtual Expected<JobInfo> get(const std::string& ns, int64_t id, int64_t now_ms) = 0;
   // How many jobs of `ns` are queued or running.
   virtual Expected<int64_t> open_jobs(const std::string& ns) = 0;
+  // Deletes the finished (done or failed) jobs of `ns` but the newest `keep`:
+  // what a namespace's jobs hold is bounded, however many it submits.
+  virtual Status forget_finished(const std::string& ns, int64_t keep) = 0;
   // A queued or running job is failed with `why`; false when it had finished.
   virtual Expected<bool> cancel(const std::string& ns, int64_t id, const std::string& why, int64_t now_ms) = 0;
 };

@@ -158,6 +158,13 @@ class PgJobs final : public JobTables {
     return r->empty() ? int64_t{0} : r->i64(0, 0);
   }
 
+  Status forget_finished(const std::string& ns, int64_t keep) override {
+    return c_->exec("DELETE FROM jobs_queue WHERE ns=$1 AND state IN ('done', 'failed') AND id <= (SELECT id FROM "
+                    "jobs_queue WHERE ns=$1 AND state IN ('done', 'failed') ORDER BY id DESC LIMIT 1 OFFSET $2)",
+                    {ns, str(keep)})
+        .status();
+  }
+
   Expected<bool> cancel(const std::string& ns, int64_t id, const std::string& why, int64_t now_ms) override {
     MLK_RETURN_IF_ERROR(use_db_clock(now_ms));
     auto r = c_->exec("UPDATE jobs_queue SET state='failed', result=$3, finished_ms=$4 WHERE ns=$1 AND id=$2 AND "

@@ -172,6 +172,15 @@ class SqliteJobs final : public JobTables {
     return *r ? st->i64(0) : int64_t{0};
   }
 
+  Status forget_finished(const std::string& ns, int64_t keep) override {
+    auto st = db_->prepare(
+        "DELETE FROM jobs_queue WHERE ns=?1 AND state IN ('done', 'failed') AND id <= (SELECT id FROM jobs_queue "
+        "WHERE ns=?1 AND state IN ('done', 'failed') ORDER BY id DESC LIMIT 1 OFFSET ?2)");
+    if (!st.ok()) return st.status();
+    st->bind(1, ns).bind(2, keep);
+    return st->run();
+  }
+
   Expected<bool> cancel(const std::string& ns, int64_t id, const std::string& why, int64_t now_ms) override {
     auto st = db_->prepare(
         "UPDATE jobs_queue SET state='failed', result=?3, finished_ms=?4 WHERE ns=?1 AND id=?2 AND "

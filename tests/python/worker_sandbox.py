@@ -37,9 +37,17 @@ log = open(os.path.join(WORK, "worker.log"), "w")
 # A descriptor the worker inherits without close-on-exec (as a service
 # manager's socket or a log file would be): the sandbox must close it.
 leaked = os.open(os.path.join(WORK, "worker-secret.txt"), os.O_RDWR | os.O_CREAT, 0o600)
+# The worker's home holds a secret and, as an install under $HOME would, the
+# runner itself (the fourth review: the home was then left readable).
+HOME = os.path.join(WORK, "home")
+os.makedirs(os.path.join(HOME, "bin"))
+HOME_SECRET = os.path.join(HOME, "secret.txt")
+open(HOME_SECRET, "w").write("the worker user's secret\n")
+shutil.copy2(os.path.join(os.path.dirname(MLK), "mlk-measure"), os.path.join(HOME, "bin", "mlk-measure"))
 worker = subprocess.Popen([MLK, "worker", "--server", server.url, "--device-key", KEY, "--name", "sandboxed",
                            "--run-artifacts", "--lease", "30"], stdout=log, stderr=log,
-                          env=dict(os.environ, MLK_TOKEN=TOKEN), pass_fds=(leaked,))
+                          env=dict(os.environ, MLK_TOKEN=TOKEN, HOME=HOME,
+                                   MLK_MEASURE=os.path.join(HOME, "bin", "mlk-measure")), pass_fds=(leaked,))
 os.close(leaked)
 
 # A real one-candidate set, built here.
@@ -134,12 +142,14 @@ __attribute__((constructor)) static void probe(void) {
   long ring = syscall(__NR_io_uring_setup, 1, params);
   fprintf(out, "io_uring=%%s\n", ring >= 0 ? "allowed" : "denied");
   fprintf(out, "new_user_namespace=%%s\n", unshare(CLONE_NEWUSER) == 0 ? "allowed" : "denied");
+  FILE* secret = fopen("%(home_secret)s", "r");
+  fprintf(out, "home_secret=%%s\n", secret ? "read" : "hidden");
   int tty = open("/dev/tty", O_RDWR);
   fprintf(out, "terminal=%%s\n", tty >= 0 ? "open" : "none");
   fprintf(out, "done\n");
   fclose(out);
 }
-''' % {"probe": probe, "port": server.port, "sock": sock_path, "shm_key": SHM_KEY})
+''' % {"probe": probe, "port": server.port, "sock": sock_path, "shm_key": SHM_KEY, "home_secret": HOME_SECRET})
 lib = man["library"]
 os.rename(os.path.join(cdir, lib), os.path.join(cdir, "libreal.so"))
 p = subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(cdir, lib), src, "-Wl,--no-as-needed", "-L" + cdir,
@@ -198,6 +208,8 @@ R.check("Round2 finding 5 (review): no io_uring, no new user namespace, no termi
 R.check("Round2 finding 5: the candidate cannot reach a unix socket on disk",
         "unix_socket=" in seen and "unix_socket=connected" not in seen, seen)
 
+R.check("Round2 review 4: the worker's home is hidden though its runner lives there (bound back alone)",
+        "home_secret=hidden" in seen, seen)
 R.check("Round2 finding 5 (review): System V IPC outside the sandbox is not visible in it",
         "sysv_ipc=private" in seen, seen)
 fds = next((ln[4:] for ln in seen.splitlines() if ln.startswith("fds=")), None)

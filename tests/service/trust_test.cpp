@@ -302,6 +302,39 @@ TEST_P(Trust, Round2_Review_ABaselineSetIsAnsweredWithinTheAnswerBound) {
   expect_error(get("large"), 413, "the baseline set `large` is larger than this server answers at once");
 }
 
+// The fourth review: a write-entries token submitted and cancelled jobs
+// with 1 MiB payloads in a loop, and nothing ever deleted a finished job:
+// the store grew without bound, outside every quota. Payloads are at most
+// 64 KiB, and a namespace keeps its newest max_finished_jobs finished jobs.
+TEST_P(Trust, Round2_Review_FinishedJobsDoNotAccumulate) {
+  ApiOptions o = api->options();
+  o.max_finished_jobs = 3;
+  Api few(o, *pool, metrics);
+  auto send = [&](const std::string& method, const std::string& path, const std::string& body) {
+    ApiRequest r{method, path, {}, "Bearer " + alpha};
+    StringBody b(body);
+    return few.handle(r, b);
+  };
+  auto s = send("POST", "/v1/jobs/setups", setup_bytes("few"));
+  ASSERT_EQ(s.status / 100, 2) << s.body;
+  const std::string setup = json::parse(s.body)["setup"];
+  expect_error(send("POST", "/v1/jobs/submit",
+                    json{{"device_key", "cpu"}, {"setup", setup}, {"payload", {{"pad", std::string(70 << 10, 'p')}}}}.dump()),
+               413, "the payload is larger than 64 KiB");
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    auto r = send("POST", "/v1/jobs/submit", json{{"device_key", "cpu"}, {"setup", setup}, {"payload", json::object()}}.dump());
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.push_back(json::parse(r.body)["id"]);
+    ASSERT_EQ(send("POST", "/v1/jobs/" + std::to_string(ids.back()) + "/cancel", "{}").status, 200);
+  }
+  int kept = 0;
+  for (int64_t id : ids) kept += send("GET", "/v1/jobs/" + std::to_string(id), "").status == 200;
+  EXPECT_EQ(kept, 3);
+  EXPECT_EQ(send("GET", "/v1/jobs/" + std::to_string(ids.back()), "").status, 200);  // the newest stay
+  EXPECT_EQ(send("GET", "/v1/jobs/" + std::to_string(ids.front()), "").status, 404);
+}
+
 // The hostile benchmark (bench/serve_hostile.sh) after finding 4: every
 // quota check of a namespace summed its whole history under the history's
 // one lock, so a team that stored large reports made each of its writes
