@@ -35,6 +35,11 @@ std::string signed_bytes(const std::string& statement, const std::string& ns, in
   return std::string(kSignatureDomain) + json{{"ns", ns}, {"seq", seq}, {"subject", sha256_hex(statement)}}.dump();
 }
 
+// The bytes a candidate pack's signature signs (see the header).
+std::string pack_bytes(const std::string& pack_sha256, const std::string& ns, int64_t seq) {
+  return std::string(kPackDomain) + json{{"ns", ns}, {"pack", pack_sha256}, {"seq", seq}}.dump();
+}
+
 struct Sig {
   std::string public_key, sig, ns;
   int64_t seq = 0;
@@ -275,7 +280,7 @@ Status check_report_signed(const std::string& what, const std::string& statement
 
 Expected<std::string> sign_pack(const std::string& pack_sha256, const std::string& ns, const SigningKey& key) {
   const int64_t seq = now_sequence();
-  auto sig = sign_bytes(key, std::string(kPackDomain) + json{{"ns", ns}, {"pack", pack_sha256}, {"seq", seq}}.dump());
+  auto sig = sign_bytes(key, pack_bytes(pack_sha256, ns, seq));
   if (!sig.ok()) return sig.status();
   json one = signature_json(key, *sig);
   one["ns"] = ns;
@@ -299,9 +304,7 @@ Status check_pack_signed(const std::string& pack_sha256, std::string_view payloa
   if (std::find(namespaces.begin(), namespaces.end(), sig->ns) == namespaces.end())
     return Status::InvalidArgument(what + " is signed by key " + id + " for namespace `" + sig->ns + "`, not for " +
                                    quoted_list(namespaces));
-  Status v = verify_signature(
-      sig->public_key,
-      std::string(kPackDomain) + json{{"ns", sig->ns}, {"pack", pack_sha256}, {"seq", sig->seq}}.dump(), sig->sig);
+  Status v = verify_signature(sig->public_key, pack_bytes(pack_sha256, sig->ns, sig->seq), sig->sig);
   if (!v.ok()) return Status::InvalidArgument(what + ": " + v.message());
   return Status::Ok();
 }

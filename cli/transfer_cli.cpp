@@ -148,7 +148,7 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
       auto e = (*store)->get_entry(ns, *key);  // every blob re-hashed
       if (!e.ok()) return fail(e.status());
       // The signature is for the server's namespace it goes to (the token's team for `default`).
-      auto target = ro.ns.empty() ? (*remote)->whoami() : Expected<std::string>(ro.ns);
+      auto target = (*remote)->server_namespace();
       if (!target.ok()) return fail(target.status());
       int64_t seq = 0;
       if (Status may = may_sign(ns, *key, *e, a.trusted_signers, (*remote)->url(), *target, &seq); !may.ok()) return fail(may);

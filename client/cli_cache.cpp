@@ -190,12 +190,8 @@ std::vector<cache::EntryInfo> CliCache::query(const std::string& fn, const std::
 }
 
 Expected<std::string> CliCache::own_namespace() {
-  if (!remote_ || ns_ != cache::kDefaultNamespace) return ns_;
-  if (!team_.empty()) return team_;
-  auto team = remote_->whoami();
-  if (!team.ok()) return team.status();
-  team_ = *team;
-  return team_;
+  if (!remote_) return ns_;
+  return remote_->server_namespace();  // opened with --namespace, or none for the token's team
 }
 
 std::vector<std::string> CliCache::signature_namespaces(const cache::EntryInfo& e) {

@@ -88,7 +88,6 @@ class CliCache {
   std::vector<std::unique_ptr<RemoteStore>> read_order_;  // null: remote_ (`own`)
   std::vector<std::string> read_labels_;
   bool down_ = false;
-  std::string team_;     // own_namespace() of a server, once known
   bool warned_ = false;  // signature_namespaces() said it cannot tell
 };
 

@@ -37,6 +37,11 @@ mlk_cli_test(build_trusted_without_sign 2 "--trusted-signers goes with --sign"
 # Issue 49, finding 12: a GPU winner picked by workers alone is not signed.
 mlk_cli_test(tune_sign_workers_gpu 2 "--sign with --workers on `cuda_sm90`, which does not run here .*the winner would rest on the workers' measurements alone"
   tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target cuda_sm90 --fn sgemm --workers k --server http://127.0.0.1:9 --sign /nonexistent.pem)
+# Issue 49, finding 5: the pack-signing flags' usage errors.
+mlk_cli_test(tune_sign_packs_without_workers 2 "--sign-packs signs what is sent to --workers. give --workers KEY"
+  tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target host --fn sgemm --sign-packs /nonexistent.pem)
+mlk_cli_test(worker_bad_trusted_signers 2 "--trusted-signers: trusted key `nonsense` is neither"
+  worker --server http://127.0.0.1:9 --device-key k --trusted-signers nonsense)
 mlk_cli_test(tune_bad_trials 2 "--trials: `zero` is not a positive integer" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target host --trials zero)
 mlk_cli_test(tune_no_bucket 1 "`gelu_tanh` has no `tune` declaration. give its shape with --dims" tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --target host --fn gelu_tanh --no-cache)
 mlk_cli_test(tune_help 0 "usage: mlk tune FILE.tl --target PROFILE" tune --help)

@@ -329,7 +329,9 @@ for args, says in ((["--device-key", "k", "--max-jobs", "1.5"], "--max-jobs want
                    (["--device-key", "k", "--lease", "nan"], "--lease wants a number of seconds (e.g. 0.5), not `nan`"),
                    (["--device-key", "k", "--lease", "0.1"], "--lease must be 0.5-3600 seconds"),
                    (["--server", SERVERS], "no device key: give --device-key KEY"),
-                   (["--device-key", "k", "--bogus"], "unknown argument --bogus")):
+                   (["--device-key", "k", "--bogus"], "unknown argument --bogus"),
+                   (["--device-key", "k", "--trusted-signers", "nonsense"],
+                    "--trusted-signers: trusted key `nonsense` is neither")):
     bad = subprocess.run([MEASURE_WORKER, "--server", SERVERS, *args], capture_output=True, text=True, timeout=30)
     R.check(f"mlk-measure-worker {' '.join(args[-2:])}: exit 1, `{says}`",
             bad.returncode == 1 and bad.stderr.startswith("mlk-measure-worker: " + says), bad.stderr[:300])
