@@ -304,6 +304,21 @@ for payload, says in (({"kind": 1, "schedule": {}}, "`kind` must be \\\"source\\
     R.check(f"a job whose payload is {json.dumps(payload)} fails naming the field",
             j.get("state") == "failed" and j.get("attempts") == 1 and says in json.dumps(j.get("result")),
             json.dumps(j)[:400])
+# A source job's limits are bounded (issue 49, the fourth review): one job
+# cannot hold a worker for a day. The setup and schedule of a job the first
+# tune ran, with a run limit past a day.
+first = int(lines[0][1]) if lines else 0
+st, data, _ = request(PORTS[0], "GET", f"/v1/jobs/{first}", TOKEN)
+ran = json.loads(data) if st == 200 else {}
+long_payload = dict(ran.get("payload") or {}, run_timeout_s=100000)
+st, data, _ = post("/v1/jobs/submit", {"device_key": "cpu-loopback", "setup": ran.get("setup", "0" * 64),
+                                       "payload": long_payload})
+bad_job = json.loads(data)["id"] if st == 201 else 0
+wait_for(lambda: bad_state().get("state") == "failed", 60)
+j = bad_state()
+R.check("a source job whose run limit passes a day fails naming the bounds",
+        j.get("state") == "failed" and "the job's limits are out of range (timeouts in (0, 86400] s" in
+        json.dumps(j.get("result")), json.dumps(j)[:400])
 if MODE == "sqlite":
     took = [p for p in own if p.args[1] == "worker" and WORKERS & set(p.args)]
     R.check("the workers that took them are still running",
