@@ -317,4 +317,22 @@ Expected<Measurements> run_candidates(const std::string& dir, const RunnerOption
   return m;
 }
 
+Expected<std::string> measure_program(const std::string& who) {
+  std::string program;
+  if (const char* e = std::getenv("MLK_MEASURE"); e && *e) {
+    program = e;
+  } else {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    auto beside = self.parent_path() / "mlk-measure";
+    if (ec || access(beside.c_str(), X_OK) != 0)
+      return Status::Unsupported(who + " with mlk-measure, and there is none beside it (" + beside.string() +
+                                 "); install the `measure` component there, or set $MLK_MEASURE");
+    program = beside.string();
+  }
+  std::error_code ec;
+  if (auto canon = std::filesystem::weakly_canonical(program, ec); !ec) program = canon.string();
+  return program;
+}
+
 }  // namespace mlk::rt

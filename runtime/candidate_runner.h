@@ -40,4 +40,10 @@ struct RunnerOptions {
 // profile's features); InvalidArgument or Corruption for a damaged set.
 Expected<Measurements> run_candidates(const std::string& dir, const RunnerOptions& opts);
 
+// The runner: $MLK_MEASURE, or mlk-measure beside the running program (mlk,
+// mlk worker and mlk-measure-worker are installed with it, docs/deploy.md),
+// as a canonical path. Unsupported, saying that `who` needs it and where it
+// looked, when there is none.
+Expected<std::string> measure_program(const std::string& who);
+
 }  // namespace mlk::rt

@@ -7,6 +7,7 @@
 
 #include "base/files.h"
 #include "runtime/candidate_runner.h"
+#include "runtime/isolated_run.h"
 #include "targets/toolchain.h"
 
 namespace {
@@ -25,6 +26,9 @@ constexpr const char* kUsage =
     "                   it to `mlk tune ... --import-measurements FILE`\n"
     "  --only ID,...    measure only these candidates (c00, c01, ...)\n"
     "  --quiet          no progress line per candidate\n"
+    "  --isolated-run   (for `mlk verify --sign`, which starts it in its sandbox) run one\n"
+    "                   artifact on the request read from standard input and write the\n"
+    "                   answer, numbers only, to standard output\n"
     "\n"
     "Exit status: 0 when the set was measured (a wrong or failing candidate is a verdict\n"
     "in the file, not a failure of the run); 1 for bad usage or a damaged set; 2 when the\n"
@@ -43,6 +47,20 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// --isolated-run: the request on standard input, the answer on standard
+// output (runtime/isolated_run.h). Exit status 1 for a request it cannot read.
+int isolated_run() {
+  std::string request;
+  char buf[1 << 16];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, stdin)) > 0;) request.append(buf, n);
+  auto r = mlk::rt::decode_isolated(request);
+  if (!r.ok()) return std::fprintf(stderr, "mlk-measure: %s\n", r.status().message().c_str()), 1;
+  request.clear();
+  request.shrink_to_fit();
+  const std::string answer = mlk::rt::run_isolated(*r);
+  return std::fwrite(answer.data(), 1, answer.size(), stdout) == answer.size() && std::fflush(stdout) == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,6 +70,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") return std::fputs(kUsage, stdout), 0;
+    if (a == "--isolated-run" && argc == 2) return isolated_run();
     if (a == "--version") return std::printf("mlk-measure %s\n", mlk::mlk_version().c_str()), 0;
     if ((a == "-o" || a == "--out" || a == "--only") && i + 1 >= argc)
       return std::fprintf(stderr, "mlk-measure: %s needs a value\n%s", a.c_str(), kUsage), 1;

@@ -167,18 +167,6 @@ Expected<std::string> read_answer(const std::string& path) {
   return text;
 }
 
-// The runner beside this program (mlk worker and mlk-measure-worker are
-// installed with it, docs/deploy.md), or $MLK_MEASURE.
-Expected<std::string> measure_program() {
-  if (const char* e = std::getenv("MLK_MEASURE"); e && *e) return std::string(e);
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  auto beside = self.parent_path() / "mlk-measure";
-  if (!ec && access(beside.c_str(), X_OK) == 0) return beside.string();
-  return Status::Unsupported("this worker runs built artifacts with mlk-measure, and there is none beside it (" +
-                             beside.string() + "); install the `measure` component there, or set $MLK_MEASURE");
-}
-
 // A job of built artifacts: its pack unpacked into a private folder and run
 // by the candidate runner in a child process (bounded in memory for CPU
 // candidates: the CUDA driver maps far more than it uses).
@@ -213,10 +201,9 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   if (!set.ok()) return set.status();
   const double limit_s = 60 + 2 * *run_timeout;
   const bool gpu = o.gpu_here && set->profile.find("cuda") != std::string::npos;
-  auto program = measure_program();
+  auto program = measure_program("this worker runs built artifacts");
   if (!program.ok()) return program.status();
-  std::string runner = *program;
-  if (auto canon = std::filesystem::weakly_canonical(runner, canon_ec); !canon_ec) runner = canon.string();
+  const std::string& runner = *program;
   const std::string out = dir + "/measurements.json";
   const Sandboxed sb{runner, {runner, dir, "-o", out, "--quiet"},
                      SandboxSpec{.hidden = hidden_from_candidates(), .readable = {runner}, .writable = {dir},

@@ -167,8 +167,12 @@ LevelReport check_envelope(const Context& c) {
   }
   char line[400];
   std::string where = w.at >= 0 ? "element " + multi_index_str(w.shape, w.at) : "none";
-  std::snprintf(line, sizeof line, "worst: %s of the %s inputs: got %.9g, reference %.9g, error %.3g, bound %.3g",
-                where.c_str(), w.set.c_str(), w.got, w.want, w.err, w.bound);
+  if (c.isolate)  // the artifact chose the values: only a rounded ratio of them goes into what is signed
+    std::snprintf(line, sizeof line, "worst: error %.1g of its bound (the element and its values are kept out of "
+                  "a signed report; run without --sign to see them)", w.ratio);
+  else
+    std::snprintf(line, sizeof line, "worst: %s of the %s inputs: got %.9g, reference %.9g, error %.3g, bound %.3g",
+                  where.c_str(), w.set.c_str(), w.got, w.want, w.err, w.bound);
   std::string sets_str;
   for (const auto& s : sets) sets_str += (sets_str.empty() ? "" : ", ") + s;
   r.evidence.push_back(std::to_string(elements) + " elements over the input sets " + sets_str);

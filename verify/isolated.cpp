@@ -1,21 +1,28 @@
 // Where the running levels run the artifact's code (levels.h): in this
-// process, or, with Context::isolate, in a sandboxed child (base/sandbox.h)
-// that sends back only numbers. The child's answer is one status byte, then,
-// for outputs, each element as a little-endian double; the parent checks
-// its length before reading a value of it. Nothing the child says becomes
-// text in the report: the artifact, which runs there, cannot put words (or
-// anything it read) into what the parent signs.
+// process, or, with Context::isolate, in mlk-measure exec'd inside the
+// sandbox (runtime/isolated_run.h): a fresh image, so nothing of this
+// process's memory (its cache token, its arguments) is there to read. The
+// runner's answer is a status byte, then, for outputs, each element as a
+// little-endian double; the parent checks its length before reading a value
+// of it. Nothing the runner says becomes text in the report.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "artifact/loaded.h"
 #include "base/child.h"
+#include "runtime/candidate_runner.h"
+#include "runtime/guarded_call.h"
+#include "runtime/isolated_run.h"
 #include "verify/levels.h"
 
 namespace mlk::verify {
 
 namespace {
 
-constexpr char kOk = 'K', kFailed = 'F', kNoSandbox = 'S';
+constexpr char kNoSandbox = 'S';
 
 void write_all(int fd, const std::string& s) {
   for (size_t at = 0; at < s.size();) {
@@ -25,28 +32,45 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
-// Runs `work` in a sandboxed child; its answer (status byte first), or why
-// no answer came.
-Expected<std::string> in_sandbox(const SandboxSpec& spec, const std::function<std::string()>& work) {
-  auto r = run_child(
-      [&](int fd) {
-        SandboxSpec inside = spec;
-        inside.keep_fd = fd;
-        inside.null_stdio = true;
-        if (Status s = enter_sandbox(inside); !s.ok()) {
-          write_all(fd, std::string(1, kNoSandbox));  // no text: the artifact could write the same byte later
-          return;
-        }
-        write_all(fd, work());
-      },
-      ChildLimits{.time_s = 600, .max_output = int64_t{256} << 20, .die_with_parent = true});
+// In the forked child: the request as standard input (a memory file made
+// before the sandbox), the answer's pipe as standard output, then the
+// sandbox and the runner. Says kNoSandbox when either cannot be had.
+[[noreturn]] void exec_runner(int fd, const SandboxSpec& spec, const std::string& runner, const std::string& request) {
+  int in = memfd_create("mlk-verify-request", MFD_CLOEXEC);
+  int null = open("/dev/null", O_WRONLY);
+  bool ok = in >= 0 && null >= 0;
+  if (ok) {
+    write_all(in, request);
+    ok = lseek(in, 0, SEEK_SET) == 0 && dup2(in, 0) == 0 && dup2(fd, 1) == 1 && dup2(null, 2) == 2;
+  }
+  SandboxSpec inside = spec;
+  inside.readable.push_back(runner);
+  if (ok) ok = enter_sandbox(inside).ok();
+  if (ok) {
+    std::vector<char*> envp;
+    for (const auto& e : inside.keep_env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    char* argv[] = {const_cast<char*>("mlk-measure"), const_cast<char*>("--isolated-run"), nullptr};
+    execve(runner.c_str(), argv, envp.data());
+  }
+  write_all(1, std::string(1, kNoSandbox));  // no text: the artifact could write the same byte later
+  _exit(0);
+}
+
+// The runner's answer to `request` (status byte first), or why no answer came.
+Expected<std::string> in_sandbox(const SandboxSpec& spec, const rt::IsolatedRequest& request) {
+  auto runner = rt::measure_program("`mlk verify --sign` runs the artifact");
+  if (!runner.ok()) return runner.status();
+  const std::string bytes = rt::encode_isolated(request);
+  auto r = run_child([&](int fd) { exec_runner(fd, spec, *runner, bytes); },
+                     ChildLimits{.time_s = 600, .max_output = int64_t{256} << 20, .die_with_parent = true});
   if (!r.ok()) return r.status();
   if (!r->out.empty() && r->out[0] == kNoSandbox)
-    return Status::Unsupported(std::string("the artifact could not be run in a sandbox (this machine may not allow "
-                                           "unprivileged user namespaces: try `unshare -U -m -p -n -f true`) ") +
-                               kIsolatedFailure);
+    return Status::Unsupported("the artifact could not be run in a sandbox (this machine may not allow unprivileged "
+                               "user namespaces: try `unshare -U -m -p -n -f true`; or " + *runner +
+                               " cannot be started) " + std::string(kIsolatedFailure));
   if (r->timed_out || r->overflow || r->signal || r->exit_code != 0 || r->out.empty() ||
-      (r->out[0] != kOk && r->out[0] != kFailed))
+      (r->out[0] != rt::kIsolatedOk && r->out[0] != rt::kIsolatedFailed))
     return Status::InvalidArgument(std::string("the artifact's process ended without an answer ") + kIsolatedFailure);
   return r->out;
 }
@@ -55,7 +79,7 @@ Expected<std::string> in_sandbox(const SandboxSpec& spec, const std::function<st
 
 Expected<std::vector<HostTensor>> artifact_outputs(const Context& c, const std::vector<std::vector<HostTensor>>& inputs,
                                                    const std::vector<HostTensor>& like) {
-  auto run_all = [&]() -> Expected<std::vector<HostTensor>> {
+  if (!c.isolate) {
     auto art = LoadedArtifact::LoadFiles(c.files);
     if (!art.ok()) return Status::InvalidArgument("the artifact cannot be loaded: " + art.status().message());
     std::vector<HostTensor> out;
@@ -65,21 +89,11 @@ Expected<std::vector<HostTensor>> artifact_outputs(const Context& c, const std::
       out.push_back(std::move(*got));
     }
     return out;
-  };
-  if (!c.isolate) return run_all();
-  auto answer = in_sandbox(*c.isolate, [&] {
-    auto got = run_all();
-    if (!got.ok()) return std::string(1, kFailed);
-    std::string bytes(1, kOk);
-    for (const HostTensor& t : *got)
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        double v = t.get(i);
-        bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
-      }
-    return bytes;
-  });
+  }
+  auto answer = in_sandbox(*c.isolate, {.mode = rt::IsolatedRequest::Mode::kOutputs, .files = c.files, .fn = c.fn,
+                                        .dims = c.dims, .inputs = inputs, .outputs = like});
   if (!answer.ok()) return answer.status();
-  if ((*answer)[0] == kFailed)
+  if ((*answer)[0] == rt::kIsolatedFailed)
     return Status::InvalidArgument(std::string("the artifact could not be loaded or failed ") + kIsolatedFailure);
   size_t want = 1;
   for (const HostTensor& t : like) want += static_cast<size_t>(t.numel()) * sizeof(double);
@@ -99,11 +113,13 @@ Expected<std::vector<HostTensor>> artifact_outputs(const Context& c, const std::
   return out;
 }
 
-std::string guarded_run(const Context& c, const DimEnv&, const std::function<std::string()>& run) {
-  if (!c.isolate) return run();
-  auto answer = in_sandbox(*c.isolate, [&] { return std::string(1, run().empty() ? kOk : kFailed); });
+std::string guarded_run(const Context& c, const rt::GuardedCall& call) {
+  if (!c.isolate) return rt::guarded_call(call);
+  auto answer = in_sandbox(*c.isolate, {.mode = rt::IsolatedRequest::Mode::kGuarded, .files = call.files,
+                                        .fn = call.fn, .dims = call.dims, .inputs = {call.inputs},
+                                        .outputs = {call.output}, .names = call.names});
   if (!answer.ok()) return answer.status().message();
-  return (*answer)[0] == kOk ? "" : std::string("a check failed ") + kIsolatedFailure;
+  return (*answer)[0] == rt::kIsolatedOk ? "" : std::string("a check failed ") + kIsolatedFailure;
 }
 
 }  // namespace mlk::verify

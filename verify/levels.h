@@ -12,6 +12,7 @@
 #include "lang/ir.h"
 #include "lang/tensor.h"
 #include "artifact/loaded.h"
+#include "runtime/guarded_call.h"
 #include "targets/profile.h"
 #include "verify/report.h"
 
@@ -30,17 +31,17 @@ struct Context {
 };
 
 // verify/isolated.cpp: where the artifact's code runs. In this process, or,
-// with c.isolate, in a sandboxed child that sends back only numbers; its
-// failures then read as the fixed text kIsolatedFailure.
+// with c.isolate, in a fresh runner in a sandbox that sends back only
+// numbers; its failures then read as the fixed text kIsolatedFailure.
 inline constexpr const char* kIsolatedFailure =
     "in the sandboxed run (`mlk verify --sign` keeps the artifact's words out of the report; run it without --sign "
     "to see what happened)";
 // The artifact's result on each input list, in order.
 Expected<std::vector<HostTensor>> artifact_outputs(const Context& c, const std::vector<std::vector<HostTensor>>& inputs,
                                                    const std::vector<HostTensor>& like);
-// The memory level's check of one shape (memory_level.cpp's run_guarded):
-// "" when clean, else why.
-std::string guarded_run(const Context& c, const DimEnv& dims, const std::function<std::string()>& run);
+// The memory level's check of one shape (runtime/guarded_call.h): "" when
+// clean, else why.
+std::string guarded_run(const Context& c, const rt::GuardedCall& call);
 
 LevelReport check_types(const Context& c);
 LevelReport check_identity(const Context& c);

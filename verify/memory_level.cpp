@@ -4,14 +4,9 @@
 // Halide's bounds assertions kept; inputs must come back unchanged. At the
 // given dims and at a ragged shape (every dimension one larger) where the
 // refinements allow it.
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "runtime/guarded_call.h"
 #include "runtime/testing.h"
 #include "verify/levels.h"
 #include "base/json.h"
@@ -20,121 +15,18 @@ namespace mlk::verify {
 
 namespace {
 
-constexpr size_t kCanary = 256;
-constexpr uint8_t kCanaryByte = 0xA5;
-
-// One guarded buffer: [canary][data] then a PROT_NONE page.
-struct Guarded {
-  std::string name;
-  uint8_t* base = nullptr;
-  size_t map_len = 0;
-  uint8_t* data = nullptr;
-  size_t bytes = 0;
-};
-
-bool make_guarded(Guarded& g, size_t bytes) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t body = ((bytes + kCanary + page - 1) / page) * page;
-  g.map_len = body + page;
-  void* p = mmap(nullptr, g.map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return false;
-  g.base = static_cast<uint8_t*>(p);
-  if (mprotect(g.base + body, page, PROT_NONE) != 0) return false;
-  g.bytes = bytes;
-  g.data = g.base + body - bytes;
-  std::memset(g.base, kCanaryByte, body - bytes);
-  return true;
-}
-
-bool canary_intact(const Guarded& g) {
-  for (uint8_t* p = g.data - kCanary; p < g.data; ++p)
-    if (*p != kCanaryByte) return false;
-  return true;
-}
-
-// The child's buffers, for its SIGSEGV handler (async-signal-safe writes only).
-std::vector<Guarded>* g_bufs = nullptr;
-int g_pipe = -1;
-
-void on_fault(int, siginfo_t* si, void*) {
-  const uint8_t* a = static_cast<const uint8_t*>(si->si_addr);
-  const char* msg = "a fault outside every guarded buffer";
-  if (g_bufs)
-    for (const Guarded& g : *g_bufs)
-      if (a >= g.data + g.bytes && a < g.base + g.map_len) msg = g.name.c_str();
-  if (write(g_pipe, msg, std::strlen(msg)) < 0) _exit(3);
-  _exit(2);
-}
-
-// In the child: the call and the checks; "" when all is well.
-std::string child_run(const Context& c, const DimEnv& dims, const std::vector<std::vector<int64_t>>& shapes,
-                      std::vector<Guarded>& bufs) {
-  auto art = LoadedArtifact::LoadFiles(c.files);  // a fresh copy: no runtime state inherited
-  if (!art.ok()) return "the artifact cannot be loaded: " + art.status().message();
-  auto in = make_inputs(c.f, dims, "random", 1, c.seed);
-  if (!in.ok()) return in.status().message();
-  std::vector<mlk_tensor_t> args;
-  for (size_t i = 0; i < in->size(); ++i) {
-    std::memcpy(bufs[i].data, (*in)[i].bytes.data(), bufs[i].bytes);
-    args.push_back({bufs[i].data, abi_dtype(c.f.params[i].type.dtype), static_cast<int32_t>(shapes[i].size()),
-                    shapes[i].data(), nullptr});
-  }
-  const std::vector<int64_t>& oshape = shapes.back();
-  mlk_tensor_t out{bufs.back().data, abi_dtype(c.f.result_type.dtype), static_cast<int32_t>(oshape.size()),
-                   oshape.data(), nullptr};
-  Status s = (*art)->Call(args, out, dims, c.fn);
-  if (!s.ok()) return "the call failed (a bounds assertion or a refused shape): " + s.message();
-  for (size_t i = 0; i < bufs.size(); ++i)
-    if (!canary_intact(bufs[i])) return "the canary zone before `" + bufs[i].name + "` was overwritten";
-  for (size_t i = 0; i < in->size(); ++i)
-    if (std::memcmp(bufs[i].data, (*in)[i].bytes.data(), bufs[i].bytes) != 0)
-      return "the kernel wrote into its input `" + bufs[i].name + "`";
-  return "";
-}
-
-// One shape, in a child process: "" when every check passed.
-std::string run_guarded(const Context& c, const DimEnv& dims) {
+// The call at one shape: the random inputs at the parameters' shapes.
+Expected<rt::GuardedCall> call_at(const Context& c, const DimEnv& dims) {
   auto shapes = rt::param_shapes(c.f, dims);
-  if (!shapes.ok()) return shapes.status().message();
+  if (!shapes.ok()) return shapes.status();
+  auto in = make_inputs(c.f, dims, "random", 1, c.seed);
+  if (!in.ok()) return in.status();
   std::vector<int64_t> oshape;
   for (const Dim& d : c.f.result_type.shape) oshape.push_back(d.eval(dims).value_or(1));
-  shapes->push_back(oshape);
-  std::vector<Guarded> bufs(shapes->size());
-  for (size_t i = 0; i < bufs.size(); ++i) {
-    const DType t = i < c.f.params.size() ? c.f.params[i].type.dtype : c.f.result_type.dtype;
-    int64_t n = 1;
-    for (int64_t e : (*shapes)[i]) n *= e;
-    bufs[i].name = i < c.f.params.size() ? c.f.params[i].name : "the output";
-    if (!make_guarded(bufs[i], static_cast<size_t>(n) * (dtype_bits(t) / 8))) return "cannot map guarded buffers";
-  }
-  int fds[2];
-  if (pipe(fds) != 0) return "cannot create a pipe";
-  fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    close(fds[0]);
-    g_bufs = &bufs, g_pipe = fds[1];
-    struct sigaction sa{};
-    sa.sa_sigaction = on_fault;
-    sa.sa_flags = SA_SIGINFO;
-    sigaction(SIGSEGV, &sa, nullptr);
-    sigaction(SIGBUS, &sa, nullptr);
-    std::string why = child_run(c, dims, *shapes, bufs);
-    if (!why.empty() && write(fds[1], why.data(), why.size()) < 0) _exit(3);
-    _exit(why.empty() ? 0 : 1);
-  }
-  close(fds[1]);
-  std::string msg;
-  char b[512];
-  for (ssize_t k; (k = read(fds[0], b, sizeof b)) > 0;) msg.append(b, static_cast<size_t>(k));
-  close(fds[0]);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  for (auto& g : bufs) munmap(g.base, g.map_len);
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return "";
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 2) return "an access past the end of `" + msg + "` hit the guard page";
-  if (WIFSIGNALED(st)) return "the kernel was killed by signal " + std::to_string(WTERMSIG(st));
-  return msg.empty() ? "the checking process failed" : msg;
+  rt::GuardedCall call{.files = c.files, .fn = c.fn, .dims = dims, .inputs = std::move(*in),
+                       .output = HostTensor(c.f.result_type.dtype, oshape)};
+  for (const auto& p : c.f.params) call.names.push_back(p.name);
+  return call;
 }
 
 }  // namespace
@@ -167,7 +59,8 @@ LevelReport check_memory(const Context& c) {
   for (const auto& [label, dims] : shapes) {
     std::string ds;
     for (const auto& [k, v] : dims) ds += (ds.empty() ? "" : ",") + k + "=" + std::to_string(v);
-    std::string why = guarded_run(c, dims, [&] { return run_guarded(c, dims); });
+    auto call = call_at(c, dims);
+    std::string why = call.ok() ? guarded_run(c, *call) : call.status().message();
     if (!why.empty()) {
       r.counterexample = "at " + label + " (" + ds + "): " + why;
       return r;

@@ -9,6 +9,12 @@
 # 32 bytes and the PEM file's text, tries to read the key file itself and
 # to reach the network, and reports through a FIFO. The artifact must run
 # where none of that is there, and the report must still be signed.
+# Review 4 of issue 49: a sandboxed fork of the verifier still held what the
+# verifier held (its cache token, its arguments); the artifact now runs in
+# a fresh runner. The program's path, which the verifier holds in its
+# arguments and heap, stands for such a secret here: the scan must not
+# find it either. And the values the artifact chose stay out of the signed
+# report (only a rounded ratio).
 set -u
 mlk=$1; examples=$2; work=$3
 rm -rf "$work" "$work.fifo"; mkdir -p "$work" "$work.fifo"  # the key's folder is masked: the report goes beside it
@@ -19,6 +25,9 @@ out=$("$mlk" build "$examples/mlp.tl" "${shape[@]}" -o "$work/art" --no-cache 2>
 # The needles, reversed in the library's text so that it does not hold them as they are.
 raw_rev=$(sed -n '2p' "$work/k.pem" | base64 -d | tail -c 32 | xxd -p -c 64 | fold -w2 | tac | tr -d '\n')
 pem_rev=$(sed -n '2p' "$work/k.pem" | rev)
+secret="verifier-secret-$RANDOM$RANDOM$RANDOM"
+cp "$examples/mlp.tl" "$work/$secret.tl"
+secret_rev=$(printf '%s' "$secret" | rev)
 mkfifo "$work.fifo/scan"
 exec 3<>"$work.fifo/scan"  # held open both ways: the library's open never blocks, reading never ends at EOF
 cat > "$work/scan.c" <<C
@@ -38,17 +47,18 @@ static size_t unhex(const char* h, unsigned char* out) {
   return n;
 }
 __attribute__((constructor)) static void scan(void) {
-  const char *raw_rev = "$raw_rev", *pem_rev = "$pem_rev";
+  const char *raw_rev = "$raw_rev", *pem_rev = "$pem_rev", *secret_rev = "$secret_rev";
   /* The needles live in one private mapping, skipped by the scan. */
   unsigned char* mine = mmap(0, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  unsigned char *raw = mine, *pem = mine + 64, *buf = 0;
-  size_t nraw = unhex(raw_rev, raw), npem = strlen(pem_rev);
+  unsigned char *raw = mine, *pem = mine + 64, *sec = mine + 1024, *buf = 0;
+  size_t nraw = unhex(raw_rev, raw), npem = strlen(pem_rev), nsec = strlen(secret_rev);
+  for (size_t i = 0; i < nsec; ++i) sec[i] = secret_rev[nsec - 1 - i];
   for (size_t i = 0; i < nraw / 2; ++i) { unsigned char t = raw[i]; raw[i] = raw[nraw - 1 - i]; raw[nraw - 1 - i] = t; }
   for (size_t i = 0; i < npem; ++i) pem[i] = pem_rev[npem - 1 - i];
   FILE* maps = fopen("/proc/self/maps", "r");
   int mem = open("/proc/self/mem", O_RDONLY);
   char line[512];
-  int found_raw = 0, found_pem = 0, regions = 0;
+  int found_raw = 0, found_pem = 0, found_sec = 0, regions = 0;
   size_t cap = 0;
   while (maps && mem >= 0 && fgets(line, sizeof line, maps)) {
     unsigned long a, b;
@@ -68,6 +78,7 @@ __attribute__((constructor)) static void scan(void) {
     regions++;
     if (memmem(buf, (size_t)got, raw, nraw)) found_raw = 1;
     if (memmem(buf, (size_t)got, pem, npem)) found_pem = 1;
+    if (memmem(buf, (size_t)got, sec, nsec)) found_sec = 1;
   }
   char key[256];
   FILE* kf = fopen("$work/k.pem", "r");
@@ -80,8 +91,8 @@ __attribute__((constructor)) static void scan(void) {
   int net = s >= 0 && (connect(s, (struct sockaddr*)&sa, sizeof sa) == 0 || errno == ECONNREFUSED);
   FILE* out = fopen("$work.fifo/scan", "w");
   if (out)
-    fprintf(out, "pid=%d regions=%d raw=%d pem=%d key_file=%s network=%s environ=%s\n", (int)getpid(), regions,
-            found_raw, found_pem, kn > 0 ? "read" : "hidden", net ? "reachable" : "none", getenv("HOME") && strcmp(getenv("HOME"), "/tmp") ? "the verifier's" : "scrubbed"),
+    fprintf(out, "pid=%d regions=%d raw=%d pem=%d secret=%d key_file=%s network=%s environ=%s\n", (int)getpid(), regions,
+            found_raw, found_pem, found_sec, kn > 0 ? "read" : "hidden", net ? "reachable" : "none", getenv("HOME") && strcmp(getenv("HOME"), "/tmp") ? "the verifier's" : "scrubbed"),
         fclose(out);
 }
 C
@@ -99,16 +110,20 @@ m["library"] = "libscan_forward.so"
 m["files"]["libscan_forward.so"] = hashlib.sha256(open(os.path.join(d, "libscan_forward.so"), "rb").read()).hexdigest()
 json.dump(m, open(os.path.join(d, "manifest.json"), "w"), indent=2)
 PY
-out=$("$mlk" verify "$examples/mlp.tl" "${shape[@]}" --artifact "$work/art" --level envelope,memory --sign "$work/k.pem" 2>&1)
+out=$("$mlk" verify "$work/$secret.tl" "${shape[@]}" --artifact "$work/art" --level envelope,memory --sign "$work/k.pem" 2>&1)
 seen=""
 while read -r -t 1 l <&3; do seen+="$l"$'\n'; done
 printf '%s' "$seen"
 [ -n "$seen" ] || fail "the artifact's library was never loaded: $out"
 [[ $seen == *"regions="[1-9]* ]] || fail "the scan read nothing"
 [[ $seen == *"raw=1"* || $seen == *"pem=1"* ]] && fail "a process that loaded the artifact held the verifier's key: $seen"
+[[ $seen == *"secret=1"* ]] && fail "a process that loaded the artifact held the verifier's memory (its arguments): $seen"
 [[ $seen == *"key_file=read"* ]] && fail "a process that loaded the artifact could read the key file: $seen"
 [[ $seen == *"network=reachable"* ]] && fail "a process that loaded the artifact could reach the network: $seen"
 [[ $seen == *"environ=the verifier's"* ]] && fail "a process that loaded the artifact had the verifier's environment: $seen"
 [[ $out == *"envelope: pass"* && $out == *"memory: pass"* ]] || fail "verify: $out"
 grep -q '"signature"' "$work/art/manifest.json" || fail "the report was not signed: $out"
+[[ $out == *"worst: error "*" of its bound (the element and its values are kept out"* ]] \
+  || fail "the signed report names values the artifact chose: $out"
+[[ $out == *"got "* ]] && fail "the signed report names a value the artifact chose: $out"
 echo "ok: verify_key_apart"
