@@ -242,6 +242,7 @@ Expected<std::string> sign_report(std::string_view json_text, const std::string&
   auto it = j->find("verify_report");
   if (it == j->end() || !it->is_object()) return Status::InvalidArgument("there is no verification report to sign");
   it->erase("signature");
+  (*it)["seq"] = now_sequence();  // signed with the report: a release namespace's floor reads it
   std::string bytes = std::string(kReportDomain) + json{{"report", *it}, {"subject", sha256_hex(statement)}}.dump();
   auto sig = sign_bytes(key, bytes);
   if (!sig.ok()) return sig.status();
@@ -250,7 +251,7 @@ Expected<std::string> sign_report(std::string_view json_text, const std::string&
 }
 
 Status check_report_signed(const std::string& what, const std::string& statement, std::string_view json_text,
-                           const std::vector<std::string>& trusted, std::string* signer) {
+                           const std::vector<std::string>& trusted, std::string* signer, int64_t* seq) {
   auto j = object_of(json_text, what + ": its metadata");
   if (!j.ok()) return j.status();
   auto it = j->find("verify_report");
@@ -275,6 +276,10 @@ Status check_report_signed(const std::string& what, const std::string& statement
     return Status::InvalidArgument(what + "'s verification report: " + v.message() +
                                    "; a report is bound to the exact entry it was made for");
   if (signer) *signer = id;
+  if (seq) {  // signed with the report; a report signed before reports had one counts as 1
+    auto q = report.find("seq");
+    *seq = q != report.end() && q->is_number_integer() && q->get<int64_t>() >= 1 ? q->get<int64_t>() : 1;
+  }
   return Status::Ok();
 }
 

@@ -138,14 +138,17 @@ Expected<std::string> sign_report(std::string_view json_text, const std::string&
                                   int indent = -1);
 
 // OK when `json_text`'s verify_report carries a signature by a key of
-// `trusted` that verifies for `statement`. Otherwise InvalidArgument
-// starting with `what`:
+// `trusted` that verifies for `statement`; `seq` gets its sequence (the
+// signing time in ms, signed inside the report as "seq"; 1 for a report
+// signed before reports had one). Otherwise InvalidArgument starting with
+// `what`:
 //   ENTRY has no verification report (run `mlk verify` first)
 //   ENTRY's verification report is unsigned (a self-written report is not evidence; ...)
 //   ENTRY's verification report is signed by key ID, which is not a trusted verifier
 //   ENTRY's verification report: the signature by key ID does not verify (...)
 Status check_report_signed(const std::string& what, const std::string& statement, std::string_view json_text,
-                           const std::vector<std::string>& trusted, std::string* signer = nullptr);
+                           const std::vector<std::string>& trusted, std::string* signer = nullptr,
+                           int64_t* seq = nullptr);
 
 // A candidate pack (artifact/candidate_set.h: native code a measurement
 // worker runs) is signed by the tuning client for the namespace whose jobs

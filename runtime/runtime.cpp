@@ -53,9 +53,12 @@ Expected<Precision> built_precision(const json& manifest, const std::string& whe
   return *parsed;
 }
 
+// `file_imports` false for a program text that came out of a store: it was
+// written by whoever wrote the entry, so it reads no files of this machine
+// (only `std.` modules).
 Expected<std::shared_ptr<Program>> compile_program(const std::string& name, const std::string& text,
-                                                   Precision precision = Precision::kF32) {
-  FrontendResult r = compile_source(name, text);
+                                                   Precision precision = Precision::kF32, bool file_imports = true) {
+  FrontendResult r = compile_source(name, text, file_imports);
   if (!r.ok()) return Status::InvalidArgument(name + " does not check:\n" + r.rendered());
   auto p = std::make_shared<Program>();
   p->file = name;
@@ -400,7 +403,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
                                  "entry " + e.key.substr(0, 16) + "'s manifest.json");
     if (!built.ok()) return built.status();
     if (policy.precision && *policy.precision != *built) continue;
-    auto prog = compile_program("program.tl of " + e.key.substr(0, 16), src->second, *built);
+    auto prog = compile_program("program.tl of " + e.key.substr(0, 16), src->second, *built, /*file_imports=*/false);
     if (!prog.ok()) return prog.status();
     const ir::Function* f = (*prog)->module.find(fn);
     if (!f || ir::function_hash((*prog)->module, *f) != program_hash)

@@ -69,6 +69,25 @@ Expected<std::string> entry_statement_of(Ctx& c, const std::string& key, const c
 // time in ms) may be: a day, for clocks that disagree.
 constexpr int64_t kSequenceAhead = int64_t{86400} * 1000;
 
+// A signature's sequence against the floor of `key` and this server's
+// clock: nullopt when it may be stored. `signed_by` says whose word it is
+// ("signed by key K", "verified by key K").
+std::optional<ApiResponse> sequence_gate(Ctx& c, const std::string& key, const std::string& signed_by, int64_t seq) {
+  const std::string what = "entry " + key.substr(0, 16);
+  auto floor = c.tables().signature_floor(c.ns, key);
+  if (!floor.ok()) return reject(c, http_status(floor.status()), "store_error", floor.status().message());
+  if (seq < *floor)
+    return reject(c, 403, "stale_signature",
+                  "namespace `" + c.ns + "`: " + what + " is " + signed_by + " at sequence " + std::to_string(seq) +
+                      ", older than this key's entry here has been (sequence " + std::to_string(*floor) +
+                      "): a replaced or withdrawn signed build is not stored again; sign it anew to store it");
+  if (seq > cache::now_sequence() + kSequenceAhead)
+    return reject(c, 403, "unsigned",
+                  "namespace `" + c.ns + "`: " + what + " is " + signed_by + " at sequence " + std::to_string(seq) +
+                      ", more than a day ahead of this server's clock (a sequence is the signing time in ms)");
+  return std::nullopt;
+}
+
 // The signature gates of a signed namespace (trusted_signers: a signature
 // for this namespace, no older than the floor of `key`) and of a release
 // namespace (require_verified: the report must be signed by a trusted
@@ -92,18 +111,7 @@ std::optional<ApiResponse> signature_gates(Ctx& c, const std::string& key, const
     if (!s.ok())
       return reject(c, 403, "unsigned",
                     "namespace `" + c.ns + "` accepts only entries signed by its trusted signers: " + s.message());
-    auto floor = c.tables().signature_floor(c.ns, key);
-    if (!floor.ok()) return reject(c, http_status(floor.status()), "store_error", floor.status().message());
-    if (by.seq < *floor)
-      return reject(c, 403, "stale_signature",
-                    "namespace `" + c.ns + "`: " + what + " is signed by key " + by.key_id + " at sequence " +
-                        std::to_string(by.seq) + ", older than this key's entry here has been (sequence " +
-                        std::to_string(*floor) + "): a replaced or withdrawn signed build is not stored again; "
-                        "sign it anew to store it");
-    if (by.seq > cache::now_sequence() + kSequenceAhead)
-      return reject(c, 403, "unsigned",
-                    "namespace `" + c.ns + "`: " + what + " is signed at sequence " + std::to_string(by.seq) +
-                        ", more than a day ahead of this server's clock (a sequence is the signing time in ms)");
+    if (auto r = sequence_gate(c, key, "signed by key " + by.key_id, by.seq)) return r;
     *seq = by.seq;
   }
   if (release) {
@@ -111,11 +119,17 @@ std::optional<ApiResponse> signature_gates(Ctx& c, const std::string& key, const
     const std::vector<std::string> none;
     const std::vector<std::string>& keys =
         v != o.trusted_verifiers.end() ? v->second : signers != o.trusted_signers.end() ? signers->second : none;
+    std::string verifier;
+    int64_t report_seq = 0;
     Status s = keys.empty() ? Status::InvalidArgument("no verifier key is trusted here (mlk serve --trusted-verifiers " +
                                                       c.ns + "=KEYS), so no report is evidence")
-                            : cache::check_report_signed(what, *st, m.meta_json, keys);
+                            : cache::check_report_signed(what, *st, m.meta_json, keys, &verifier, &report_seq);
     if (!s.ok())
       return reject(c, 403, "unverified", "namespace `" + c.ns + "` accepts only verified entries: " + s.message());
+    if (signers == o.trusted_signers.end()) {  // no entry signature: the report's sequence keeps the floor
+      if (auto r = sequence_gate(c, key, "verified by key " + verifier, report_seq)) return r;
+      *seq = report_seq;
+    }
   }
   return std::nullopt;
 }
@@ -313,14 +327,18 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
 
 namespace {
 
-// Before entry `key` of a signed namespace is deleted: its key's floor
-// rises past both the floor and the sequence of the signature that counts
-// for it now (verified, so no signature its writer added can move the
-// floor), so the withdrawn build is not stored again, even should its
-// signer's key be trusted again later. nullopt when done (or not signed).
+// Before entry `key` of a signed (or release) namespace is deleted: its
+// key's floor rises past both the floor and the sequence of the signature
+// that counts for it now (the entry's, or in a release namespace with no
+// signers its report's; verified, so no signature its writer added can
+// move the floor), so the withdrawn build is not stored again, even should
+// its signer's key be trusted again later. nullopt when done (or not signed).
 std::optional<ApiResponse> withdraw_signed(Ctx& c, const std::string& key) {
-  auto signers = c.api.options().trusted_signers.find(c.ns);
-  if (signers == c.api.options().trusted_signers.end()) return std::nullopt;
+  const ApiOptions& o = c.api.options();
+  auto signers = o.trusted_signers.find(c.ns);
+  auto verifiers = o.trusted_verifiers.find(c.ns);
+  const bool release_only = signers == o.trusted_signers.end() && o.require_verified.count(c.ns) > 0;
+  if (signers == o.trusted_signers.end() && !release_only) return std::nullopt;
   auto e = c.store().show_entry(c.ns, key);
   if (!e.ok()) return std::nullopt;  // nothing to withdraw: rm says so
   auto floor = c.tables().signature_floor(c.ns, key);
@@ -328,10 +346,15 @@ std::optional<ApiResponse> withdraw_signed(Ctx& c, const std::string& key) {
   int64_t seq = *floor;
   if (auto st = entry_statement_of(c, key, e->manifest); st.ok()) {
     cache::SignedBy by;
-    // A version-1 signature (re-signed, it is sequence 1) counts as 1 here.
-    if (cache::check_signed("entry", *st, e->manifest.meta_json, signers->second, cache::SignatureCheck{{c.ns}, true}, &by)
-            .ok())
+    int64_t report_seq = 0;
+    // A version-1 signature (re-signed, it is sequence 1) counts as 1 here;
+    // in a release namespace without signers, the trusted report's sequence.
+    if (!release_only && cache::check_signed("entry", *st, e->manifest.meta_json, signers->second,
+                                             cache::SignatureCheck{{c.ns}, true}, &by).ok())
       seq = std::max(seq, by.v1 ? int64_t{1} : by.seq);
+    if (release_only && verifiers != o.trusted_verifiers.end() &&
+        cache::check_report_signed("entry", *st, e->manifest.meta_json, verifiers->second, nullptr, &report_seq).ok())
+      seq = std::max(seq, report_seq);
   }
   if (Status f = c.tables().raise_signature_floor(c.ns, key, seq + 1); !f.ok())
     return reject(c, http_status(f), "store_error", f.message());

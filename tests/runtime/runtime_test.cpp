@@ -230,6 +230,28 @@ TEST_F(RuntimeTest, FindsAKernelByProgramHashAlone) {
   EXPECT_EQ(miss.status().code(), Status::Code::kNotFound);
 }
 
+// Review 4 of issue 49: a stored entry's program.tl was compiled with file
+// imports, so whoever wrote the entry chose files of this machine for the
+// runtime to read (before any signature policy). Now it reads only `std.`.
+TEST_F(RuntimeTest, AStoredProgramReadsNoFilesOfThisMachine) {
+  const std::string path = dir_ + "/planted.db";
+  {
+    auto store = cache::Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    const std::string hash(64, 'a');
+    ASSERT_TRUE((*store)
+                    ->put_entry("default", std::string(64, 'b'),
+                                "{\"fn\":\"rmsnorm\",\"program_hash\":\"" + hash + "\"}", {},
+                                {{"program.tl", "import \"" + dir_ + "/planted.tl\" as p\n"}})
+                    .ok());
+  }
+  auto r = rt::Runtime::Open({path, "default", ""});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  auto k = (*r)->GetKernelByHash(std::string(64, 'a'), "rmsnorm", *rt::TargetPolicy::Parse("host"), {});
+  ASSERT_FALSE(k.ok());
+  EXPECT_THAT(k.status().message(), HasSubstr("only the standard library's `std.` modules are read"));
+}
+
 TEST_F(RuntimeTest, ADamagedArtifactIsNeverLoaded) {
   // A copy of the store with one byte of the kernel library flipped.
   const std::string copy = dir_ + "/damaged.db";

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -445,6 +447,38 @@ TEST_P(ApiTest, Finding5_ASelfWrittenVerifyReportDoesNotEnterARelease) {
   // Signed by the verifier for this entry: a release.
   auto ok = put_entry("k1", manifest_of(files, *cache::sign_report(all, statement("k1"), *verifier)));
   EXPECT_EQ(ok.status, 201) << ok.body;
+}
+
+// Issue 49, review 4 (low): a release namespace with trusted verifiers but
+// no trusted signers kept no floor, so a withdrawn verified build was stored
+// again with its old report. Its report's sequence keeps the floor now.
+TEST_P(ApiTest, Review4_AWithdrawnReleaseIsNotStoredAgainWithItsOldReport) {
+  auto verifier = create_signing_key();
+  ASSERT_TRUE(verifier.ok());
+  ApiOptions o;
+  o.require_verified["alpha"] = *cache::parse_required_levels("all");
+  o.trusted_verifiers["alpha"] = {verifier->public_key};
+  Api release(o, *pool, metrics);
+  auto call_release = [&](const std::string& method, const std::string& key, const std::string& body) {
+    ApiRequest r{method, "/v1/entries/" + key, {}, "Bearer " + alpha};
+    StringBody b(body);
+    return release.handle(r, b);
+  };
+  const std::map<std::string, std::string> files = {{"libf.so", "native code"}};
+  ASSERT_EQ(put_blob(alpha, "native code").status, 201);
+  const std::string all =
+      R"({"fn":"f","verify_report":{"format":"mlk-verify-1","pass":true,)"
+      R"("passed":["types","identity","envelope","memory","equivalence"]}})";
+  const std::string st = *cache::entry_statement("k1", *cache::statement_digests(files), all);
+  const std::string old_release = manifest_of(files, *cache::sign_report(all, st, *verifier));
+  ASSERT_EQ(call_release("PUT", "k1", old_release).status, 201);
+  ASSERT_EQ(call_release("DELETE", "k1", "").status, 200);  // withdrawn
+  ASSERT_EQ(put_blob(alpha, "native code").status, 201);
+  expect_error(call_release("PUT", "k1", old_release), 403,
+               "is verified by key " + verifier->key_id + " at sequence ");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a sequence is the signing time in ms
+  auto anew = call_release("PUT", "k1", manifest_of(files, *cache::sign_report(all, st, *verifier)));
+  EXPECT_EQ(anew.status, 201) << anew.body;
 }
 
 // Finding 6 (issue 28), the server's half: any write-entries token of a
