@@ -9,17 +9,20 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 extern char** environ;
@@ -97,6 +100,18 @@ Status bind_back(const Kept& k) {
   return Status::Ok();
 }
 
+// What no process of the sandbox may exceed, beside its caller's limits
+// (a worker's RLIMIT_AS): its processes and threads together, counted in
+// its own user namespace (so a fork bomb stops there), and the size of any
+// one file it writes (its /tmp is a tmpfs of 1 GiB, /dev/shm 256 MiB).
+Status limit_resources() {
+  const rlim_t threads = std::max<rlim_t>(256, 4 * static_cast<rlim_t>(std::thread::hardware_concurrency()));
+  const rlimit nproc{threads, threads}, fsize{rlim_t{2} << 30, rlim_t{2} << 30};
+  if (setrlimit(RLIMIT_NPROC, &nproc) != 0 || setrlimit(RLIMIT_FSIZE, &fsize) != 0)
+    return failed("cannot limit the sandbox's processes and file sizes");
+  return Status::Ok();
+}
+
 // Drops every capability, in the bounding set too: nothing mounted here can
 // be unmounted, nothing gained by exec.
 Status drop_capabilities() {
@@ -125,7 +140,7 @@ Status install_filter() {
     __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register, __NR_unshare, __NR_setns, __NR_mount,
     __NR_umount2, __NR_pivot_root, __NR_ptrace, __NR_bpf, __NR_keyctl, __NR_add_key, __NR_request_key,
     __NR_perf_event_open, __NR_userfaultfd, __NR_open_by_handle_at, __NR_fsopen, __NR_fsmount, __NR_move_mount,
-    __NR_open_tree, __NR_mount_setattr,
+    __NR_open_tree, __NR_mount_setattr, __NR_memfd_create,
   };
   constexpr uint32_t kNewNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC |
                                       CLONE_NEWUTS | CLONE_NEWCGROUP;
@@ -151,11 +166,15 @@ Status install_filter() {
   f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
   f.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, kNewNamespaces, 0, 1));
   f.push_back(BPF_STMT(BPF_RET | BPF_K, deny));
-  // socket: not AF_UNIX (the accumulator still holds nr unless clone loaded args[0]).
+  // socket: only the families the network namespace confines (inet, inet6,
+  // netlink); not AF_UNIX (socket files on disk), AF_VSOCK (the host of a
+  // VM) or any other.
   f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
-  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 3));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_socket, 0, 5));
   f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
-  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 3, 0));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 2, 0));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_NETLINK, 1, 0));
   f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EACCES));
   f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
   sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
@@ -213,10 +232,11 @@ Status enter_sandbox(const SandboxSpec& spec) {
   for (const std::string& p : spec.hidden)
     if (Status s = mask(p, kept); !s.ok()) return s;
   if (Status s = read_only_root(); !s.ok()) return s;
-  if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) return failed("cannot mount a private /tmp");
+  if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1g,nr_inodes=65536") != 0)
+    return failed("cannot mount a private /tmp");
   struct stat shm {};
   if (stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) &&
-      mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777") != 0)
+      mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=256m,nr_inodes=4096") != 0)
     return failed("cannot mount a private /dev/shm");
   for (Kept& k : kept) {
     if (k.path.rfind("/tmp/", 0) == 0) {  // its mount point, in the new /tmp
@@ -242,6 +262,7 @@ Status enter_sandbox(const SandboxSpec& spec) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
     return failed("cannot mount a /proc of the sandbox's own");
+  if (Status s = limit_resources(); !s.ok()) return s;
   if (Status s = drop_capabilities(); !s.ok()) return s;
   if (Status s = install_filter(); !s.ok()) return s;
   reset_environment(spec.keep_env);

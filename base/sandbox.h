@@ -10,9 +10,14 @@
 //   of the parent or any other process of the same user;
 // - every file system read-only, but for `writable` folders (bound
 //   read-write, at the same paths) and an empty private /tmp;
-// - a seccomp filter: no socket(AF_UNIX) (no socket file on disk answers),
-//   no io_uring, no new namespaces, mounts, ptrace, bpf, keyrings,
-//   perf events or userfaultfd, and no x32 system calls;
+// - a seccomp filter: sockets of the inet, inet6 and netlink families only
+//   (no AF_UNIX, so no socket file on disk answers; no AF_VSOCK, so not the
+//   host of a VM), no io_uring, no new namespaces, mounts, ptrace, bpf,
+//   keyrings, perf events, userfaultfd or memfd_create, and no x32 system
+//   calls;
+// - at most max(256, 4 x CPUs) processes and threads, no file written past
+//   2 GiB, a /tmp of 1 GiB and a /dev/shm of 256 MiB (memory stays bounded
+//   per process, by the caller's RLIMIT_AS: a cgroup would bound the total);
 // - IPC and UTS namespaces of its own, an empty /dev/shm;
 // - a session of its own (no controlling terminal to type into), no
 //   descriptor of the caller's but `keep_fd` (and 0-2, or /dev/null);

@@ -77,6 +77,10 @@ class ArtifactStore {
 
   virtual Expected<Artifact> get_entry(const std::string& ns, const std::string& key) = 0;
   virtual Expected<EntryInfo> show_entry(const std::string& ns, const std::string& key) = 0;
+  // Marks the entry most recently used, as get_entry does (best effort:
+  // OK when it is gone or the store is busy; an error only when the store
+  // cannot be reached).
+  virtual Status touch_entry(const std::string& ns, const std::string& key) = 0;
   // Every entry (of one namespace, or all): the whole list in memory, for
   // the CLI and tests on a local store. A server lists with list_page.
   virtual Expected<std::vector<EntryInfo>> list(const std::optional<std::string>& ns) = 0;

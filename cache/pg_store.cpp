@@ -313,6 +313,12 @@ Expected<Artifact> PgStore::get_entry(const std::string& ns, const std::string& 
   return a;
 }
 
+Status PgStore::touch_entry(const std::string& ns, const std::string& key) {
+  auto touch = conn_->exec("UPDATE mlk_entries SET lru=nextval('mlk_lru'), last_used=$1 WHERE ns=$2 AND key=$3",
+                           {str(now_unix()), ns, key});
+  return touch.ok() ? Status::Ok() : touch.status();
+}
+
 Expected<EntryInfo> PgStore::show_entry(const std::string& ns, const std::string& key) {
   auto rows = conn_->exec(std::string("SELECT ") + kEntryColumns + " FROM mlk_entries WHERE ns=$1 AND key=$2", {ns, key});
   if (!rows.ok()) return rows.status();

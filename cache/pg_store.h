@@ -70,6 +70,7 @@ class PgStore final : public ArtifactStore {
                    const Provenance& provenance, const std::map<std::string, std::string>& files) override;
   Expected<Artifact> get_entry(const std::string& ns, const std::string& key) override;
   Expected<EntryInfo> show_entry(const std::string& ns, const std::string& key) override;
+  Status touch_entry(const std::string& ns, const std::string& key) override;
   Expected<std::vector<EntryInfo>> list(const std::optional<std::string>& ns) override;
   Expected<EntryPage> list_page(const std::string& ns, const std::optional<ListCursor>& after, int max_rows) override;
   Expected<std::vector<std::string>> keys_with_prefix(const std::string& ns, const std::string& prefix,

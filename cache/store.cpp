@@ -332,22 +332,32 @@ Expected<Artifact> Store::get_entry(const std::string& ns, const std::string& ke
     return Status::Ok();
   });
   if (!s.ok()) return detail::quarantine_damage(*impl_, damage, s);
-  if (!impl_->read_only) {
-    // Recency is best effort: a store busy for more than 100 ms skips it.
-    sqlite3_busy_timeout(impl_->db->raw(), 100);
-    int64_t now = detail::now_unix();
-    Status t = sql::write_txn(*impl_->db, [&]() -> Status {
-      auto u = impl_->db->prepare(
-          "UPDATE entries SET lru=(SELECT COALESCE(MAX(lru), 0) + 1 FROM entries), last_used=?1 "
-          "WHERE ns=?2 AND key=?3");
-      if (!u.ok()) return u.status();
-      u->bind(1, now).bind(2, ns).bind(3, key);
-      return u->run();
-    });
-    sqlite3_busy_timeout(impl_->db->raw(), impl_->opt.busy_timeout_ms);
-    if (t.ok()) a.info.last_used = now;
-  }
+  if (int64_t now = touch_locked(ns, key)) a.info.last_used = now;
   return a;
+}
+
+// Caller holds impl_->mu. The time it marked, or 0 when it did not.
+int64_t Store::touch_locked(const std::string& ns, const std::string& key) {
+  if (impl_->read_only) return 0;
+  // Recency is best effort: a store busy for more than 100 ms skips it.
+  sqlite3_busy_timeout(impl_->db->raw(), 100);
+  int64_t now = detail::now_unix();
+  Status t = sql::write_txn(*impl_->db, [&]() -> Status {
+    auto u = impl_->db->prepare(
+        "UPDATE entries SET lru=(SELECT COALESCE(MAX(lru), 0) + 1 FROM entries), last_used=?1 "
+        "WHERE ns=?2 AND key=?3");
+    if (!u.ok()) return u.status();
+    u->bind(1, now).bind(2, ns).bind(3, key);
+    return u->run();
+  });
+  sqlite3_busy_timeout(impl_->db->raw(), impl_->opt.busy_timeout_ms);
+  return t.ok() ? now : 0;
+}
+
+Status Store::touch_entry(const std::string& ns, const std::string& key) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  touch_locked(ns, key);
+  return Status::Ok();
 }
 
 Expected<EntryInfo> Store::show_entry(const std::string& ns, const std::string& key) {

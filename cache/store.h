@@ -160,6 +160,7 @@ class Store final : public ArtifactStore {
   Expected<Artifact> get_entry(const std::string& ns, const std::string& key) override;
   // The entry's record (verified) without reading blobs or touching recency.
   Expected<EntryInfo> show_entry(const std::string& ns, const std::string& key) override;
+  Status touch_entry(const std::string& ns, const std::string& key) override;
   // Entries of one namespace (or all), by namespace then most recently used first.
   Expected<std::vector<EntryInfo>> list(const std::optional<std::string>& ns = std::nullopt) override;
   Expected<EntryPage> list_page(const std::string& ns, const std::optional<ListCursor>& after, int max_rows) override;
@@ -203,6 +204,7 @@ class Store final : public ArtifactStore {
   struct Impl;
 
  private:
+  int64_t touch_locked(const std::string& ns, const std::string& key);
   explicit Store(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

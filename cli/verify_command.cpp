@@ -286,6 +286,17 @@ std::string home_dir() {
   return h && h[0] == '/' && std::string(h) != "/" ? std::string(h) : std::string();
 }
 
+// What the sandboxes hide: the key's folder as written and as it really is
+// (a link's target), and the user's home.
+std::vector<std::string> key_folders(const std::string& key_path) {
+  std::vector<std::string> out = {fs::absolute(key_path).parent_path().string()};
+  std::error_code ec;
+  if (auto real = fs::canonical(key_path, ec); !ec && real.parent_path().string() != out[0])
+    out.push_back(real.parent_path().string());
+  if (std::string h = home_dir(); !h.empty()) out.push_back(h);
+  return out;
+}
+
 // Keeping the verifier's key away from the code it verifies: the running
 // levels dlopen the artifact, whose constructors run where it is loaded.
 // With --sign, this process never loads it: the key file is checked in a
@@ -336,7 +347,7 @@ int run_verify(const std::vector<std::string>& args) {
   verify::VerifyRequest vreq{.module = &fe->module, .fn = v.fn, .profile = *profile, .dims = v.dims,
                              .files = src->files, .levels = *levels, .seed = static_cast<uint64_t>(v.seed)};
   if (!v.sign_path.empty())  // the artifact's code runs only in sandboxes that cannot see the key file
-    vreq.isolate = SandboxSpec{.hidden = {fs::absolute(v.sign_path).parent_path().string(), home_dir()},
+    vreq.isolate = SandboxSpec{.hidden = key_folders(v.sign_path),
                                .keep_env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp"}};
   auto rep = verify::verify_artifact(vreq);
   if (rep.ok() && !v.sign_path.empty()) {  // now, and only here, the key: after everything that ran the artifact

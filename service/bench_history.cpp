@@ -38,6 +38,12 @@ CREATE TABLE IF NOT EXISTS bench_baselines (
 )";
 
 constexpr size_t kMaxKernels = 10000;  // per report
+// What one stored row may hold, so that a row read whole stays small: a
+// kernel's result (with its samples), each name in it, and a report's
+// machine and versions records.
+constexpr size_t kMaxKernelBytes = 256 << 10, kMaxSamples = 10000, kMaxNameBytes = 1024, kMaxRecordBytes = 64 << 10;
+// The dashboard's list: at most this many kernels and artifacts timed.
+constexpr int kMaxSummaries = 500, kMaxSummaryKeys = 20000;
 constexpr int64_t kRowBytes = 64;      // a kernel row's bookkeeping, charged besides its text
 
 // Rows written before reports were stored once keep their own machine and
@@ -122,11 +128,26 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
   for (const char* f : {"machine", "versions"})
     if (doc.contains(f) && !doc[f].is_object()) return bad(std::string("`") + f + "` is not an object");
   const json machine = doc.value("machine", json::object()), versions = doc.value("versions", json::object());
+  for (const auto& [f, v] : {std::pair<const char*, const json*>{"machine", &machine}, {"versions", &versions}})
+    if (dump_json(*v).size() > kMaxRecordBytes)
+      return bad(std::string("`") + f + "` is over " + std::to_string(kMaxRecordBytes) + " bytes");
   for (size_t i = 0; i < doc["kernels"].size(); ++i) {
     const json& k = doc["kernels"][i];
-    for (const char* f : {"id", "target", "cache_key", "variant"})
-      if (!k.is_object() || !k.contains(f) || !k[f].is_string())
-        return bad("kernels[" + std::to_string(i) + "]: missing string field `" + f + "`");
+    const std::string at = "kernels[" + std::to_string(i) + "]";
+    for (const char* f : {"id", "target", "cache_key", "variant"}) {
+      if (!k.is_object() || !k.contains(f) || !k[f].is_string()) return bad(at + ": missing string field `" + f + "`");
+      if (k[f].get_ref<const std::string&>().size() > kMaxNameBytes)
+        return bad(at + ": `" + f + "` is over " + std::to_string(kMaxNameBytes) + " bytes");
+    }
+    // Every row is read whole by a history query and parsed by the dashboard: bounded when stored.
+    if (dump_json(k).size() > kMaxKernelBytes)
+      return bad(at + " is over " + std::to_string(kMaxKernelBytes) + " bytes (at most " +
+                 std::to_string(kMaxSamples) + " samples)");
+    if (k.contains("mlk") && k["mlk"].is_object())
+      for (const char* f : {"samples_ms", "round_sizes"})
+        if (k["mlk"].contains(f) && k["mlk"][f].is_array() && k["mlk"][f].size() > kMaxSamples)
+          return bad(at + ": `mlk." + f + "` has " + std::to_string(k["mlk"][f].size()) + " values; at most " +
+                     std::to_string(kMaxSamples));
     if (!k.contains("mlk") || !k["mlk"].is_object()) return bad("kernels[" + std::to_string(i) + "]: no `mlk` result");
     if (k["mlk"].contains("median_ms") && !k["mlk"]["median_ms"].is_number())
       return bad("kernels[" + std::to_string(i) + "]: `mlk.median_ms` is not a number");
@@ -276,7 +297,7 @@ Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const s
   auto q = reader_->prepare(
       "SELECT r.kernel, r.target, g.n, r.created, r.median_ms, r.cache_key FROM bench_results r JOIN "
       "(SELECT COUNT(*) AS n, MAX(id) AS last FROM bench_results WHERE ns = ?1 GROUP BY kernel, target) g "
-      "ON r.id = g.last ORDER BY r.kernel, r.target");
+      "ON r.id = g.last ORDER BY r.kernel, r.target LIMIT " + std::to_string(kMaxSummaries));
   if (!q.ok()) return q.status();
   q->bind(1, ns);
   std::vector<KernelSummary> out;
@@ -289,7 +310,7 @@ Expected<std::vector<BenchHistory::KernelSummary>> BenchHistory::kernels(const s
                    median.is_number() ? median.get<double>() : 0.0});
   }
   auto keys = reader_->prepare("SELECT DISTINCT kernel, target, cache_key FROM bench_results WHERE ns = ?1 "
-                           "ORDER BY kernel, target, cache_key");
+                           "ORDER BY kernel, target, cache_key LIMIT " + std::to_string(kMaxSummaryKeys));
   if (!keys.ok()) return keys.status();
   keys->bind(1, ns);
   size_t at = 0;  // both lists are in (kernel, target) order

@@ -28,7 +28,9 @@ class BenchHistory {
   // Stores the kernels of `report` (the JSON document of `mlk bench --json`)
   // under namespace `ns`; with `baseline_set` non-empty, they also become
   // that set's baseline entries. InvalidArgument naming the field when the
-  // document is no mlk bench report. Returns how many kernels were stored.
+  // document is no mlk bench report, or is over a bound: 10,000 kernels, a
+  // kernel's result 256 KiB (10,000 samples), a name 1 KiB, machine and
+  // versions 64 KiB each. Returns how many kernels were stored.
   Expected<int> add(const std::string& ns, const std::string& report, const std::string& baseline_set);
 
   // {"namespace", "kernel", "results": [...], "truncated", "next"?}: the
@@ -49,7 +51,8 @@ class BenchHistory {
   // each report's machine and version records): what its quota is charged.
   Expected<int64_t> bytes(const std::string& ns);
 
-  // One row per kernel and target of namespace `ns` that has results, by
+  // One row per kernel and target of namespace `ns` that has results (the
+  // first 500, with at most 20,000 artifacts timed among them), by
   // kernel: how many, and the newest's time, median and cache key (the
   // dashboard's list, service/dashboard.cpp).
   struct KernelSummary {

@@ -79,16 +79,36 @@ std::string dims_text(const std::map<std::string, int64_t>& dims) {
   return s.empty() ? "-" : s;
 }
 
+// Text shown in a cell, at most 200 characters of it (a name is a writer's:
+// a megabyte of `&` would grow fivefold escaped).
+std::string clip(const std::string& s) { return s.size() <= 200 ? s : s.substr(0, 200) + "..."; }
+
+// What a row of the entries table shows: only this is held per entry.
+struct EntryRow {
+  std::string fn, target, dims, verified, key;
+  bool measured = false, verified_yes = false;
+  int64_t size = 0, last_used = 0;
+};
+
 // The entries of c.ns, most recently used first; `history` maps a cache key
 // to the kernel page of its benchmark history.
 std::string entries_table(Ctx& c, const std::map<std::string, std::string>& history) {
-  // A page at a time: the shown rows are held, the rest only counted.
-  std::vector<cache::EntryInfo> rows;
+  // A page at a time: each shown row held as its few short cells, the rest only counted.
+  std::vector<EntryRow> rows;
   size_t damaged = 0, more = 0;
   Status listed = cache::scan_entries(c.store(), c.ns, [&](cache::EntryInfo& e) {
-    if (e.damaged) ++damaged;
-    else if (rows.size() < kMaxRows) rows.push_back(std::move(e));
-    else ++more;
+    if (e.damaged) {
+      ++damaged;
+    } else if (rows.size() < kMaxRows) {
+      auto meta = cache::parse_entry_meta(e.manifest.meta_json);
+      cache::EntryMeta m = meta.ok() ? *meta : cache::EntryMeta{};
+      std::string verified = m.verification.str();
+      rows.push_back({clip(m.fn.empty() ? "-" : m.fn), clip(m.target.empty() ? "-" : m.target), clip(dims_text(m.dims)),
+                      clip(verified), e.key, m.measured, m.verification.present && verified != "none", e.size,
+                      e.last_used});
+    } else {
+      ++more;
+    }
     return true;
   });
   if (!listed.ok()) return error_page_body("cannot list the entries: " + listed.message());
@@ -99,20 +119,14 @@ std::string entries_table(Ctx& c, const std::map<std::string, std::string>& hist
   if (rows.empty()) return o + "<p class=\"note\" id=\"no-entries\">no entries</p>\n";
   o += "<table id=\"entries\"><tr><th>fn</th><th>target</th><th>shape</th><th>measured</th><th>verified</th>"
        "<th>size</th><th>last use</th><th>key</th><th>history</th></tr>\n";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& e = rows[i];
-    auto meta = cache::parse_entry_meta(e.manifest.meta_json);
-    cache::EntryMeta m = meta.ok() ? *meta : cache::EntryMeta{};
-    std::string verified = m.verification.str();
+  for (const EntryRow& e : rows) {
     auto h = history.find(e.key);
-    o += "<tr class=\"entry\"><td>" + html_escape(m.fn.empty() ? "-" : m.fn) + "</td><td>" +
-         html_escape(m.target.empty() ? "-" : m.target) + "</td><td>" + html_escape(dims_text(m.dims)) +
-         "</td><td class=\"" + (m.measured ? "yes\">yes" : "no\">no") + "</td><td class=\"" +
-         (m.verification.present && verified != "none" ? "yes" : "no") + "\">" + html_escape(verified) +
-         "</td><td class=\"num\">" + format_bytes(e.size) + "</td><td>" + html_escape(iso_time(e.last_used)) +
-         "</td><td class=\"key\" title=\"" + html_escape(e.key) + "\">" + html_escape(e.key.substr(0, 12)) +
-         "</td><td>" + (h == history.end() ? "-" : "<a href=\"" + html_escape(h->second) + "\">plot</a>") +
-         "</td></tr>\n";
+    o += "<tr class=\"entry\"><td>" + html_escape(e.fn) + "</td><td>" + html_escape(e.target) + "</td><td>" +
+         html_escape(e.dims) + "</td><td class=\"" + (e.measured ? "yes\">yes" : "no\">no") + "</td><td class=\"" +
+         (e.verified_yes ? "yes" : "no") + "\">" + html_escape(e.verified) + "</td><td class=\"num\">" +
+         format_bytes(e.size) + "</td><td>" + html_escape(iso_time(e.last_used)) + "</td><td class=\"key\" title=\"" +
+         html_escape(e.key) + "\">" + html_escape(e.key.substr(0, 12)) + "</td><td>" +
+         (h == history.end() ? "-" : "<a href=\"" + html_escape(h->second) + "\">plot</a>") + "</td></tr>\n";
   }
   o += "</table>\n";
   if (more) o += "<p class=\"note\">" + std::to_string(more) + " more entries not shown</p>\n";
@@ -128,7 +142,7 @@ std::string kernels_table(const Ctx& c, const std::vector<BenchHistory::KernelSu
        "<th>latest</th></tr>\n";
   for (const auto& k : kernels)
     o += "<tr class=\"kernel\"><td><a href=\"" + html_escape(kernel_link(c.ns, k.kernel, k.target)) + "\">" +
-         html_escape(k.kernel) + "</a></td><td>" + html_escape(k.target) + "</td><td class=\"num\">" +
+         html_escape(clip(k.kernel)) + "</a></td><td>" + html_escape(clip(k.target)) + "</td><td class=\"num\">" +
          std::to_string(k.results) + "</td><td class=\"num\">" + ms_text(k.last_median_ms) + "</td><td>" +
          html_escape(k.last_created) + "</td></tr>\n";
   return o + "</table>\n";

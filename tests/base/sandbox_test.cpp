@@ -6,9 +6,14 @@
 #include "base/sandbox.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <string>
 
 #include "../cache/test_util.h"
@@ -77,6 +82,36 @@ TEST(Sandbox, AHiddenFolderIsMaskedButForThePathsKeptInside) {
   EXPECT_EQ(r->exit_code, 0) << r->out;
   EXPECT_EQ(r->out, "001010") << "secret, other, runner, write bin, write job, write home";
   EXPECT_TRUE(std::filesystem::exists(h + "/job/new"));  // written through to the real folder
+}
+
+// Issue 49, review 5 (M1, M2): inside, socket(AF_VSOCK) reached the host of
+// a VM (only AF_UNIX was refused), and nothing bounded processes, tmpfs or
+// memfd pages (RLIMIT_AS counts none of them). Each probe: "1" when the
+// sandbox refused or bounded it.
+TEST(Sandbox, RefusesOtherSocketFamiliesAndBoundsWhatRlimitAsDoesNot) {
+  auto r = run_child([&](int fd) {
+    if (Status s = enter_sandbox(SandboxSpec{.keep_fd = fd}); !s.ok()) {
+      std::string why = "no sandbox: " + s.message();
+      (void)!write(fd, why.data(), why.size());
+      _exit(3);
+    }
+    auto refused = [](int got, int err) { return got < 0 && errno == err ? "1" : "0"; };
+    std::string got = refused(socket(AF_VSOCK, SOCK_STREAM, 0), EACCES);
+    got += refused(socket(AF_PACKET, SOCK_RAW, 0), EACCES);
+    got += refused(static_cast<int>(syscall(SYS_memfd_create, "x", 0)), EPERM);
+    rlimit nproc{};
+    getrlimit(RLIMIT_NPROC, &nproc);
+    got += nproc.rlim_cur != RLIM_INFINITY && nproc.rlim_cur <= 4096 ? "1" : "0";
+    struct statfs tmp {};
+    got += statfs("/tmp", &tmp) == 0 && static_cast<uint64_t>(tmp.f_blocks) * tmp.f_bsize <= (uint64_t{1} << 30) ? "1" : "0";
+    int ok = socket(AF_INET, SOCK_STREAM, 0);  // still allowed: the network namespace has only its own loopback
+    got += ok >= 0 ? "1" : "0";
+    (void)!write(fd, got.data(), got.size());
+    _exit(0);
+  });
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  if (r->exit_code == 3 && r->out.find("user namespaces") != std::string::npos) GTEST_SKIP() << r->out;
+  EXPECT_EQ(r->out, "111111") << "vsock, packet, memfd_create, RLIMIT_NPROC, /tmp size, inet";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // ccache objects, and that every rejected request leaves the store as it was.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -447,6 +448,41 @@ TEST_P(ApiTest, Finding5_ASelfWrittenVerifyReportDoesNotEnterARelease) {
   // Signed by the verifier for this entry: a release.
   auto ok = put_entry("k1", manifest_of(files, *cache::sign_report(all, statement("k1"), *verifier)));
   EXPECT_EQ(ok.status, 201) << ok.body;
+}
+
+// Issue 49, review 5 (H1): GET /v1/entries/KEY read every file of the entry
+// into memory at once to re-hash it, and a manifest may name one large blob
+// under many names (each charged, all within a large quota): 64 names of a
+// 4 MiB blob held 256 MiB per request. Each distinct blob is hashed once
+// now, one at a time; and an entry lists at most 1024 files.
+TEST_P(ApiTest, Review5_H1_AnEntryReadHoldsOneBlobAtATime) {
+  ApiOptions o;
+  o.max_body_bytes = 8 << 20;
+  Api large(o, *pool, metrics);
+  auto call = [&](const std::string& method, const std::string& path_, const std::string& token,
+                  const std::string& body = "") {
+    ApiRequest r{method, path_, {}, "Bearer " + token};
+    StringBody b(body);
+    return large.handle(r, b);
+  };
+  const std::string big(4 << 20, 'x');
+  ASSERT_EQ(call("PUT", "/v1/blobs/" + sha256_hex(big), alpha, big).status, 201);
+  cache::Manifest m;
+  for (int i = 0; i < 1025; ++i)
+    m.files["f" + std::to_string(i)] = cache::BlobRef{sha256_hex(big), static_cast<int64_t>(big.size())};
+  m.provenance = cache::testing::test_provenance();
+  expect_error(call("PUT", "/v1/entries/many", alpha, cache::manifest_to_json(m)), 413, "an entry has at most 1024");
+  while (m.files.size() > 64) m.files.erase(std::prev(m.files.end()));
+  ASSERT_EQ(call("PUT", "/v1/entries/many", alpha, cache::manifest_to_json(m)).status, 201);
+  struct rusage before {}, after {};
+  getrusage(RUSAGE_SELF, &before);
+  auto got = call("GET", "/v1/entries/many", alpha_ro);
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_EQ(got.status, 200) << got.body;
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 128 << 10) << "KiB of peak memory grew by one entry read";
+  // Still every blob checked: a damaged one makes the entry's read fail.
+  corrupt(big);
+  expect_error(call("GET", "/v1/entries/many", alpha_ro), 404, "stored data failed verification");
 }
 
 // Issue 49, review 4 (low): a release namespace with trusted verifiers but

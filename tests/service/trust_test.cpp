@@ -928,6 +928,59 @@ TEST_P(Trust, Round2_Finding8_HeadAndRangeReadNotTheWholeBlob) {
   EXPECT_EQ(call("GET", path, alpha).status, 404);
 }
 
+// Issue 49, review 5 (M1): a benchmark row was unbounded (a kernel with 32 M
+// samples stored, then read whole and parsed several times over by every
+// history query and the dashboard). A kernel's result, its samples, its
+// names and the report's records are bounded when stored.
+TEST_P(Trust, Review5_M1_ABenchmarkRowIsBoundedWhenStored) {
+  ApiOptions o = api->options();
+  o.bench_history_path = dir.file("bench.db");
+  o.max_body_bytes = 8 << 20;
+  o.quotas.limits.clear();
+  Api with_history(o, *pool, metrics);
+  auto post = [&](const json& kernel, const json& machine = json::object()) {
+    const std::string body = json{{"format", "mlk-bench"}, {"machine", machine}, {"kernels", {kernel}}}.dump();
+    ApiRequest r{"POST", "/v1/bench/results", {}, "Bearer " + alpha};
+    StringBody b(body);
+    return with_history.handle(r, b);
+  };
+  auto kernel = [](const std::string& id, size_t samples) {
+    return json{{"id", id}, {"target", "t"}, {"cache_key", "c"}, {"variant", "v"},
+                {"mlk", {{"median_ms", 1.0}, {"samples_ms", std::vector<double>(samples, 0.5)}}}};
+  };
+  EXPECT_EQ(post(kernel("k", 10000)).status, 201);
+  expect_error(post(kernel("k", 10001)), 400, "`mlk.samples_ms` has 10001 values; at most 10000");
+  json padded = kernel("k", 1);
+  padded["notes"] = std::string(300 << 10, 'n');
+  expect_error(post(padded), 400, "kernels[0] is over 262144 bytes");
+  expect_error(post(kernel(std::string(1025, 'k'), 1)), 400, "`id` is over 1024 bytes");
+  expect_error(post(kernel("k", 1), json{{"cpu", std::string(70000, 'm')}}), 400, "`machine` is over 65536 bytes");
+}
+
+// Issue 49, review 5 (H2): the dashboard held up to 500 whole entries (a
+// manifest may be a megabyte) and escaped their names whole, a megabyte of
+// `&` growing fivefold, before any bound on its answer. Each cell shows at
+// most 200 characters and only the cells are held.
+TEST_P(Trust, Review5_H2_TheDashboardShowsAWritersNamesClipped) {
+  ApiOptions o = api->options();
+  o.max_body_bytes = 1 << 20;
+  o.max_manifest_bytes = 1 << 20;
+  o.quotas.limits.clear();
+  Api large(o, *pool, metrics);
+  cache::Manifest m;
+  m.meta_json = json{{"fn", std::string(200000, '&')}, {"target", std::string(200000, '<')}}.dump();
+  m.provenance = cache::testing::test_provenance();
+  ApiRequest put{"PUT", "/v1/entries/amp", {}, "Bearer " + alpha};
+  StringBody body(cache::manifest_to_json(m));
+  ASSERT_EQ(large.handle(put, body).status, 201);
+  ApiRequest ui{"GET", "/ui", {{"namespace", "alpha"}}, "Bearer " + alpha_ro};
+  StringBody none("");
+  ApiResponse page = large.handle(ui, none);
+  ASSERT_EQ(page.status, 200) << page.body.substr(0, 300);
+  EXPECT_NE(page.body.find("&amp;&amp;&amp;"), std::string::npos) << "the name is shown, clipped";
+  EXPECT_LT(page.body.size(), size_t{64} << 10) << "a 400 KB name grew the page";
+}
+
 #ifdef MLK_CLUSTER_TESTS
 INSTANTIATE_TEST_SUITE_P(Shared, Trust, ::testing::Values("pg"), [](const auto& i) { return i.param; });
 #else
