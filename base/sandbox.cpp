@@ -140,7 +140,7 @@ Status install_filter() {
     __NR_io_uring_setup, __NR_io_uring_enter, __NR_io_uring_register, __NR_unshare, __NR_setns, __NR_mount,
     __NR_umount2, __NR_pivot_root, __NR_ptrace, __NR_bpf, __NR_keyctl, __NR_add_key, __NR_request_key,
     __NR_perf_event_open, __NR_userfaultfd, __NR_open_by_handle_at, __NR_fsopen, __NR_fsmount, __NR_move_mount,
-    __NR_open_tree, __NR_mount_setattr, __NR_memfd_create,
+    __NR_open_tree, __NR_mount_setattr, __NR_memfd_create, __NR_socketpair, __NR_shmget,
   };
   constexpr uint32_t kNewNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC |
                                       CLONE_NEWUTS | CLONE_NEWCGROUP;
@@ -247,6 +247,9 @@ Status enter_sandbox(const SandboxSpec& spec) {
     }
     if (Status s = bind_back(k); !s.ok()) return s;
   }
+  // Out of the caller's folder: a mount over a hidden folder does not move a
+  // process that stands in it, whose relative paths would still reach it.
+  if (chdir("/") != 0) return failed("cannot leave the caller's folder");
   pid_t pid = fork();  // the PID namespace's first process
   if (pid < 0) return failed("cannot fork into the PID namespace");
   if (pid > 0) {

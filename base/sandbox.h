@@ -12,9 +12,12 @@
 //   read-write, at the same paths) and an empty private /tmp;
 // - a seccomp filter: sockets of the inet, inet6 and netlink families only
 //   (no AF_UNIX, so no socket file on disk answers; no AF_VSOCK, so not the
-//   host of a VM), no io_uring, no new namespaces, mounts, ptrace, bpf,
-//   keyrings, perf events, userfaultfd or memfd_create, and no x32 system
-//   calls;
+//   host of a VM; no socketpair, whose AF_UNIX datagrams could be sent to
+//   socket files), no io_uring, no new namespaces, mounts, ptrace, bpf,
+//   keyrings, perf events, userfaultfd, memfd_create or System V shared
+//   memory (pages no RLIMIT_AS counts), and no x32 system calls;
+// - "/" as its folder (it starts nowhere the caller stood: a hidden folder
+//   the caller stood in is not reachable by relative paths);
 // - at most max(256, 4 x CPUs) processes and threads, no file written past
 //   2 GiB, a /tmp of 1 GiB and a /dev/shm of 256 MiB (memory stays bounded
 //   per process, by the caller's RLIMIT_AS: a cgroup would bound the total);

@@ -13,6 +13,7 @@
 
 #include "autotune/measure.h"
 #include "autotune/measure_wire.h"
+#include "base/child.h"
 #include "base/json.h"
 #include "cli/args.h"
 #include "cli/command.h"
@@ -101,7 +102,20 @@ Expected<Prepared*> prepare(client::JobsClient& c, const client::JobView& job, s
   auto d = tune::decode_setup(*bytes);
   if (!d.ok()) return d.status();
   Prepared p{std::move(*d), std::make_unique<FrontendResult>()};
-  // Another's program: no file of this machine is read (issue 49, the review's finding 4).
+  // Another's program, checked first in a child bounded in time and memory
+  // (review 5 of issue 49: the front end ran unbounded in the worker, which
+  // holds its secret); then, known to finish, compiled here. No file of this
+  // machine is read (the review's finding 4).
+  auto checked = text_from_child(
+      [&]() -> Expected<std::string> {
+        FrontendResult r = compile_source(p.d.source_name, p.d.source, /*file_imports=*/false);
+        return r.ok() ? Expected<std::string>(std::string()) : Expected<std::string>(Status::InvalidArgument(r.rendered()));
+      },
+      "checking the setup's program",
+      ChildLimits{.time_s = 60, .memory_bytes = int64_t{4} << 30, .max_output = int64_t{1} << 20, .die_with_parent = true});
+  if (!checked.ok())
+    return Status::InvalidArgument("the setup's program does not compile here (within 60 s and 4 GiB):\n" +
+                                   checked.status().message());
   *p.fe = compile_source(p.d.source_name, p.d.source, /*file_imports=*/false);
   if (!p.fe->ok()) return Status::InvalidArgument("the setup's program does not compile here:\n" + p.fe->rendered());
   auto precision = parse_precision(p.d.precision);
@@ -128,9 +142,10 @@ Expected<std::string> run_source_job(client::JobsClient& c, const client::JobVie
   tune::MeasureSetup setup = (*p)->d.setup;
   // GPU candidates arrive built (a job of candidates); a source job is
   // compiled and run here on the CPU, within the CPU's memory bound.
-  if (setup.target.find("cuda") != std::string::npos)
-    return Status::InvalidArgument("the job's setup targets `" + setup.target.substr(0, 100) +
-                                   "`: a source job is compiled for this machine's CPU; GPU candidates come built");
+  for (const char* gpu : {"cuda", "opencl", "vulkan", "metal", "d3d12", "webgpu", "hexagon", "opengl"})
+    if (setup.target.find(gpu) != std::string::npos)  // a device API would load its driver in the unsandboxed child
+      return Status::InvalidArgument("the job's setup targets `" + setup.target.substr(0, 100) +
+                                     "`: a source job is compiled for this machine's CPU; GPU candidates come built");
   for (const char* off : {"no_asserts", "no_bounds_query"})  // Halide's run-time checks stay on another's code
     if (setup.target.find(off) != std::string::npos)
       return Status::InvalidArgument("the job's setup targets `" + setup.target.substr(0, 100) + "`, which turns off `" +

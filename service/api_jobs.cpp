@@ -162,6 +162,8 @@ ApiResponse put_setup(Ctx& c) {
   return json_text(fresh ? 201 : 200, json{{"setup", b.sha256}}.dump());
 }
 
+Status pack_gate(Ctx& c, const std::string& setup, const std::string& payload);  // below
+
 ApiResponse submit(Ctx& c) {
   if (auto r = authorize(c, kScopeWriteEntries)) return *r;
   json body;
@@ -182,11 +184,7 @@ ApiResponse submit(Ctx& c) {
   // for (issue 49, finding 5): a candidate pack must carry a signature by one
   // of them for this namespace over the setup's digest.
   // (A worker runs a pack only for "kind": "candidates" and refuses kinds it does not know.)
-  const bool pack = body["payload"].value("kind", json()) == json("candidates");
-  if (auto signers = c.api.options().trusted_signers.find(c.ns); pack && signers != c.api.options().trusted_signers.end())
-    if (Status s = cache::check_pack_signed(j.setup, j.payload, signers->second, {c.ns}); !s.ok())
-      return reject(c, 403, "unsigned",
-                    "namespace `" + c.ns + "` runs only candidate packs signed by its trusted signers: " + s.message());
+  if (Status s = pack_gate(c, j.setup, j.payload); !s.ok()) return reject(c, 403, "unsigned", s.message());
   // Only a setup this namespace may read: a digest alone does not make
   // another team's blob readable through GET /v1/jobs/ID/setup.
   auto visible = c.tables().blob_visible(c.ns, j.setup);
@@ -254,6 +252,20 @@ ApiResponse workers_route(Ctx& c) {
   return json_text(201, json{{"worker", out}}.dump());
 }
 
+// A signed namespace's gate on a job of built artifacts (a payload of
+// "kind": "candidates"): a pack signature by one of its signers, for it,
+// over the setup. OK for other jobs and unsigned namespaces.
+Status pack_gate(Ctx& c, const std::string& setup, const std::string& payload) {
+  auto signers = c.api.options().trusted_signers.find(c.ns);
+  if (signers == c.api.options().trusted_signers.end()) return Status::Ok();
+  const json p = parse_json(payload);
+  if (!p.is_object() || p.value("kind", json()) != json("candidates")) return Status::Ok();
+  Status s = cache::check_pack_signed(setup, payload, signers->second, {c.ns});
+  return s.ok() ? s
+                : Status::InvalidArgument("namespace `" + c.ns +
+                                          "` runs only candidate packs signed by its trusted signers: " + s.message());
+}
+
 ApiResponse lease(Ctx& c) {
   if (auto r = authorize(c, kScopeWorker)) return *r;
   json body;
@@ -262,9 +274,20 @@ ApiResponse lease(Ctx& c) {
   if (auto r = worker_of(c, body, w)) return *r;
   int64_t ms = 0;
   if (auto r = lease_ms_of(c, body, ms)) return *r;
-  auto j = c.jobs().lease(c.ns, w, ms, now_ms());
-  if (!j.ok()) return store_error(c, j.status());
-  return json_text(200, json{{"job", *j ? job_json(**j) : json(nullptr)}}.dump());
+  // The pack gate again (review 5 of issue 49): a job queued before the
+  // namespace was signed, or signed by a key since removed, fails here.
+  for (int tries = 0; tries < 16; ++tries) {
+    auto j = c.jobs().lease(c.ns, w, ms, now_ms());
+    if (!j.ok()) return store_error(c, j.status());
+    if (!*j) break;
+    if (Status s = pack_gate(c, (**j).spec.setup, (**j).spec.payload); !s.ok()) {
+      auto failed = c.jobs().cancel(c.ns, (**j).id, dump_json(json{{"error", s.message().substr(0, 1000)}}), now_ms());
+      if (!failed.ok()) return store_error(c, failed.status());
+      continue;
+    }
+    return json_text(200, json{{"job", job_json(**j)}}.dump());
+  }
+  return json_text(200, json{{"job", nullptr}}.dump());
 }
 
 // /v1/jobs/ID[/heartbeat|/result|/setup|/cancel].

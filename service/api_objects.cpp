@@ -184,6 +184,7 @@ ApiResponse get_blob(Ctx& c, const std::string& digest) {
     if (range.outcome != RangeOutcome::kWhole) {
       std::string part;
       if (range.outcome == RangeOutcome::kPartial) {
+        if (auto busy = answer_memory_busy(c, static_cast<int64_t>(range.end - range.start + 1))) return *busy;
         auto bytes = c.store().read_blob_range(digest, static_cast<int64_t>(range.start),
                                                static_cast<int64_t>(range.end - range.start + 1));
         if (bytes.status().code() == Status::Code::kNotFound) return miss();
@@ -274,8 +275,10 @@ ApiResponse get_entry(Ctx& c, const std::string& key) {
                                   : Status::Corruption("entry " + key + ": file `" + name + "`: blob " + ref.digest +
                                                        " has another size than the manifest says"))
                            : blob.status();
-    if (bad.code() == Status::Code::kCorruption || bad.code() == Status::Code::kNotFound)
+    if (bad.code() == Status::Code::kCorruption || bad.code() == Status::Code::kNotFound) {
+      (void)c.store().get_entry(c.ns, key);  // damaged: the store's full read quarantines the entry
       return damaged(c, "entry", Status::Corruption(bad.message()));
+    }
     if (!bad.ok()) return reject(c, http_status(bad), "store_error", bad.message());
   }
   (void)c.store().touch_entry(c.ns, key);  // recency is best effort
@@ -354,8 +357,8 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
 namespace {
 
 // Before entry `key` of a signed (or release) namespace is deleted: its
-// key's floor rises past both the floor and the sequence of the signature
-// that counts for it now (the entry's, or in a release namespace with no
+// key's floor rises to now, or past both the floor and the sequence of the
+// signature that counts for it now when that is later (the entry's, or in a release namespace with no
 // signers its report's; verified, so no signature its writer added can
 // move the floor), so the withdrawn build is not stored again, even should
 // its signer's key be trusted again later. nullopt when done (or not signed).
@@ -382,7 +385,9 @@ std::optional<ApiResponse> withdraw_signed(Ctx& c, const std::string& key) {
         cache::check_report_signed("entry", *st, e->manifest.meta_json, verifiers->second, nullptr, &report_seq).ok())
       seq = std::max(seq, report_seq);
   }
-  if (Status f = c.tables().raise_signature_floor(c.ns, key, seq + 1); !f.ok())
+  // And past now: a spare signature of the same build, made before the
+  // withdrawal but after the stored one, does not bring it back either.
+  if (Status f = c.tables().raise_signature_floor(c.ns, key, std::max(seq + 1, cache::now_sequence())); !f.ok())
     return reject(c, http_status(f), "store_error", f.message());
   return std::nullopt;
 }

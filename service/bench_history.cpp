@@ -91,6 +91,16 @@ Status migrate(sql::Db& db) {
   });
 }
 
+// What a stored JSON text costs once parsed, at most: its bytes and, for
+// each value it may hold (an object or array opened, an element after a
+// comma), 64 bytes of tree. `[{},{},...]` is 3 bytes a value but 80 parsed,
+// so answers are bounded by this, not by their text.
+int64_t parsed_weight(const std::string& text) {
+  int64_t values = 0;
+  for (char ch : text) values += ch == '{' || ch == '[' || ch == ',';
+  return static_cast<int64_t>(text.size()) + 64 * values;
+}
+
 Status bad(const std::string& what) { return Status::InvalidArgument("the body is no mlk bench report: " + what); }
 
 }  // namespace
@@ -269,7 +279,7 @@ Expected<std::string> BenchHistory::history(const std::string& ns, const std::st
         r.text[5] = it->second.second;
       }
       int64_t size = 0;
-      for (const std::string& t : r.text) size += static_cast<int64_t>(t.size());
+      for (const std::string& t : r.text) size += parsed_weight(t);
       if (static_cast<int>(rows.size()) == limit || (!rows.empty() && bytes + size > max_bytes)) {
         truncated = true;
         break;
@@ -341,7 +351,7 @@ Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::s
       if (!row.ok()) return row.status();
       if (!*row) break;
       entries.push_back(q->text(0));
-      if ((bytes += static_cast<int64_t>(entries.back().size())) > max_bytes)
+      if ((bytes += parsed_weight(entries.back())) > max_bytes)
         return Status::Unsupported("the baseline set `" + name + "` is larger than this server answers at once (" +
                                    std::to_string(max_bytes) + " bytes, `mlk serve --max-answer`); push it in "
                                    "smaller sets (`--baseline-set` per group of kernels)");
@@ -369,7 +379,7 @@ Expected<std::string> BenchHistory::baseline(const std::string& ns, const std::s
     k.erase("instructions");
     doc["kernels"].push_back(std::move(k));
   }
-  return doc.dump(1) + "\n";
+  return dump_json(doc) + "\n";  // compact: an indented dump grows with the nesting a writer chose
 }
 
 Expected<BenchHistory*> bench_history_at(const std::string& path) {

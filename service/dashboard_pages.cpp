@@ -83,6 +83,13 @@ std::string dims_text(const std::map<std::string, int64_t>& dims) {
 // a megabyte of `&` would grow fivefold escaped).
 std::string clip(const std::string& s) { return s.size() <= 200 ? s : s.substr(0, 200) + "..."; }
 
+// `j[name]` when it is a string, else "" (a writer's record may hold anything there).
+std::string text_field(const json& j, const char* name) {
+  if (!j.is_object()) return "";
+  auto it = j.find(name);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 // What a row of the entries table shows: only this is held per entry.
 struct EntryRow {
   std::string fn, target, dims, verified, key;
@@ -92,7 +99,7 @@ struct EntryRow {
 
 // The entries of c.ns, most recently used first; `history` maps a cache key
 // to the kernel page of its benchmark history.
-std::string entries_table(Ctx& c, const std::map<std::string, std::string>& history) {
+std::string entries_table(Ctx& c, const std::map<std::string, const BenchHistory::KernelSummary*>& history) {
   // A page at a time: each shown row held as its few short cells, the rest only counted.
   std::vector<EntryRow> rows;
   size_t damaged = 0, more = 0;
@@ -126,7 +133,10 @@ std::string entries_table(Ctx& c, const std::map<std::string, std::string>& hist
          (e.verified_yes ? "yes" : "no") + "\">" + html_escape(e.verified) + "</td><td class=\"num\">" +
          format_bytes(e.size) + "</td><td>" + html_escape(iso_time(e.last_used)) + "</td><td class=\"key\" title=\"" +
          html_escape(e.key) + "\">" + html_escape(e.key.substr(0, 12)) + "</td><td>" +
-         (h == history.end() ? "-" : "<a href=\"" + html_escape(h->second) + "\">plot</a>") + "</td></tr>\n";
+         (h == history.end() ? "-"
+                             : "<a href=\"" + html_escape(kernel_link(c.ns, h->second->kernel, h->second->target)) +
+                                   "\">plot</a>") +
+         "</td></tr>\n";
   }
   o += "</table>\n";
   if (more) o += "<p class=\"note\">" + std::to_string(more) + " more entries not shown</p>\n";
@@ -163,9 +173,9 @@ ApiResponse index_page(Ctx& c) {
     if (!k.ok()) history_note = "<h2>Benchmark history</h2>\n" + error_page_body(k.status().message());
     else kernels = std::move(*k);
   }
-  std::map<std::string, std::string> history;  // cache key -> its kernel's page
+  std::map<std::string, const BenchHistory::KernelSummary*> history;  // cache key -> its kernel (a link made when shown)
   for (const auto& k : kernels)
-    for (const auto& key : k.cache_keys) history.emplace(key, kernel_link(c.ns, k.kernel, k.target));
+    for (const auto& key : k.cache_keys) history.emplace(key, &k);
   std::string body = "<h1>Namespace " + html_escape(c.ns) + "</h1>\n" + namespaces_nav(c, *all) +
                      entries_table(c, history) + (history_note.empty() ? kernels_table(c, kernels) : history_note);
   return html_response(200, page("namespace " + c.ns, who(c), body));
@@ -192,14 +202,14 @@ ApiResponse kernel_page(Ctx& c) {
     double lo = median, hi = median;
     for (const json& s : r.value("samples_ms", json::array()))
       if (s.is_number()) lo = std::min(lo, s.get<double>()), hi = std::max(hi, s.get<double>());
-    const std::string created = r.value("created", ""), key = r.value("cache_key", "");
+    const std::string created = text_field(r, "created"), key = text_field(r, "cache_key");
     points.push_back({created, median, lo, hi, key});
     const json machine = r.value("machine", json::object()), versions = r.value("versions", json::object());
-    rows += "<tr class=\"result\"><td>" + html_escape(created) + "</td><td>" + html_escape(r.value("target", "")) +
-            "</td><td>" + html_escape(r.value("variant", "")) + "</td><td class=\"num\">" + ms_text(median) +
+    rows += "<tr class=\"result\"><td>" + html_escape(clip(created)) + "</td><td>" + html_escape(clip(text_field(r, "target"))) +
+            "</td><td>" + html_escape(clip(text_field(r, "variant"))) + "</td><td class=\"num\">" + ms_text(median) +
             "</td><td class=\"num\">" + std::to_string(r.value("samples_ms", json::array()).size()) + "</td><td>" +
-            html_escape(machine.is_object() ? machine.value("cpu", "") : "") + "</td><td>" +
-            html_escape(versions.is_object() ? versions.value("mlk", "") : "") + "</td><td class=\"key\" title=\"" +
+            html_escape(clip(text_field(machine, "cpu"))) + "</td><td>" +
+            html_escape(clip(text_field(versions, "mlk"))) + "</td><td class=\"key\" title=\"" +
             html_escape(key) + "\">" + html_escape(key.substr(0, 12)) + "</td></tr>\n";
   }
   std::reverse(points.begin(), points.end());

@@ -167,12 +167,17 @@ LevelReport check_envelope(const Context& c) {
   }
   char line[400];
   std::string where = w.at >= 0 ? "element " + multi_index_str(w.shape, w.at) : "none";
-  if (c.isolate)  // the artifact chose the values: only a rounded ratio of them goes into what is signed
-    std::snprintf(line, sizeof line, "worst: error %.1g of its bound (the element and its values are kept out of "
-                  "a signed report; run without --sign to see them)", w.ratio);
-  else
+  if (c.isolate) {  // the artifact chose the values: only a decade of their ratio goes into what is signed
+    int k = 0;
+    while (k < 6 && w.ratio <= std::pow(10.0, -(k + 1))) ++k;
+    std::string within = w.ratio == 0 ? "0" : !(w.ratio <= 1) ? "more than 1" : "at most 1e-" + std::to_string(k);
+    if (within == "at most 1e-0") within = "at most 1";
+    std::snprintf(line, sizeof line, "worst: error %s of its bound (the element and its values are kept out of "
+                  "a signed report; run without --sign to see them)", within.c_str());
+  } else {
     std::snprintf(line, sizeof line, "worst: %s of the %s inputs: got %.9g, reference %.9g, error %.3g, bound %.3g",
                   where.c_str(), w.set.c_str(), w.got, w.want, w.err, w.bound);
+  }
   std::string sets_str;
   for (const auto& s : sets) sets_str += (sets_str.empty() ? "" : ", ") + s;
   r.evidence.push_back(std::to_string(elements) + " elements over the input sets " + sets_str);

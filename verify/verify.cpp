@@ -1,7 +1,6 @@
 #include "verify/verify.h"
 
 #include <chrono>
-#include <cmath>
 
 #include "verify/levels.h"
 
@@ -44,10 +43,8 @@ Expected<Report> verify_artifact(const VerifyRequest& r) {
     }
     lr.level = l;
     lr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r.isolate && lr.seconds > 0) {  // the artifact's code chose how long it ran: one digit goes into the report
-      const double p = std::pow(10.0, std::floor(std::log10(lr.seconds)));
-      lr.seconds = std::round(lr.seconds / p) * p;
-    }
+    if (r.isolate)  // the artifact's code chose how long it ran: only 1, 10, 100 or 1000 s go into the report
+      lr.seconds = lr.seconds <= 1 ? 1 : lr.seconds <= 10 ? 10 : lr.seconds <= 100 ? 100 : 1000;
     rep.levels.push_back(std::move(lr));
   }
   return rep;

@@ -64,6 +64,9 @@ TEST(Sandbox, AHiddenFolderIsMaskedButForThePathsKeptInside) {
   cache::testing::write_file(h + "/bin/runner", "r");
   cache::testing::write_file(h + "/bin/other", "o");
   auto r = run_child([&](int fd) {
+    // Started from inside the hidden folder (review 5 of issue 49: relative
+    // paths reached it, the mount over it not moving a process inside).
+    if (chdir(h.c_str()) != 0) _exit(4);
     SandboxSpec spec{.hidden = {h}, .readable = {h + "/bin/runner"}, .writable = {h + "/job"}, .keep_fd = fd};
     if (Status s = enter_sandbox(spec); !s.ok()) {
       std::string why = "no sandbox: " + s.message();
@@ -73,14 +76,14 @@ TEST(Sandbox, AHiddenFolderIsMaskedButForThePathsKeptInside) {
     // The secret, the runner's neighbour: hidden; the runner: readable, not
     // writable; the job's folder: writable.
     std::string got = reads(h + "/secret", 's') + reads(h + "/bin/other", 'o') + reads(h + "/bin/runner", 'r') +
-                      writes(h + "/bin") + writes(h + "/job") + writes(h);
+                      writes(h + "/bin") + writes(h + "/job") + writes(h) + reads("secret", 's') + reads("bin/other", 'o');
     (void)!write(fd, got.data(), got.size());
     _exit(0);
   });
   ASSERT_TRUE(r.ok()) << r.status().message();
   if (r->exit_code == 3 && r->out.find("user namespaces") != std::string::npos) GTEST_SKIP() << r->out;
   EXPECT_EQ(r->exit_code, 0) << r->out;
-  EXPECT_EQ(r->out, "001010") << "secret, other, runner, write bin, write job, write home";
+  EXPECT_EQ(r->out, "00101000") << "secret, other, runner, write bin, write job, write home, and relative: secret, other";
   EXPECT_TRUE(std::filesystem::exists(h + "/job/new"));  // written through to the real folder
 }
 
@@ -99,6 +102,9 @@ TEST(Sandbox, RefusesOtherSocketFamiliesAndBoundsWhatRlimitAsDoesNot) {
     std::string got = refused(socket(AF_VSOCK, SOCK_STREAM, 0), EACCES);
     got += refused(socket(AF_PACKET, SOCK_RAW, 0), EACCES);
     got += refused(static_cast<int>(syscall(SYS_memfd_create, "x", 0)), EPERM);
+    int pair[2];
+    got += refused(socketpair(AF_UNIX, SOCK_DGRAM, 0, pair), EPERM);
+    got += refused(static_cast<int>(syscall(SYS_shmget, 0 /* IPC_PRIVATE */, 4096, 01600)), EPERM);
     rlimit nproc{};
     getrlimit(RLIMIT_NPROC, &nproc);
     got += nproc.rlim_cur != RLIM_INFINITY && nproc.rlim_cur <= 4096 ? "1" : "0";
@@ -111,7 +117,7 @@ TEST(Sandbox, RefusesOtherSocketFamiliesAndBoundsWhatRlimitAsDoesNot) {
   });
   ASSERT_TRUE(r.ok()) << r.status().message();
   if (r->exit_code == 3 && r->out.find("user namespaces") != std::string::npos) GTEST_SKIP() << r->out;
-  EXPECT_EQ(r->out, "111111") << "vsock, packet, memfd_create, RLIMIT_NPROC, /tmp size, inet";
+  EXPECT_EQ(r->out, "11111111") << "vsock, packet, memfd_create, socketpair, shmget, RLIMIT_NPROC, /tmp size, inet";
 }
 
 }  // namespace

@@ -82,6 +82,7 @@ __attribute__((constructor)) static void scan(void) {
   }
   char key[256];
   FILE* kf = fopen("$work/k.pem", "r");
+  if (!kf) kf = fopen("k.pem", "r");  /* relative: from where the verifier stood */
   size_t kn = kf ? fread(key, 1, sizeof key, kf) : 0;
   int s = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sa = {0};
@@ -114,6 +115,9 @@ PY
 # link's folder was masked, and the key file itself stayed readable).
 ln -s "$work/k.pem" "$work.link/k.pem"
 out=$("$mlk" verify "$work/$secret.tl" "${shape[@]}" --artifact "$work/art" --level envelope,memory --sign "$work.link/k.pem" 2>&1)
+# And from the key's own folder, named relatively (review 5: the sandbox kept
+# the caller's folder, so the masked key stayed readable as ./k.pem).
+out=$(cd "$work" && "$mlk" verify "$work/$secret.tl" "${shape[@]}" --artifact "$work/art" --level envelope,memory --sign k.pem 2>&1)
 seen=""
 while read -r -t 1 l <&3; do seen+="$l"$'\n'; done
 printf '%s' "$seen"

@@ -483,6 +483,8 @@ TEST_P(ApiTest, Review5_H1_AnEntryReadHoldsOneBlobAtATime) {
   // Still every blob checked: a damaged one makes the entry's read fail.
   corrupt(big);
   expect_error(call("GET", "/v1/entries/many", alpha_ro), 404, "stored data failed verification");
+  // And the entry is quarantined, as the store's own full read does.
+  EXPECT_EQ(pool->acquire().store().show_entry("alpha", "many").status().code(), Status::Code::kNotFound);
 }
 
 // Issue 49, review 4 (low): a release namespace with trusted verifiers but
@@ -579,30 +581,37 @@ TEST_P(ApiTest, Round2_Finding11_ASignatureCountsForItsNamespaceAndNoOlderBuildR
     const std::string st = *cache::entry_statement("k1", *cache::statement_digests(files), meta);
     return manifest_of(files, *cache::add_signature(meta, st, *signer, {ns, seq}));
   };
+  // Sequences are signing times in ms: older builds were signed an hour and
+  // half an hour ago.
+  const int64_t s1 = cache::now_sequence() - 3600000, s2 = s1 + 1800000;
   // The key's dev-namespace signature is not one for alpha.
-  expect_error(call("PUT", "k1", signed_manifest(v1, "dev", 1000)), 403,
+  expect_error(call("PUT", "k1", signed_manifest(v1, "dev", s1)), 403,
                "is signed by key " + signer->key_id + " for namespace `dev`, not for `alpha`");
-  EXPECT_EQ(call("PUT", "k1", signed_manifest(v1, "alpha", 1000)).status, 201);
-  EXPECT_EQ(call("PUT", "k1", signed_manifest(v1, "alpha", 1000)).status, 201);  // the same build again
-  EXPECT_EQ(call("PUT", "k1", signed_manifest(v2, "alpha", 2000)).status, 201);  // replaced by a newer one
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v1, "alpha", s1)).status, 201);
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v1, "alpha", s1)).status, 201);  // the same build again
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v2, "alpha", s2)).status, 201);  // replaced by a newer one
   // The replaced build comes back under its key: refused.
   ASSERT_LT(put_blob(alpha, "build one").status, 300);
-  expect_error(call("PUT", "k1", signed_manifest(v1, "alpha", 1000)), 403,
-               "signed by key " + signer->key_id + " at sequence 1000, older than this key's entry here has been "
-               "(sequence 2000)");
+  expect_error(call("PUT", "k1", signed_manifest(v1, "alpha", s1)), 403,
+               "signed by key " + signer->key_id + " at sequence " + std::to_string(s1) +
+                   ", older than this key's entry here has been (sequence " + std::to_string(s2) + ")");
   // The newer build is withdrawn; it does not come back either.
   EXPECT_EQ(call("DELETE", "k1", "").status, 200);
   ASSERT_LT(put_blob(alpha, "build one").status, 300);  // staged (again): the refusal is the signature's
   ASSERT_LT(put_blob(alpha, "build two").status, 300);
-  expect_error(call("PUT", "k1", signed_manifest(v2, "alpha", 2000)), 403, "(sequence 2001)");
+  expect_error(call("PUT", "k1", signed_manifest(v2, "alpha", s2)), 403, "older than this key's entry here has been");
+  // Nor with a spare signature of it, made after the stored one but before
+  // the withdrawal (review 5: the floor rose only to one past the stored one).
+  expect_error(call("PUT", "k1", signed_manifest(v2, "alpha", s2 + 60000)), 403, "older than this key's entry here has been");
   EXPECT_EQ(stats().entries, 0);
   // A build signed anew is stored.
-  EXPECT_EQ(call("PUT", "k1", signed_manifest(v1, "alpha", 3000)).status, 201);
+  const int64_t s3 = cache::now_sequence() + 1000, s4 = s3 + 1000;
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v1, "alpha", s3)).status, 201);
   // The review of the fix: a writer adds a signature of its own making,
   // naming a trusted key and a huge sequence, beside the real one, then
   // deletes the entry; the floor rises past the verified signature only, so
   // the signer can still store the key's next build.
-  auto poisoned = nlohmann::json::parse(signed_manifest(v1, "alpha", 3000));
+  auto poisoned = nlohmann::json::parse(signed_manifest(v1, "alpha", s3));
   nlohmann::json meta_j = nlohmann::json::parse(poisoned["meta"].is_string() ? poisoned["meta"].get<std::string>()
                                                                                : poisoned["meta"].dump());
   meta_j["signatures"].push_back({{"key_id", signer->key_id}, {"public_key", signer->public_key}, {"ns", "alpha"},
@@ -612,7 +621,7 @@ TEST_P(ApiTest, Round2_Finding11_ASignatureCountsForItsNamespaceAndNoOlderBuildR
   EXPECT_EQ(call("PUT", "k1", poisoned.dump()).status, 201);
   EXPECT_EQ(call("DELETE", "k1", "").status, 200);
   ASSERT_LT(put_blob(alpha, "build two").status, 300);
-  EXPECT_EQ(call("PUT", "k1", signed_manifest(v2, "alpha", 4000)).status, 201);
+  EXPECT_EQ(call("PUT", "k1", signed_manifest(v2, "alpha", s4)).status, 201);
   // An entry signed with a version-1 signature (stored before signatures
   // named a namespace) and then deleted does not come back re-signed: `mlk
   // cache push --sign` gives a re-signed v1 build sequence 1, and the floor

@@ -18,6 +18,7 @@
 
 #include "api_fixture.h"
 #include "base/json.h"
+#include "base/signing.h"
 #include "cache/blob_lru.h"
 #include "cache/pg_store.h"
 #include "cache/store.h"
@@ -979,6 +980,39 @@ TEST_P(Trust, Review5_H2_TheDashboardShowsAWritersNamesClipped) {
   ASSERT_EQ(page.status, 200) << page.body.substr(0, 300);
   EXPECT_NE(page.body.find("&amp;&amp;&amp;"), std::string::npos) << "the name is shown, clipped";
   EXPECT_LT(page.body.size(), size_t{64} << 10) << "a 400 KB name grew the page";
+}
+
+// Issue 49, review 5 (L3): a signed namespace checked a pack's signature only
+// at submit, so an unsigned pack queued before the namespace was signed was
+// still leased to its workers afterwards. The lease checks it again, and
+// the job fails naming why.
+TEST_P(Trust, Review5_L3_AnUnsignedPackQueuedBeforeSigningIsNotLeased) {
+  auto s = call("POST", "/v1/jobs/setups", alpha, setup_bytes("pack"));
+  ASSERT_EQ(s.status, 201) << s.body;
+  auto queued = call("POST", "/v1/jobs/submit", alpha,
+                     json{{"device_key", "cpu"}, {"setup", json::parse(s.body)["setup"]}, {"payload", {{"kind", "candidates"}}}}.dump());
+  ASSERT_EQ(queued.status, 201) << queued.body;  // the namespace is not signed yet
+  const int64_t id = json::parse(queued.body)["id"];
+  auto signer = create_signing_key();
+  ASSERT_TRUE(signer.ok());
+  ApiOptions o = api->options();
+  o.trusted_signers["alpha"] = {signer->public_key};
+  Api signed_ns(o, *pool, metrics);  // the operator signs the namespace
+  auto as_signed = [&](const std::string& path, const std::string& token, const std::string& body) {
+    ApiRequest r{"POST", path, {}, "Bearer " + token};
+    StringBody b(body);
+    return signed_ns.handle(r, b);
+  };
+  const std::string worker_token = token_of("alpha", kScopeRead | kScopeWorker);
+  auto w = as_signed("/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})");
+  ASSERT_EQ(w.status, 201) << w.body;
+  json me = json::parse(w.body)["worker"];
+  auto leased = as_signed("/v1/jobs/lease", worker_token, json{{"worker", me["id"]}, {"secret", me["secret"]}}.dump());
+  ASSERT_EQ(leased.status, 200) << leased.body;
+  EXPECT_TRUE(json::parse(leased.body)["job"].is_null()) << leased.body;
+  auto job = call("GET", "/v1/jobs/" + std::to_string(id), alpha);
+  ASSERT_EQ(job.status, 200) << job.body;
+  EXPECT_NE(job.body.find("runs only candidate packs signed by its trusted signers"), std::string::npos) << job.body;
 }
 
 #ifdef MLK_CLUSTER_TESTS
