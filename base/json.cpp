@@ -10,18 +10,18 @@ using nlohmann::json;
 // or the first syntax error.
 class DepthCheck : public nlohmann::json_sax<json> {
  public:
-  explicit DepthCheck(int max_depth) : max_(max_depth) {}
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return open(); }
-  bool key(string_t&) override { return true; }
+  DepthCheck(int max_depth, int64_t max_values) : max_(max_depth), max_values_(max_values) {}
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return value() && open(); }
+  bool key(string_t&) override { return value(); }
   bool end_object() override { return close(); }
-  bool start_array(std::size_t) override { return open(); }
+  bool start_array(std::size_t) override { return value() && open(); }
   bool end_array() override { return close(); }
   bool parse_error(std::size_t pos, const std::string&, const nlohmann::detail::exception& e) override {
     why = e.what();
@@ -29,9 +29,14 @@ class DepthCheck : public nlohmann::json_sax<json> {
     return false;
   }
   std::string why;
-  bool too_deep = false;
+  bool too_deep = false, too_many = false;
 
  private:
+  bool value() {
+    if (max_values_ <= 0 || ++values_ <= max_values_) return true;
+    too_many = true;
+    return false;
+  }
   bool open() {
     if (++depth_ <= max_) return true;
     too_deep = true;
@@ -43,17 +48,19 @@ class DepthCheck : public nlohmann::json_sax<json> {
   }
   int max_;
   int depth_ = 0;
+  int64_t max_values_, values_ = 0;
 };
 
 }  // namespace
 
-json parse_json(std::string_view text, std::string* why, int max_depth) {
-  DepthCheck check(max_depth);
+json parse_json(std::string_view text, std::string* why, int max_depth, int64_t max_values) {
+  DepthCheck check(max_depth, max_values);
   bool ok = json::sax_parse(text.begin(), text.end(), &check);
   if (!ok) {
     if (why)
-      *why = check.too_deep ? "nested deeper than " + std::to_string(max_depth) + " levels of arrays and objects"
-                            : (check.why.empty() ? "not valid JSON" : check.why);
+      *why = check.too_deep   ? "nested deeper than " + std::to_string(max_depth) + " levels of arrays and objects"
+             : check.too_many ? "more than " + std::to_string(max_values) + " values (arrays, objects, keys, scalars)"
+                              : (check.why.empty() ? "not valid JSON" : check.why);
     return json(json::value_t::discarded);
   }
   return json::parse(text.begin(), text.end(), nullptr, false);

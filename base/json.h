@@ -19,10 +19,13 @@ namespace mlk {
 constexpr int kMaxJsonDepth = 64;
 
 // Parses `text`. Returns a discarded value (is_discarded()) when it is not
-// JSON or nests more than `max_depth` arrays and objects; `why`, when given,
-// then says which ("nested deeper than 64 levels at byte 130", or the
-// parser's message). Never throws.
-nlohmann::json parse_json(std::string_view text, std::string* why = nullptr, int max_depth = kMaxJsonDepth);
+// JSON, nests more than `max_depth` arrays and objects, or (with
+// `max_values` > 0) holds more than `max_values` values, each of which costs
+// a tree node (`[{},{},...]` is 3 bytes a value and about 80 parsed); `why`,
+// when given, then says which ("nested deeper than 64 levels", "more than N
+// values", or the parser's message). Never throws.
+nlohmann::json parse_json(std::string_view text, std::string* why = nullptr, int max_depth = kMaxJsonDepth,
+                          int64_t max_values = 0);
 
 // json.dump() for text that must not throw: invalid UTF-8 in strings (a key
 // or name echoed from a request) is replaced by U+FFFD.

@@ -5,6 +5,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -166,6 +167,13 @@ Status install_filter() {
   f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
   f.push_back(BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, kNewNamespaces, 0, 1));
   f.push_back(BPF_STMT(BPF_RET | BPF_K, deny));
+  // prctl: not PR_SET_PDEATHSIG (the sandbox's first process dies with its
+  // parent; undone, it would outlive the time limit and the worker).
+  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 0, 3));
+  f.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, args[0])));
+  f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_PDEATHSIG, 0, 1));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, deny));
   // socket: only the families the network namespace confines (inet, inet6,
   // netlink); not AF_UNIX (socket files on disk), AF_VSOCK (the host of a
   // VM) or any other.
@@ -229,7 +237,13 @@ Status enter_sandbox(const SandboxSpec& spec) {
     if (k.fd < 0 || fstat(k.fd, &ks) != 0) return failed("cannot open " + k.path);
     k.dir = S_ISDIR(ks.st_mode);
   }
-  for (const std::string& p : spec.hidden)
+  // The caller's hidden paths, and always: the host's terminals and POSIX
+  // message queues (device nodes stay usable on a read-only mount), and the
+  // user's runtime folder (sockets, credentials of desktop tools).
+  std::vector<std::string> hidden = spec.hidden;
+  for (const char* p : {"/dev/pts", "/dev/mqueue"}) hidden.push_back(p);
+  hidden.push_back("/run/user/" + std::to_string(uid));
+  for (const std::string& p : hidden)
     if (Status s = mask(p, kept); !s.ok()) return s;
   if (Status s = read_only_root(); !s.ok()) return s;
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1g,nr_inodes=65536") != 0)
@@ -250,9 +264,12 @@ Status enter_sandbox(const SandboxSpec& spec) {
   // Out of the caller's folder: a mount over a hidden folder does not move a
   // process that stands in it, whose relative paths would still reach it.
   if (chdir("/") != 0) return failed("cannot leave the caller's folder");
+  int alive[2];  // the middle process holds the write end: its end reads as a hang-up
+  if (pipe2(alive, O_CLOEXEC) != 0) return failed("cannot make a pipe");
   pid_t pid = fork();  // the PID namespace's first process
   if (pid < 0) return failed("cannot fork into the PID namespace");
   if (pid > 0) {
+    close(alive[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -263,6 +280,10 @@ Status enter_sandbox(const SandboxSpec& spec) {
     _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
   }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  close(alive[1]);
+  pollfd gone{alive[0], POLLIN, 0};
+  if (poll(&gone, 1, 0) != 0) _exit(1);  // the middle process died before the line above: nothing to die with
+  close(alive[0]);
   if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
     return failed("cannot mount a /proc of the sandbox's own");
   if (Status s = limit_resources(); !s.ok()) return s;

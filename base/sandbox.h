@@ -16,6 +16,10 @@
 //   socket files), no io_uring, no new namespaces, mounts, ptrace, bpf,
 //   keyrings, perf events, userfaultfd, memfd_create or System V shared
 //   memory (pages no RLIMIT_AS counts), and no x32 system calls;
+// - the host's terminals (/dev/pts), POSIX message queues (/dev/mqueue)
+//   and the user's runtime folder (/run/user/UID) masked, and no way to
+//   undo dying with its parent (prctl PR_SET_PDEATHSIG refused), so a
+//   time limit that kills the caller's child ends the whole sandbox;
 // - "/" as its folder (it starts nowhere the caller stood: a hidden folder
 //   the caller stood in is not reachable by relative paths);
 // - at most max(256, 4 x CPUs) processes and threads, no file written past

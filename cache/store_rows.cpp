@@ -232,8 +232,12 @@ Status insert_entry(Store::Impl& s, const std::string& ns, const std::string& ke
     r->bind(1, id).bind(2, name).bind(3, ref.digest).bind(4, ref.size);
     MLK_RETURN_IF_ERROR(r->run());
   }
+  // The replaced entry's blobs that nothing else holds (no entry, no staged
+  // upload, no unfinished job's setup: review 5 of issue 49).
+  auto unheld = old_digests.empty() ? Expected<std::string>(std::string()) : unheld_blob_condition(s);
+  if (!unheld.ok()) return unheld.status();
   for (const auto& d : old_digests) {
-    auto del = s.db->prepare("DELETE FROM blobs WHERE digest=?1 AND NOT EXISTS (SELECT 1 FROM refs WHERE digest=?1)");
+    auto del = s.db->prepare("DELETE FROM blobs WHERE digest=?1 AND " + *unheld);
     if (!del.ok()) return del.status();
     del->bind(1, d);
     MLK_RETURN_IF_ERROR(del->run());

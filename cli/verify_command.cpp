@@ -221,6 +221,14 @@ Status attach(const VerifyArgs& v, const Source& src, const verify::Report& rep,
       if (!m.ok()) return m.status();
       if (!mm.ok()) return mm.status();
       old_man = *m, old_meta = *mm;
+    } else if (!dir) {
+      // The entry's manifest.json carries a copy of the report that the
+      // check above did not read (its writer's to fill): both copies start
+      // from the one that was checked (review 5 of issue 49).
+      nlohmann::json man_j = parse_json(old_man), meta_j = parse_json(old_meta);
+      if (!man_j.is_object() || !meta_j.is_object()) return Status::InvalidArgument("the entry's manifest is not an object");
+      man_j["verify_report"] = meta_j["verify_report"];
+      old_man = man_j.dump(2);
     }
   }
   auto man = verify::attach_report(old_man, rep, 2);
@@ -316,6 +324,9 @@ int run_verify(const std::vector<std::string>& args) {
       return key.ok() ? Expected<std::string>(key->key_id) : Expected<std::string>(key.status());
     }, "checking the --sign key");
     if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
+    for (const std::string& folder : key_folders(v.sign_path))
+      if (folder == "/")  // a mask over / does not hide it from the sandbox
+        return usage_error("verify", "--sign: keep the key in a folder of its own, not in /");
   }
   if (!v.trusted_flag.empty()) {
     auto keys = parse_trusted_keys(v.trusted_flag);

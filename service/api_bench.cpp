@@ -4,6 +4,7 @@
 //        (bounded by max_answer_bytes: `truncated`, and `next` to pass as `before`)
 //   GET  /v1/bench/baselines/NAME                 a baseline set as an mlk bench report
 // with the same tokens and namespaces (?namespace=NS) as the rest of the API.
+#include <algorithm>
 #include <cstdlib>
 
 #include "service/api_internal.h"
@@ -57,7 +58,8 @@ ApiResponse bench_route(Ctx& c, const std::string& arg) {
   auto h = bench_history_at(path);
   if (!h.ok()) return error_response(http_status(h.status()), h.status().message());
   if (arg == "results") {
-    Body b = c.body.read(c.api.options().max_body_bytes);
+    // A report is at most 16 MiB (or --max-body): it is parsed whole, twice.
+    Body b = c.body.read(std::min<int64_t>(c.api.options().max_body_bytes, int64_t{16} << 20));
     if (b.outcome != Body::kOk) return body_rejection(c, b);
     NamespaceGuard guard;  // the history is charged to the namespace's quota like its blobs
     if (auto r = lock_namespace(c, guard)) return *r;

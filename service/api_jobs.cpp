@@ -16,6 +16,7 @@
 // namespace can read. A worker's secret is handed out once, at registration;
 // lease, heartbeat and result must present it, with the token that
 // registered the worker.
+#include <algorithm>
 #include <openssl/crypto.h>
 
 #include <cctype>
@@ -163,6 +164,7 @@ ApiResponse put_setup(Ctx& c) {
 }
 
 Status pack_gate(Ctx& c, const std::string& setup, const std::string& payload);  // below
+constexpr int kMaxWorkersListed = 1000;  // GET /v1/jobs/workers
 
 ApiResponse submit(Ctx& c) {
   if (auto r = authorize(c, kScopeWriteEntries)) return *r;
@@ -220,11 +222,14 @@ ApiResponse workers_route(Ctx& c) {
       seen_s = std::strtoll(s->second.c_str(), &end, 10);
       if (*end || seen_s < 1 || seen_s > 86400 * 365) return reject(c, 400, "bad_query", "seen_s `" + s->second + "` is not 1-31536000");
     }
-    auto ws = c.jobs().workers(c.ns, key, now_ms() - seen_s * 1000);
+    // At most kMaxWorkersListed, the ones registered last (review 5 of
+    // issue 49: registrations are not capped, and the whole list was held).
+    auto ws = c.jobs().workers(c.ns, key, now_ms() - seen_s * 1000, kMaxWorkersListed + 1);
     if (!ws.ok()) return store_error(c, ws.status());
+    const bool truncated = ws->size() > static_cast<size_t>(kMaxWorkersListed);
     json out = json::array();
-    for (const auto& w : *ws) out.push_back(worker_json(w));
-    return json_text(200, json{{"workers", out}}.dump());
+    for (size_t i = truncated ? 1 : 0; i < ws->size(); ++i) out.push_back(worker_json((*ws)[i]));
+    return json_text(200, json{{"workers", std::move(out)}, {"truncated", truncated}}.dump());
   }
   if (auto r = authorize(c, kScopeWorker)) return *r;
   json body;
@@ -235,7 +240,9 @@ ApiResponse workers_route(Ctx& c) {
   if (auto r = field(c, body, "name", name)) return *r;
   if (!name_chars(name, 128, "._:@-")) return reject(c, 400, "bad_job", "worker name `" + name.substr(0, 80) + "` is not 1-128 of [A-Za-z0-9._:@-]");
   if (auto r = field(c, body, "fingerprint", fp)) return *r;
-  if (fp.empty() || fp.size() > 4096) return reject(c, 400, "bad_job", "the fingerprint must be 1-4096 characters");
+  if (fp.empty() || fp.size() > 4096 ||
+      std::any_of(fp.begin(), fp.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
+    return reject(c, 400, "bad_job", "the fingerprint must be 1-4096 characters, none a control character");
   auto secret = random_secret();
   if (!secret.ok()) return store_error(c, secret.status());
   WorkerInfo info;

@@ -42,6 +42,9 @@ constexpr size_t kMaxKernels = 10000;  // per report
 // kernel's result (with its samples), each name in it, and a report's
 // machine and versions records.
 constexpr size_t kMaxKernelBytes = 256 << 10, kMaxSamples = 10000, kMaxNameBytes = 1024, kMaxRecordBytes = 64 << 10;
+// The values one report may hold (each a node once parsed: about 160 MB at
+// most, where 64 MiB of `[{},...]` would have been 2 GiB).
+constexpr int64_t kMaxReportValues = 2000000;
 // The dashboard's list: at most this many kernels and artifacts timed.
 constexpr int kMaxSummaries = 500, kMaxSummaryKeys = 20000;
 constexpr int64_t kRowBytes = 64;      // a kernel row's bookkeeping, charged besides its text
@@ -127,14 +130,15 @@ Expected<std::unique_ptr<BenchHistory>> BenchHistory::Open(const std::string& pa
 
 Expected<int> BenchHistory::add(const std::string& ns, const std::string& report, const std::string& baseline_set) {
   std::string why;
-  json doc = parse_json(report, &why);
+  json doc = parse_json(report, &why, kMaxJsonDepth, kMaxReportValues);
   if (doc.is_discarded()) return bad("not valid JSON (" + why + ")");
   if (!doc.is_object()) return bad("not a JSON object");
   if (!doc.contains("format") || doc["format"] != "mlk-bench") return bad("`format` is not \"mlk-bench\"");
   if (!doc.contains("kernels") || !doc["kernels"].is_array()) return bad("no `kernels` list");
   if (doc["kernels"].size() > kMaxKernels)
     return bad(std::to_string(doc["kernels"].size()) + " kernels; a report holds at most " + std::to_string(kMaxKernels));
-  if (doc.contains("created") && !doc["created"].is_string()) return bad("`created` is not a string (an ISO time)");
+  if (doc.contains("created") && (!doc["created"].is_string() || doc["created"].get_ref<const std::string&>().size() > 64))
+    return bad("`created` is not a string of at most 64 characters (an ISO time)");
   for (const char* f : {"machine", "versions"})
     if (doc.contains(f) && !doc[f].is_object()) return bad(std::string("`") + f + "` is not an object");
   const json machine = doc.value("machine", json::object()), versions = doc.value("versions", json::object());
@@ -206,7 +210,7 @@ Expected<int> BenchHistory::add(const std::string& ns, const std::string& report
 }
 
 int64_t BenchHistory::charge_of(const std::string& report) {
-  json doc = parse_json(report);
+  json doc = parse_json(report, nullptr, kMaxJsonDepth, kMaxReportValues);
   const int64_t body = static_cast<int64_t>(report.size());
   if (!doc.is_object() || !doc.contains("kernels") || !doc["kernels"].is_array()) return body;
   auto size_of = [&](const char* f) { return doc.contains(f) ? static_cast<int64_t>(dump_json(doc[f]).size()) : 2; };

@@ -30,7 +30,8 @@ class BenchHistory {
   // that set's baseline entries. InvalidArgument naming the field when the
   // document is no mlk bench report, or is over a bound: 10,000 kernels, a
   // kernel's result 256 KiB (10,000 samples), a name 1 KiB, machine and
-  // versions 64 KiB each. Returns how many kernels were stored.
+  // versions 64 KiB each, `created` 64 characters, 2,000,000 JSON values in
+  // all. Returns how many kernels were stored.
   Expected<int> add(const std::string& ns, const std::string& report, const std::string& baseline_set);
 
   // {"namespace", "kernel", "results": [...], "truncated", "next"?}: the

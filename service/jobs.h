@@ -76,9 +76,10 @@ class JobTables {
   virtual Expected<WorkerInfo> register_worker(const WorkerInfo& w, int64_t now_ms) = 0;
   // NotFound for an unknown worker (or one of another namespace).
   virtual Expected<WorkerInfo> find_worker(const std::string& ns, int64_t id) = 0;
-  // Workers of `ns` and `device_key` ("" every key) seen at or after `since_ms`.
+  // Workers of `ns` and `device_key` ("" every key) seen at or after
+  // `since_ms`: the `limit` registered last, oldest first.
   virtual Expected<std::vector<WorkerInfo>> workers(const std::string& ns, const std::string& device_key,
-                                                    int64_t since_ms) = 0;
+                                                    int64_t since_ms, int limit) = 0;
 
   virtual Expected<int64_t> submit(const JobSpec& job, int64_t now_ms) = 0;
   // Requeues (or fails) the expired leases of `ns`, then leases the oldest

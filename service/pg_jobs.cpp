@@ -87,14 +87,14 @@ class PgJobs final : public JobTables {
     if (r->empty()) return Status::NotFound("no worker " + str(id) + " in namespace `" + ns + "` (register first)");
     return worker_row(*r, 0);
   }
-  Expected<std::vector<WorkerInfo>> workers(const std::string& ns, const std::string& device_key,
-                                            int64_t since_ms) override {
+  Expected<std::vector<WorkerInfo>> workers(const std::string& ns, const std::string& device_key, int64_t since_ms,
+                                            int limit) override {
     auto r = c_->exec(std::string("SELECT ") + kWorkerColumns +
-                          " FROM jobs_workers WHERE ns=$1 AND ($2='' OR device_key=$2) AND heartbeat_ms>=$3 ORDER BY id",
-                      {ns, device_key, str(since_ms)});
+                          " FROM jobs_workers WHERE ns=$1 AND ($2='' OR device_key=$2) AND heartbeat_ms>=$3 ORDER BY id DESC LIMIT $4",
+                      {ns, device_key, str(since_ms), str(limit)});
     if (!r.ok()) return r.status();
     std::vector<WorkerInfo> out;
-    for (int i = 0; i < r->size(); ++i) out.push_back(worker_row(*r, i));
+    for (int i = r->size() - 1; i >= 0; --i) out.push_back(worker_row(*r, i));  // the newest `limit`, oldest first
     return out;
   }
 

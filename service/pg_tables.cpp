@@ -146,7 +146,11 @@ class PgTables final : public ServiceTables {
     });
   }
   Status expire_staged(const std::string& ns, int64_t before) override {
-    return c_->exec("DELETE FROM service_staged WHERE ns=$1 AND time<$2", {ns, str(before)}).status();
+    // A setup an unfinished job of the namespace holds stays staged, and so charged.
+    return c_->exec("DELETE FROM service_staged WHERE ns=$1 AND time<$2 AND NOT EXISTS (SELECT 1 FROM jobs_queue q "
+                    "WHERE q.ns=$1 AND q.setup=service_staged.digest AND q.state IN ('queued', 'running'))",
+                    {ns, str(before)})
+        .status();
   }
   Expected<int64_t> staged_bytes(const std::string& ns, const std::set<std::string>& excluding) override {
     auto r = c_->exec("SELECT digest, size FROM service_staged WHERE ns=$1", {ns});

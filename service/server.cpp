@@ -263,6 +263,15 @@ int listen_on(const std::string& host, int port, int& bound_port) {
   return fd;
 }
 
+// The open connections one peer address may hold: --max-connections-per-
+// address, but for a trusted proxy, whose connections carry every client
+// behind it (review 5 of issue 49: one client behind the proxy filled its
+// share and every other was closed at accept). Those are bounded per
+// client by the workers' queue, which knows the forwarded address.
+int per_peer_connections(const ServeOptions& o) {
+  return o.trusted_proxies.empty() ? o.max_connections_per_address : o.max_connections;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -956,7 +965,7 @@ Expected<std::unique_ptr<Server>> Server::Start(const ServeOptions& options) {
       MHD_OPTION_EXTERNAL_LOGGER, &Impl::on_message, self,
       MHD_OPTION_THREAD_POOL_SIZE, static_cast<unsigned>(loops > 1 ? loops : 0),
       MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(o.max_connections),
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, static_cast<unsigned>(o.max_connections_per_address),
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, static_cast<unsigned>(per_peer_connections(o)),
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(std::max(o.read_timeout_s, o.write_timeout_s)),
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool_bytes,
       MHD_OPTION_NOTIFY_CONNECTION, &Impl::on_connection, self,

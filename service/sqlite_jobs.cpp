@@ -1,6 +1,7 @@
 // JobTables in the store's SQLite file (jobs.h): the same tables as on
 // PostgreSQL; a lease is one write transaction (BEGIN IMMEDIATE), which
 // serialises the server's worker threads and any other process on the file.
+#include <algorithm>
 #include "service/jobs.h"
 #include "service/jobs_sql.h"
 
@@ -83,12 +84,12 @@ class SqliteJobs final : public JobTables {
     if (!*r) return Status::NotFound("no worker " + std::to_string(id) + " in namespace `" + ns + "` (register first)");
     return worker_row(*st);
   }
-  Expected<std::vector<WorkerInfo>> workers(const std::string& ns, const std::string& device_key,
-                                            int64_t since_ms) override {
+  Expected<std::vector<WorkerInfo>> workers(const std::string& ns, const std::string& device_key, int64_t since_ms,
+                                            int limit) override {
     auto st = db_->prepare(std::string("SELECT ") + kWorkerColumns +
-                           " FROM jobs_workers WHERE ns=?1 AND (?2='' OR device_key=?2) AND heartbeat_ms>=?3 ORDER BY id");
+                           " FROM jobs_workers WHERE ns=?1 AND (?2='' OR device_key=?2) AND heartbeat_ms>=?3 ORDER BY id DESC LIMIT ?4");
     if (!st.ok()) return st.status();
-    st->bind(1, ns).bind(2, device_key).bind(3, since_ms);
+    st->bind(1, ns).bind(2, device_key).bind(3, since_ms).bind(4, static_cast<int64_t>(limit));
     std::vector<WorkerInfo> out;
     while (true) {
       auto r = st->step();
@@ -96,6 +97,7 @@ class SqliteJobs final : public JobTables {
       if (!*r) break;
       out.push_back(worker_row(*st));
     }
+    std::reverse(out.begin(), out.end());  // the newest `limit`, oldest first
     return out;
   }
 

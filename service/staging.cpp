@@ -32,7 +32,14 @@ Status unstage(cache::sql::Db& db, const std::string& ns, const std::set<std::st
 }
 
 Status expire_staged(cache::sql::Db& db, const std::string& ns, int64_t before) {
-  auto st = db.prepare("DELETE FROM service_staged WHERE ns=?1 AND time<?2");
+  // A setup an unfinished job of the namespace holds stays staged, and so
+  // charged, as long as the job (review 5 of issue 49: it was kept stored but
+  // no longer charged).
+  auto jobs = db.query_text("SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='jobs_queue'");
+  if (!jobs.ok()) return jobs.status();
+  auto st = db.prepare(std::string("DELETE FROM service_staged WHERE ns=?1 AND time<?2") +
+                       (*jobs == "0" ? "" : " AND NOT EXISTS (SELECT 1 FROM jobs_queue q WHERE q.ns=?1 AND "
+                                            "q.setup=service_staged.digest AND q.state IN ('queued', 'running'))"));
   if (!st.ok()) return st.status();
   st->bind(1, ns).bind(2, before);
   return st->run();

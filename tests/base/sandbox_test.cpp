@@ -6,6 +6,7 @@
 #include "base/sandbox.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/statfs.h>
@@ -105,6 +106,8 @@ TEST(Sandbox, RefusesOtherSocketFamiliesAndBoundsWhatRlimitAsDoesNot) {
     int pair[2];
     got += refused(socketpair(AF_UNIX, SOCK_DGRAM, 0, pair), EPERM);
     got += refused(static_cast<int>(syscall(SYS_shmget, 0 /* IPC_PRIVATE */, 4096, 01600)), EPERM);
+    got += refused(prctl(PR_SET_PDEATHSIG, 0), EPERM);
+    got += access("/dev/pts/ptmx", F_OK) != 0 ? "1" : "0";  // the host's terminals: masked
     rlimit nproc{};
     getrlimit(RLIMIT_NPROC, &nproc);
     got += nproc.rlim_cur != RLIM_INFINITY && nproc.rlim_cur <= 4096 ? "1" : "0";
@@ -117,7 +120,8 @@ TEST(Sandbox, RefusesOtherSocketFamiliesAndBoundsWhatRlimitAsDoesNot) {
   });
   ASSERT_TRUE(r.ok()) << r.status().message();
   if (r->exit_code == 3 && r->out.find("user namespaces") != std::string::npos) GTEST_SKIP() << r->out;
-  EXPECT_EQ(r->out, "11111111") << "vsock, packet, memfd_create, socketpair, shmget, RLIMIT_NPROC, /tmp size, inet";
+  EXPECT_EQ(r->out, "1111111111")
+      << "vsock, packet, memfd_create, socketpair, shmget, PDEATHSIG reset, /dev/pts, RLIMIT_NPROC, /tmp size, inet";
 }
 
 }  // namespace

@@ -487,6 +487,19 @@ TEST_P(ApiTest, Review5_H1_AnEntryReadHoldsOneBlobAtATime) {
   EXPECT_EQ(pool->acquire().store().show_entry("alpha", "many").status().code(), Status::Code::kNotFound);
 }
 
+// Issue 49, review 5 (L1): replacing an entry deleted its old blobs when no
+// entry referred to them, though another team had just uploaded (staged)
+// the same bytes: that team's entry then got 409.
+TEST_P(ApiTest, Review5_L1_ReplacingAnEntryKeepsABlobAnotherTeamStaged) {
+  ASSERT_EQ(put_blob(alpha, "shared bytes").status, 201);
+  ASSERT_EQ(call("PUT", "/v1/entries/k", alpha, manifest_of({{"f", "shared bytes"}})).status, 201);
+  ASSERT_LT(put_blob(beta, "shared bytes").status, 300);  // beta's upload: staged in beta
+  ASSERT_EQ(put_blob(alpha, "other bytes").status, 201);
+  ASSERT_EQ(call("PUT", "/v1/entries/k", alpha, manifest_of({{"f", "other bytes"}})).status, 201);  // replaces
+  auto mine = call("PUT", "/v1/entries/b", beta, manifest_of({{"f", "shared bytes"}}));
+  EXPECT_EQ(mine.status, 201) << mine.body;
+}
+
 // Issue 49, review 4 (low): a release namespace with trusted verifiers but
 // no trusted signers kept no floor, so a withdrawn verified build was stored
 // again with its old report. Its report's sequence keeps the floor now.

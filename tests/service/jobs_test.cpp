@@ -144,9 +144,14 @@ TEST_P(JobsTest, KeyFingerprintAndNamespaceMustMatch) {
   auto l = jobs->lease("t", worker("b", "cpu", "fp-b"), 1000, 0);
   ASSERT_TRUE(l.ok() && l->has_value());
   EXPECT_EQ((*l)->id, pinned);
-  auto ws = jobs->workers("t", "cpu", 0);
+  auto ws = jobs->workers("t", "cpu", 0, 100);
   ASSERT_TRUE(ws.ok());
   EXPECT_EQ(ws->size(), 2u);  // a and b; g is gpu, u another namespace
+  // A limit keeps the ones registered last (review 5 of issue 49: the list was whole).
+  auto last = jobs->workers("t", "cpu", 0, 1);
+  ASSERT_TRUE(last.ok());
+  ASSERT_EQ(last->size(), 1u);
+  EXPECT_EQ((*last)[0].id, (*ws)[1].id);
   EXPECT_EQ(jobs->find_worker("u", worker("x").id).status().code(), Status::Code::kNotFound);
 }
 

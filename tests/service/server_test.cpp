@@ -1036,6 +1036,27 @@ TEST_F(ServerTest, Round2_Finding9_BehindATrustedProxyClientsAreTheirForwardedAd
   EXPECT_EQ(stored, 8);
 }
 
+// Review 5 of issue 49: behind a trusted proxy the per-address connection
+// limit still counted the proxy's own address, so one client behind it that
+// held --max-connections-per-address (32 here) connections open made the
+// server close every other client's connection at accept.
+TEST_F(ServerTest, Review5_H1_BehindATrustedProxyOneClientDoesNotHoldEveryConnection) {
+  server.reset();
+  trusted_proxies = {"127.0.0.1"};
+  start(0);
+  std::vector<std::unique_ptr<RawConn>> held;
+  for (int i = 0; i < 40; ++i) {  // the head never ends: each stays open until the read timeout
+    held.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.1"));
+    held.back()->send_all("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.9.9.9\r\n");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto c = client();
+  c.set_read_timeout(2, 0);
+  auto got = c.Get("/healthz", {{"X-Forwarded-For", "10.1.1.1"}});
+  ASSERT_TRUE(got) << "another client's connection was closed beside 40 held by one client behind the proxy";
+  EXPECT_EQ(got->status, 200);
+}
+
 // The review of finding 9's fix: a GET that sent a body was refused its
 // body and then run on the event loop (a whole blob read there). A body on
 // a method that takes none is 400 at once, and the blob is not read.

@@ -956,6 +956,19 @@ TEST_P(Trust, Review5_M1_ABenchmarkRowIsBoundedWhenStored) {
   expect_error(post(padded), 400, "kernels[0] is over 262144 bytes");
   expect_error(post(kernel(std::string(1025, 'k'), 1)), 400, "`id` is over 1024 bytes");
   expect_error(post(kernel("k", 1), json{{"cpu", std::string(70000, 'm')}}), 400, "`machine` is over 65536 bytes");
+  // A report's `created` went into every row; and 64 MiB of `[{},{},...]`
+  // parsed into about 2 GiB (review 5, M1 and M3).
+  auto raw = [&](const std::string& body) {
+    ApiRequest r{"POST", "/v1/bench/results", {}, "Bearer " + alpha};
+    StringBody b(body);
+    return with_history.handle(r, b);
+  };
+  json stamped = {{"format", "mlk-bench"}, {"created", std::string(65, '2')}, {"kernels", {kernel("k", 1)}}};
+  expect_error(raw(stamped.dump()), 400, "`created` is not a string of at most 64 characters");
+  std::string pad = R"({"format":"mlk-bench","kernels":[],"pad":[)";
+  for (int i = 0; i < 2000001; ++i) pad += "{},";
+  pad += "{}]}";
+  expect_error(raw(pad), 400, "more than 2000000 values");
 }
 
 // Issue 49, review 5 (H2): the dashboard held up to 500 whole entries (a
@@ -1004,6 +1017,10 @@ TEST_P(Trust, Review5_L3_AnUnsignedPackQueuedBeforeSigningIsNotLeased) {
     return signed_ns.handle(r, b);
   };
   const std::string worker_token = token_of("alpha", kScopeRead | kScopeWorker);
+  // Review 5 (H2): a fingerprint of control characters was stored and then
+  // dumped six times its size by every listing.
+  expect_error(as_signed("/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"\u0001\u0001"})"),
+               400, "none a control character");
   auto w = as_signed("/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})");
   ASSERT_EQ(w.status, 201) << w.body;
   json me = json::parse(w.body)["worker"];
@@ -1013,6 +1030,33 @@ TEST_P(Trust, Review5_L3_AnUnsignedPackQueuedBeforeSigningIsNotLeased) {
   auto job = call("GET", "/v1/jobs/" + std::to_string(id), alpha);
   ASSERT_EQ(job.status, 200) << job.body;
   EXPECT_NE(job.body.find("runs only candidate packs signed by its trusted signers"), std::string::npos) << job.body;
+}
+
+// Issue 49, review 5 (M2): a job's setup was charged only while staged, and
+// staged rows expired after --staged-ttl even while a queued job held the
+// setup (which the collector keeps): a namespace kept 64 MiB setups stored,
+// uncharged, behind jobs no worker takes. They stay charged now.
+TEST_P(Trust, Review5_M2_AQueuedJobsSetupStaysCharged) {
+  ApiOptions o = api->options();
+  o.staged_ttl_s = -1;  // everything staged before now is expired at the next upload
+  o.quotas.limits["quota"] = 100;
+  Api short_lived(o, *pool, metrics);
+  auto post = [&](const std::string& method, const std::string& path, const std::string& body) {
+    ApiRequest r{method, path, {}, "Bearer " + quota};
+    StringBody b(body);
+    return short_lived.handle(r, b);
+  };
+  const std::string setup = setup_bytes("held");  // 78 bytes
+  auto s = post("POST", "/v1/jobs/setups", setup);
+  ASSERT_EQ(s.status, 201) << s.body;
+  auto job = post("POST", "/v1/jobs/submit",
+                  json{{"device_key", "nobody"}, {"setup", json::parse(s.body)["setup"]}, {"payload", json::object()}}.dump());
+  ASSERT_EQ(job.status, 201) << job.body;
+  const std::string more(40, 'm');
+  expect_error(post("PUT", "/v1/blobs/" + sha256_hex(more), more), 507, "over its quota");
+  // Once the job is cancelled, its setup expires like any staged upload.
+  ASSERT_EQ(post("POST", "/v1/jobs/" + std::to_string(json::parse(job.body)["id"].get<int64_t>()) + "/cancel", "{}").status, 200);
+  EXPECT_EQ(post("PUT", "/v1/blobs/" + sha256_hex(more), more).status, 201);
 }
 
 #ifdef MLK_CLUSTER_TESTS
