@@ -1,5 +1,6 @@
 #include "base/sandbox.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/capability.h>
@@ -59,6 +60,24 @@ struct Kept {
   bool writable = false;
   int fd = -1;
 };
+
+// The device nodes code in the sandbox may use (the host's /dev is masked:
+// its terminals, kvm, vhost-vsock, sound, video and the like stay out):
+// null, zero, full, random, urandom, and NVIDIA's nodes for CUDA.
+std::vector<std::string> device_nodes() {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& path) {
+    struct stat st {};
+    if (lstat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISDIR(st.st_mode))) out.push_back(path);
+  };
+  for (const char* d : {"null", "zero", "full", "random", "urandom"}) add(std::string("/dev/") + d);
+  if (DIR* dev = opendir("/dev")) {
+    while (dirent* e = readdir(dev))
+      if (std::strncmp(e->d_name, "nvidia", 6) == 0) add(std::string("/dev/") + e->d_name);
+    closedir(dev);
+  }
+  return out;
+}
 
 // Masks `path`. A folder becomes an empty tmpfs; when some `kept` paths lie
 // inside it, the tmpfs holds only their mount points (the folders on the
@@ -229,6 +248,7 @@ Status enter_sandbox(const SandboxSpec& spec) {
   // The kept paths, held open before anything is masked (some lie under a
   // hidden folder or the new /tmp).
   std::vector<Kept> kept;
+  for (const std::string& d : device_nodes()) kept.push_back({d, false, false, -1});
   for (const std::string& r : spec.readable) kept.push_back({r, false, false, -1});
   for (const std::string& w : spec.writable) kept.push_back({w, true, true, -1});
   for (Kept& k : kept) {
@@ -240,7 +260,8 @@ Status enter_sandbox(const SandboxSpec& spec) {
   // The caller's hidden paths, and always: the host's terminals and POSIX
   // message queues (device nodes stay usable on a read-only mount), and the
   // user's runtime folder (sockets, credentials of desktop tools).
-  std::vector<std::string> hidden = spec.hidden;
+  std::vector<std::string> hidden = {"/dev"};  // but the nodes of device_nodes(), bound back
+  hidden.insert(hidden.end(), spec.hidden.begin(), spec.hidden.end());
   for (const char* p : {"/dev/pts", "/dev/mqueue"}) hidden.push_back(p);
   hidden.push_back("/run/user/" + std::to_string(uid));
   for (const std::string& p : hidden)
@@ -248,6 +269,11 @@ Status enter_sandbox(const SandboxSpec& spec) {
   if (Status s = read_only_root(); !s.ok()) return s;
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=1g,nr_inodes=65536") != 0)
     return failed("cannot mount a private /tmp");
+  mkdir("/dev/shm", 01777);  // on the masked /dev: its own tmpfs below
+  for (const auto& [link, to] : {std::pair<const char*, const char*>{"/dev/fd", "/proc/self/fd"},
+                                 {"/dev/stdin", "/proc/self/fd/0"}, {"/dev/stdout", "/proc/self/fd/1"},
+                                 {"/dev/stderr", "/proc/self/fd/2"}})
+    (void)!symlink(to, link);
   struct stat shm {};
   if (stat("/dev/shm", &shm) == 0 && S_ISDIR(shm.st_mode) &&
       mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=256m,nr_inodes=4096") != 0)

@@ -16,8 +16,10 @@
 //   socket files), no io_uring, no new namespaces, mounts, ptrace, bpf,
 //   keyrings, perf events, userfaultfd, memfd_create or System V shared
 //   memory (pages no RLIMIT_AS counts), and no x32 system calls;
-// - the host's terminals (/dev/pts), POSIX message queues (/dev/mqueue)
-//   and the user's runtime folder (/run/user/UID) masked, and no way to
+// - a /dev of its own: null, zero, full, random, urandom and NVIDIA's
+//   nodes bound from the host's, a /dev/shm and the /dev/fd links, nothing
+//   else (no terminal, kvm, vhost-vsock, sound, video, message queues); the
+//   user's runtime folder (/run/user/UID) masked, and no way to
 //   undo dying with its parent (prctl PR_SET_PDEATHSIG refused), so a
 //   time limit that kills the caller's child ends the whole sandbox;
 // - "/" as its folder (it starts nowhere the caller stood: a hidden folder

@@ -307,8 +307,10 @@ void tell(const WorkerLoopOptions& o, const client::WorkerView& me, const client
   std::string what = !m.ok() ? "bad job: " + m.status().message()
                      : ok    ? verdict + " " + std::to_string(ms) + " ms"
                              : verdict + ": " + r.value("detail", "").substr(0, 200);
-  for (char& ch : what)  // the candidate's words: no escape sequence reaches the worker's terminal
-    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = ' ';
+  for (size_t i = 0; i < what.size(); ++i) {  // the candidate's words: no escape sequence reaches the worker's terminal
+    const auto ch = static_cast<unsigned char>(what[i]);
+    if (ch < 0x20 || ch == 0x7f || ch >= 0x80) what[i] = '?';  // C0, DEL, and any byte of C1 or other non-ASCII
+  }
   std::fprintf(stderr, "%s %s: job %lld (attempt %d%s): %s%s\n", o.program.c_str(), me.name.c_str(),
                static_cast<long long>(j.id), j.attempts, artifact ? ", a built artifact" : "", what.c_str(),
                held ? "" : " (not recorded: the lease was lost meanwhile)");

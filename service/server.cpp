@@ -263,11 +263,13 @@ int listen_on(const std::string& host, int port, int& bound_port) {
   return fd;
 }
 
-// The open connections one peer address may hold: --max-connections-per-
-// address, but for a trusted proxy, whose connections carry every client
-// behind it (review 5 of issue 49: one client behind the proxy filled its
-// share and every other was closed at accept). Those are bounded per
-// client by the workers' queue, which knows the forwarded address.
+// The open connections one peer address may hold in MHD's count:
+// --max-connections-per-address, but with trusted proxies, whose
+// connections carry every client behind them (review 5 of issue 49: one
+// client behind the proxy filled its share and every other was closed at
+// accept), only --max-connections: Impl::accept_loop then keeps the cap of
+// every other address, and the clients behind a proxy are bounded by the
+// workers' queue, which knows the forwarded address.
 int per_peer_connections(const ServeOptions& o) {
   return o.trusted_proxies.empty() ? o.max_connections_per_address : o.max_connections;
 }
@@ -301,6 +303,18 @@ struct Server::Impl {
 
   // The watchdog: holds every connection to its phase's deadline.
   std::mutex conns_mu;
+  // Behind trusted proxies MHD's per-address cap is lifted (it would count
+  // the proxy); the cap of every other peer address is kept here instead.
+  std::mutex peers_mu;
+  std::map<std::string, int> peers;  // open connections of each capped peer address
+  bool capped_here(const std::string& peer) const {
+    return !opt.trusted_proxies.empty() &&
+           std::find(opt.trusted_proxies.begin(), opt.trusted_proxies.end(), peer) == opt.trusted_proxies.end();
+  }
+  void release_peer(const std::string& peer) {
+    std::lock_guard<std::mutex> g(peers_mu);
+    if (auto it = peers.find(peer); it != peers.end() && --it->second <= 0) peers.erase(it);
+  }
   std::set<Conn*> conns;
   std::mutex watch_mu;
   std::condition_variable watch_cv;
@@ -322,6 +336,7 @@ struct Server::Impl {
     }
     auto* conn = static_cast<Conn*>(*socket_context);
     if (!conn) return;
+    if (capped_here(conn->remote)) release_peer(conn->remote);
     {
       // Before MHD closes the descriptor: the watchdog never shuts down a reused one.
       std::lock_guard<std::mutex> g(conns_mu);
@@ -756,7 +771,17 @@ struct Server::Impl {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
           break;
         }
-        (void)MHD_add_connection(daemon, fd, reinterpret_cast<sockaddr*>(&addr), len);
+        const std::string peer = address_text(reinterpret_cast<sockaddr*>(&addr));
+        if (capped_here(peer)) {
+          std::lock_guard<std::mutex> g(peers_mu);
+          if (peers[peer] >= opt.max_connections_per_address) {
+            ::close(fd);  // as MHD's own cap does: accepted and closed at once
+            continue;
+          }
+          ++peers[peer];
+        }
+        if (MHD_add_connection(daemon, fd, reinterpret_cast<sockaddr*>(&addr), len) != MHD_YES && capped_here(peer))
+          release_peer(peer);
       }
     }
   }

@@ -184,6 +184,11 @@ add_test(NAME cli.signing
 add_test(NAME cli.verify_key_apart
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/verify_key_apart.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
           ${CMAKE_CURRENT_BINARY_DIR}/cli_verify_key_apart)
+# mlk verify --sign in stages: the levels it keeps come from the report it
+# checked, never from the copy in the entry's manifest.json (issue 49, review 6).
+add_test(NAME cli.verify_merge_checked
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/verify_merge_checked.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
+          ${CMAKE_CURRENT_BINARY_DIR}/cli_verify_merge_checked)
 # mlk tune --require-verified: a cache hit's report counts only when a tune
 # here wrote it (issue 49, finding 11).
 add_test(NAME cli.tune_hit_origin

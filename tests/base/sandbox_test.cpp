@@ -108,6 +108,7 @@ TEST(Sandbox, RefusesOtherSocketFamiliesAndBoundsWhatRlimitAsDoesNot) {
     got += refused(static_cast<int>(syscall(SYS_shmget, 0 /* IPC_PRIVATE */, 4096, 01600)), EPERM);
     got += refused(prctl(PR_SET_PDEATHSIG, 0), EPERM);
     got += access("/dev/pts/ptmx", F_OK) != 0 ? "1" : "0";  // the host's terminals: masked
+    got += access("/dev/kmsg", F_OK) != 0 && reads("/dev/zero", '\0') == "1" ? "1" : "0";  // a /dev of its own
     rlimit nproc{};
     getrlimit(RLIMIT_NPROC, &nproc);
     got += nproc.rlim_cur != RLIM_INFINITY && nproc.rlim_cur <= 4096 ? "1" : "0";
@@ -120,8 +121,8 @@ TEST(Sandbox, RefusesOtherSocketFamiliesAndBoundsWhatRlimitAsDoesNot) {
   });
   ASSERT_TRUE(r.ok()) << r.status().message();
   if (r->exit_code == 3 && r->out.find("user namespaces") != std::string::npos) GTEST_SKIP() << r->out;
-  EXPECT_EQ(r->out, "1111111111")
-      << "vsock, packet, memfd_create, socketpair, shmget, PDEATHSIG reset, /dev/pts, RLIMIT_NPROC, /tmp size, inet";
+  EXPECT_EQ(r->out, "11111111111") << "vsock, packet, memfd_create, socketpair, shmget, PDEATHSIG reset, /dev/pts, "
+                                      "a /dev of its own, RLIMIT_NPROC, /tmp size, inet";
 }
 
 }  // namespace

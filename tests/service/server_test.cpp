@@ -1055,6 +1055,16 @@ TEST_F(ServerTest, Review5_H1_BehindATrustedProxyOneClientDoesNotHoldEveryConnec
   auto got = c.Get("/healthz", {{"X-Forwarded-For", "10.1.1.1"}});
   ASSERT_TRUE(got) << "another client's connection was closed beside 40 held by one client behind the proxy";
   EXPECT_EQ(got->status, 200);
+  // Every other peer address keeps its cap (the check of that fix: it was
+  // lifted for every address once a proxy was trusted).
+  std::vector<std::unique_ptr<RawConn>> direct;
+  for (int i = 0; i < 32; ++i) {
+    direct.push_back(std::make_unique<RawConn>(server->port(), "127.0.0.2"));
+    direct.back()->send_all("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+  }
+  RawConn over(server->port(), "127.0.0.2");
+  EXPECT_TRUE(over.closed_within(500)) << "a 33rd connection of one direct peer was kept";
+  EXPECT_FALSE(direct.back()->closed_within(100)) << "a connection within the cap was closed";
 }
 
 // The review of finding 9's fix: a GET that sent a body was refused its
