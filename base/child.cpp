@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 
@@ -95,7 +96,19 @@ Expected<ChildResult> run_child(const std::function<void(int out_fd)>& child_mai
   close(fds[0]);
   if (r.timed_out || r.overflow) kill(pid, SIGKILL);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // The deadline holds after the child closed its output too (a child that
+  // closes it and then runs on).
+  for (bool killed = r.timed_out || r.overflow || !timed;;) {
+    const pid_t w = waitpid(pid, &status, killed ? 0 : WNOHANG);
+    if (w == pid || (w < 0 && errno != EINTR)) break;
+    if (w == 0) {
+      if (Clock::now() >= deadline) {
+        r.timed_out = killed = true;
+        kill(pid, SIGKILL);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
   }
   if (WIFSIGNALED(status) && !r.timed_out && !r.overflow) r.signal = WTERMSIG(status);
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);

@@ -143,6 +143,14 @@ Expected<std::map<std::string, std::string>> read_dir(const std::string& dir) {
   }
   if (ec) return Status::IOError("cannot read the artifact directory " + dir + ": " + ec.message());
   if (!files.count("manifest.json")) return Status::InvalidArgument(dir + " has no manifest.json (not an artifact directory)");
+  // The artifact is its manifest and the files it lists: what a signature
+  // covers. Another file beside them (a library found through $ORIGIN) is
+  // not loaded with it.
+  const nlohmann::json man = parse_json(files["manifest.json"]);
+  const nlohmann::json listed = man.is_object() && man.contains("files") ? man["files"] : nlohmann::json::object();
+  for (auto it = files.begin(); it != files.end();)
+    it = it->first == "manifest.json" || (listed.is_object() && listed.contains(it->first)) ? std::next(it)
+                                                                                            : files.erase(it);
   return files;
 }
 

@@ -391,6 +391,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
   if (!store) return Status::NotFound("no artifact cache at " + cache_->store_path());
   auto entries = store->list(opts_.ns);
   if (!entries.ok()) return entries.status();
+  std::string skipped;
   for (const auto& e : *entries) {
     auto meta = cache::parse_entry_meta(e.manifest.meta_json);  // damaged metadata: not a candidate
     if (!meta.ok() || meta->program_hash != program_hash || meta->fn != fn) continue;
@@ -403,16 +404,23 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
                                  "entry " + e.key.substr(0, 16) + "'s manifest.json");
     if (!built.ok()) return built.status();
     if (policy.precision && *policy.precision != *built) continue;
+    // An entry whose program does not compile here or hashes otherwise is
+    // passed over, saying why: its writer's words must not stop the search.
     auto prog = compile_program("program.tl of " + e.key.substr(0, 16), src->second, *built, /*file_imports=*/false);
-    if (!prog.ok()) return prog.status();
+    if (!prog.ok()) {
+      skipped += "; " + prog.status().message().substr(0, 500);
+      continue;
+    }
     const ir::Function* f = (*prog)->module.find(fn);
-    if (!f || ir::function_hash((*prog)->module, *f) != program_hash)
-      return Status::Corruption("entry " + e.key.substr(0, 16) + " says program " + program_hash.substr(0, 16) +
-                                " but its program.tl hashes otherwise");
+    if (!f || ir::function_hash((*prog)->module, *f) != program_hash) {
+      skipped += "; entry " + e.key.substr(0, 16) + " says program " + program_hash.substr(0, 16) +
+                 " but its program.tl hashes otherwise";
+      continue;
+    }
     return Select(*prog, fn, policy, dims);
   }
   return Status::NotFound("no entry of fn `" + fn + "` with program hash " + program_hash.substr(0, 16) +
-                          " in namespace " + opts_.ns + " of " + cache_->store_path());
+                          " in namespace " + opts_.ns + " of " + cache_->store_path() + skipped);
 }
 
 // Caller holds mu_.

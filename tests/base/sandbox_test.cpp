@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <string>
 
 #include "../cache/test_util.h"
@@ -123,6 +124,23 @@ TEST(Sandbox, RefusesOtherSocketFamiliesAndBoundsWhatRlimitAsDoesNot) {
   if (r->exit_code == 3 && r->out.find("user namespaces") != std::string::npos) GTEST_SKIP() << r->out;
   EXPECT_EQ(r->out, "11111111111") << "vsock, packet, memfd_create, socketpair, shmget, PDEATHSIG reset, /dev/pts, "
                                       "a /dev of its own, RLIMIT_NPROC, /tmp size, inet";
+}
+
+// Review 6 of issue 49 (hardening): run_child's time limit held only while
+// the child's output was open; a child that closed it and ran on was waited
+// for without end.
+TEST(RunChild, TheTimeLimitHoldsAfterTheChildClosesItsOutput) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_child(
+      [](int fd) {
+        close(fd);
+        sleep(20);
+      },
+      ChildLimits{.time_s = 0.5});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->timed_out);
+  EXPECT_LT(took, std::chrono::seconds(10));
 }
 
 }  // namespace

@@ -249,6 +249,7 @@ TEST_F(RuntimeTest, AStoredProgramReadsNoFilesOfThisMachine) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   auto k = (*r)->GetKernelByHash(std::string(64, 'a'), "rmsnorm", *rt::TargetPolicy::Parse("host"), {});
   ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), Status::Code::kNotFound);  // passed over, saying why (review 6: it stopped the search)
   EXPECT_THAT(k.status().message(), HasSubstr("only the standard library's `std.` modules are read"));
 }
 
