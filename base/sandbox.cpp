@@ -257,12 +257,12 @@ Status enter_sandbox(const SandboxSpec& spec) {
     if (k.fd < 0 || fstat(k.fd, &ks) != 0) return failed("cannot open " + k.path);
     k.dir = S_ISDIR(ks.st_mode);
   }
-  // The caller's hidden paths, and always: the host's terminals and POSIX
-  // message queues (device nodes stay usable on a read-only mount), and the
-  // user's runtime folder (sockets, credentials of desktop tools).
-  std::vector<std::string> hidden = {"/dev"};  // but the nodes of device_nodes(), bound back
+  // The caller's hidden paths, and always: the host's /dev but for the
+  // nodes of device_nodes(), bound back (device nodes stay usable on a
+  // read-only mount: its terminals, message queues, kvm), and the user's
+  // runtime folder (sockets, credentials of desktop tools).
+  std::vector<std::string> hidden = {"/dev"};
   hidden.insert(hidden.end(), spec.hidden.begin(), spec.hidden.end());
-  for (const char* p : {"/dev/pts", "/dev/mqueue"}) hidden.push_back(p);
   hidden.push_back("/run/user/" + std::to_string(uid));
   for (const std::string& p : hidden)
     if (Status s = mask(p, kept); !s.ok()) return s;
