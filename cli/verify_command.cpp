@@ -132,28 +132,6 @@ struct Source {
   std::string meta_json;
 };
 
-Expected<std::map<std::string, std::string>> read_dir(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (!e.is_regular_file()) continue;
-    auto bytes = read_file(e.path().string());
-    if (!bytes.ok()) return bytes.status();
-    files[e.path().filename().string()] = *bytes;
-  }
-  if (ec) return Status::IOError("cannot read the artifact directory " + dir + ": " + ec.message());
-  if (!files.count("manifest.json")) return Status::InvalidArgument(dir + " has no manifest.json (not an artifact directory)");
-  // The artifact is its manifest and the files it lists: what a signature
-  // covers. Another file beside them (a library found through $ORIGIN) is
-  // not loaded with it.
-  const nlohmann::json man = parse_json(files["manifest.json"]);
-  const nlohmann::json listed = man.is_object() && man.contains("files") ? man["files"] : nlohmann::json::object();
-  for (auto it = files.begin(); it != files.end();)
-    it = it->first == "manifest.json" || (listed.is_object() && listed.contains(it->first)) ? std::next(it)
-                                                                                            : files.erase(it);
-  return files;
-}
-
 Expected<Source> built_now(const VerifyArgs& v, const ir::Module& m, const Profile& p, const std::string& scratch) {
   BuildRequest req;
   req.module = &m;
@@ -171,7 +149,7 @@ Expected<Source> built_now(const VerifyArgs& v, const ir::Module& m, const Profi
   }
   auto res = build_artifact(req);
   if (!res.ok()) return res.status();
-  auto files = read_dir(scratch);
+  auto files = verify::read_artifact_dir(scratch);
   if (!files.ok()) return files.status();
   return Source{.what = "built now with " + (v.schedule_path.empty() ? std::string("the default schedule") : v.schedule_path),
                 .files = std::move(files).value()};
@@ -193,7 +171,7 @@ Status same_precision(const VerifyArgs& v, const Source& src) {
 Expected<Source> find_artifact(const VerifyArgs& v, const ir::Module& m, const Profile& p, client::CliCache* cc,
                                const std::string& scratch) {
   if (!v.artifact_dir.empty()) {
-    auto files = read_dir(v.artifact_dir);
+    auto files = verify::read_artifact_dir(v.artifact_dir);
     if (!files.ok()) return files.status();
     return Source{.what = "the artifact directory " + v.artifact_dir, .files = std::move(files).value()};
   }

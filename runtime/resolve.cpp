@@ -91,22 +91,6 @@ Expected<std::string> statement_of(const cache::Artifact& a) {
   return cache::entry_statement(a.info.key, *digests, a.info.manifest.meta_json);
 }
 
-// "" when the policy trusts no keys or a trusted key signed the entry for
-// the namespace it came from (CliCache::signature_namespaces), else why not,
-// naming the entry and its signer (if any).
-std::string unsigned_reason(const cache::Artifact& a, const std::vector<std::string>& trusted,
-                            client::CliCache& cc, std::string* signer) {
-  if (trusted.empty()) return "";
-  const cache::SignatureCheck want{cc.signature_namespaces(a.info)};
-  const std::string what = "entry " + a.info.key.substr(0, 16);
-  auto st = statement_of(a);
-  if (!st.ok()) return what + ": " + st.status().message();
-  cache::SignedBy by;
-  Status s = cache::check_signed(what, *st, a.info.manifest.meta_json, trusted, want, &by);
-  if (s.ok() && signer) *signer = by.key_id;
-  return s.ok() ? "" : s.message();
-}
-
 // "" when the entry's `mlk verify` report passes every level of `required`,
 // else why not (cache/entry_meta.h).
 std::string unverified(const cache::Artifact& a, const std::vector<std::string>& required,
@@ -132,6 +116,22 @@ std::string unverified(const cache::Artifact& a, const std::vector<std::string>&
 }
 
 }  // namespace
+
+// "" when the policy trusts no keys or a trusted key signed the entry for
+// the namespace it came from (CliCache::signature_namespaces), else why not,
+// naming the entry and its signer (if any).
+std::string unsigned_reason(const cache::Artifact& a, const std::vector<std::string>& trusted,
+                            client::CliCache& cc, std::string* signer) {
+  if (trusted.empty()) return "";
+  const cache::SignatureCheck want{cc.signature_namespaces(a.info)};
+  const std::string what = "entry " + a.info.key.substr(0, 16);
+  auto st = statement_of(a);
+  if (!st.ok()) return what + ": " + st.status().message();
+  cache::SignedBy by;
+  Status s = cache::check_signed(what, *st, a.info.manifest.meta_json, trusted, want, &by);
+  if (s.ok() && signer) *signer = by.key_id;
+  return s.ok() ? "" : s.message();
+}
 
 Expected<Tuned> find_tuned(const FindTunedRequest& r) {
   client::CliCache* cache = r.cache;

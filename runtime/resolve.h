@@ -75,6 +75,12 @@ struct FindTunedRequest {
   CpuInfo cpu;  // this machine (detect_cpu()): an artifact must need no feature it lacks
 };
 
+// "" when `trusted` is empty or one of its keys signed `a` for the namespace
+// it came from (CliCache::signature_namespaces), else why not, naming the
+// entry and its signer (stored in *signer when signed by a trusted key).
+std::string unsigned_reason(const cache::Artifact& a, const std::vector<std::string>& trusted, client::CliCache& cc,
+                            std::string* signer = nullptr);
+
 // NotFound (with a one-line reason) when no artifact qualifies; other
 // errors, such as a corrupt entry, are returned as they are.
 Expected<Tuned> find_tuned(const FindTunedRequest& r);

@@ -397,6 +397,12 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
     if (!meta.ok() || meta->program_hash != program_hash || meta->fn != fn) continue;
     auto art = store->get_entry(opts_.ns, e.key);
     if (!art.ok()) return art.status();
+    // Under signed:KEYS an unsigned entry's program is not even compiled:
+    // its writer's source is untrusted input to the front end.
+    if (std::string why = unsigned_reason(*art, policy.trusted, *cache_); !why.empty()) {
+      skipped += "; " + why.substr(0, 500);
+      continue;
+    }
     auto src = art->files.find("program.tl");
     if (src == art->files.end()) continue;
     auto man = art->files.find("manifest.json");

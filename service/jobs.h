@@ -67,12 +67,18 @@ struct JobInfo {
   int64_t created_ms = 0, finished_ms = 0;
 };
 
+// Registrations one worker token keeps (JobTables::register_worker).
+inline constexpr int kMaxWorkersPerToken = 1000;
+
 class JobTables {
  public:
   virtual ~JobTables() = default;
 
   // A new worker row (each start of `mlk worker` registers anew), from the
-  // fields of `w` but its id and times.
+  // fields of `w` but its id and times. A token keeps at most
+  // kMaxWorkersPerToken rows: beyond them, the ones heard from longest ago
+  // are dropped (their leases run out and requeue), so one worker token
+  // cannot grow the table without bound.
   virtual Expected<WorkerInfo> register_worker(const WorkerInfo& w, int64_t now_ms) = 0;
   // NotFound for an unknown worker (or one of another namespace).
   virtual Expected<WorkerInfo> find_worker(const std::string& ns, int64_t id) = 0;

@@ -23,6 +23,7 @@ CREATE TABLE IF NOT EXISTS jobs_workers(
   heartbeat_ms bigint NOT NULL);
 ALTER TABLE jobs_workers ADD COLUMN IF NOT EXISTS token_id bigint NOT NULL DEFAULT 0;
 ALTER TABLE jobs_workers ADD COLUMN IF NOT EXISTS secret_sha256 text NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS jobs_workers_token ON jobs_workers(token_id, heartbeat_ms);
 CREATE TABLE IF NOT EXISTS jobs_queue(
   id bigserial PRIMARY KEY,
   ns text NOT NULL,
@@ -78,6 +79,10 @@ class PgJobs final : public JobTables {
                                   "RETURNING ") + kWorkerColumns,
                       {w.ns, w.device_key, w.name, w.fingerprint, str(now_ms), str(w.token_id), w.secret_sha256});
     if (!r.ok()) return r.status();
+    MLK_RETURN_IF_ERROR(c_->exec("DELETE FROM jobs_workers WHERE token_id=$1 AND id NOT IN (SELECT id FROM "
+                                 "jobs_workers WHERE token_id=$1 ORDER BY heartbeat_ms DESC, id DESC LIMIT $2)",
+                                 {str(w.token_id), str(kMaxWorkersPerToken)})
+                            .status());
     return worker_row(*r, 0);
   }
   Expected<WorkerInfo> find_worker(const std::string& ns, int64_t id) override {

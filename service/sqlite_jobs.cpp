@@ -73,7 +73,11 @@ class SqliteJobs final : public JobTables {
     st->bind(1, w.ns).bind(2, w.device_key).bind(3, w.name).bind(4, w.fingerprint).bind(5, now_ms).bind(6, w.token_id)
         .bind(7, w.secret_sha256);
     MLK_RETURN_IF_ERROR(st->run());
-    return find_worker(w.ns, sqlite3_last_insert_rowid(db_->raw()));
+    const int64_t id = sqlite3_last_insert_rowid(db_->raw());
+    MLK_RETURN_IF_ERROR(run("DELETE FROM jobs_workers WHERE token_id=?1 AND id NOT IN (SELECT id FROM jobs_workers "
+                            "WHERE token_id=?1 ORDER BY heartbeat_ms DESC, id DESC LIMIT ?2)",
+                            w.token_id, static_cast<int64_t>(kMaxWorkersPerToken)));
+    return find_worker(w.ns, id);
   }
   Expected<WorkerInfo> find_worker(const std::string& ns, int64_t id) override {
     auto st = db_->prepare(std::string("SELECT ") + kWorkerColumns + " FROM jobs_workers WHERE ns=?1 AND id=?2");
@@ -242,7 +246,7 @@ Expected<std::unique_ptr<JobTables>> sqlite_jobs(const std::string& store_path) 
       Status s = d.exec(alter);
       if (!s.ok() && s.message().find("duplicate column") == std::string::npos) return s;
     }
-    return Status::Ok();
+    return d.exec("CREATE INDEX IF NOT EXISTS jobs_workers_token ON jobs_workers(token_id, heartbeat_ms)");
   }));
   return std::unique_ptr<JobTables>(new SqliteJobs(std::move(*db)));
 }

@@ -116,8 +116,14 @@ Expected<std::string> attach_report(std::string_view text, const Report& r, int 
   json rep = json::parse(r.to_json());
   // Staged verification: levels of an earlier report that this one did not
   // run are kept (the artifact's bytes are the same), this run's replace theirs.
+  // Only a report of the same fn, target and shape counts: a pass at a small
+  // shape says nothing of another.
+  auto same_run = [&](const json& o) {
+    return o.value("fn", json()) == rep["fn"] && o.value("target", json()) == rep["target"] &&
+           o.value("dims", json()) == rep["dims"];
+  };
   if (auto old = j.find("verify_report"); old != j.end() && old->is_object() && old->contains("levels") &&
-                                           (*old)["levels"].is_array()) {
+                                           (*old)["levels"].is_array() && same_run(*old)) {
     std::set<std::string> ran;
     for (const auto& l : rep["levels"]) ran.insert(l.value("level", ""));
     json merged = json::array();

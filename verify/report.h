@@ -50,6 +50,7 @@ struct Report {
 // `json_text` is not a JSON object. Pretty-printed when `indent` >= 0.
 // Levels of a report already there that `r` did not run are kept (their
 // "passed" and "pass" recomputed): verification can be staged, level by level.
+// Only a report of the same fn, target and dims is merged; another is replaced.
 Expected<std::string> attach_report(std::string_view json_text, const Report& r, int indent = -1);
 
 }  // namespace mlk::verify

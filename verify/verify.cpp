@@ -1,10 +1,40 @@
 #include "verify/verify.h"
 
 #include <chrono>
+#include <filesystem>
 
+#include <nlohmann/json.hpp>
+
+#include "base/files.h"
+#include "base/json.h"
 #include "verify/levels.h"
 
 namespace mlk::verify {
+
+Expected<std::map<std::string, std::string>> read_artifact_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> files;
+  auto man = read_file((fs::path(dir) / "manifest.json").string());
+  if (!man.ok()) return Status::InvalidArgument(dir + " has no manifest.json (not an artifact directory)");
+  files["manifest.json"] = *man;
+  const nlohmann::json m = parse_json(*man);
+  if (!m.is_object() || !m.contains("files")) return files;
+  if (!m["files"].is_object()) return Status::InvalidArgument(dir + "/manifest.json: `files` must be an object");
+  for (const auto& [name, digest] : m["files"].items()) {
+    if (name.empty() || name == "." || name == ".." || name == "manifest.json" ||
+        name.find_first_of(std::string("/\\\0", 3)) != std::string::npos)
+      return Status::InvalidArgument(dir + "/manifest.json lists `" + name.substr(0, 80) +
+                                     "`, which is not a plain file name of the directory");
+    const fs::path p = fs::path(dir) / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(p, ec)))
+      return Status::NotFound(dir + "/manifest.json lists `" + name + "`, but there is no such plain file beside it");
+    auto bytes = read_file(p.string());
+    if (!bytes.ok()) return bytes.status();
+    files[name] = std::move(*bytes);
+  }
+  return files;
+}
 
 Expected<Report> verify_artifact(const VerifyRequest& r) {
   const ir::Function* f = r.module ? r.module->find(r.fn) : nullptr;

@@ -319,6 +319,38 @@ j = bad_state()
 R.check("a source job whose run limit passes a day fails naming the bounds",
         j.get("state") == "failed" and "the job's limits are out of range (timeouts in (0, 86400] s" in
         json.dumps(j.get("result")), json.dumps(j)[:400])
+
+
+
+def with_header(setup, **change):
+    """The setup's bytes with fields of its JSON header changed."""
+    magic, rest = setup.split(b"\n", 1)
+    length, rest = rest.split(b"\n", 1)
+    head = json.loads(rest[:int(length)])
+    head.update(change)
+    text = json.dumps(head).encode()
+    return magic + b"\n" + str(len(text)).encode() + b"\n" + text + rest[int(length):]
+
+
+# A source job runs another's program on this machine's CPU: a device-API
+# target (whose driver would load in the unsandboxed child) is refused, and
+# the program is checked first in a child bounded to 60 s and 4 GiB (issue
+# 49, review 5), whose verdict names the bounds.
+st, ran_setup, _ = request(PORTS[0], "GET", f"/v1/jobs/{first}/setup", TOKEN)
+R.check("the first job's setup can be read back", st == 200, f"{st} {ran_setup[:200]}")
+for change, says in (({"target": "host-opencl"}, "`host-opencl`: a source job is compiled for this machine's CPU"),
+                     ({"target": "host-vulkan"}, "`host-vulkan`: a source job is compiled for this machine's CPU"),
+                     ({"source": "public fn sgemm(a: Tensor[F32, [2]]) -> Tensor[F32, [2]] = nope(a)\n"},
+                      "the setup's program does not compile here (within 60 s and 4 GiB)")):
+    st, data, _ = post("/v1/jobs/setups", with_header(ran_setup, **change))
+    digest = json.loads(data)["setup"] if st == 201 else "0" * 64
+    st, data, _ = post("/v1/jobs/submit", {"device_key": "cpu-loopback", "setup": digest,
+                                           "payload": ran.get("payload") or {}})
+    bad_job = json.loads(data)["id"] if st == 201 else 0
+    wait_for(lambda: bad_state().get("state") == "failed", 60)
+    j = bad_state()
+    R.check(f"a source job with {json.dumps(change)[:60]} fails, saying `{says[:40]}...`",
+            j.get("state") == "failed" and says in json.dumps(j.get("result")), json.dumps(j)[:400])
 if MODE == "sqlite":
     took = [p for p in own if p.args[1] == "worker" and WORKERS & set(p.args)]
     R.check("the workers that took them are still running",

@@ -36,6 +36,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kNorms = std::string(MLK_SOURCE_DIR) + "/examples/norms.tl";
 const std::string kAttention = std::string(MLK_SOURCE_DIR) + "/examples/attention.tl";
@@ -251,6 +252,13 @@ TEST_F(RuntimeTest, AStoredProgramReadsNoFilesOfThisMachine) {
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.status().code(), Status::Code::kNotFound);  // passed over, saying why (review 6: it stopped the search)
   EXPECT_THAT(k.status().message(), HasSubstr("only the standard library's `std.` modules are read"));
+  // Under signed:KEYS the unsigned entry's program is not compiled at all:
+  // it is passed over as unsigned, before the front end reads it.
+  auto s = (*r)->GetKernelByHash(std::string(64, 'a'), "rmsnorm",
+                                 *rt::TargetPolicy::Parse("host;require=signed:" + std::string(64, 'c')), {});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), HasSubstr("is unsigned"));
+  EXPECT_THAT(s.status().message(), Not(HasSubstr("`std.` modules")));
 }
 
 TEST_F(RuntimeTest, ADamagedArtifactIsNeverLoaded) {

@@ -104,6 +104,29 @@ TEST_P(JobsTest, LeaseExtendFinish) {
   EXPECT_EQ(jobs->get("other", a, 0).status().code(), Status::Code::kNotFound);
 }
 
+// Review 6 of issue 49: each registration added a row for good, so one
+// worker token grew the table without bound. Now a token keeps its
+// kMaxWorkersPerToken registrations heard from last; others are untouched.
+TEST_P(JobsTest, RegistrationsOfOneTokenAreCapped) {
+  WorkerInfo info;
+  info.ns = "t", info.device_key = "cpu", info.name = "w", info.fingerprint = "fp";
+  info.token_id = 8;
+  auto other = jobs->register_worker(info, 0);
+  ASSERT_TRUE(other.ok());
+  info.token_id = 7;
+  int64_t first = 0;
+  for (int i = 0; i < kMaxWorkersPerToken + 5; ++i) {
+    auto w = jobs->register_worker(info, 10 + i);
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    if (i == 0) first = w->id;
+  }
+  auto all = jobs->workers("t", "", 0, 10 * kMaxWorkersPerToken);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), static_cast<size_t>(kMaxWorkersPerToken) + 1);
+  EXPECT_EQ(jobs->find_worker("t", first).status().code(), Status::Code::kNotFound);  // heard from longest ago
+  EXPECT_TRUE(jobs->find_worker("t", other->id).ok());                               // another token's
+}
+
 TEST_P(JobsTest, ExpiredLeaseGoesToTheNextWorker) {
   int64_t a = submit();
   WorkerInfo dead = worker("dead"), next = worker("next");

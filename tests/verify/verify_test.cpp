@@ -244,6 +244,12 @@ TEST(Verify, ReportsNameEveryLevelAndMergeWhenStaged) {
     EXPECT_FALSE(l["guarantee"].get<std::string>().empty());
     EXPECT_TRUE(l["seconds"].is_number());
   }
+  // A pass at another shape is not merged: it says nothing of this one.
+  Report other = env;
+  other.dims = "K=8,M=8,N=8";
+  auto elsewhere = verify::attach_report(*once, other);
+  ASSERT_TRUE(elsewhere.ok());
+  EXPECT_EQ(json::parse(*elsewhere)["verify_report"]["passed"], json({"envelope"}));
   EXPECT_NE(cheap.to_text().find("verify sgemm [K=4,M=4,N=4] host: PASS\n  types: pass ("), std::string::npos);
   EXPECT_EQ(verify::parse_levels("memory,types").value(), (std::vector<Level>{Level::kTypes, Level::kMemory}));
   EXPECT_EQ(verify::parse_levels("fast").status().message(),
@@ -253,6 +259,34 @@ TEST(Verify, ReportsNameEveryLevelAndMergeWhenStaged) {
                                       .files = files, .levels = {Level::kTypes}});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), "verification runs at a concrete shape: --dims must give `K` (e.g. --dims K=4)");
+}
+
+// Review 6 of issue 49: `mlk verify --artifact DIR` took every file of DIR,
+// so a library beside the listed ones (reachable through $ORIGIN) went into
+// the sandbox with the artifact. Now only manifest.json and what it lists.
+TEST(Verify, AnArtifactDirectoryIsItsManifestAndTheFilesItLists) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing_support::scratch_dir("mlk_verify_dir", "art");
+  fs::create_directories(dir);
+  auto put = [&](const std::string& name, const std::string& text) {
+    ASSERT_TRUE(write_file(dir + "/" + name, text).ok());
+  };
+  put("manifest.json", R"({"files": {"k.so": "x"}})");
+  put("k.so", "listed");
+  put("libevil.so", "beside it");
+  auto files = verify::read_artifact_dir(dir);
+  ASSERT_TRUE(files.ok()) << files.status().message();
+  EXPECT_EQ(files->size(), 2u);
+  EXPECT_EQ(files->at("k.so"), "listed");
+  EXPECT_EQ(files->count("libevil.so"), 0u);
+  put("manifest.json", R"({"files": {"../k.so": "x"}})");
+  EXPECT_EQ(verify::read_artifact_dir(dir).status().message(),
+            dir + "/manifest.json lists `../k.so`, which is not a plain file name of the directory");
+  put("manifest.json", R"({"files": {"gone.so": "x"}})");
+  EXPECT_EQ(verify::read_artifact_dir(dir).status().code(), Status::Code::kNotFound);
+  fs::remove(dir + "/manifest.json");
+  EXPECT_EQ(verify::read_artifact_dir(dir).status().message(),
+            dir + " has no manifest.json (not an artifact directory)");
 }
 
 TEST(Verify, RuntimePolicyCanRequireAVerifiedLevel) {
