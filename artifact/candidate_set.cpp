@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -85,7 +86,12 @@ Expected<json> write_tensor(const HostTensor& t, const std::string& dir, const s
   return j;
 }
 
-Expected<HostTensor> read_tensor(const json& j, const std::string& dir, const std::string& where) {
+// `read`: the data files read so far. A set names each file once (as
+// write_candidate_set writes them); a file named again is refused, so that a
+// small pack cannot decode into copies of one large file without bound
+// (review 7 of issue 49).
+Expected<HostTensor> read_tensor(const json& j, const std::string& dir, const std::string& where,
+                                 std::set<std::string>& read) {
   auto spec = parse_spec(j, where);
   if (!spec.ok()) return spec.status();
   Fields f(j, where);
@@ -94,6 +100,7 @@ Expected<HostTensor> read_tensor(const json& j, const std::string& dir, const st
   MLK_RETURN_IF_ERROR(f.status());
   if (rel.rfind("data/", 0) != 0 || !plain_name(rel.substr(5)))
     return Status::InvalidArgument(where + ": `file` must be data/NAME, not `" + rel + "`");
+  if (!read.insert(rel).second) return Status::InvalidArgument(where + ": " + rel + " is named by another tensor too");
   // The file's size against the declared shape before anything of that
   // shape is allocated: a set's header may claim any extents.
   int64_t need = (dtype_bits(spec->dtype) + 7) / 8;
@@ -206,6 +213,7 @@ Expected<CandidateSet> read_candidate_set(const std::string& dir) {
   auto spec = parse_spec(out, path + ": timing.output");
   if (!spec.ok()) return spec.status();
   s.timing_output = *spec;
+  std::set<std::string> read;  // data files read (read_tensor)
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string where = path + ": cases[" + std::to_string(i) + "]";
     Fields c(cases[i], where);
@@ -221,11 +229,11 @@ Expected<CandidateSet> read_candidate_set(const std::string& dir) {
       return Status::InvalidArgument(where + ": `inputs` must list one tensor per parameter (" +
                                      std::to_string(s.timing_inputs.size()) + ")");
     for (size_t k = 0; k < inputs.size(); ++k) {
-      auto in = read_tensor(inputs[k], dir, where + ".inputs[" + std::to_string(k) + "]");
+      auto in = read_tensor(inputs[k], dir, where + ".inputs[" + std::to_string(k) + "]", read);
       if (!in.ok()) return in.status();
       cc.inputs.push_back(std::move(*in));
     }
-    auto w = read_tensor(want, dir, where + ".expected");
+    auto w = read_tensor(want, dir, where + ".expected", read);
     if (!w.ok()) return w.status();
     cc.expected = std::move(*w);
     s.cases.push_back(std::move(cc));

@@ -249,7 +249,12 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
   if (store) {
     cache::Provenance prov;
     prov.producer = "mlk tune";
-    prov.origin = cache::kOriginLocal;  // made here: `mlk cache push --sign` may sign it
+    // Made here: `mlk cache push --sign` may sign it. A winner imported from
+    // measurements made elsewhere is that folder's bytes, not this
+    // process's build (review 7 of issue 49): its origin says so, and
+    // signing tools refuse it as they refuse an imported entry.
+    prov.origin = r->measured_artifact_dir.empty() ? std::string(cache::kOriginLocal)
+                                                   : "import:" + r->measured_artifact_dir;
     prov.measured = r->measured;
     prov.toolchain = {{"mlk", mlk_version()}, {"halide", halide_version()}, {"llvm", llvm_version()}};
     Status s = store->put_entry(ns, o.key, o.json, prov, files);

@@ -23,7 +23,11 @@ json tensor_ref(const HostTensor& t, std::string& data) {
   return j;
 }
 
-Expected<HostTensor> tensor_of(const json& j, std::string_view data, const std::string& where) {
+// `left`: the data's bytes not yet decoded. An encoded setup stores each
+// tensor's bytes once, so the tensors together hold at most the data's
+// size; tensors that share bytes could make a small setup decode into
+// terabytes in the worker (review 7 of issue 49), and are refused.
+Expected<HostTensor> tensor_of(const json& j, std::string_view data, uint64_t& left, const std::string& where) {
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument("measurement setup: " + where + ": " + why);
   };
@@ -50,15 +54,20 @@ Expected<HostTensor> tensor_of(const json& j, std::string_view data, const std::
   if (off > data.size() || size > data.size() - off)
     return bad("bytes " + std::to_string(off) + "+" + std::to_string(size) + " lie past the end of the data (" +
                std::to_string(data.size()) + " bytes)");
+  if (size > left)
+    return bad("the tensors hold more bytes than the setup's data (" + std::to_string(data.size()) +
+               "): tensors may not share bytes");
+  left -= size;
   t.bytes.assign(reinterpret_cast<const uint8_t*>(data.data() + off), reinterpret_cast<const uint8_t*>(data.data() + off + size));
   return t;
 }
 
-Expected<std::vector<HostTensor>> tensors_of(const json& j, std::string_view data, const std::string& where) {
+Expected<std::vector<HostTensor>> tensors_of(const json& j, std::string_view data, uint64_t& left,
+                                             const std::string& where) {
   if (!j.is_array()) return Status::InvalidArgument("measurement setup: " + where + " is not a list of tensors");
   std::vector<HostTensor> out;
   for (size_t i = 0; i < j.size(); ++i) {
-    auto t = tensor_of(j[i], data, where + " #" + std::to_string(i));
+    auto t = tensor_of(j[i], data, left, where + " #" + std::to_string(i));
     if (!t.ok()) return t.status();
     out.push_back(std::move(*t));
   }
@@ -120,6 +129,7 @@ Expected<DecodedSetup> decode_setup(std::string_view bytes) {
   MLK_RETURN_IF_ERROR(read_header(bytes, h, data));
   auto bad = [](const std::string& why) { return Status::InvalidArgument("measurement setup: " + why); };
   DecodedSetup d;
+  uint64_t left = data.size();
   try {
     d.source = h.at("source").get<std::string>();
     d.source_name = h.at("source_name").get<std::string>();
@@ -132,7 +142,7 @@ Expected<DecodedSetup> decode_setup(std::string_view bytes) {
     d.setup.max_reps = h.at("max_reps").get<int>();
     if (!h.at("timing").is_array() || h["timing"].empty()) return bad("no timing input sets");
     for (size_t i = 0; i < h["timing"].size(); ++i) {
-      auto set = tensors_of(h["timing"][i], data, "timing set " + std::to_string(i));
+      auto set = tensors_of(h["timing"][i], data, left, "timing set " + std::to_string(i));
       if (!set.ok()) return set.status();
       d.setup.timing.push_back(std::move(*set));
     }
@@ -143,13 +153,13 @@ Expected<DecodedSetup> decode_setup(std::string_view bytes) {
       v.shape = c.at("shape").get<std::string>();
       v.set = c.at("set").get<int>();
       v.dims = c.at("dims").get<DimEnv>();
-      auto in = tensors_of(c.at("inputs"), data, "the inputs of `" + v.name + "`");
+      auto in = tensors_of(c.at("inputs"), data, left, "the inputs of `" + v.name + "`");
       if (!in.ok()) return in.status();
       v.inputs = std::move(*in);
       const json& refs = c.at("references");
       if (!refs.is_array() || refs.empty() || refs.size() > 64) return bad("`" + v.name + "` has no references");
       for (const auto& r : refs) {
-        auto ref = tensor_of(r.at("tensor"), data, "a reference of `" + v.name + "`");
+        auto ref = tensor_of(r.at("tensor"), data, left, "a reference of `" + v.name + "`");
         if (!ref.ok()) return ref.status();
         v.references.push_back(std::move(*ref));
         v.tols.push_back(Tolerance{r.at("rtol").get<double>(), r.at("atol").get<double>()});

@@ -34,9 +34,9 @@ std::string manifest_to_json(const Manifest& m) {
   return j.dump();  // nlohmann's default object type is a std::map: keys come out sorted
 }
 
-Expected<Manifest> manifest_from_json(std::string_view text) {
+Expected<Manifest> manifest_from_json(std::string_view text, int64_t max_values) {
   std::string why;
-  json j = parse_json(text, &why);
+  json j = parse_json(text, &why, kMaxJsonDepth, max_values);
   if (j.is_discarded()) return Status::InvalidArgument("manifest is not valid JSON (" + why + ")");
   if (!j.is_object()) return Status::InvalidArgument("manifest is not a JSON object");
   auto bad = [](const std::string& field, const std::string& want, const json& v) {

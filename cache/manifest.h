@@ -51,7 +51,9 @@ struct Manifest {
 std::string manifest_to_json(const Manifest& m);
 
 // Parses manifest_to_json()'s output. InvalidArgument names what is wrong.
-Expected<Manifest> manifest_from_json(std::string_view text);
+// `max_values` > 0 bounds the values the text may hold (base/json.h), for a
+// manifest from outside: more is InvalidArgument.
+Expected<Manifest> manifest_from_json(std::string_view text, int64_t max_values = 0);
 
 // `text` parsed and re-serialised canonically (sorted keys, compact); the empty
 // string is "{}". InvalidArgument when it is not a JSON object.

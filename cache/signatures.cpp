@@ -85,7 +85,14 @@ std::string dump(const json& j, int indent) { return indent >= 0 ? j.dump(indent
 }  // namespace
 
 Expected<std::string> signed_manifest_digest(std::string_view manifest_json) {
-  auto j = object_of(manifest_json, "manifest.json");
+  // An artifact's manifest holds hundreds of values; a server parses the
+  // ones writers send, so the parse is bounded (about 16 MB of tree).
+  std::string why;
+  json parsed = parse_json(manifest_json.empty() ? std::string_view("{}") : manifest_json, &why, kMaxJsonDepth,
+                           kMaxManifestValues);
+  if (parsed.is_discarded()) return Status::InvalidArgument("manifest.json is not a JSON object (" + why + ")");
+  auto j = parsed.is_object() ? Expected<json>(std::move(parsed))
+                              : Expected<json>(Status::InvalidArgument("manifest.json is not a JSON object"));
   if (!j.ok()) return j.status();
   j->erase("signatures");
   j->erase("verify_report");

@@ -58,8 +58,13 @@
 
 namespace mlk::cache {
 
+// Values a manifest.json may hold for signed_manifest_digest (an artifact's
+// has hundreds; the bound keeps a server's parse of a writer's bytes small).
+inline constexpr int64_t kMaxManifestValues = 200000;
+
 // The digest manifest.json stands for in a statement (see above).
-// InvalidArgument when it is not a JSON object.
+// InvalidArgument when it is not a JSON object or holds more than
+// kMaxManifestValues values.
 Expected<std::string> signed_manifest_digest(std::string_view manifest_json);
 
 // The statement's file digests from the files' bytes.

@@ -34,6 +34,7 @@ int fail(const Status& s) {
 struct BuildArgs {
   std::string file, fn, target, schedule_path, out_dir, cache_flag, ns = cache::kDefaultNamespace, namespaces;
   bool no_cache = false;
+  bool profile_stages = false;  // --profile-stages: Halide's profiler built in
   DumpStage dump_after = DumpStage::kNone;
   std::map<std::string, int64_t> dims;
   Precision precision = Precision::kF32;  // --precision
@@ -55,7 +56,9 @@ const char* kBuildDescription =
     "shape and profile, that artifact is the build (says `cached:`). With --sign,\n"
     "a cached artifact is signed only when one of --trusted-signers signed it; any\n"
     "other is rebuilt here from its schedule (says `rebuilt:`), so that a key signs\n"
-    "no bytes a cache writer chose.\n";
+    "no bytes a cache writer chose. With --profile-stages the cached schedule is\n"
+    "rebuilt with Halide's profiler in the kernel: a process that ran it prints, at\n"
+    "exit, the time spent in each stage (docs/benchmarks.md, bench/stage_profile.py).\n";
 
 CommandSpec spec(BuildArgs& b) {
   return {
@@ -91,6 +94,11 @@ CommandSpec spec(BuildArgs& b) {
                .help = "with --sign: a cached artifact signed by one of these keys (64 hex or KEY.pub files, "
                        "comma-separated) is signed as it is; any other is rebuilt here from its schedule",
                .set = store(b.trusted_flag)},
+              {.name = "--profile-stages",
+               .help = "build with Halide's profiler (CPU profiles): a process that ran the kernel prints the "
+                       "time of each stage at exit, on stdout (Halide's print); built from the cached schedule when there is one, "
+                       "never stored in the cache",
+               .set = set_bool(b.profile_stages)},
               {.name = "--dump-after", .metavar = "STAGE",
                .help = "print, on stdout, compile stage STAGE and go on building: ir (typed IR), stages (stage "
                        "table), schedule (applied schedule JSON), loops (Halide's loop nest)",
@@ -154,6 +162,17 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
                               .require = rt::Require::kExact,
                               .cpu = detect_cpu()};
   if (b.sign_key) lookup.trusted = b.trusted;
+  if (b.profile_stages) {  // the cached schedule, built again with the profiler in it
+    auto hit = rt::find_tuned(lookup);
+    if (!hit.ok()) return hit.status().code() == Status::Code::kNotFound ? std::nullopt : std::optional(fail(hit.status()));
+    auto sj = hit->entry.files.find("schedule.json");
+    auto sched = sj == hit->entry.files.end() ? Expected<Schedule>(Status::NotFound("no schedule.json"))
+                                               : Schedule::from_json(sj->second);
+    if (sched.ok() && sched->autoscheduler.empty()) rebuild = *sched;
+    std::printf("rebuilt: the cached artifact (key %s) %s, with Halide's profiler\n", hit->key.substr(0, 16).c_str(),
+                rebuild ? "from its schedule" : "has no schedule of stages; the default schedule");
+    return std::nullopt;
+  }
   auto found = b.sign_key && b.trusted.empty() ? Expected<rt::Tuned>(Status::NotFound("no trusted signer")) : rt::find_tuned(lookup);
   if (b.sign_key && !found.ok() && found.status().code() == Status::Code::kNotFound) {
     lookup.trusted = {};
@@ -268,6 +287,10 @@ int run_build(const std::vector<std::string>& args) {
   req.fn = b.fn;
   req.source_path = b.file;
   req.profile = *profile;
+  if (b.profile_stages) {
+    if (profile->is_gpu()) return usage_error("build", "--profile-stages profiles CPU kernels; " + profile->name + " is a GPU profile");
+    req.profile.halide_target += "-profile";
+  }
   req.dims = b.dims;
   req.out_dir = b.out_dir;
   req.dump_after = b.dump_after;

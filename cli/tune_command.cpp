@@ -566,6 +566,12 @@ int run_tune(const std::vector<std::string>& args) {
                                      here.reason + "): the winner would rest on the workers' measurements alone, so "
                                      "it is not signed; tune without --sign, then sign after an independent check "
                                      "(`mlk verify --sign` on a machine that runs it)");
+  // An imported winner is the measured folder's library, not one built here
+  // (review 7 of issue 49): the key does not vouch for it.
+  if (!t.sign_path.empty() && !t.import_file.empty())
+    return usage_error("tune", "--sign with --import-measurements: the winner is the library of the measured "
+                               "folder, not one this process built, so it is not signed; import without --sign, then "
+                               "`mlk build --sign` (which rebuilds it from its schedule) or `mlk verify --sign`");
   if (!t.sign_packs_path.empty()) {
     if (t.workers.empty()) return usage_error("tune", "--sign-packs signs what is sent to --workers; give --workers KEY");
     auto k = load_signing_key(t.sign_packs_path);

@@ -138,15 +138,22 @@ std::vector<std::string> sandbox_env(const std::string& dir) {
 }
 
 // What a candidate must not read: the worker user's home (keys, tokens,
-// configuration, the shared mirror), always; the runner and the job's
-// folder are bound back into it when they lie inside (the sandbox's
-// `readable` and `writable`).
-std::vector<std::string> hidden_from_candidates() {
-  const char* h = std::getenv("HOME");
-  if (!h || h[0] != '/' || std::string(h) == "/") return {};
-  std::error_code ec;
-  auto real = std::filesystem::weakly_canonical(h, ec);
-  return {ec ? std::string(h) : real.string()};
+// configuration, the shared mirror), always, and the folder that holds the
+// job's folder `job_dir` ($TMPDIR) unless it is /tmp, which the sandbox
+// replaces anyway (review 7 of issue 49: under another $TMPDIR a candidate
+// read the job folders of the user's other workers). The runner and the
+// job's folder are bound back into them when they lie inside (the
+// sandbox's `readable` and `writable`).
+std::vector<std::string> hidden_from_candidates(const std::string& job_dir) {
+  std::vector<std::string> out;
+  if (const char* h = std::getenv("HOME"); h && h[0] == '/' && std::string(h) != "/") {
+    std::error_code ec;
+    auto real = std::filesystem::weakly_canonical(h, ec);
+    out.push_back(ec ? std::string(h) : real.string());
+  }
+  const std::string parent = std::filesystem::path(job_dir).parent_path().string();
+  if (!parent.empty() && parent != "/" && parent != "/tmp") out.push_back(parent);
+  return out;
 }
 
 // The runner's measurements, as a file the sandbox wrote: a regular file
@@ -206,7 +213,7 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   const std::string& runner = *program;
   const std::string out = dir + "/measurements.json";
   const Sandboxed sb{runner, {runner, dir, "-o", out, "--quiet"},
-                     SandboxSpec{.hidden = hidden_from_candidates(), .readable = {runner}, .writable = {dir},
+                     SandboxSpec{.hidden = hidden_from_candidates(dir), .readable = {runner}, .writable = {dir},
                                  .keep_env = sandbox_env(dir)}};
   auto child = run_child([&](int fd) { exec_sandboxed(fd, sb); },
                          ChildLimits{.time_s = limit_s,

@@ -11,6 +11,10 @@
 
 namespace mlk::service::detail {
 
+// Values a JSON request body (a job request, an entry's manifest) may hold:
+// its parse costs about 80 bytes a value (base/json.h), so about 16 MB.
+inline constexpr int64_t kMaxBodyValues = 200000;
+
 // One request on its way through the Api.
 struct Ctx {
   Api& api;

@@ -22,6 +22,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.h"
@@ -88,7 +89,7 @@ std::optional<ApiResponse> json_body(Ctx& c, json& out) {
   Body b = c.body.read(static_cast<int64_t>(kMaxResult) * 2);
   if (b.outcome != Body::kOk) return body_rejection(c, b);
   std::string why;
-  out = parse_json(b.bytes, &why);
+  out = parse_json(b.bytes, &why, kMaxJsonDepth, kMaxBodyValues);  // bounded parse (review 7 of issue 49)
   if (out.is_discarded())
     return reject(c, 400, "bad_job", "the body of " + c.req.method + " " + c.req.path + " is not valid JSON (" + why + ")");
   if (!out.is_object())
@@ -195,6 +196,19 @@ ApiResponse submit(Ctx& c) {
     return reject(c, 400, "bad_job",
                   "setup " + j.setup.substr(0, 16) + " is not in namespace `" + c.ns +
                       "` (POST it to /v1/jobs/setups first)");
+  // The setup is staged, so charged to this namespace, while the job holds
+  // it (review 7 of issue 49: a setup an entry referenced stayed stored,
+  // charged to no one, once the entry was deleted under a queued job).
+  NamespaceGuard guard;
+  if (auto r = lock_namespace(c, guard)) return *r;
+  auto staged = c.tables().blob_staged(c.ns, j.setup);
+  if (!staged.ok()) return store_error(c, staged.status());
+  if (!*staged) {
+    auto size = c.store().blob_size(j.setup);
+    if (!size.ok()) return store_error(c, size.status());
+    if (auto r = check_quota(c, *size, "", {})) return *r;
+    if (Status s = c.tables().stage_blob(c.ns, j.setup, *size, static_cast<int64_t>(std::time(nullptr))); !s.ok()) return store_error(c, s);
+  }
   auto open = c.jobs().open_jobs(c.ns);
   if (!open.ok()) return store_error(c, open.status());
   if (*open >= c.api.options().max_open_jobs)

@@ -54,8 +54,12 @@ Expected<std::string> entry_statement_of(Ctx& c, const std::string& key, const c
       digests[name] = ref.digest;
       continue;
     }
-    if (ref.size > (int64_t{4} << 20))
-      return Status::InvalidArgument("its manifest.json (" + std::to_string(ref.size) +
+    // The blob's own size, not the one the writer declared (review 7 of
+    // issue 49: a manifest saying 1 byte had a 64 MiB blob read and parsed).
+    auto size = c.store().blob_size(ref.digest);
+    if (!size.ok()) return size.status();
+    if (*size > (int64_t{4} << 20))
+      return Status::InvalidArgument("its manifest.json (" + std::to_string(*size) +
                                      " bytes) is larger than a signature is checked over (4 MiB)");
     auto bytes = c.store().get_blob(ref.digest);
     if (!bytes.ok()) return bytes.status();
@@ -299,7 +303,7 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
                   "the manifest is " + std::to_string(b.bytes.size()) + " bytes; an entry's manifest (files, meta, "
                   "provenance) is at most " + std::to_string(cap) + " bytes here (`mlk serve --max-manifest`): keep "
                   "large data in files; nothing was stored");
-  auto m = cache::manifest_from_json(b.bytes);
+  auto m = cache::manifest_from_json(b.bytes, kMaxBodyValues);  // bounded parse (review 7 of issue 49)
   if (!m.ok()) return reject(c, 400, "bad_request", "malformed manifest: " + m.status().message());
   Status ok = cache::validate_manifest(*m);
   if (!ok.ok()) return reject(c, 400, "bad_request", "invalid manifest: " + ok.message());

@@ -138,26 +138,31 @@ class PgTables final : public ServiceTables {
                     {ns, digest, str(size), str(now)})
         .status();
   }
+  // " AND NOT EXISTS (...)": a staged row an unfinished job of $1 holds as its
+  // setup (service/pg_jobs.cpp makes jobs_queue; a database without it has
+  // no jobs to hold anything).
+  Expected<std::string> unless_a_job_holds_it() {
+    auto jobs = c_->exec("SELECT to_regclass('jobs_queue') IS NOT NULL");
+    if (!jobs.ok()) return jobs.status();
+    if (jobs->empty() || jobs->text(0, 0) != "t") return std::string();
+    return std::string(" AND NOT EXISTS (SELECT 1 FROM jobs_queue q WHERE q.ns=$1 AND "
+                       "q.setup=service_staged.digest AND q.state IN ('queued', 'running'))");
+  }
   Status unstage(const std::string& ns, const std::set<std::string>& digests) override {
+    // A setup an unfinished job holds stays staged, charged (review 7 of issue 49).
+    auto held = unless_a_job_holds_it();
+    if (!held.ok()) return held.status();
     return cache::pg::txn(*c_, [&]() -> Status {
       for (const auto& d : digests)
-        MLK_RETURN_IF_ERROR(c_->exec("DELETE FROM service_staged WHERE ns=$1 AND digest=$2", {ns, d}).status());
+        MLK_RETURN_IF_ERROR(c_->exec("DELETE FROM service_staged WHERE ns=$1 AND digest=$2" + *held, {ns, d}).status());
       return Status::Ok();
     });
   }
   Status expire_staged(const std::string& ns, int64_t before) override {
-    // A setup an unfinished job of the namespace holds stays staged, and so
-    // charged (service/pg_jobs.cpp makes jobs_queue; a database without it
-    // has no jobs to hold anything).
-    auto jobs = c_->exec("SELECT to_regclass('jobs_queue') IS NOT NULL");
-    if (!jobs.ok()) return jobs.status();
-    const bool held = !jobs->empty() && jobs->text(0, 0) == "t";
-    return c_->exec(std::string("DELETE FROM service_staged WHERE ns=$1 AND time<$2") +
-                        (held ? " AND NOT EXISTS (SELECT 1 FROM jobs_queue q WHERE q.ns=$1 AND "
-                                "q.setup=service_staged.digest AND q.state IN ('queued', 'running'))"
-                              : ""),
-                    {ns, str(before)})
-        .status();
+    // A setup an unfinished job of the namespace holds stays staged, and so charged.
+    auto held = unless_a_job_holds_it();
+    if (!held.ok()) return held.status();
+    return c_->exec("DELETE FROM service_staged WHERE ns=$1 AND time<$2" + *held, {ns, str(before)}).status();
   }
   Expected<int64_t> staged_bytes(const std::string& ns, const std::set<std::string>& excluding) override {
     auto r = c_->exec("SELECT digest, size FROM service_staged WHERE ns=$1", {ns});

@@ -90,7 +90,8 @@ enum Phase : int {
 // by the watchdog: since_ms is always stored before phase.
 struct Conn {
   int fd = -1;
-  std::string remote;  // the client's address, for the access log
+  std::string peer;    // the socket's far end (a client, or a trusted proxy); fixed for the connection
+  std::string remote;  // the client of the request at hand (behind a proxy, its forwarded address), for the log
   std::atomic<int> phase{kFresh};
   std::atomic<int64_t> since_ms{0};
   int requests = 0;  // answered so far; its MHD thread only
@@ -185,6 +186,12 @@ MHD_Result count_header(void* cls, MHD_ValueKind, const char* key, const char* v
   static const char* kOnce[4] = {"Content-Length", "Host", "Authorization", "Transfer-Encoding"};
   for (int i = 0; i < 4; ++i)
     if (strcasecmp(key, kOnce[i]) == 0 && ++h->seen[i] == 2 && h->repeated.empty()) h->repeated = kOnce[i];
+  return MHD_YES;
+}
+
+// The value of the last X-Forwarded-For header line into *cls.
+MHD_Result last_forwarded_for(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  if (strcasecmp(key, "X-Forwarded-For") == 0) *static_cast<std::string*>(cls) = value ? value : "";
   return MHD_YES;
 }
 
@@ -327,7 +334,8 @@ struct Server::Impl {
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
       auto* conn = new Conn;
       if (auto* i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD)) conn->fd = i->connect_fd;
-      if (auto* i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS)) conn->remote = address_text(i->client_addr);
+      if (auto* i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS))
+        conn->peer = conn->remote = address_text(i->client_addr);
       conn->enter(kFresh);
       std::lock_guard<std::mutex> g(conns_mu);
       conns.insert(conn);
@@ -336,7 +344,7 @@ struct Server::Impl {
     }
     auto* conn = static_cast<Conn*>(*socket_context);
     if (!conn) return;
-    if (capped_here(conn->remote)) release_peer(conn->remote);
+    if (capped_here(conn->peer)) release_peer(conn->peer);  // what accept_loop counted: the socket's peer
     {
       // Before MHD closes the descriptor: the watchdog never shuts down a reused one.
       std::lock_guard<std::mutex> g(conns_mu);
@@ -479,10 +487,17 @@ struct Server::Impl {
   // (--trusted-proxies), the last address of its X-Forwarded-For (the one
   // that proxy saw; earlier ones are the client's to invent). Also what
   // the access log shows.
+  // The peer is the connection's, whatever an earlier request on it said
+  // (review 7 of issue 49: a forwarded address replaced it, so the next
+  // request over a reused proxy connection was counted as that client), and
+  // the last address is the last of every X-Forwarded-For line (a proxy may
+  // add a line of its own after the client's).
   std::string client_address(MHD_Connection* c, Request& rq) {
-    std::string peer = rq.conn ? rq.conn->remote : "-";
+    std::string peer = rq.conn ? rq.conn->peer : "-";
+    if (rq.conn) rq.conn->remote = peer;
     if (std::find(opt.trusted_proxies.begin(), opt.trusted_proxies.end(), peer) == opt.trusted_proxies.end()) return peer;
-    std::string xff = header_value(c, "X-Forwarded-For");
+    std::string xff;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, &last_forwarded_for, &xff);
     size_t comma = xff.rfind(',');
     std::string last = xff.substr(comma == std::string::npos ? 0 : comma + 1);
     last.erase(0, last.find_first_not_of(" \t"));

@@ -18,11 +18,29 @@ Status stage_blob(cache::sql::Db& db, const std::string& ns, const std::string& 
   return st->run();
 }
 
+namespace {
+
+// " AND NOT EXISTS (...)": a staged row that an unfinished job of ?1 holds as
+// its setup; "" in a store without the jobs table (no job holds anything).
+Expected<std::string> unless_a_job_holds_it(cache::sql::Db& db) {
+  auto jobs = db.query_text("SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='jobs_queue'");
+  if (!jobs.ok()) return jobs.status();
+  return std::string(*jobs == "0" ? ""
+                                  : " AND NOT EXISTS (SELECT 1 FROM jobs_queue q WHERE q.ns=?1 AND "
+                                    "q.setup=service_staged.digest AND q.state IN ('queued', 'running'))");
+}
+
+}  // namespace
+
 Status unstage(cache::sql::Db& db, const std::string& ns, const std::set<std::string>& digests) {
   if (digests.empty()) return Status::Ok();
+  // A setup an unfinished job holds stays staged (charged): an entry naming
+  // it may be deleted while the job still holds the blob (review 7 of issue 49).
+  auto held = unless_a_job_holds_it(db);
+  if (!held.ok()) return held.status();
   return cache::sql::write_txn(db, [&]() -> Status {
     for (const auto& d : digests) {
-      auto st = db.prepare("DELETE FROM service_staged WHERE ns=?1 AND digest=?2");
+      auto st = db.prepare("DELETE FROM service_staged WHERE ns=?1 AND digest=?2" + *held);
       if (!st.ok()) return st.status();
       st->bind(1, ns).bind(2, d);
       MLK_RETURN_IF_ERROR(st->run());
@@ -35,11 +53,9 @@ Status expire_staged(cache::sql::Db& db, const std::string& ns, int64_t before) 
   // A setup an unfinished job of the namespace holds stays staged, and so
   // charged, as long as the job (review 5 of issue 49: it was kept stored but
   // no longer charged).
-  auto jobs = db.query_text("SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='jobs_queue'");
-  if (!jobs.ok()) return jobs.status();
-  auto st = db.prepare(std::string("DELETE FROM service_staged WHERE ns=?1 AND time<?2") +
-                       (*jobs == "0" ? "" : " AND NOT EXISTS (SELECT 1 FROM jobs_queue q WHERE q.ns=?1 AND "
-                                            "q.setup=service_staged.digest AND q.state IN ('queued', 'running'))"));
+  auto held = unless_a_job_holds_it(db);
+  if (!held.ok()) return held.status();
+  auto st = db.prepare("DELETE FROM service_staged WHERE ns=?1 AND time<?2" + *held);
   if (!st.ok()) return st.status();
   st->bind(1, ns).bind(2, before);
   return st->run();

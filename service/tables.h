@@ -43,6 +43,8 @@ class ServiceTables {
   virtual Expected<std::optional<TokenInfo>> find_token(std::string_view token) = 0;
 
   virtual Status stage_blob(const std::string& ns, const std::string& digest, int64_t size, int64_t now) = 0;
+  // Unstages `digests` (an entry now references them), but those an
+  // unfinished job of `ns` holds as its setup: they stay staged, and charged.
   virtual Status unstage(const std::string& ns, const std::set<std::string>& digests) = 0;
   virtual Status expire_staged(const std::string& ns, int64_t before) = 0;
   virtual Expected<int64_t> staged_bytes(const std::string& ns, const std::set<std::string>& excluding) = 0;

@@ -207,6 +207,15 @@ set_tests_properties(cli.signing_release PROPERTIES TIMEOUT 180)
 # A MiniLM layer of 5 tokens: its rules once vectorised by 5, and Halide 21
 # aborted inside LLVM on a predicated load of that width (the process died);
 # vector widths are powers of two now (scheduler/rules_common.h, vector_clip).
+mlk_cli_test(tune_sign_imported 2 "--sign with --import-measurements: the winner is the library of the measured folder"
+  tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --fn sgemm --target host --dims M=4,K=4,N=4 --import-measurements m.json --sign k.pem)
+mlk_cli_test(build_profile_stages_gpu 2 "--profile-stages profiles CPU kernels. cuda_sm90 is a GPU profile"
+  build ${CMAKE_SOURCE_DIR}/examples/norms.tl --fn rmsnorm --target cuda_sm90 -o x --profile-stages)
+# --profile-stages: Halide's per-stage report at the exit of a process that ran the kernel.
+add_test(NAME cli.build_profile_stages
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/build_profile_stages.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/.venv/bin/python
+          ${CMAKE_BINARY_DIR}/python
+          ${CMAKE_SOURCE_DIR}/examples ${CMAKE_CURRENT_BINARY_DIR}/cli_build_profile_stages)
 mlk_cli_test(build_minilm_layer_5_tokens 0 "built .*liblayer.so"
   build ${CMAKE_SOURCE_DIR}/examples/minilm/minilm.tl --fn layer --target cpu_avx2 --dims B=1,S=5,D=384,H=12,F=1536
   -o ${CMAKE_CURRENT_BINARY_DIR}/cli_build_minilm_layer_5)

@@ -1,7 +1,12 @@
 #include "verify/verify.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
-#include <filesystem>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -11,28 +16,74 @@
 
 namespace mlk::verify {
 
-Expected<std::map<std::string, std::string>> read_artifact_dir(const std::string& dir) {
-  namespace fs = std::filesystem;
-  std::map<std::string, std::string> files;
-  auto man = read_file((fs::path(dir) / "manifest.json").string());
-  if (!man.ok()) return Status::InvalidArgument(dir + " has no manifest.json (not an artifact directory)");
-  files["manifest.json"] = *man;
-  const nlohmann::json m = parse_json(*man);
-  if (!m.is_object() || !m.contains("files")) return files;
-  if (!m["files"].is_object()) return Status::InvalidArgument(dir + "/manifest.json: `files` must be an object");
-  for (const auto& [name, digest] : m["files"].items()) {
-    if (name.empty() || name == "." || name == ".." || name == "manifest.json" ||
-        name.find_first_of(std::string("/\\\0", 3)) != std::string::npos)
-      return Status::InvalidArgument(dir + "/manifest.json lists `" + name.substr(0, 80) +
-                                     "`, which is not a plain file name of the directory");
-    const fs::path p = fs::path(dir) / name;
-    std::error_code ec;
-    if (!fs::is_regular_file(fs::symlink_status(p, ec)))
-      return Status::NotFound(dir + "/manifest.json lists `" + name + "`, but there is no such plain file beside it");
-    auto bytes = read_file(p.string());
-    if (!bytes.ok()) return bytes.status();
-    files[name] = std::move(*bytes);
+namespace {
+
+// The bytes of plain file `name` in the open directory `dirfd`, never
+// through a link: opened with O_NOFOLLOW and checked by fstat on what was
+// opened, so a file swapped for a link between a check and the read (to
+// the verifier's key, say) is refused, not read.
+Expected<std::string> read_plain_at(int dirfd, const std::string& dir, const std::string& name) {
+  const std::string where = dir + "/" + name;
+  int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return errno == ENOENT ? Status::NotFound(where + " is missing")
+                           : Status::InvalidArgument(where + " is not a plain file of the directory (" +
+                                                     std::strerror(errno) + ")");
+  std::string out;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(where + " is not a plain file of the directory");
   }
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      ::close(fd);
+      return Status::IOError("cannot read " + where + ": " + std::strerror(e));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace
+
+Expected<std::map<std::string, std::string>> read_artifact_dir(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return Status::InvalidArgument("cannot open the artifact directory " + dir + ": " + std::strerror(errno));
+  auto read_all = [&]() -> Status {
+    auto man = read_plain_at(dirfd, dir, "manifest.json");
+    if (!man.ok())
+      return man.status().code() == Status::Code::kNotFound
+                 ? Status::InvalidArgument(dir + " has no manifest.json (not an artifact directory)")
+                 : man.status();
+    files["manifest.json"] = *man;
+    const nlohmann::json m = parse_json(*man);
+    if (!m.is_object() || !m.contains("files")) return Status::Ok();
+    if (!m["files"].is_object()) return Status::InvalidArgument(dir + "/manifest.json: `files` must be an object");
+    for (const auto& [name, digest] : m["files"].items()) {
+      if (name.empty() || name == "." || name == ".." || name == "manifest.json" ||
+          name.find_first_of(std::string("/\\\0", 3)) != std::string::npos)
+        return Status::InvalidArgument(dir + "/manifest.json lists `" + name.substr(0, 80) +
+                                       "`, which is not a plain file name of the directory");
+      auto bytes = read_plain_at(dirfd, dir, name);
+      if (!bytes.ok())
+        return bytes.status().code() == Status::Code::kNotFound
+                   ? Status::NotFound(dir + "/manifest.json lists `" + name + "`, but there is no such file beside it")
+                   : bytes.status();
+      files[name] = std::move(*bytes);
+    }
+    return Status::Ok();
+  };
+  Status s = read_all();
+  ::close(dirfd);
+  if (!s.ok()) return s;
   return files;
 }
 

@@ -40,9 +40,11 @@ struct VerifyRequest {
 // The files of the artifact directory `dir` (`mlk build -o DIR`): its
 // manifest.json and the files its "files" object lists, nothing else, since
 // that is what a signature covers; a file beside them (a library found
-// through $ORIGIN) is neither read nor loaded with it. InvalidArgument
-// without a manifest, or for a listed name that is not a plain file name;
-// NotFound (naming it) for a listed file that is missing.
+// through $ORIGIN) is neither read nor loaded with it. Each file is opened
+// without following links and checked as a plain file on what was opened.
+// InvalidArgument without a manifest, for a listed name that is not a plain
+// file name, or for a link or other non-plain file; NotFound (naming it) for
+// a listed file that is missing.
 Expected<std::map<std::string, std::string>> read_artifact_dir(const std::string& dir);
 
 // Runs the requested levels, cheapest first. A level that fails is in the

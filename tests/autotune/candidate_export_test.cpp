@@ -14,6 +14,7 @@
 #include "base/child.h"
 #include "base/files.h"
 #include "base/sha256.h"
+#include "cache/store.h"
 #include "runtime/candidate_runner.h"
 #include "targets/cuda_driver.h"
 #include "targets/detect.h"
@@ -102,10 +103,19 @@ TEST(CandidateExport, TheImportedWinnerIsTheLocalWinnerGivenTheSameTimes) {
   EXPECT_EQ(imported->measured_on, m->device);
   EXPECT_EQ(imported->trials, 4);
   // Stored: the measured library itself, measured: true, with the device.
-  auto out = store_tuned(e->request, *imported);
+  auto store = cache::Store::Open(e->dir + ".db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  TuneRequest into = e->request;
+  into.store = store->get();
+  auto out = store_tuned(into, *imported);
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_NE(out->json.find("\"measured_on\""), std::string::npos) << out->json;
   EXPECT_NE(out->summary_line.find("measured on cpu"), std::string::npos) << out->summary_line;
+  // Review 7 of issue 49: stored as made here (origin `local`), signing
+  // tools signed the measured folder's library. Its origin names the folder.
+  auto entry = (*store)->get_entry(cache::kDefaultNamespace, out->key);
+  ASSERT_TRUE(entry.ok()) << entry.status().message();
+  EXPECT_EQ(entry->info.manifest.provenance.origin, "import:" + imported->measured_artifact_dir);
 }
 
 TEST(CandidateExport, TheRunnerRefusesAWrongOutputAndSaysWhere) {
@@ -211,6 +221,14 @@ TEST(CandidateExport, Round2_Low_DeclaredShapesAreCheckedBeforeAnythingIsAllocat
   r = run();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("more than half this machine's memory"), std::string::npos) << r.status().message();
+  // Review 7 of issue 49: every case could name one data file, each read a
+  // copy of it; a file named by a second tensor is refused.
+  j = nlohmann::json::parse(*text);
+  j["cases"][0]["expected"] = j["cases"][0]["inputs"][0];
+  ASSERT_TRUE(write_file(path, j.dump(1)).ok());
+  r = run();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("is named by another tensor too"), std::string::npos) << r.status().message();
 }
 
 TEST(CandidateExport, CudaCandidatesWithoutADriverAreAClearError) {

@@ -333,6 +333,25 @@ TEST(MeasureWire, AShapeWhoseElementCountWouldWrapIsRefused) {
   EXPECT_THAT(d.status().message(), ::testing::HasSubstr("the shape is too large"));
 }
 
+// Review 7 of issue 49: tensors of a setup could all name the same bytes, so
+// a setup of a few hundred MB decoded into terabytes in the worker itself
+// (outside its bounded child). An encoded setup stores each tensor once;
+// tensors that share bytes are refused.
+TEST(MeasureWire, TensorsThatShareBytesAreRefused) {
+  MeasureSetup s = one_tensor_setup();
+  auto bytes = encode_setup(s, "fn f() -> Scalar[F32] = 1.0", "f.tl");
+  ASSERT_TRUE(bytes.ok());
+  const std::string magic = "mlk-measure-setup 1\n";
+  size_t nl = bytes->find('\n', magic.size());
+  size_t len = std::stoul(bytes->substr(magic.size(), nl - magic.size()));
+  nlohmann::json h = nlohmann::json::parse(bytes->substr(nl + 1, len));
+  for (int i = 0; i < 8; ++i) h["timing"].push_back(h["timing"][0]);  // the same bytes, nine times
+  std::string head = h.dump();
+  auto d = decode_setup(magic + std::to_string(head.size()) + "\n" + head + bytes->substr(nl + 1 + len));
+  ASSERT_FALSE(d.ok());
+  EXPECT_THAT(d.status().message(), ::testing::HasSubstr("tensors may not share bytes"));
+}
+
 // Each verification case carries a reference and tolerance per result; a
 // case with none, or with more than a fn has, is refused.
 TEST(MeasureWire, ACaseCarriesAReferencePerResult) {

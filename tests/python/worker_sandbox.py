@@ -44,9 +44,15 @@ os.makedirs(os.path.join(HOME, "bin"))
 HOME_SECRET = os.path.join(HOME, "secret.txt")
 open(HOME_SECRET, "w").write("the worker user's secret\n")
 shutil.copy2(os.path.join(os.path.dirname(MLK), "mlk-measure"), os.path.join(HOME, "bin", "mlk-measure"))
+# The worker's $TMPDIR is not /tmp (review 7 of issue 49): the folder of
+# another job there (another worker's of this user) must stay hidden.
+TMP = os.path.join(WORK, "tmp")
+os.makedirs(os.path.join(TMP, "mlk-worker-other"))
+SIBLING = os.path.join(TMP, "mlk-worker-other", "candidate.txt")
+open(SIBLING, "w").write("another job's candidate\n")
 worker = subprocess.Popen([MLK, "worker", "--server", server.url, "--device-key", KEY, "--name", "sandboxed",
                            "--run-artifacts", "--lease", "30"], stdout=log, stderr=log,
-                          env=dict(os.environ, MLK_TOKEN=TOKEN, HOME=HOME,
+                          env=dict(os.environ, MLK_TOKEN=TOKEN, HOME=HOME, TMPDIR=TMP,
                                    MLK_MEASURE=os.path.join(HOME, "bin", "mlk-measure")), pass_fds=(leaked,))
 os.close(leaked)
 
@@ -144,12 +150,15 @@ __attribute__((constructor)) static void probe(void) {
   fprintf(out, "new_user_namespace=%%s\n", unshare(CLONE_NEWUSER) == 0 ? "allowed" : "denied");
   FILE* secret = fopen("%(home_secret)s", "r");
   fprintf(out, "home_secret=%%s\n", secret ? "read" : "hidden");
+  FILE* sibling = fopen("%(sibling)s", "r");
+  fprintf(out, "sibling_job=%%s\n", sibling ? "read" : "hidden");
   int tty = open("/dev/tty", O_RDWR);
   fprintf(out, "terminal=%%s\n", tty >= 0 ? "open" : "none");
   fprintf(out, "done\n");
   fclose(out);
 }
-''' % {"probe": probe, "port": server.port, "sock": sock_path, "shm_key": SHM_KEY, "home_secret": HOME_SECRET})
+''' % {"probe": probe, "port": server.port, "sock": sock_path, "shm_key": SHM_KEY, "home_secret": HOME_SECRET,
+       "sibling": SIBLING})
 lib = man["library"]
 os.rename(os.path.join(cdir, lib), os.path.join(cdir, "libreal.so"))
 p = subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(cdir, lib), src, "-Wl,--no-as-needed", "-L" + cdir,
@@ -210,6 +219,8 @@ R.check("Round2 finding 5: the candidate cannot reach a unix socket on disk",
 
 R.check("Round2 review 4: the worker's home is hidden though its runner lives there (bound back alone)",
         "home_secret=hidden" in seen, seen)
+R.check("Review 7: under a $TMPDIR other than /tmp, another job's folder there is hidden",
+        "sibling_job=hidden" in seen, seen)
 R.check("Round2 finding 5 (review): System V IPC outside the sandbox is not visible in it",
         "sysv_ipc=private" in seen, seen)
 fds = next((ln[4:] for ln in seen.splitlines() if ln.startswith("fds=")), None)

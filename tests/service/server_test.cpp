@@ -1067,6 +1067,49 @@ TEST_F(ServerTest, Review5_H1_BehindATrustedProxyOneClientDoesNotHoldEveryConnec
   EXPECT_FALSE(direct.back()->closed_within(100)) << "a connection within the cap was closed";
 }
 
+// Review 7 of issue 49: behind a trusted proxy (a) the first X-Forwarded-For
+// line counted, so a client's forged line before the one a proxy adds chose
+// its address; (b) the forwarded address replaced the connection's peer, so
+// the next request over a reused proxy connection was counted as that first
+// client (and its close released a count never taken). The access log says
+// whom each request counted as.
+TEST_F(ServerTest, Review7_M3_BehindATrustedProxyEachRequestIsItsOwnClient) {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  set_log_sink([&](LogLevel, std::string_view line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.emplace_back(line);
+  });
+  server.reset();
+  trusted_proxies = {"127.0.0.1"};
+  access_log_json = true;
+  start(0);
+  RawConn proxy(server->port(), "127.0.0.1");
+  const char* targets[3] = {"/healthz?first", "/healthz?second", "/healthz?third"};
+  const char* forwarded[3] = {"X-Forwarded-For: 10.9.9.9\r\n", "X-Forwarded-For: 10.1.1.1\r\n",
+                              "X-Forwarded-For: 10.6.6.6\r\nX-Forwarded-For: 10.2.2.2\r\n"};
+  for (int i = 0; i < 3; ++i) {  // one kept-alive connection of the proxy
+    proxy.send_all(std::string("GET ") + targets[i] + " HTTP/1.1\r\nHost: x\r\n" + forwarded[i] + "\r\n");
+    ASSERT_TRUE(proxy.read_until("\r\n\r\n", 5000)) << targets[i];
+  }
+  std::map<std::string, std::string> client;
+  for (int t = 0; t < 200 && client.size() < 3; ++t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& l : lines) {
+        auto j = json::parse(l, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.contains("target") && j.contains("client")) client[j["target"]] = j["client"];
+      }
+    }
+    if (client.size() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  server.reset();
+  set_log_sink(nullptr);
+  EXPECT_EQ(client["/healthz?first"], "10.9.9.9");
+  EXPECT_EQ(client["/healthz?second"], "10.1.1.1") << "counted as the connection's first client";
+  EXPECT_EQ(client["/healthz?third"], "10.2.2.2") << "the client's own line chose its address";
+}
+
 // The review of finding 9's fix: a GET that sent a body was refused its
 // body and then run on the event loop (a whole blob read there). A body on
 // a method that takes none is 400 at once, and the blob is not read.

@@ -819,6 +819,79 @@ TEST_P(Trust, Round2_Low_AnUnfinishedJobsSetupIsNotCollected) {
   EXPECT_TRUE(IsOk(lease.store().get_blob(sd))) << "a queued job lost its setup";
 }
 
+// Review 7 of issue 49, M1: a job could name as its setup a blob an entry
+// referenced (so not staged); once the entry was deleted, the queued job
+// held the blob stored and charged to no one. Both orders: the setup is
+// staged at submit, and an entry that names a job's setup does not unstage it.
+TEST_P(Trust, Review7_M1_AJobsSetupStaysChargedAfterItsEntryIsDeleted) {
+  const std::string a = "referenced first " + std::string(300, 'a'), b = "staged first " + std::string(300, 'b');
+  ASSERT_EQ(put_blob(alpha, a).status, 201);
+  ASSERT_EQ(call("PUT", "/v1/entries/ka", alpha, manifest_of({{"f", a}})).status, 201);
+  submit(alpha, sha256_hex(a));  // the entry's blob, as a job's setup
+  ASSERT_EQ(put_blob(alpha, b).status, 201);
+  submit(alpha, sha256_hex(b));  // a staged blob, as a job's setup
+  ASSERT_EQ(call("PUT", "/v1/entries/kb", alpha, manifest_of({{"f", b}})).status, 201);
+  ASSERT_EQ(call("DELETE", "/v1/entries/ka", alpha).status, 200);
+  ASSERT_EQ(call("DELETE", "/v1/entries/kb", alpha).status, 200);
+  auto lease = pool->acquire();
+  EXPECT_TRUE(*lease.tables().blob_staged("alpha", sha256_hex(a))) << "a setup an entry referenced went uncharged";
+  EXPECT_TRUE(*lease.tables().blob_staged("alpha", sha256_hex(b))) << "an entry unstaged a queued job's setup";
+  EXPECT_TRUE(IsOk(lease.store().get_blob(sha256_hex(a))));
+}
+
+// Review 7 of issue 49, M2: in a signed namespace the 4 MiB bound on the
+// manifest.json a signature covers was checked against the size the writer
+// declared, so a blob of millions of JSON values said to be 1 byte was read
+// and parsed whole, outside every memory bound. Now its real size counts,
+// and the parse of one under the bound is bounded in values.
+TEST_P(Trust, Review7_M2_ASignedManifestsSizeIsTheBlobsNotTheWritersWord) {
+  ApiOptions o = api->options();
+  o.max_body_bytes = 8 << 20;
+  o.trusted_signers["alpha"] = {std::string(64, 'a')};
+  Api signed_ns(o, *pool, metrics);
+  auto send = [&](const std::string& method, const std::string& path, const std::string& body) {
+    ApiRequest r{method, path, {}, "Bearer " + alpha};
+    StringBody sb(body);
+    return signed_ns.handle(r, sb);
+  };
+  auto values = [](size_t n) {
+    std::string t = "{\"a\":[";
+    for (size_t i = 0; i < n; ++i) t += i ? ",{}" : "{}";
+    return t + "]}";
+  };
+  auto declared_one_byte = [&](const std::string& bytes) {
+    const std::string d = sha256_hex(bytes);
+    EXPECT_EQ(send("PUT", "/v1/blobs/" + d, bytes).status, 201);
+    json m = json::parse(manifest_of({}));
+    m["files"]["manifest.json"] = {{"digest", d}, {"size", 1}};
+    return send("PUT", "/v1/entries/big", m.dump());
+  };
+  const std::string huge = values(1900000), many = values(300000);
+  ASSERT_GT(huge.size(), size_t{4} << 20);
+  ASSERT_LT(many.size(), size_t{1} << 20);
+  expect_error(declared_one_byte(huge), 403, "is larger than a signature is checked over (4 MiB)");
+  expect_error(declared_one_byte(many), 403, "more than 200000 values");
+}
+
+// Review 7 of issue 49, low: job bodies (up to 2 MiB) and manifests were
+// parsed with no bound on their values (about 80 bytes of tree each).
+TEST_P(Trust, Review7_Low_RequestBodiesAreParsedWithinABoundOfValues) {
+  std::string body = "{\"payload\":[";
+  for (int i = 0; i < 250000; ++i) body += i ? ",0" : "0";
+  body += "]}";
+  expect_error(call("POST", "/v1/jobs/submit", alpha, body), 400, "more than 200000 values");
+  std::string meta = "{\"a\":[";
+  for (int i = 0; i < 250000; ++i) meta += i ? ",0" : "0";
+  meta += "]}";
+  ApiOptions o = api->options();
+  o.max_body_bytes = 4 << 20;
+  o.max_manifest_bytes = 4 << 20;
+  Api roomy(o, *pool, metrics);
+  ApiRequest r{"PUT", "/v1/entries/many", {}, "Bearer " + alpha};
+  StringBody sb("{\"files\":{},\"meta\":" + meta + ",\"provenance\":{}}");
+  expect_error(roomy.handle(r, sb), 400, "more than 200000 values");
+}
+
 #ifndef MLK_CLUSTER_TESTS
 TEST(Round2Low, TheBenchHistoryAndTheBlobCacheArePrivate) {
   testing::TempDir d;

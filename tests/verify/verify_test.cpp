@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -284,6 +285,14 @@ TEST(Verify, AnArtifactDirectoryIsItsManifestAndTheFilesItLists) {
             dir + "/manifest.json lists `../k.so`, which is not a plain file name of the directory");
   put("manifest.json", R"({"files": {"gone.so": "x"}})");
   EXPECT_EQ(verify::read_artifact_dir(dir).status().code(), Status::Code::kNotFound);
+  // Review 7: a listed file swapped for a link (to the verifier's key, say)
+  // is refused, never read through.
+  put("secret.pem", "the verifier's key");
+  fs::remove(dir + "/k.so");
+  fs::create_symlink(dir + "/secret.pem", dir + "/k.so");
+  put("manifest.json", R"({"files": {"k.so": "x"}})");
+  EXPECT_EQ(verify::read_artifact_dir(dir).status().message(), dir + "/k.so is not a plain file of the directory (" +
+                                                                    std::string(std::strerror(ELOOP)) + ")");
   fs::remove(dir + "/manifest.json");
   EXPECT_EQ(verify::read_artifact_dir(dir).status().message(),
             dir + " has no manifest.json (not an artifact directory)");
