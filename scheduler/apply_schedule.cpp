@@ -293,61 +293,35 @@ void pack(DirectiveApplier& a, const std::string& name, const Directive& d) {
 // computed per tile. With an operand in `vars`, the column panels are the
 // outer loop and that operand is packed per panel (as `pack`). Parallel over
 // the outer tile loop, fused with the first batch axis if any.
-namespace {
-
-// The product `s` computed per [fx, fy] register tile of `w` (its wrapper,
-// or its epilogue), which is materialised at root with `w_vars` (its pure
-// variables, innermost first) tiled as result_tiles says; `packed`, when
-// not null, is the operand of `s` packed per column panel.
-void tiles_of_product(DirectiveApplier& a, Halide::Func w, const std::vector<Halide::Var>& w_vars,
-                      const std::vector<Halide::Expr>& extents, const std::string& name, Stage& s, int fx, int fy,
-                      int lanes, Stage* packed) {
-  const int r = static_cast<int>(w_vars.size());
-  const bool pack = packed != nullptr;
+void result_tiles(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Stage& s = a.stage(name);
+  const int r = static_cast<int>(s.vars.size());
+  const int fx = factor(d, 0), fy = factor(d, 1), lanes = factor(d, 2);
+  const bool pack = !d.vars.empty();
   // A packed operand shared by the batch (rank 2) is packed once per column
   // panel: the batch axes run inside the panel loop.
-  const bool shared = pack && r > 2 && packed->vars.size() == 2;
+  const bool shared = pack && r > 2 && a.stage(d.vars[0]).vars.size() == 2;
+  Halide::Func w = s.func.in();
   w.compute_root();
-  Halide::Var x = w_vars[0], y = w_vars[1], xo(name + "_no"), yo(name + "_mo"), xi(name + "_ni"), yi(name + "_mi"),
+  Halide::Var x = s.vars[0], y = s.vars[1], xo(name + "_no"), yo(name + "_mo"), xi(name + "_ni"), yi(name + "_mi"),
               par(name + "_par");
   auto tile = [&](Halide::Stage st, TailStrategy tail) {
     st.tile(x, y, xo, yo, xi, yi, fx, fy, tail).vectorize(xi, lanes, kTail).unroll(yi);
     std::vector<VarOrRVar> order = {xi, yi};
     order.push_back(pack ? yo : xo);
     if (!shared) order.push_back(pack ? xo : yo);
-    for (int i = 2; i < r; ++i) order.push_back(w_vars[i]);
+    for (int i = 2; i < r; ++i) order.push_back(s.vars[i]);
     if (shared) order.push_back(xo);
     st.reorder(order);
     Halide::Var outer = pack ? xo : yo;
-    if (r > 2 && !shared) st.fuse(outer, w_vars[2], par).parallel(par);
+    if (r > 2 && !shared) st.fuse(outer, s.vars[2], par).parallel(par);
     else st.parallel(outer);
   };
-  Halide::Expr fit = extents.at(0) >= fx && extents.at(1) >= fy;
+  Halide::Expr fit = s.extents.at(0) >= fx && s.extents.at(1) >= fy;
   tile(w.specialize(fit), TailStrategy::ShiftInwards);
   tile(w, kTail);
   s.func.compute_at(w, pack ? yo : xo);
-  if (pack) pack_operand(*packed, s.func, w, VarOrRVar(r > 2 && !shared ? par : xo), lanes);
-}
-
-}  // namespace
-
-void result_tiles(DirectiveApplier& a, const std::string& name, const Directive& d) {
-  Stage& s = a.stage(name);
-  tiles_of_product(a, s.func.in(), s.vars, s.extents, name, s, factor(d, 0), factor(d, 1), factor(d, 2),
-                   d.vars.empty() ? nullptr : &a.stage(d.vars[0]));
-}
-
-// The epilogue `name` of matmul vars[0] (rules_common.h, epilogue_reader)
-// materialised at root in the tiles result_tiles would give the product,
-// the product computed per tile (and vars[1], an operand of it, packed per
-// column panel): the product's result is never stored whole.
-void epilogue_tiles(DirectiveApplier& a, const std::string& name, const Directive& d) {
-  Stage& e = a.stage(name);
-  Stage& mm = a.stage(d.vars[0]);
-  // The product's extents are the epilogue's (of its shape: the validator
-  // checked); an operand stage records none of its own.
-  tiles_of_product(a, e.func, e.vars, mm.extents, name, mm, factor(d, 0), factor(d, 1), factor(d, 2),
-                   d.vars.size() > 1 ? &a.stage(d.vars[1]) : nullptr);
+  if (pack) pack_operand(a.stage(d.vars[0]), s.func, w, VarOrRVar(r > 2 && !shared ? par : xo), lanes);
 }
 
 // The fused attention block (rules_attention.h): the result of matmul

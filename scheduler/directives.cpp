@@ -53,9 +53,6 @@ const std::vector<DirectiveKind>& directive_kinds() {
       {"pack", {form({R::kOperand}, 0, 1)}, AtRole::kStageLoop, false, true, apply::pack},
       // A matmul's result materialised in full register tiles (apply::result_tiles).
       {"result_tiles", {form({}, 3), form({R::kOperand}, 3)}, AtRole::kNone, false, false, apply::result_tiles},
-      // A matmul's epilogue materialised in the product's register tiles (apply::epilogue_tiles).
-      {"epilogue_tiles", {form({R::kStage}, 3), form({R::kStage, R::kName}, 3)}, AtRole::kNone, false, false,
-       apply::epilogue_tiles},
       // The product with V of an attention chain, the chain per block of rows (apply::attention_tiles).
       {"attention_tiles", stage_forms(2, 8, 6), AtRole::kNone, false, false, apply::attention_tiles},
   };

@@ -56,18 +56,6 @@ bool matmul_result_tiles(const StageInfo& s, const StageInfo* out) {
   return s.kind == Kind::kMatmul && s.rank >= 2 && s.rvars == 1 && !matmul_at_output(s, out);
 }
 
-const StageInfo* epilogue_reader(const StageInfo& mm, const std::vector<StageInfo>& stages) {
-  if (mm.kind != Kind::kMatmul || mm.rank < 2 || mm.rvars != 1 || mm.pairs || mm.readers.size() != 1) return nullptr;
-  for (const StageInfo& e : stages)
-    if (e.name == mm.readers[0])
-      return e.kind == Kind::kOperand && !e.pair_copy && e.rank == mm.rank && e.extents == mm.extents ? &e : nullptr;
-  return nullptr;
-}
-
-bool has_epilogue(const StageInfo& mm, const std::vector<StageInfo>& stages) {
-  return epilogue_reader(mm, stages) != nullptr;
-}
-
 KnobValues knob_values(const RuleContext& c, const StageInfo& s) {
   const std::map<std::string, int64_t>* set = nullptr;
   if (c.knobs) {

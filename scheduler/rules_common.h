@@ -46,16 +46,6 @@ bool matmul_at_output(const StageInfo& s, const StageInfo* out);
 // a product with one reduction that is not computed per output tile.
 bool matmul_result_tiles(const StageInfo& s, const StageInfo* out);
 
-// The epilogue of a matmul (a fusion group of two stages): its only reader,
-// when that is an operand stage of the product's rank and extents (another
-// product's `a`, computed from this one elementwise: a bias, an activation
-// such as GELU, a scale), which can then be materialised tile by tile with
-// the product computed per tile (`epilogue_tiles`) instead of the product
-// materialised and then read back. Null when there is none.
-const StageInfo* epilogue_reader(const StageInfo& mm, const std::vector<StageInfo>& stages);
-// Whether `mm` has one (the `epilogue` knob's condition on the stage table).
-bool has_epilogue(const StageInfo& mm, const std::vector<StageInfo>& stages);
-
 // Stage `s`'s knob values as the schedule being made sets them (c.knobs),
 // the registry's defaults for the rest (and for all when c.knobs is null).
 KnobValues knob_values(const RuleContext& c, const StageInfo& s);

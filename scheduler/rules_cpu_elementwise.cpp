@@ -17,12 +17,6 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   std::vector<Directive>& ds = sched.stages[s.name];
   const int r = s.rank, lanes = c.lanes;
   if (s.kind == Kind::kOperand) {
-    // A matmul's epilogue under `epilogue`: that matmul's rule tiles it.
-    for (const StageInfo& m : c.stages)
-      if (epilogue_reader(m, c.stages) == &s) {
-        const KnobValues mk = knob_values(c, m);
-        if (mk[Knob::kResult] && mk[Knob::kEpilogue] && matmul_result_tiles(m, c.output)) return;
-      }
     // mat = 1: materialised at root in the matmul's reading order (its own
     // innermost axis contiguous), vectorised and parallel; else inline.
     if (!k[Knob::kMat]) return;

@@ -73,21 +73,6 @@ void gemm_result_tiles(const StageInfo& mm, const KnobValues& k, int lanes, std:
 }
 
 
-// A matmul and its epilogue `e` (rules_common.h, epilogue_reader): `e`
-// materialised at root in the tiles result_tiles would give the product,
-// the product computed per tile (`epilogue_tiles` on `e`), so the product's
-// result never reaches memory.
-void gemm_epilogue_tiles(const StageInfo& mm, const StageInfo& e, const KnobValues& k, int lanes,
-                         std::vector<Directive>& mm_ds, Schedule& out) {
-  const int r = mm.rank;
-  const bool pack = k[Knob::kPack] != 0 && mm.operands.size() == 2;
-  int64_t tn = clip(lanes * k[Knob::kTn], ext(mm, r - 1)), tm = clip(k[Knob::kTm], ext(mm, r - 2));
-  Directive d = D("epilogue_tiles", {mm.name}, {tn, tm, vector_clip(lanes, tn)});
-  if (pack) d.vars.push_back(mm.operands[1]);
-  out.stages[e.name].push_back(d);
-  register_tile(mm, tn, tm, lanes, mm_ds);
-}
-
 // The pair copies a pair-form product reads (StageInfo::pairs), at root:
 // a's rows vectorised along k, b's pairs along the pair and the columns
 // (one vector of lanes * 2 BF16 values); parallel over the outer axis.
@@ -121,8 +106,6 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   if (&s == c.output_owner) return gemm_at_output(s, k, c.lanes, b_rank, ds, out.stages["output"]);
   // A pair-form product always in result tiles: at root, its parallel
   // atomic update would be left to Halide's race analysis (atomic stores).
-  if (k[Knob::kResult] && k[Knob::kEpilogue] && matmul_result_tiles(s, c.output))
-    if (const StageInfo* e = epilogue_reader(s, c.stages)) return gemm_epilogue_tiles(s, *e, k, c.lanes, ds, out);
   if ((k[Knob::kResult] && matmul_result_tiles(s, c.output)) || s.pairs) return gemm_result_tiles(s, k, c.lanes, ds);
   const int r = s.rank, lanes = c.lanes;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(s, r - 1)), tm = clip(k[Knob::kTm], ext(s, r - 2));
@@ -208,7 +191,7 @@ std::vector<std::pair<Knob, int64_t>> seed(const RuleContext& c, const StageInfo
     if (!fit.empty()) tiles = fit;
   }
   const auto [tm, tn] = tiles[std::min<size_t>(plan, tiles.size() - 1)];
-  return {{Knob::kAtOutput, 1}, {Knob::kResult, 1}, {Knob::kEpilogue, 1}, {Knob::kTm, tm}, {Knob::kTn, tn},
+  return {{Knob::kAtOutput, 1}, {Knob::kResult, 1}, {Knob::kTm, tm}, {Knob::kTn, tn},
           {Knob::kPack, pack_pays(c, s, tn) ? 1 : 0}, {Knob::kKc, 0}, {Knob::kMc, 0},
           {Knob::kFlash, plan == 0 ? 1 : 0}};
 }

@@ -48,11 +48,6 @@ const std::vector<KnobDecl>& knob_decls() {
        L::kEveryStage},
       // A matmul that is not the output's shape, materialised in register tiles.
       {Knob::kResult, "result", false, {{{Kind::kMatmul}, {0, 1}}}, rules::matmul_result_tiles, constant<0>, L::kNone},
-      // With result: the product's only reader, an elementwise operand of its
-      // shape, materialised tile by tile with the product computed per tile
-      // (rules_common.h, epilogue_reader).
-      {Knob::kEpilogue, "epilogue", false, {{{Kind::kMatmul}, {0, 1}}}, rules::matmul_result_tiles, constant<0>,
-       L::kNone, rules::has_epilogue},
       // Packing b per column panel (rules_cpu_matmul.cpp), with at_output or result.
       {Knob::kPack, "pack", false, {{{Kind::kMatmul}, {0, 1}}},
        [](const StageInfo& s, const StageInfo* out) {

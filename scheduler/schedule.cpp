@@ -86,19 +86,6 @@ std::string describe(const Directive& d, size_t i) {
   return s + ")`";
 }
 
-// `epilogue_tiles` on stage `e` of matmul `mm` (vars[0], a matmul by the
-// form): `e` is that product's only reader, an operand stage of its rank
-// and extents, and vars[1] (the operand packed), if given, is one of `mm`'s.
-Status check_epilogue(const Directive& d, const StageInfo& e, const StageInfo& mm, const std::string& where) {
-  if (e.kind != StageInfo::Kind::kOperand || e.pair_copy || mm.readers != std::vector<std::string>{e.name} ||
-      e.rank != mm.rank || e.extents != mm.extents || mm.rank < 2 || mm.rvars != 1 || mm.pairs)
-    return Status::InvalidArgument(where + ": `" + e.name + "` is not the epilogue of matmul `" + mm.name +
-                                   "` (its only reader, an operand stage of its rank and shape)");
-  if (d.vars.size() > 1 && std::find(mm.operands.begin(), mm.operands.end(), d.vars[1]) == mm.operands.end())
-    return Status::InvalidArgument(where + ": `" + d.vars[1] + "` is not an operand of stage `" + mm.name + "`");
-  return Status::Ok();
-}
-
 // What the registry's forms cannot say: an operand slot names a stage this
 // stage reads as a matmul operand, a vector width is a power of two, and a
 // tile's third factor (full tiles, apply::tile) is 1, on the output's pure
@@ -120,7 +107,7 @@ Status check_specific(const Directive& d, const StageInfo& st, const std::string
   // aborts inside LLVM on some predicated loads of other widths.
   auto pow2 = [](int64_t w) { return w > 0 && (w & (w - 1)) == 0; };
   const int vf = d.op == "vectorize" || d.op == "pack" || d.op == "rfactor_vector" ? 0
-                 : d.op == "result_tiles" || d.op == "attention_tiles" || d.op == "epilogue_tiles" ? 2
+                 : d.op == "result_tiles" || d.op == "attention_tiles"             ? 2
                                                                                    : -1;
   if (vf >= 0 && vf < static_cast<int>(d.factors.size()) && !pow2(d.factors[vf]))
     return Status::InvalidArgument(where + ": the vector width " + std::to_string(d.factors[vf]) +
@@ -226,8 +213,7 @@ Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages
         if (role == VarRole::kStage && (!by_name.count(v) || v == name || by_name[v]->kind == StageInfo::Kind::kInput))
           return Status::InvalidArgument(where + ": `" + v + "` is not another computed stage");
         if (role == VarRole::kStage && k == 0 && by_name[v]->kind != StageInfo::Kind::kMatmul)
-          return Status::InvalidArgument(where + ": the first stage, `" + v + "`, must be a matmul" +
-                                         (d.op == "attention_tiles" ? " (the scores)" : ""));
+          return Status::InvalidArgument(where + ": the first stage, `" + v + "`, must be a matmul (the scores)");
         if (role == VarRole::kNew) vars[name].insert(v);
         if (role != VarRole::kRead && role != VarRole::kReduction) continue;
         if (!vars[name].count(v))
@@ -235,7 +221,6 @@ Status validate_schedule(const Schedule& s, const std::vector<StageInfo>& stages
         if (role == VarRole::kReduction && v[0] != 'r')
           return Status::InvalidArgument(where + ": rfactor needs a reduction variable (r0, r1, ...)");
       }
-      if (d.op == "epilogue_tiles") MLK_RETURN_IF_ERROR(check_epilogue(d, *by_name[name], *by_name[d.vars[0]], where));
     }
   }
   // Pass 2: compute_at / store_at / stage_shared targets.

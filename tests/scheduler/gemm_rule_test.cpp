@@ -221,58 +221,6 @@ TEST(GemmRule, MaterialisedResultTilesMatchTheInterpreter) {
     }
 }
 
-// Issue 50's fusion groups: a product whose only reader is an elementwise
-// operand of its shape (bias + GELU feeding the next product, as in an
-// FFN) is computed per tile of that operand (`epilogue_tiles`), its result
-// never stored whole; at odd shapes, packed or not, batched or not.
-TEST(GemmRule, AProductFusedWithItsEpilogueMatchesTheInterpreter) {
-  const std::string src =
-      "public fn f [B, M, K, H, N](x: Tensor[F32, [B, M, K]], w1: Tensor[F32, [H, K]], b1: Tensor[F32, [H]],\n"
-      "                            w2: Tensor[F32, [H, N]]) -> Tensor[F32, [B, M, N]] =\n"
-      "  let y = matmul(x, transpose(w1, [1, 0])) + broadcast(b1, [B, M, H], axes=[2])\n"
-      "  let h = 0.5 * y * (1.0 + erf(y * 0.7071067811865476))\n"
-      "  matmul(h, broadcast(w2, [B, H, N], axes=[1, 2]))\n";
-  auto fe = compile_source("ffn.tl", src);
-  ASSERT_TRUE(fe.ok()) << fe.rendered();
-  const DimEnv made_for = {{"B", 2}, {"M", 64}, {"K", 48}, {"H", 96}, {"N", 32}};
-  auto st = stage_infos_for(fe.module, "f", made_for, "host");
-  ASSERT_TRUE(st.ok()) << st.status().message();
-  std::string first, epilogue;
-  for (const StageInfo& x : *st)
-    if (x.kind == Kind::kMatmul && first.empty()) first = x.name;
-  for (const StageInfo& x : *st)
-    if (x.name == first && x.readers.size() == 1) epilogue = x.readers[0];
-  ASSERT_FALSE(epilogue.empty());
-  // The seeds fuse it; the schedule tiles the epilogue, not the product.
-  auto seeds = seed_knobs(*st, host_profile());
-  ASSERT_FALSE(seeds.empty());
-  EXPECT_EQ(seeds[0][first]["epilogue"], 1);
-  Schedule sched = schedule_from_knobs(*st, seeds[0], host_profile());
-  EXPECT_THAT(ops(sched.stages[epilogue]), ::testing::StartsWith("epilogue_tiles:" + first));
-  EXPECT_THAT(ops(sched.stages[first]), ::testing::Not(HasSubstr("result_tiles")));
-  std::vector<DimEnv> shapes;
-  for (DimEnv d : kOddShapes) {
-    d["B"] = d.at("M") % 2 + 1;
-    d["H"] = d.at("N") + 5;
-    shapes.push_back(d);
-  }
-  for (int64_t pack : {0, 1}) {
-    auto in = [&](const DimEnv& d, std::mt19937& rng) {
-      return std::vector<HostTensor>{random_tensor(DType::F32, {d.at("B"), d.at("M"), d.at("K")}, rng),
-                                     random_tensor(DType::F32, {d.at("H"), d.at("K")}, rng),
-                                     random_tensor(DType::F32, {d.at("H")}, rng),
-                                     random_tensor(DType::F32, {d.at("H"), d.at("N")}, rng)};
-    };
-    Knobs k = {{first, {{"result", 1}, {"epilogue", 1}, {"pack", pack}, {"tm", 6}, {"tn", 2}}}};
-    check_gemm(src, k, made_for, shapes, in, DType::F32, "epilogue pack=" + std::to_string(pack));
-  }
-  // The validator: only the product's one reader of its shape is its epilogue.
-  Schedule bad;
-  bad.stages["output"] = {{"epilogue_tiles", {first}, {32, 6, 16}, "", "", -1}};
-  EXPECT_THAT(validate_schedule(bad, *st, false).message(),
-              HasSubstr("`output` is not the epilogue of matmul `" + first + "`"));
-}
-
 TEST(GemmRule, ResultTilesOfTheSeedsAreThoseOfAProductNotAtTheOutput) {
   auto t = gemm_table(1024, 384, 1536);
   t.back().extents = {1024};  // the output is a row reduction of the product
