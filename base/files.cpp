@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace mlk {
 
@@ -42,6 +43,43 @@ Expected<std::string> read_file(const std::string& path) {
   }
   ::close(fd);
   return out;
+}
+
+Status replace_file_in_dir(const std::string& dir, const std::string& name, std::string_view bytes) {
+  const std::string path = dir + "/" + name;
+  int dirfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return io_error("cannot write", path, errno);
+  std::string tmp;
+  int fd = -1;
+  for (int i = 0; i < 100 && fd < 0; ++i) {
+    tmp = "." + name + ".tmp" + std::to_string(::getpid()) + "-" + std::to_string(i);
+    fd = ::openat(dirfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  auto failed = [&](int err) {
+    if (fd >= 0) ::close(fd);
+    ::unlinkat(dirfd, tmp.c_str(), 0);
+    ::close(dirfd);
+    return io_error("cannot write", path, err);
+  };
+  if (fd < 0) {
+    const int err = errno;
+    ::close(dirfd);
+    return io_error("cannot write", path, err);
+  }
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return failed(errno);
+    done += static_cast<size_t>(n);
+  }
+  int err = ::fsync(fd) == 0 ? 0 : errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  fd = -1;
+  if (err != 0) return failed(err);
+  if (::renameat(dirfd, tmp.c_str(), dirfd, name.c_str()) != 0) return failed(errno);
+  ::close(dirfd);
+  return Status::Ok();
 }
 
 Expected<std::string> make_private_temp_dir(const std::string& prefix) {

@@ -20,6 +20,14 @@ Expected<std::string> read_file(const std::string& path);
 // REASON".
 Status write_file(const std::string& path, std::string_view bytes);
 
+// Replaces file `name` of directory `dir` with `bytes`, atomically and
+// never through a link: a new file made beside it (O_EXCL, O_NOFOLLOW,
+// relative to the directory opened once) is renamed over it, so a link
+// planted at `name` is replaced, not followed. For a folder another user
+// may write into (an artifact directory being signed). IOError naming the
+// path.
+Status replace_file_in_dir(const std::string& dir, const std::string& name, std::string_view bytes);
+
 // A new directory under the system's temporary directory, named `prefix`
 // and six random characters, mode 0700 (mkdtemp): no other user can
 // predict it, enter it or plant a link in it. IOError when it cannot be made.

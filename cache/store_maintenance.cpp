@@ -293,21 +293,29 @@ Expected<CollectReport> Store::collect_unreferenced(int64_t created_before) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   MLK_RETURN_IF_ERROR(impl_->check_writable());
   CollectReport rep;
-  MLK_RETURN_IF_ERROR(sql::write_txn(*impl_->db, [&]() -> Status {
-    auto unheld = detail::unheld_blob_condition(*impl_);
-    if (!unheld.ok()) return unheld.status();
-    auto del = impl_->db->prepare("DELETE FROM blobs WHERE created<?1 AND " + *unheld + " RETURNING size");
-    if (!del.ok()) return del.status();
-    del->bind(1, created_before);
-    while (true) {
-      auto r = del->step();
-      if (!r.ok()) return r.status();
-      if (!*r) break;
-      rep.blobs_deleted += 1;
-      rep.bytes_freed += del->i64(0);
-    }
-    return Status::Ok();
-  }));
+  // In batches of 500, each its own write transaction, so that a store of
+  // many unreferenced blobs does not hold the write lock (every team's
+  // writes) for the whole collection (review 8 of issue 49).
+  for (int64_t batch = 1; batch > 0;) {
+    batch = 0;
+    MLK_RETURN_IF_ERROR(sql::write_txn(*impl_->db, [&]() -> Status {
+      auto unheld = detail::unheld_blob_condition(*impl_);
+      if (!unheld.ok()) return unheld.status();
+      auto del = impl_->db->prepare("DELETE FROM blobs WHERE id IN (SELECT id FROM blobs WHERE created<?1 AND " +
+                                    *unheld + " LIMIT 500) RETURNING size");
+      if (!del.ok()) return del.status();
+      del->bind(1, created_before);
+      while (true) {
+        auto r = del->step();
+        if (!r.ok()) return r.status();
+        if (!*r) break;
+        batch += 1;
+        rep.blobs_deleted += 1;
+        rep.bytes_freed += del->i64(0);
+      }
+      return Status::Ok();
+    }));
+  }
   return rep;
 }
 

@@ -230,7 +230,7 @@ Status sign_directory(const std::string& dir, const SigningKey& key) {
   if (!st.ok()) return st.status();
   auto signed_text = cache::add_signature(*text, *st, key, cache::SignatureScope{""}, 2);
   if (!signed_text.ok()) return signed_text.status();
-  MLK_RETURN_IF_ERROR(write_file(path, *signed_text + "\n"));
+  MLK_RETURN_IF_ERROR(replace_file_in_dir(dir, "manifest.json", *signed_text + "\n"));  // never through a link
   std::printf("signed %s with key %s\n", path.c_str(), key.key_id.c_str());
   return Status::Ok();
 }

@@ -2,6 +2,7 @@
 // artifact cache.
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "client/cli_cache.h"
 #include "targets/detect.h"
 #include "verify/verify.h"
+#include "base/files.h"
 #include "base/signing.h"
 #include "cache/entry_meta.h"
 #include "cache/signatures.h"
@@ -243,6 +245,11 @@ struct TuneCache {
   cache::Store* store = nullptr;
   std::string store_path;
   std::string work;  // the tuner's scratch directory
+  // Without a store: `work` is a private folder made for this run (mkdtemp,
+  // mode 0700), removed when the last copy of this goes. A fixed shared
+  // path let another local user plant the objects this process then links,
+  // loads and signs (review 8 of issue 49).
+  std::shared_ptr<const std::string> owned_work;
 };
 
 Expected<TuneCache> open_cache(const TuneArgs& t) {
@@ -254,7 +261,18 @@ Expected<TuneCache> open_cache(const TuneArgs& t) {
     c.store = c.cc->store();
     c.store_path = c.cc->store_path();
   }
-  c.work = c.store ? c.store_path + ".work" : (std::filesystem::temp_directory_path() / "mlk-tune-work").string();
+  if (c.store) {
+    c.work = c.store_path + ".work";
+    return c;
+  }
+  auto dir = make_private_temp_dir("mlk-tune-work-");
+  if (!dir.ok()) return dir.status();
+  c.work = *dir;
+  c.owned_work = std::shared_ptr<const std::string>(new std::string(*dir), [](const std::string* d) {
+    std::error_code ec;
+    std::filesystem::remove_all(*d, ec);
+    delete d;
+  });
   return c;
 }
 

@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS jobs_queue(
   created_ms bigint NOT NULL,
   finished_ms bigint NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS jobs_queue_order ON jobs_queue(ns, device_key, state, id);
+CREATE INDEX IF NOT EXISTS jobs_queue_setup ON jobs_queue(setup, state);
 )sql";
 
 

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS service_sessions(
   created bigint NOT NULL,
   expires bigint NOT NULL);
 CREATE INDEX IF NOT EXISTS service_sessions_token ON service_sessions(token_id, created);
+CREATE INDEX IF NOT EXISTS service_staged_digest ON service_staged(digest);
 CREATE TABLE IF NOT EXISTS service_signature_floors(
   ns text COLLATE "C" NOT NULL,
   key text COLLATE "C" NOT NULL,

@@ -155,10 +155,28 @@ bool known_method(const std::string& m) {
 
 bool is_write(const std::string& m) { return m == "PUT" || m == "POST" || m == "PATCH"; }
 
+// An IPv4 client of a dual-stack listener arrives as ::ffff:a.b.c.d: it is
+// written a.b.c.d, so that it is its own address (not, grouped by /64, one
+// with every other IPv4 client: review 8 of issue 49) and matches
+// --trusted-proxies as written.
 std::string address_text(const sockaddr* a) {
   char buf[INET6_ADDRSTRLEN] = "?";
   if (a && a->sa_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, buf, sizeof buf);
-  if (a && a->sa_family == AF_INET6) inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, buf, sizeof buf);
+  if (a && a->sa_family == AF_INET6) {
+    const in6_addr& a6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) inet_ntop(AF_INET, a6.s6_addr + 12, buf, sizeof buf);
+    else inet_ntop(AF_INET6, &a6, buf, sizeof buf);
+  }
+  return buf;
+}
+
+// `text` (an address) with an IPv4-mapped IPv6 address written as IPv4.
+std::string plain_address(const std::string& text) {
+  in6_addr a6{};
+  if (text.find(':') == std::string::npos || inet_pton(AF_INET6, text.c_str(), &a6) != 1 || !IN6_IS_ADDR_V4MAPPED(&a6))
+    return text;
+  char buf[INET_ADDRSTRLEN];
+  inet_ntop(AF_INET, a6.s6_addr + 12, buf, sizeof buf);
   return buf;
 }
 
@@ -214,7 +232,8 @@ std::string client_of(const ApiRequest& a, const std::string& remote) {
 
 // The group of an address for the per-address limits: an IPv4 address, or
 // the /64 of an IPv6 one (a host is given a /64 and may use any of it).
-std::string address_group(const std::string& address) {
+std::string address_group(const std::string& text) {
+  const std::string address = plain_address(text);
   in6_addr a6{};
   if (address.find(':') == std::string::npos || inet_pton(AF_INET6, address.c_str(), &a6) != 1) return address;
   char buf[INET6_ADDRSTRLEN];
@@ -504,6 +523,7 @@ struct Server::Impl {
     last.erase(last.find_last_not_of(" \t") + 1);
     unsigned char buf[sizeof(in6_addr)];
     if (inet_pton(AF_INET, last.c_str(), buf) != 1 && inet_pton(AF_INET6, last.c_str(), buf) != 1) return peer;
+    last = plain_address(last);
     if (rq.conn) rq.conn->remote = last;
     return last;
   }

@@ -34,6 +34,8 @@ CREATE TABLE IF NOT EXISTS service_sessions(
   created INTEGER NOT NULL,
   expires INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS service_sessions_token ON service_sessions(token_id, created);
+-- Whether a blob is staged anywhere (the collector, entry deletion): by digest.
+CREATE INDEX IF NOT EXISTS service_staged_digest ON service_staged(digest);
 CREATE TABLE IF NOT EXISTS service_signature_floors(
   ns TEXT NOT NULL,
   key TEXT NOT NULL,

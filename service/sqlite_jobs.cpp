@@ -38,6 +38,8 @@ CREATE TABLE IF NOT EXISTS jobs_queue(
   created_ms INTEGER NOT NULL,
   finished_ms INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS jobs_queue_order ON jobs_queue(ns, device_key, state, id);
+-- Whether a job holds a blob as its setup (staging, the collector): by setup.
+CREATE INDEX IF NOT EXISTS jobs_queue_setup ON jobs_queue(setup, state);
 )sql";
 
 

@@ -207,6 +207,9 @@ set_tests_properties(cli.signing_release PROPERTIES TIMEOUT 180)
 # A MiniLM layer of 5 tokens: its rules once vectorised by 5, and Halide 21
 # aborted inside LLVM on a predicated load of that width (the process died);
 # vector widths are powers of two now (scheduler/rules_common.h, vector_clip).
+add_test(NAME cli.tune_private_work
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tune_private_work.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
+          ${CMAKE_CURRENT_BINARY_DIR}/cli_tune_private_work)
 mlk_cli_test(tune_sign_imported 2 "--sign with --import-measurements: the winner is the library of the measured folder"
   tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --fn sgemm --target host --dims M=4,K=4,N=4 --import-measurements m.json --sign k.pem)
 mlk_cli_test(build_profile_stages_gpu 2 "--profile-stages profiles CPU kernels. cuda_sm90 is a GPU profile"

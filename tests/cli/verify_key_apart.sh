@@ -17,7 +17,11 @@
 # report (only a rounded ratio).
 set -u
 mlk=$1; examples=$2; work=$3
-rm -rf "$work" "$work.fifo" "$work.link"; mkdir -p "$work" "$work.fifo" "$work.link"  # the key's folder is masked: the report goes beside it
+rm -rf "$work" "$work.fifo" "$work.link" "$work.tmp"; mkdir -p "$work" "$work.fifo" "$work.link" "$work.tmp"  # the key's folder is masked: the report goes beside it
+# The verifier's $TMPDIR (a CI job's folder, say) holds a file of its own
+# (review 8 of issue 49: the sandbox hid the key's folders and $HOME only).
+echo "the verifier's temporary file" > "$work.tmp/secret.txt"
+export TMPDIR="$work.tmp"
 fail() { echo "FAIL: $*"; exit 1; }
 shape=(--fn sgemm --target host --dims M=4,K=8,N=4)
 out=$("$mlk" key create "$work/k.pem") || fail "key create: $out"
@@ -90,10 +94,12 @@ __attribute__((constructor)) static void scan(void) {
   sa.sin_port = htons(9);
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   int net = s >= 0 && (connect(s, (struct sockaddr*)&sa, sizeof sa) == 0 || errno == ECONNREFUSED);
+  FILE* tf = fopen("$work.tmp/secret.txt", "r");
   FILE* out = fopen("$work.fifo/scan", "w");
   if (out)
-    fprintf(out, "pid=%d regions=%d raw=%d pem=%d secret=%d key_file=%s network=%s environ=%s\n", (int)getpid(), regions,
-            found_raw, found_pem, found_sec, kn > 0 ? "read" : "hidden", net ? "reachable" : "none", getenv("HOME") && strcmp(getenv("HOME"), "/tmp") ? "the verifier's" : "scrubbed"),
+    fprintf(out, "pid=%d regions=%d raw=%d pem=%d secret=%d key_file=%s network=%s environ=%s tmpdir_file=%s\n", (int)getpid(), regions,
+            found_raw, found_pem, found_sec, kn > 0 ? "read" : "hidden", net ? "reachable" : "none", getenv("HOME") && strcmp(getenv("HOME"), "/tmp") ? "the verifier's" : "scrubbed",
+            tf ? "read" : "hidden"),
         fclose(out);
 }
 C
@@ -126,6 +132,7 @@ printf '%s' "$seen"
 [[ $seen == *"raw=1"* || $seen == *"pem=1"* ]] && fail "a process that loaded the artifact held the verifier's key: $seen"
 [[ $seen == *"secret=1"* ]] && fail "a process that loaded the artifact held the verifier's memory (its arguments): $seen"
 [[ $seen == *"key_file=read"* ]] && fail "a process that loaded the artifact could read the key file: $seen"
+[[ $seen == *"tmpdir_file=read"* ]] && fail "a process that loaded the artifact could read the verifier's \$TMPDIR: $seen"
 [[ $seen == *"network=reachable"* ]] && fail "a process that loaded the artifact could reach the network: $seen"
 [[ $seen == *"environ=the verifier's"* ]] && fail "a process that loaded the artifact had the verifier's environment: $seen"
 [[ $out == *"envelope: pass"* && $out == *"memory: pass"* ]] || fail "verify: $out"

@@ -127,6 +127,7 @@ class ServerTest : public ::testing::Test {
   void start(int port) {
     ServeOptions o;
     o.store_path = dir.file("serve.db");
+    o.host = listen_host;
     o.port = port;
     o.threads = 6;
     o.read_timeout_s = 2;
@@ -184,6 +185,7 @@ class ServerTest : public ::testing::Test {
   int64_t max_body = 1 << 20;     // start()'s --max-body
   std::vector<std::string> trusted_proxies;  // start()'s --trusted-proxies
   bool access_log_json = false;   // start()'s --access-log-json
+  std::string listen_host = "127.0.0.1";  // start()'s --listen host
 };
 
 // --access-log-json: one JSON object per request through the log sink, with
@@ -1108,6 +1110,53 @@ TEST_F(ServerTest, Review7_M3_BehindATrustedProxyEachRequestIsItsOwnClient) {
   EXPECT_EQ(client["/healthz?first"], "10.9.9.9");
   EXPECT_EQ(client["/healthz?second"], "10.1.1.1") << "counted as the connection's first client";
   EXPECT_EQ(client["/healthz?third"], "10.2.2.2") << "the client's own line chose its address";
+}
+
+// Review 8 of issue 49: on a dual-stack listener ([::]) an IPv4 client is
+// ::ffff:a.b.c.d, which the /64 grouping made one address with every other
+// IPv4 client, and which --trusted-proxies 127.0.0.1 never matched. It is
+// written as the IPv4 address it is.
+TEST_F(ServerTest, Review8_M2_AnIPv4ClientOfADualStackListenerIsItsIPv4Address) {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  set_log_sink([&](LogLevel, std::string_view line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.emplace_back(line);
+  });
+  server.reset();
+  listen_host = "::";
+  trusted_proxies = {"127.0.0.1"};
+  access_log_json = true;
+  {
+    int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_any;
+    const bool v6 = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    if (fd >= 0) ::close(fd);
+    if (!v6) {
+      set_log_sink(nullptr);
+      GTEST_SKIP() << "this machine has no IPv6 to listen on";
+    }
+  }
+  start(0);
+  RawConn proxy(server->port(), "127.0.0.1");  // IPv4, to the dual-stack socket
+  proxy.send_all("GET /healthz?mapped HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.3.3.3\r\n\r\n");
+  ASSERT_TRUE(proxy.read_until("\r\n\r\n", 5000));
+  std::string client;
+  for (int t = 0; t < 200 && client.empty(); ++t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const auto& l : lines) {
+        auto j = json::parse(l, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.value("target", "") == "/healthz?mapped") client = j.value("client", "");
+      }
+    }
+    if (client.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  server.reset();
+  set_log_sink(nullptr);
+  EXPECT_EQ(client, "10.3.3.3") << "the proxy at 127.0.0.1 was not recognised behind ::ffff:";
 }
 
 // The review of finding 9's fix: a GET that sent a body was refused its

@@ -5,6 +5,7 @@
 // smaller defects. The transport's findings (ranges, slow and idle clients,
 // header floods) are in server_test.cpp, signatures in api_test.cpp and the
 // runtime's tests, the dashboard's in dashboard_test.cpp.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -890,6 +891,34 @@ TEST_P(Trust, Review7_Low_RequestBodiesAreParsedWithinABoundOfValues) {
   ApiRequest r{"PUT", "/v1/entries/many", {}, "Bearer " + alpha};
   StringBody sb("{\"files\":{},\"meta\":" + meta + ",\"provenance\":{}}");
   expect_error(roomy.handle(r, sb), 400, "more than 200000 values");
+}
+
+// Review 8 of issue 49, M1: whether a blob is staged or a job's setup was
+// looked up by scanning service_staged and jobs_queue for every blob, so
+// 300k tiny staged blobs (1 MB of quota) made each collection quadratic,
+// holding SQLite's write lock for every team. Both are looked up by index.
+TEST_P(Trust, Review8_M1_WhetherABlobIsHeldIsLookedUpByIndex) {
+  if (!sqlite()) GTEST_SKIP() << "SQLite's query plan (PostgreSQL has the same indexes)";
+  submit(alpha, json::parse(call("POST", "/v1/jobs/setups", alpha, setup_bytes("plan")).body)["setup"]);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  std::string plan;
+  auto row = [](void* out, int n, char** v, char**) {
+    for (int i = 0; i < n; ++i) *static_cast<std::string*>(out) += std::string(v[i] ? v[i] : "") + " ";
+    *static_cast<std::string*>(out) += "\n";
+    return 0;
+  };
+  char* err = nullptr;
+  const char* q =
+      "EXPLAIN QUERY PLAN SELECT 1 FROM blobs WHERE NOT EXISTS (SELECT 1 FROM service_staged g WHERE "
+      "g.digest=blobs.digest) AND NOT EXISTS (SELECT 1 FROM jobs_queue q WHERE q.setup=blobs.digest AND q.state IN "
+      "('queued', 'running'))";
+  ASSERT_EQ(sqlite3_exec(db, q, row, &plan, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+  EXPECT_THAT(plan, ::testing::HasSubstr("INDEX service_staged_digest")) << plan;
+  EXPECT_THAT(plan, ::testing::HasSubstr("INDEX jobs_queue_setup")) << plan;
+  EXPECT_THAT(plan, ::testing::Not(::testing::HasSubstr("SCAN g"))) << plan;
+  EXPECT_THAT(plan, ::testing::Not(::testing::HasSubstr("SCAN q"))) << plan;
 }
 
 #ifndef MLK_CLUSTER_TESTS

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# tune_private_work.sh MLK EXAMPLES WORK: review 8 of issue 49. `mlk tune
+# --no-cache` built, linked and loaded its candidates in $TMPDIR/mlk-tune-work,
+# a fixed path another local user could make first and fill (the objects it
+# then linked, loaded and, with --sign, signed). It now works in a private
+# folder made for the run (mode 0700) and removes it at exit: a planted
+# folder at the old path gets nothing.
+set -u
+mlk=$1; examples=$2; work=$3
+rm -rf "$work"; mkdir -p "$work/planted/mlk-tune-work"
+fail() { echo "FAIL: $*"; exit 1; }
+TMPDIR="$work/planted" "$mlk" tune "$examples/norms.tl" --fn rmsnorm --target host --dims B=2,S=8,D=64 --trials 2 \
+  --no-autoschedulers --no-cache -q > "$work/out" 2>&1 || fail "tune: $(cat "$work/out")"
+[ -z "$(ls -A "$work/planted/mlk-tune-work")" ] || fail "the tune wrote into the planted folder: $(ls "$work/planted/mlk-tune-work")"
+left=$(ls -d "$work"/planted/mlk-tune-work-* 2>/dev/null)
+[ -z "$left" ] || fail "its private folder was left behind: $left"
+echo ok
