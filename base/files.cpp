@@ -82,6 +82,21 @@ Status replace_file_in_dir(const std::string& dir, const std::string& name, std:
   return Status::Ok();
 }
 
+Status ensure_private_dir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) return io_error("cannot create", path, errno);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return io_error("cannot read", path, errno);
+  if (!S_ISDIR(st.st_mode))
+    return Status::InvalidArgument(path + " is not a directory (a link or a file stands there); remove it, or keep "
+                                          "the store in a folder of your own");
+  if (st.st_uid != ::geteuid())
+    return Status::InvalidArgument(path + " belongs to user " + std::to_string(st.st_uid) +
+                                   ", not to this one: another user made it first, and its files could be theirs; "
+                                   "keep the store in a folder of your own");
+  if ((st.st_mode & 0777) != 0700 && ::chmod(path.c_str(), 0700) != 0) return io_error("cannot make private", path, errno);
+  return Status::Ok();
+}
+
 Expected<std::string> make_private_temp_dir(const std::string& prefix) {
   const char* env = std::getenv("TMPDIR");
   std::string tmpl = std::string(env && *env ? env : "/tmp") + "/" + prefix + "XXXXXX";

@@ -28,6 +28,14 @@ Status write_file(const std::string& path, std::string_view bytes);
 // path.
 Status replace_file_in_dir(const std::string& dir, const std::string& name, std::string_view bytes);
 
+// Makes `path` a directory that only this user can enter (mode 0700):
+// created if missing; an existing one must be a real directory (not a
+// link) owned by this user, and is then made 0700. InvalidArgument naming
+// the path and its owner otherwise (another user made it first: its files
+// could be theirs). For a scratch folder beside a store that may lie in a
+// shared folder (`STORE.work`).
+Status ensure_private_dir(const std::string& path);
+
 // A new directory under the system's temporary directory, named `prefix`
 // and six random characters, mode 0700 (mkdtemp): no other user can
 // predict it, enter it or plant a link in it. IOError when it cannot be made.

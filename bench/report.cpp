@@ -241,21 +241,11 @@ Expected<BenchReport> read_report(const std::string& path) {
 }
 
 Status write_text_file(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out) return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return Status::IOError("cannot write " + path + ": " + ec.message());
-  }
-  return Status::Ok();
+  // A new file renamed over `path`, never written through a link (a report
+  // path in a shared folder: review 9 of issue 49).
+  const std::filesystem::path p(path);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  return replace_file_in_dir(dir, p.filename().string(), text);
 }
 
 Status write_report(const std::string& path, const BenchReport& r) { return write_text_file(path, report_to_json(r)); }

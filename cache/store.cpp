@@ -71,7 +71,7 @@ Status make_parent_dirs(const std::string& path) {
   for (size_t i = 1; i <= dir.size(); ++i) {
     if (i != dir.size() && dir[i] != '/') continue;
     std::string part = dir.substr(0, i);
-    if (mkdir(part.c_str(), 0777) != 0 && errno != EEXIST)
+    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST)  // folders made here are the user's alone
       return Status::IOError(part + ": cannot create the cache directory: " + std::strerror(errno));
   }
   return Status::Ok();

@@ -293,26 +293,38 @@ Expected<CollectReport> Store::collect_unreferenced(int64_t created_before) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   MLK_RETURN_IF_ERROR(impl_->check_writable());
   CollectReport rep;
-  // In batches of 500, each its own write transaction, so that a store of
-  // many unreferenced blobs does not hold the write lock (every team's
-  // writes) for the whole collection (review 8 of issue 49).
-  for (int64_t batch = 1; batch > 0;) {
-    batch = 0;
+  // In batches, each its own write transaction, so that a store of many
+  // unreferenced blobs does not hold the write lock (every team's writes)
+  // for the whole collection (review 8 of issue 49).
+  // Each batch goes on from the last id examined (review 9: starting over,
+  // every batch scanned the held blobs again). A batch is 2,000 blobs
+  // examined, of which it deletes the unheld ones.
+  for (int64_t after = 0, more = 1; more > 0;) {
+    more = 0;
     MLK_RETURN_IF_ERROR(sql::write_txn(*impl_->db, [&]() -> Status {
       auto unheld = detail::unheld_blob_condition(*impl_);
       if (!unheld.ok()) return unheld.status();
-      auto del = impl_->db->prepare("DELETE FROM blobs WHERE id IN (SELECT id FROM blobs WHERE created<?1 AND " +
-                                    *unheld + " LIMIT 500) RETURNING size");
+      auto last = impl_->db->prepare(
+          "SELECT max(id) FROM (SELECT id FROM blobs WHERE id>?1 AND created<?2 ORDER BY id LIMIT 2000)");
+      if (!last.ok()) return last.status();
+      last->bind(1, after).bind(2, created_before);
+      auto r = last->step();
+      if (!r.ok()) return r.status();
+      if (!*r || last->is_null(0)) return Status::Ok();
+      const int64_t upto = last->i64(0);
+      auto del = impl_->db->prepare("DELETE FROM blobs WHERE id>?1 AND id<=?2 AND created<?3 AND " + *unheld +
+                                    " RETURNING size");
       if (!del.ok()) return del.status();
-      del->bind(1, created_before);
+      del->bind(1, after).bind(2, upto).bind(3, created_before);
       while (true) {
-        auto r = del->step();
-        if (!r.ok()) return r.status();
-        if (!*r) break;
-        batch += 1;
+        auto d = del->step();
+        if (!d.ok()) return d.status();
+        if (!*d) break;
         rep.blobs_deleted += 1;
         rep.bytes_freed += del->i64(0);
       }
+      after = upto;
+      more = 1;
       return Status::Ok();
     }));
   }

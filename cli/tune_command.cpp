@@ -262,7 +262,10 @@ Expected<TuneCache> open_cache(const TuneArgs& t) {
     c.store_path = c.cc->store_path();
   }
   if (c.store) {
+    // Beside the store, which may lie in a shared folder: made private, and
+    // refused when another user made it first (review 9 of issue 49).
     c.work = c.store_path + ".work";
+    if (Status s = ensure_private_dir(c.work); !s.ok()) return s;
     return c;
   }
   auto dir = make_private_temp_dir("mlk-tune-work-");

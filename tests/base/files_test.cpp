@@ -38,5 +38,28 @@ TEST(Files, ReplacingAFileInADirectoryNeverFollowsALinkThere) {
   fs::remove_all(*dir);
 }
 
+// Review 9: STORE.work beside a store in a shared folder could be made
+// first by another user. A link is refused; the user's own folder is made
+// private.
+TEST(Files, APrivateDirectoryIsTheUsersOwnAndNoLink) {
+  auto dir = make_private_temp_dir("mlk-files-test-");
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  const std::string fresh = *dir + "/fresh", mine = *dir + "/mine", link = *dir + "/link";
+  ASSERT_TRUE(ensure_private_dir(fresh).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(fresh.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::mkdir(mine.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(mine.c_str(), 0755), 0);
+  ASSERT_TRUE(ensure_private_dir(mine).ok());
+  ASSERT_EQ(stat(mine.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  fs::create_directory_symlink(fresh, link);
+  EXPECT_EQ(ensure_private_dir(link).message(),
+            link + " is not a directory (a link or a file stands there); remove it, or keep the store in a folder of "
+                   "your own");
+  fs::remove_all(*dir);
+}
+
 }  // namespace
 }  // namespace mlk

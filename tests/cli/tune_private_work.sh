@@ -14,4 +14,17 @@ TMPDIR="$work/planted" "$mlk" tune "$examples/norms.tl" --fn rmsnorm --target ho
 [ -z "$(ls -A "$work/planted/mlk-tune-work")" ] || fail "the tune wrote into the planted folder: $(ls "$work/planted/mlk-tune-work")"
 left=$(ls -d "$work"/planted/mlk-tune-work-* 2>/dev/null)
 [ -z "$left" ] || fail "its private folder was left behind: $left"
+# Review 9: with a store, the tune works in STORE.work, beside it, which a
+# store in a shared folder let another user make first. A link there is
+# refused, naming it; a folder of the user's own is made private.
+mkdir -p "$work/shared" "$work/elsewhere"
+ln -s "$work/elsewhere" "$work/shared/c.db.work"
+"$mlk" tune "$examples/norms.tl" --fn rmsnorm --target host --dims B=2,S=8,D=64 --trials 2 --no-autoschedulers \
+  --cache "$work/shared/c.db" -q > "$work/out2" 2>&1 && fail "a linked STORE.work was used: $(cat "$work/out2")"
+grep -q "c.db.work is not a directory (a link or a file stands there)" "$work/out2" || fail "unclear refusal: $(cat "$work/out2")"
+[ -z "$(ls -A "$work/elsewhere")" ] || fail "the tune wrote through the link: $(ls "$work/elsewhere")"
+rm "$work/shared/c.db.work"; mkdir -m 0755 "$work/shared/c.db.work"
+"$mlk" tune "$examples/norms.tl" --fn rmsnorm --target host --dims B=2,S=8,D=64 --trials 2 --no-autoschedulers \
+  --cache "$work/shared/c.db" -q > "$work/out3" 2>&1 || fail "tune with a store: $(cat "$work/out3")"
+[ "$(stat -c %a "$work/shared/c.db.work")" = 700 ] || fail "STORE.work is $(stat -c %a "$work/shared/c.db.work"), not 700"
 echo ok

@@ -188,34 +188,50 @@ class ServerTest : public ::testing::Test {
   std::string listen_host = "127.0.0.1";  // start()'s --listen host
 };
 
+// The JSON access-log lines (--access-log-json) while it lives. The server
+// must be stopped before it goes (its threads log into it).
+class AccessLog {
+ public:
+  AccessLog() {
+    set_log_sink([this](LogLevel, std::string_view line) {
+      std::lock_guard<std::mutex> lock(mu_);
+      lines_.emplace_back(line);
+    });
+  }
+  ~AccessLog() { set_log_sink(nullptr); }
+  // The line of the request for `target`, waiting up to 2 s (a request is
+  // logged when it completes, after its answer); null when there is none.
+  json line_for(const std::string& target) {
+    for (int i = 0; i < 200; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& l : lines_) {
+          auto j = json::parse(l, nullptr, /*allow_exceptions=*/false);
+          if (j.is_object() && j.value("target", "") == target) return j;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return json();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
 // --access-log-json: one JSON object per request through the log sink, with
 // the time, method, target, status, bytes, latency and the token's team.
 TEST_F(ServerTest, TheAccessLogAsJsonLinesNamesTheTeam) {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  set_log_sink([&](LogLevel, std::string_view line) {
-    std::lock_guard<std::mutex> lock(mu);
-    lines.emplace_back(line);
-  });
+  AccessLog log;
   server.reset();
   access_log_json = true;
   start(0);
   auto c = client();
   std::string missing = "/v1/blobs/" + std::string(64, 'a');
   EXPECT_EQ(c.Get(missing)->status, 404);
-  nlohmann::json found;
-  for (int i = 0; i < 200 && found.is_null(); ++i) {  // logged when the request completes, after the answer
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      for (const auto& l : lines) {
-        auto j = nlohmann::json::parse(l, nullptr, /*allow_exceptions=*/false);
-        if (j.is_object() && j.value("target", "") == missing) found = j;
-      }
-    }
-    if (found.is_null()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  nlohmann::json found = log.line_for(missing);
   server.reset();
-  set_log_sink(nullptr);
   ASSERT_FALSE(found.is_null()) << "no JSON access-log line for " << missing;
   EXPECT_EQ(found["method"], "GET");
   EXPECT_EQ(found["status"], 404);
@@ -1076,12 +1092,7 @@ TEST_F(ServerTest, Review5_H1_BehindATrustedProxyOneClientDoesNotHoldEveryConnec
 // client (and its close released a count never taken). The access log says
 // whom each request counted as.
 TEST_F(ServerTest, Review7_M3_BehindATrustedProxyEachRequestIsItsOwnClient) {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  set_log_sink([&](LogLevel, std::string_view line) {
-    std::lock_guard<std::mutex> lock(mu);
-    lines.emplace_back(line);
-  });
+  AccessLog log;
   server.reset();
   trusted_proxies = {"127.0.0.1"};
   access_log_json = true;
@@ -1095,18 +1106,8 @@ TEST_F(ServerTest, Review7_M3_BehindATrustedProxyEachRequestIsItsOwnClient) {
     ASSERT_TRUE(proxy.read_until("\r\n\r\n", 5000)) << targets[i];
   }
   std::map<std::string, std::string> client;
-  for (int t = 0; t < 200 && client.size() < 3; ++t) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      for (const auto& l : lines) {
-        auto j = json::parse(l, nullptr, /*allow_exceptions=*/false);
-        if (j.is_object() && j.contains("target") && j.contains("client")) client[j["target"]] = j["client"];
-      }
-    }
-    if (client.size() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  for (const char* t : targets) client[t] = log.line_for(t).value("client", "");
   server.reset();
-  set_log_sink(nullptr);
   EXPECT_EQ(client["/healthz?first"], "10.9.9.9");
   EXPECT_EQ(client["/healthz?second"], "10.1.1.1") << "counted as the connection's first client";
   EXPECT_EQ(client["/healthz?third"], "10.2.2.2") << "the client's own line chose its address";
@@ -1117,12 +1118,7 @@ TEST_F(ServerTest, Review7_M3_BehindATrustedProxyEachRequestIsItsOwnClient) {
 // IPv4 client, and which --trusted-proxies 127.0.0.1 never matched. It is
 // written as the IPv4 address it is.
 TEST_F(ServerTest, Review8_M2_AnIPv4ClientOfADualStackListenerIsItsIPv4Address) {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  set_log_sink([&](LogLevel, std::string_view line) {
-    std::lock_guard<std::mutex> lock(mu);
-    lines.emplace_back(line);
-  });
+  AccessLog log;
   server.reset();
   listen_host = "::";
   trusted_proxies = {"127.0.0.1"};
@@ -1134,28 +1130,14 @@ TEST_F(ServerTest, Review8_M2_AnIPv4ClientOfADualStackListenerIsItsIPv4Address) 
     a.sin6_addr = in6addr_any;
     const bool v6 = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
     if (fd >= 0) ::close(fd);
-    if (!v6) {
-      set_log_sink(nullptr);
-      GTEST_SKIP() << "this machine has no IPv6 to listen on";
-    }
+    if (!v6) GTEST_SKIP() << "this machine has no IPv6 to listen on";
   }
   start(0);
   RawConn proxy(server->port(), "127.0.0.1");  // IPv4, to the dual-stack socket
   proxy.send_all("GET /healthz?mapped HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 10.3.3.3\r\n\r\n");
   ASSERT_TRUE(proxy.read_until("\r\n\r\n", 5000));
-  std::string client;
-  for (int t = 0; t < 200 && client.empty(); ++t) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      for (const auto& l : lines) {
-        auto j = json::parse(l, nullptr, /*allow_exceptions=*/false);
-        if (j.is_object() && j.value("target", "") == "/healthz?mapped") client = j.value("client", "");
-      }
-    }
-    if (client.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const std::string client = log.line_for("/healthz?mapped").value("client", "");
   server.reset();
-  set_log_sink(nullptr);
   EXPECT_EQ(client, "10.3.3.3") << "the proxy at 127.0.0.1 was not recognised behind ::ffff:";
 }
 
