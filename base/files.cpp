@@ -18,6 +18,23 @@ Status io_error(const char* what, const std::string& path, int err) {
   return Status::IOError(std::string(what) + " " + path + ": " + std::strerror(err));
 }
 
+// Writes `bytes` to `fd` and closes it.
+Status write_fd(int fd, const std::string& path, std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return io_error("cannot write", path, err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) return io_error("cannot write", path, errno);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Expected<std::string> read_file(const std::string& path) {
@@ -104,22 +121,17 @@ Expected<std::string> make_private_temp_dir(const std::string& prefix) {
   return tmpl;
 }
 
+Status write_new_file(const std::string& path, std::string_view bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("cannot write", path, errno);
+  return write_fd(fd, path, bytes);
+}
+
 Status write_file(const std::string& path, std::string_view bytes) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return io_error("cannot write", path, errno);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return io_error("cannot write", path, err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) return io_error("cannot write", path, errno);
-  return Status::Ok();
+  return write_fd(fd, path, bytes);
 }
+
 
 }  // namespace mlk

@@ -20,6 +20,11 @@ Expected<std::string> read_file(const std::string& path);
 // REASON".
 Status write_file(const std::string& path, std::string_view bytes);
 
+// Creates `path` with `bytes` (mode 0644): refused when anything stands
+// there already, a link included (O_EXCL). IOError "cannot write PATH:
+// File exists" and the like.
+Status write_new_file(const std::string& path, std::string_view bytes);
+
 // Replaces file `name` of directory `dir` with `bytes`, atomically and
 // never through a link: a new file made beside it (O_EXCL, O_NOFOLLOW,
 // relative to the directory opened once) is renamed over it, so a link

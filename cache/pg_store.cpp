@@ -374,16 +374,21 @@ Expected<CollectReport> PgStore::collect_unreferenced(int64_t created_before) {
   if (!jobs->empty() && jobs->text(0, 0) == "t")
     held += " AND NOT EXISTS (SELECT 1 FROM jobs_queue q WHERE q.setup=b.digest AND q.state IN ('queued', 'running'))";
   CollectReport rep;
-  // Batches of 2,000 blobs examined in digest order, each going on from the
-  // last (no statement holds the table for long, and none scans again what
-  // an earlier one examined: review 9 of issue 49).
+  // Batches of up to 2,000 blobs (and 256 MiB) examined in digest order,
+  // each going on from the last (no statement holds the table for long, and
+  // none scans again what an earlier one examined: reviews 9 and 10 of
+  // issue 49).
   for (std::string after;;) {
-    auto last = conn_->exec("SELECT max(digest) FROM (SELECT digest FROM mlk_blobs WHERE digest>$1 AND created<$2 "
-                            "ORDER BY digest LIMIT 2000) x",
+    auto next = conn_->exec("SELECT digest, size FROM mlk_blobs WHERE digest>$1 AND created<$2 ORDER BY digest LIMIT 2000",
                             {after, str(created_before)});
-    if (!last.ok()) return last.status();
-    if (last->empty() || last->is_null(0, 0)) break;
-    const std::string upto = last->text(0, 0);
+    if (!next.ok()) return next.status();
+    std::string upto;
+    int64_t bytes = 0;  // and no more than 256 MiB a batch (review 10)
+    for (int i = 0; i < next->size() && bytes < (int64_t{256} << 20); ++i) {
+      upto = next->text(i, 0);
+      bytes += next->i64(i, 1);
+    }
+    if (upto.empty()) break;
     auto gone = conn_->exec("DELETE FROM mlk_blobs b WHERE b.digest>$1 AND b.digest<=$2 AND b.created<$3 AND " + held +
                                 " RETURNING digest, size",
                             {after, upto, str(created_before)});

@@ -51,8 +51,6 @@ Status Stmt::run() {
 
 int64_t Stmt::i64(int col) const { return sqlite3_column_int64(s_, col); }
 
-bool Stmt::is_null(int col) const { return sqlite3_column_type(s_, col) == SQLITE_NULL; }
-
 std::string Stmt::text(int col) const {
   const unsigned char* p = sqlite3_column_text(s_, col);
   int n = sqlite3_column_bytes(s_, col);

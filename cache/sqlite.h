@@ -45,7 +45,6 @@ class Stmt {
   int64_t i64(int col) const;
   std::string text(int col) const;
   std::string blob(int col) const;
-  bool is_null(int col) const;  // the column of the row at hand is NULL
 
  private:
   Db* db_;

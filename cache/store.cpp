@@ -77,6 +77,36 @@ Status make_parent_dirs(const std::string& path) {
   return Status::Ok();
 }
 
+// A store must lie where no other user can put files in its place (review
+// 10 of issue 49: a store planted in /tmp under the name a user's --cache
+// gives was opened, and its entries loaded and signed as made there). A
+// folder other users may write to is refused unless it is sticky (/tmp);
+// in a sticky one, the store and SQLite's files beside it, where present,
+// must be plain files of this user. A folder only its owner writes (a
+// system-wide read-only store, say) is not questioned.
+Status check_store_place(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat ds {};
+  if (::stat(dir.c_str(), &ds) != 0 || (ds.st_mode & (S_IWGRP | S_IWOTH)) == 0) return Status::Ok();
+  if ((ds.st_mode & S_ISVTX) == 0)
+    return Status::InvalidArgument(path + ": its folder " + dir + " is writable by other users and not sticky, so "
+                                   "they could replace the store or its files; keep the store in a folder of your own");
+  for (const char* side : {"", "-wal", "-shm", "-journal"}) {
+    const std::string f = path + side;
+    struct stat fs {};
+    if (::lstat(f.c_str(), &fs) != 0) continue;
+    if (!S_ISREG(fs.st_mode))
+      return Status::InvalidArgument(f + " is not a plain file (a link or something else stands there in the shared "
+                                         "folder " + dir + "); keep the store in a folder of your own");
+    if (fs.st_uid != ::geteuid())
+      return Status::InvalidArgument(f + " belongs to user " + std::to_string(fs.st_uid) + ", not to this one: in the "
+                                     "shared folder " + dir + " another user made it; keep the store in a folder of "
+                                     "your own");
+  }
+  return Status::Ok();
+}
+
 // PRAGMA journal_mode=WAL needs a moment alone with the file; when several
 // processes open a new store at once, retry through SQLITE_BUSY.
 Status set_wal(sql::Db& db, int busy_ms) {
@@ -151,6 +181,7 @@ bool Store::durable() const {
 
 Expected<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptions opt) {
   if (path.empty()) return Status::InvalidArgument("the cache store path is empty");
+  MLK_RETURN_IF_ERROR(check_store_place(path));
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     if (errno != ENOENT) return Status::IOError(path + ": cannot open the cache store: " + std::strerror(errno));
@@ -163,6 +194,7 @@ Expected<std::unique_ptr<Store>> Store::Open(const std::string& path, StoreOptio
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno != EEXIST) return Status::IOError(path + ": cannot create the cache store: " + std::strerror(errno));
     if (fd >= 0) ::close(fd);
+    else MLK_RETURN_IF_ERROR(check_store_place(path));  // made meanwhile: by whom?
   } else if (S_ISDIR(st.st_mode)) {
     return Status::InvalidArgument(path + " is a directory; the cache store is a file, e.g. " + path + "/cache.db");
   }

@@ -297,21 +297,27 @@ Expected<CollectReport> Store::collect_unreferenced(int64_t created_before) {
   // unreferenced blobs does not hold the write lock (every team's writes)
   // for the whole collection (review 8 of issue 49).
   // Each batch goes on from the last id examined (review 9: starting over,
-  // every batch scanned the held blobs again). A batch is 2,000 blobs
-  // examined, of which it deletes the unheld ones.
+  // every batch scanned the held blobs again), and deletes the unheld ones
+  // among the blobs it examined.
   for (int64_t after = 0, more = 1; more > 0;) {
     more = 0;
     MLK_RETURN_IF_ERROR(sql::write_txn(*impl_->db, [&]() -> Status {
       auto unheld = detail::unheld_blob_condition(*impl_);
       if (!unheld.ok()) return unheld.status();
-      auto last = impl_->db->prepare(
-          "SELECT max(id) FROM (SELECT id FROM blobs WHERE id>?1 AND created<?2 ORDER BY id LIMIT 2000)");
-      if (!last.ok()) return last.status();
-      last->bind(1, after).bind(2, created_before);
-      auto r = last->step();
-      if (!r.ok()) return r.status();
-      if (!*r || last->is_null(0)) return Status::Ok();
-      const int64_t upto = last->i64(0);
+      // The batch: up to 2,000 blobs, and no more than 256 MiB of them
+      // (review 10: freeing 2,000 of 64 MiB each held the lock long).
+      auto next = impl_->db->prepare("SELECT id, size FROM blobs WHERE id>?1 AND created<?2 ORDER BY id LIMIT 2000");
+      if (!next.ok()) return next.status();
+      next->bind(1, after).bind(2, created_before);
+      int64_t upto = -1, bytes = 0;
+      while (bytes < (int64_t{256} << 20)) {
+        auto r = next->step();
+        if (!r.ok()) return r.status();
+        if (!*r) break;
+        upto = next->i64(0);
+        bytes += next->i64(1);
+      }
+      if (upto < 0) return Status::Ok();
       auto del = impl_->db->prepare("DELETE FROM blobs WHERE id>?1 AND id<=?2 AND created<?3 AND " + *unheld +
                                     " RETURNING size");
       if (!del.ok()) return del.status();

@@ -2,6 +2,8 @@
 // tune, build, verify and cache push, and the public keys that trust lists
 // (`mlk serve --trusted-signers`, the runtime's `require=signed:KEYS`) hold.
 // docs/signing.md.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -63,10 +65,15 @@ int run_key(const std::vector<std::string>& args) {
   if (a.file.empty()) return usage_error("key", a.sub + ": KEYFILE is missing");
   Expected<SigningKey> key = Status::Internal("unset");
   if (a.sub == "create") {
+    struct stat st {};  // (an existing key file is refused below, with its own words)
+    if (::lstat(a.file.c_str(), &st) != 0 && ::lstat((a.file + ".pub").c_str(), &st) == 0)
+      return fail(Status::InvalidArgument(a.file + ".pub already exists; remove it or choose another KEYFILE"));
     key = create_signing_key();
     if (!key.ok()) return fail(key.status());
     if (Status s = write_private_key(a.file, *key); !s.ok()) return fail(s);
-    if (Status s = write_file(a.file + ".pub", key->public_key + "\n"); !s.ok()) return fail(s);
+    // Made anew like the private key, never written into a file another
+    // user made first (review 10 of issue 49).
+    if (Status s = write_new_file(a.file + ".pub", key->public_key + "\n"); !s.ok()) return fail(s);
     std::printf("private key: %s (keep it private)\npublic key file: %s.pub\n", a.file.c_str(), a.file.c_str());
   } else {
     key = load_signing_key(a.file);

@@ -207,6 +207,9 @@ set_tests_properties(cli.signing_release PROPERTIES TIMEOUT 180)
 # A MiniLM layer of 5 tokens: its rules once vectorised by 5, and Halide 21
 # aborted inside LLVM on a predicated load of that width (the process died);
 # vector widths are powers of two now (scheduler/rules_common.h, vector_clip).
+add_test(NAME cli.shared_folder
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/shared_folder.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
+          ${CMAKE_CURRENT_BINARY_DIR}/cli_shared_folder)
 add_test(NAME cli.tune_private_work
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tune_private_work.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
           ${CMAKE_CURRENT_BINARY_DIR}/cli_tune_private_work)
