@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "cache/store_internal.h"
 
@@ -77,32 +79,57 @@ Status make_parent_dirs(const std::string& path) {
   return Status::Ok();
 }
 
-// A store must lie where no other user can put files in its place (review
-// 10 of issue 49: a store planted in /tmp under the name a user's --cache
-// gives was opened, and its entries loaded and signed as made there). A
-// folder other users may write to is refused unless it is sticky (/tmp);
-// in a sticky one, the store and SQLite's files beside it, where present,
-// must be plain files of this user. A folder only its owner writes (a
-// system-wide read-only store, say) is not questioned.
+// A store must lie where no other user can put files in its place (reviews
+// 10 and 11 of issue 49: a store planted under the name a user's --cache
+// gives was opened, and its entries loaded and signed as made there). Every
+// folder on the way to it (links resolved) must be this user's or root's,
+// and none writable by others unless sticky (/tmp); in a sticky folder the
+// store and SQLite's files beside it, where present, must be plain files of
+// this user. Folders not made yet are made private by make_parent_dirs.
 Status check_store_place(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  struct stat ds {};
-  if (::stat(dir.c_str(), &ds) != 0 || (ds.st_mode & (S_IWGRP | S_IWOTH)) == 0) return Status::Ok();
-  if ((ds.st_mode & S_ISVTX) == 0)
-    return Status::InvalidArgument(path + ": its folder " + dir + " is writable by other users and not sticky, so "
-                                   "they could replace the store or its files; keep the store in a folder of your own");
+  auto resolved = [](const std::string& d) {
+    char* r = ::realpath(d.c_str(), nullptr);
+    std::string out = r ? r : "";
+    std::free(r);
+    return out;
+  };
+  std::string real;  // the deepest folder on the way that exists, links resolved
+  for (std::string d = dir; (real = resolved(d)).empty();) {
+    const size_t up = d.find_last_of('/');
+    d = up == std::string::npos ? "." : up == 0 ? "/" : d.substr(0, up);
+  }
+  auto refuse = [&](const std::string& why) {
+    return Status::InvalidArgument(path + ": " + why + "; keep the store in a folder of your own");
+  };
+  std::vector<std::string> folders = {"/"};
+  for (size_t at = real.find('/', 1); at != std::string::npos; at = real.find('/', at + 1)) folders.push_back(real.substr(0, at));
+  if (real != "/") folders.push_back(real);
+  const uid_t me = ::geteuid();
+  bool shared = false;  // the deepest folder is writable by others (and sticky)
+  for (const std::string& f : folders) {
+    struct stat ds {};
+    if (::stat(f.c_str(), &ds) != 0) return Status::IOError(path + ": cannot read the folder " + f + ": " + std::strerror(errno));
+    // Root, the administrator, may keep a store in any user's folder.
+    if (ds.st_uid != me && ds.st_uid != 0 && me != 0)
+      return refuse("the folder " + f + " belongs to user " + std::to_string(ds.st_uid) +
+                    ", who could put files in the store's place");
+    shared = (ds.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    if (shared && (ds.st_mode & S_ISVTX) == 0)
+      return refuse("the folder " + f + " is writable by other users and not sticky, so they could replace the store "
+                    "or its files");
+  }
+  if (!shared || real != resolved(dir)) return Status::Ok();
   for (const char* side : {"", "-wal", "-shm", "-journal"}) {
     const std::string f = path + side;
     struct stat fs {};
     if (::lstat(f.c_str(), &fs) != 0) continue;
     if (!S_ISREG(fs.st_mode))
-      return Status::InvalidArgument(f + " is not a plain file (a link or something else stands there in the shared "
-                                         "folder " + dir + "); keep the store in a folder of your own");
-    if (fs.st_uid != ::geteuid())
-      return Status::InvalidArgument(f + " belongs to user " + std::to_string(fs.st_uid) + ", not to this one: in the "
-                                     "shared folder " + dir + " another user made it; keep the store in a folder of "
-                                     "your own");
+      return refuse(f + " is not a plain file (a link or something else stands there in the shared folder " + dir + ")");
+    if (fs.st_uid != me)
+      return refuse(f + " belongs to user " + std::to_string(fs.st_uid) + ", not to this one: in the shared folder " +
+                    dir + " another user made it");
   }
   return Status::Ok();
 }
