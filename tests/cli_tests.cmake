@@ -3,6 +3,12 @@ set(_expect ${CMAKE_CURRENT_SOURCE_DIR}/cli/expect.sh)
 function(mlk_cli_test name code regex)
   add_test(NAME cli.${name} COMMAND ${_expect} ${code} ${regex} $<TARGET_FILE:mlk> ${ARGN})
 endfunction()
+# tests/cli/NAME.sh MLK EXAMPLES WORK, as test cli.NAME.
+function(mlk_cli_script name)
+  add_test(NAME cli.${name}
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/${name}.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
+            ${CMAKE_CURRENT_BINARY_DIR}/cli_${name})
+endfunction()
 
 file(GLOB _examples ${CMAKE_SOURCE_DIR}/examples/*.tl)
 mlk_cli_test(check_examples 0 "ok, [0-9]+ fns" check ${_examples})
@@ -176,43 +182,32 @@ add_test(NAME cli.verify_defect_exit_1
 
 # Signing (docs/signing.md, issue 28 item 4): keys, `--sign` on build and
 # verify; a release namespace nobody is trusted to verify is refused at start.
-add_test(NAME cli.signing
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/signing.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
-          ${CMAKE_CURRENT_BINARY_DIR}/cli_signing)
+mlk_cli_script(signing)
 # mlk verify --sign: the artifact's code runs in a process that never held
 # the verifier's key (a library that scans its process's memory finds nothing).
-add_test(NAME cli.verify_key_apart
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/verify_key_apart.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
-          ${CMAKE_CURRENT_BINARY_DIR}/cli_verify_key_apart)
+mlk_cli_script(verify_key_apart)
 # mlk verify --sign in stages: the levels it keeps come from the report it
 # checked, never from the copy in the entry's manifest.json (issue 49, review 6).
-add_test(NAME cli.verify_merge_checked
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/verify_merge_checked.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
-          ${CMAKE_CURRENT_BINARY_DIR}/cli_verify_merge_checked)
+mlk_cli_script(verify_merge_checked)
 # mlk tune --require-verified: a cache hit's report counts only when a tune
 # here wrote it (issue 49, finding 11).
-add_test(NAME cli.tune_hit_origin
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tune_hit_origin.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
-          ${CMAKE_CURRENT_BINARY_DIR}/cli_tune_hit_origin)
+mlk_cli_script(tune_hit_origin)
 mlk_cli_test(serve_release_needs_trusted_verifiers 2
   "mlk serve: --require-verified release=...: a release accepts only reports signed by a trusted verifier"
   serve --require-verified release=all --listen 127.0.0.1:0)
 mlk_cli_test(run_require_signed_bad_key 2 "mlk run: --require: trusted key `nonsense` is neither"
   run ${CMAKE_SOURCE_DIR}/examples/mlp.tl --inputs x.safetensors --require signed:nonsense)
-add_test(NAME cli.signing_release
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/signing_release.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
-          ${CMAKE_CURRENT_BINARY_DIR}/cli_signing_release)
+mlk_cli_script(signing_release)
 set_tests_properties(cli.signing_release PROPERTIES TIMEOUT 180)
+
+# Files another local user could put in place first: a store in a shared
+# folder, its STORE.work, a key's .pub (issue 49, reviews 8-11).
+mlk_cli_script(shared_folder)
+mlk_cli_script(tune_private_work)
 
 # A MiniLM layer of 5 tokens: its rules once vectorised by 5, and Halide 21
 # aborted inside LLVM on a predicated load of that width (the process died);
 # vector widths are powers of two now (scheduler/rules_common.h, vector_clip).
-add_test(NAME cli.shared_folder
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/shared_folder.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
-          ${CMAKE_CURRENT_BINARY_DIR}/cli_shared_folder)
-add_test(NAME cli.tune_private_work
-  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/tune_private_work.sh $<TARGET_FILE:mlk> ${CMAKE_SOURCE_DIR}/examples
-          ${CMAKE_CURRENT_BINARY_DIR}/cli_tune_private_work)
 mlk_cli_test(tune_sign_imported 2 "--sign with --import-measurements: the winner is the library of the measured folder"
   tune ${CMAKE_SOURCE_DIR}/examples/mlp.tl --fn sgemm --target host --dims M=4,K=4,N=4 --import-measurements m.json --sign k.pem)
 mlk_cli_test(build_profile_stages_gpu 2 "--profile-stages profiles CPU kernels. cuda_sm90 is a GPU profile"
