@@ -67,4 +67,20 @@ std::optional<ir::NodeRef> inline_calls(const ir::Module& m, const ir::Function&
   return r;
 }
 
+std::optional<std::vector<ir::NodeRef>> inline_results(const ir::Module& m, const ir::Function& fn,
+                                                        Provenance& prov, std::string& missing) {
+  Inliner in(m, prov);
+  std::map<const ir::Node*, ir::NodeRef> memo;
+  std::vector<ir::NodeRef> out;
+  for (const ir::Result& r : fn.results()) {
+    auto b = in.rebuild(r.body, {}, nullptr, memo, 0);
+    if (!b) {
+      missing = in.missing_;
+      return std::nullopt;
+    }
+    out.push_back(*b);
+  }
+  return out;
+}
+
 }  // namespace mlk

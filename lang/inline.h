@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lang/ir.h"
 #include "lang/source.h"
@@ -22,5 +23,10 @@ using Provenance = std::map<ir::NodeRef, Span>;
 // when a callee (directly or through other calls) is not in `m`.
 std::optional<ir::NodeRef> inline_calls(const ir::Module& m, const ir::Function& fn, Provenance& prov,
                                         std::string& missing);
+
+// Every result of `fn` (ir::Function::results) without calls, as one DAG:
+// a node the results share stays shared. nullopt as inline_calls.
+std::optional<std::vector<ir::NodeRef>> inline_results(const ir::Module& m, const ir::Function& fn,
+                                                        Provenance& prov, std::string& missing);
 
 }  // namespace mlk

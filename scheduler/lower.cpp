@@ -12,6 +12,8 @@
 #include <mutex>
 #include <optional>
 
+#include "lang/cancel_reshapes.h"
+#include "lang/inline.h"
 #include "lang/ops.h"
 
 #include "base/log.h"
@@ -787,10 +789,28 @@ std::vector<Halide::Func> Pipeline::output_funcs() const {
   return fs;
 }
 
+// `f` with its reshape round trips cancelled (lang/cancel_reshapes.h) in its
+// call-free body; nullopt when it has none, so that a fn without them lowers
+// exactly as written (its calls lowered frame by frame).
+std::optional<ir::Function> without_round_trips(const ir::Module& m, const ir::Function& f) {
+  Provenance prov;
+  std::string missing;
+  auto bodies = inline_results(m, f, prov, missing);
+  if (!bodies) return std::nullopt;  // lowered as written, which reports the missing callee
+  std::vector<ir::NodeRef> out = cancel_reshapes(*bodies);
+  if (out == *bodies) return std::nullopt;
+  ir::Function g = f;
+  g.body = out[0];
+  for (size_t i = 1; i < out.size(); ++i) g.more_results[i - 1].body = out[i];
+  return g;
+}
+
 Expected<Pipeline> lower_function(const ir::Module& m, const std::string& fn, const LowerOptions& o) {
   install_reporter();
   const ir::Function* f = m.find(fn);
   if (!f) return Status::NotFound("no function `" + fn + "` in the module");
+  const std::optional<ir::Function> cancelled = without_round_trips(m, *f);
+  if (cancelled) f = &*cancelled;
   try {
     Pipeline p;
     Lowerer low(m, p, o);
