@@ -66,6 +66,12 @@ Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::Load(const std::string
   // The manifest and the files it lists are read once, into memory; what is
   // hashed and opened is the private copy LoadFiles makes of these bytes, so
   // a later change to `dir` cannot slip other bytes in between.
+  auto files = ReadDir(dir);
+  if (!files.ok()) return files.status();
+  return LoadFiles(*files);
+}
+
+Expected<std::map<std::string, std::string>> LoadedArtifact::ReadDir(const std::string& dir) {
   auto text = read_file((fs::path(dir) / "manifest.json").string());
   if (!text.ok()) return text.status();
   auto m = parse_artifact_manifest(*text, dir + "/manifest.json");
@@ -78,7 +84,7 @@ Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::Load(const std::string
       return Status::Corruption(dir + "/" + name + " does not match the sha256 in its manifest; refusing to load it");
     files[name] = std::move(*bytes);
   }
-  return LoadFiles(files);
+  return files;
 }
 
 Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::LoadPrivate(const std::string& dir,

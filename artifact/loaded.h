@@ -25,6 +25,9 @@ class LoadedArtifact {
   // manifest and the files it lists are read into memory once and loaded
   // with LoadFiles: `dir` is never opened by path after it was hashed.
   static Expected<std::unique_ptr<LoadedArtifact>> Load(const std::string& dir);
+  // What Load reads: manifest.json and the files it lists (name -> bytes),
+  // each checked against the manifest's sha256 (Corruption when not).
+  static Expected<std::map<std::string, std::string>> ReadDir(const std::string& dir);
   // The same from an artifact's files in memory (a cache entry, checked by
   // the caller): written to a private temporary directory (0700, files
   // 0600, created exclusively), the copy re-hashed against these bytes and

@@ -11,7 +11,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/signing.h"
 #include "cache/entry_meta.h"
+#include "cache/signatures.h"
 #include "lang/bind.h"
 #include "lang/ir_printer.h"
 #include "lang/source.h"
@@ -145,6 +147,22 @@ Expected<std::map<std::string, std::string>> winner_files(const TuneRequest& req
   return files;
 }
 
+// "" when `a` may be copied to an -o directory as it is: no trust list is
+// set, it was tuned on this machine, or a trusted key signed it for `ns`;
+// else why not.
+std::string untrusted_for_out(const cache::Artifact& a, const std::string& ns) {
+  auto trusted = default_trusted_signers();
+  if (!trusted.ok()) return trusted.status().message();
+  if (trusted->empty() || a.info.manifest.provenance.origin == cache::kOriginLocal) return "";
+  auto digests = cache::statement_digests(a.files);
+  if (!digests.ok()) return digests.status().message();
+  auto st = cache::entry_statement(a.info.key, *digests, a.info.manifest.meta_json);
+  if (!st.ok()) return st.status().message();
+  Status s = cache::check_signed("cache entry " + a.info.key.substr(0, 16), *st, a.info.manifest.meta_json, *trusted,
+                                 cache::SignatureCheck{.namespaces = {ns}});
+  return s.ok() ? "" : s.message() + " ($MLK_TRUSTED_SIGNERS), so it is not copied to -o as it is";
+}
+
 }  // namespace
 
 std::string tuning_key(const TuneRequest& r) { return cache::cache_key(key_inputs(*r.module, r.fn, r.dims, r.profile)); }
@@ -166,7 +184,11 @@ Expected<std::optional<Outcome>> lookup_tuned(const TuneRequest& request) {
   const std::string label = fn + " [" + dims_str(dims) + "] " + p.name;
   if (store) {
     auto hit = store->get_entry(ns, o.key);
-    if (hit.ok()) {
+    // A hit copied to -o DIR is code a runtime trusting DIR loads: under a
+    // trust list ($MLK_TRUSTED_SIGNERS) it must have been tuned here or
+    // signed by a trusted key (issue 49, review 12).
+    const std::string why_not_out = hit.ok() && !out_dir.empty() ? untrusted_for_out(*hit, ns) : "";
+    if (hit.ok() && why_not_out.empty()) {
       auto em = cache::parse_entry_meta(hit->info.manifest.meta_json);
       if (!em.ok())
         return Status::Corruption("cache entry " + o.key.substr(0, 16) + ": " + em.status().message() +
@@ -184,6 +206,10 @@ Expected<std::optional<Outcome>> lookup_tuned(const TuneRequest& request) {
                        fmt(best) + " ms" + (em->measured ? "" : ", estimated") + "), key " + o.key.substr(0, 16);
       if (!out_dir.empty()) MLK_RETURN_IF_ERROR(copy_files(hit->files, out_dir));
       return std::optional<Outcome>(std::move(o));
+    }
+    if (hit.ok()) {
+      log_linef(LogLevel::kWarning, "mlk tune: %s; tuning anew", why_not_out.c_str());
+      return std::optional<Outcome>{};
     }
     if (hit.status().code() != Status::Code::kNotFound)
       log_linef(LogLevel::kWarning, "mlk tune: cache read failed (%s); tuning anew", hit.status().message().c_str());

@@ -17,6 +17,11 @@ namespace mlk {
 // Deeper than this, JSON from outside is refused. mlk's own documents
 // (manifests, reports, schedules, job payloads) nest fewer than 12 levels.
 constexpr int kMaxJsonDepth = 64;
+// A server's answer wraps the documents it accepted (at kMaxJsonDepth) in a
+// few levels of its own ({"entries":[{"manifest":..}]}, {"job":{"payload":..}}):
+// its clients read answers this deep, so that a document a writer stored
+// never makes another team's reads fail.
+constexpr int kMaxAnswerDepth = kMaxJsonDepth + 8;
 
 // Parses `text`. Returns a discarded value (is_discarded()) when it is not
 // JSON, nests more than `max_depth` arrays and objects, or (with

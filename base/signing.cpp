@@ -190,6 +190,20 @@ Expected<std::vector<std::string>> parse_trusted_keys(const std::string& text) {
 Expected<std::vector<std::string>> default_trusted_signers() {
   const char* v = std::getenv("MLK_TRUSTED_SIGNERS");
   if (!v || !*v) return std::vector<std::string>{};
+  // A relative path would name a different file in every folder a program
+  // starts in (a shared checkout, /tmp): whoever controls that folder would
+  // choose a trusted key (review 12). Keys or absolute paths only.
+  const std::string text = v;
+  for (size_t start = 0; start <= text.size();) {
+    size_t end = text.find(',', start);
+    const std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (!item.empty() && item[0] != '/' && !is_public_key_hex(item))
+      return Status::InvalidArgument("$MLK_TRUSTED_SIGNERS: `" + item.substr(0, 80) +
+                                     "` is a relative path; give the key itself (64 hex characters) or an absolute "
+                                     "path to its .pub file");
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
   auto keys = parse_trusted_keys(v);
   if (!keys.ok()) return Status::InvalidArgument("$MLK_TRUSTED_SIGNERS: " + keys.status().message());
   return keys;

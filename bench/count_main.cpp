@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 
+#include "base/signing.h"
 #include "bench/suite.h"
 #include "bench/variants.h"
 
@@ -77,6 +78,13 @@ int main(int argc, char** argv) {
   po.ns = a.count("--ns") ? a["--ns"] : "default";
   po.artifact_key = a["--key"];
   po.seed = a.count("--seed") ? std::strtoull(a["--seed"].c_str(), nullptr, 10) : 1;
+  // The parent's trust list: this process reads the store again (an entry
+  // evicted meanwhile is pulled anew), so it checks the signature itself.
+  if (a.count("--trusted")) {
+    auto keys = mlk::parse_trusted_keys(a["--trusted"]);
+    if (!keys.ok()) return fail("--trusted: " + keys.status().message());
+    po.trusted = *keys;
+  }
   if (auto s = (*k)->Prepare(po); !s.ok()) return fail(s.message());
   mlk::bench::Variant& v = (*k)->mlk();
   if (auto s = v.run(); !s.ok()) return fail(s.message());  // warm-up: first-call costs are not the kernel's

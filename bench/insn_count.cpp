@@ -104,6 +104,11 @@ Expected<InsnCount> count_instructions(const CountRequest& r) {
                                    "--dims", dims_arg(r.spec.dims), "--store", r.store, "--ns", r.ns, "--key", r.key,
                                    "--seed", std::to_string(r.seed), "--calls", std::to_string(r.calls),
                                    "--extra", std::to_string(r.extra_per_call)};
+  if (!r.trusted.empty()) {
+    std::string keys;
+    for (const std::string& k : r.trusted) keys += (keys.empty() ? "" : ",") + k;
+    args.insert(args.end(), {"--trusted", keys});
+  }
   // The CPU's counters first; exit 4 says this machine does not give them.
   auto with = [&](std::vector<std::string> pre, const std::string& counter) {
     pre.insert(pre.end(), args.begin(), args.end());

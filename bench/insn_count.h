@@ -25,6 +25,9 @@ struct CountRequest {
   uint64_t seed = 1;        // of the random inputs
   int calls = 2;            // counted calls (after one uncounted warm-up call)
   int64_t extra_per_call = 0;  // test seam: this many more instructions a call
+  // The trust list `mlk bench` loaded the artifact under (public keys, 64
+  // hex): the helper reads the store again and must load under it too.
+  std::vector<std::string> trusted = {};
 };
 
 struct InsnCount {

@@ -380,7 +380,7 @@ int64_t extra_instructions(const std::string& fn) {
 void Bench::CountInstructions(bench::KernelResult& kr, const std::string& against) {
   bench::InsnResult n;
   bench::CountRequest rq{{kr.name, kr.file, kr.fn, kr.target, kr.dims, ""}, popts_.store_path, o_.ns, kr.cache_key,
-                         o_.seed, 2, extra_instructions(kr.fn)};
+                         o_.seed, 2, extra_instructions(kr.fn), popts_.trusted};
   if (kr.variant != "tuned") {
     n.note = "not counted: this build runs the default schedule, compiled at run time; counting needs a tuned artifact";
     kr.instructions = n;

@@ -14,6 +14,7 @@
 #include "base/files.h"
 #include "base/sha256.h"
 #include "cache/manifest.h"
+#include "cache/store_internal.h"
 
 namespace mlk::cache {
 
@@ -29,12 +30,16 @@ Expected<std::unique_ptr<BlobLru>> BlobLru::Open(const std::string& dir, int64_t
   for (size_t i = 1; i <= dir.size(); ++i) {
     if (i != dir.size() && dir[i] != '/') continue;
     std::string part = dir.substr(0, i);
-    if (mkdir(part.c_str(), i == dir.size() ? 0700 : 0777) != 0 && errno != EEXIST)
+    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST)  // folders made here are the server's user's alone
       return Status::IOError(part + ": cannot create the blob cache directory: " + std::strerror(errno));
   }
-  // The cached blobs are other teams' bytes: the directory is the server's user's alone.
-  if (chmod(dir.c_str(), 0700) != 0)
-    return Status::IOError(dir + ": cannot make the blob cache directory private (0700): " + std::strerror(errno));
+  // The cached blobs are other teams' bytes, and a part-read serves them
+  // unhashed: the directory is the server's user's alone (a real folder,
+  // not a link, 0700), where no other user can put another in its place
+  // (review 12: a folder planted or swapped by the owner of a parent).
+  MLK_RETURN_IF_ERROR(check_store_place(dir + "/blob"));
+  if (Status s = ensure_private_dir(dir); !s.ok())
+    return Status::InvalidArgument(dir + ": not usable as the blob cache directory: " + s.message());
   DIR* d = opendir(dir.c_str());
   if (!d) return Status::IOError(dir + ": cannot read the blob cache directory: " + std::strerror(errno));
   std::vector<std::pair<int64_t, std::pair<std::string, int64_t>>> found;  // mtime, (digest, size)

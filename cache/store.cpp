@@ -79,6 +79,42 @@ Status make_parent_dirs(const std::string& path) {
   return Status::Ok();
 }
 
+
+// PRAGMA journal_mode=WAL needs a moment alone with the file; when several
+// processes open a new store at once, retry through SQLITE_BUSY.
+Status set_wal(sql::Db& db, int busy_ms) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_ms);
+  while (true) {
+    auto mode = db.query_text("PRAGMA journal_mode=WAL");
+    if (mode.ok()) {
+      if (*mode == "wal") return Status::Ok();
+      return Status::IOError(db.path() + ": cannot switch the database to WAL mode (journal_mode is `" + *mode + "`)");
+    }
+    int rc = sqlite3_errcode(db.raw()) & 0xff;
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || std::chrono::steady_clock::now() > deadline) return mode.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+Status check_schema(sql::Db& db) {
+  auto n = db.query_text("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'");
+  if (!n.ok()) return n.status();
+  if (*n == "0")
+    return Status::InvalidArgument(db.path() + " is an SQLite database but not an mlk cache store (it has no `meta` table)");
+  auto format = db.query_text("SELECT v FROM meta WHERE k='format'");
+  if (!format.ok()) return format.status();
+  if (*format != kFormat)
+    return Status::InvalidArgument(db.path() + " is an SQLite database but not an mlk cache store (format `" + *format + "`)");
+  auto version = db.query_text("SELECT v FROM meta WHERE k='schema'");
+  if (!version.ok()) return version.status();
+  if (*version != kSchemaVersion)
+    return Status::Unsupported(db.path() + ": cache schema version " + *version + ", this mlk reads version " +
+                               kSchemaVersion + "; use a matching mlk or start a new cache with --cache PATH");
+  return Status::Ok();
+}
+
+}  // namespace
+
 // A store must lie where no other user can put files in its place (reviews
 // 10 and 11 of issue 49: a store planted under the name a user's --cache
 // gives was opened, and its entries loaded and signed as made there). Every
@@ -133,41 +169,6 @@ Status check_store_place(const std::string& path) {
   }
   return Status::Ok();
 }
-
-// PRAGMA journal_mode=WAL needs a moment alone with the file; when several
-// processes open a new store at once, retry through SQLITE_BUSY.
-Status set_wal(sql::Db& db, int busy_ms) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_ms);
-  while (true) {
-    auto mode = db.query_text("PRAGMA journal_mode=WAL");
-    if (mode.ok()) {
-      if (*mode == "wal") return Status::Ok();
-      return Status::IOError(db.path() + ": cannot switch the database to WAL mode (journal_mode is `" + *mode + "`)");
-    }
-    int rc = sqlite3_errcode(db.raw()) & 0xff;
-    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || std::chrono::steady_clock::now() > deadline) return mode.status();
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-Status check_schema(sql::Db& db) {
-  auto n = db.query_text("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'");
-  if (!n.ok()) return n.status();
-  if (*n == "0")
-    return Status::InvalidArgument(db.path() + " is an SQLite database but not an mlk cache store (it has no `meta` table)");
-  auto format = db.query_text("SELECT v FROM meta WHERE k='format'");
-  if (!format.ok()) return format.status();
-  if (*format != kFormat)
-    return Status::InvalidArgument(db.path() + " is an SQLite database but not an mlk cache store (format `" + *format + "`)");
-  auto version = db.query_text("SELECT v FROM meta WHERE k='schema'");
-  if (!version.ok()) return version.status();
-  if (*version != kSchemaVersion)
-    return Status::Unsupported(db.path() + ": cache schema version " + *version + ", this mlk reads version " +
-                               kSchemaVersion + "; use a matching mlk or start a new cache with --cache PATH");
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status Store::Impl::check_writable() const {
   if (read_only)

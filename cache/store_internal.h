@@ -27,6 +27,14 @@ struct Store::Impl {
   Status check_writable() const;
 };
 
+// OK when `path` lies where no other user can put files in its place: every
+// folder on the way to it (links resolved) is this user's or root's (any
+// owner for root) and none writable by others unless sticky; in a sticky
+// folder, `path` and SQLite's files beside it, where present, are plain
+// files of this user. InvalidArgument naming the folder otherwise. For a
+// store, and for the blob cache's folder (checked as `DIR/blob`).
+Status check_store_place(const std::string& path);
+
 namespace detail {
 
 int64_t now_unix();

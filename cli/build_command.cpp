@@ -53,10 +53,11 @@ const char* kBuildDescription =
     "  manifest.json     signature, profile and required capabilities, schedule,\n"
     "                    toolchain versions, sha256 of every file, ptxas report\n"
     "When no --schedule is given and the cache holds a tuned artifact for this fn,\n"
-    "shape and profile, that artifact is the build (says `cached:`). With --sign,\n"
-    "a cached artifact is signed only when one of --trusted-signers signed it; any\n"
-    "other is rebuilt here from its schedule (says `rebuilt:`), so that a key signs\n"
-    "no bytes a cache writer chose. With --profile-stages the cached schedule is\n"
+    "shape and profile, that artifact is the build (says `cached:`). With\n"
+    "--trusted-signers (else $MLK_TRUSTED_SIGNERS), a cached artifact is copied only\n"
+    "when one of those keys signed it; any other is rebuilt here from its schedule\n"
+    "(says `rebuilt:`); with --sign and no keys to trust, every hit is rebuilt, so\n"
+    "that a key signs no bytes a cache writer chose. With --profile-stages the cached schedule is\n"
     "rebuilt with Halide's profiler in the kernel: a process that ran it prints, at\n"
     "exit, the time spent in each stage (docs/benchmarks.md, bench/stage_profile.py).\n";
 
@@ -91,8 +92,9 @@ CommandSpec spec(BuildArgs& b) {
                .help = "sign DIR's manifest.json with this Ed25519 key (`mlk key create`; docs/signing.md)",
                .set = store(b.sign_path)},
               {.name = "--trusted-signers", .metavar = "KEYS",
-               .help = "with --sign: a cached artifact signed by one of these keys (64 hex or KEY.pub files, "
-                       "comma-separated) is signed as it is; any other is rebuilt here from its schedule",
+               .help = "a cached artifact signed by one of these keys (64 hex or KEY.pub files, comma-separated) "
+                       "is copied (and with --sign signed) as it is; any other is rebuilt here from its schedule "
+                       "(default: $MLK_TRUSTED_SIGNERS)",
                .set = store(b.trusted_flag)},
               {.name = "--profile-stages",
                .help = "build with Halide's profiler (CPU profiles): a process that ran the kernel prints the "
@@ -134,8 +136,10 @@ Status complete_args(BuildArgs& b, const ir::Module& m) {
 // written to -o DIR. The exit status when the cache decided the command (a
 // hit, or an error); nullopt when the artifact is to be built anew.
 //
-// With --sign, a hit is the build only when a key of --trusted-signers signed
-// it: the signing key never vouches for bytes that a cache writer chose. An
+// With --sign or keys to trust (--trusted-signers, $MLK_TRUSTED_SIGNERS), a
+// hit is the build only when one of those keys signed it: neither the
+// signing key nor a runtime trusting DIR vouches for bytes that a cache
+// writer chose. An
 // untrusted hit's schedule (plain data, compiled by this process, whatever
 // it says the kernel computes the fn) is put in `rebuild` instead.
 std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const Profile& profile,
@@ -161,7 +165,11 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
                               .dims = b.dims,
                               .require = rt::Require::kExact,
                               .cpu = detect_cpu()};
-  if (b.sign_key) lookup.trusted = b.trusted;
+  lookup.trusted = b.trusted;
+  // A hit is copied into DIR as it is only when no trust list applies or a
+  // trusted key signed it; under --sign, or with keys to trust, any other
+  // hit is rebuilt here from its schedule.
+  const bool gated = b.sign_key || !b.trusted.empty();
   if (b.profile_stages) {  // the cached schedule, built again with the profiler in it
     auto hit = rt::find_tuned(lookup);
     if (!hit.ok()) return hit.status().code() == Status::Code::kNotFound ? std::nullopt : std::optional(fail(hit.status()));
@@ -174,7 +182,7 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
     return std::nullopt;
   }
   auto found = b.sign_key && b.trusted.empty() ? Expected<rt::Tuned>(Status::NotFound("no trusted signer")) : rt::find_tuned(lookup);
-  if (b.sign_key && !found.ok() && found.status().code() == Status::Code::kNotFound) {
+  if (gated && !found.ok() && found.status().code() == Status::Code::kNotFound) {
     lookup.trusted = {};
     auto untrusted = rt::find_tuned(lookup);
     if (!untrusted.ok()) return std::nullopt;
@@ -185,7 +193,7 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
     // autoscheduler's search is not taken on a writer's word (it could run long).
     const bool usable = sched.ok() && sched->autoscheduler.empty();
     if (usable) rebuild = *sched;
-    std::printf("rebuilt: the cached artifact (key %s) is signed by no --trusted-signers key; %s\n",
+    std::printf("rebuilt: the cached artifact (key %s) is signed by no trusted key; %s\n",
                 untrusted->key.substr(0, 16).c_str(),
                 usable ? "building its schedule here" : "its schedule is not plain stages, building the default one here");
     return std::nullopt;
@@ -271,9 +279,12 @@ int run_build(const std::vector<std::string>& args) {
     b.sign_key = *k;
   }
   if (!b.trusted_flag.empty()) {
-    if (b.sign_path.empty()) return usage_error("build", "--trusted-signers goes with --sign (it says which cached artifacts may be signed as they are)");
     auto keys = parse_trusted_keys(b.trusted_flag);
     if (!keys.ok()) return fail(Status::InvalidArgument("--trusted-signers: " + keys.status().message()));
+    b.trusted = *keys;
+  } else {  // the machine's trust list ($MLK_TRUSTED_SIGNERS), as the runtime's
+    auto keys = default_trusted_signers();
+    if (!keys.ok()) return fail(keys.status());
     b.trusted = *keys;
   }
   std::optional<Schedule> rebuild;

@@ -114,7 +114,7 @@ CommandSpec spec(VerifyArgs& v) {
                .set = store(v.sign_path)},
               {.name = "--trusted-signers", .metavar = "KEYS",
                .help = "take a cache entry only when one of these keys (64 hex or KEY.pub files, comma-separated) "
-                       "signed it; others are passed over before they are loaded",
+                       "signed it; others are passed over before they are loaded (default: $MLK_TRUSTED_SIGNERS)",
                .set = store(v.trusted_flag)},
           },
       .epilogue = kVerifyEpilogue,
@@ -325,6 +325,10 @@ int run_verify(const std::vector<std::string>& args) {
   if (!v.trusted_flag.empty()) {
     auto keys = parse_trusted_keys(v.trusted_flag);
     if (!keys.ok()) return usage_error("verify", "--trusted-signers: " + keys.status().message());
+    v.trusted = *keys;
+  } else {  // the machine's trust list ($MLK_TRUSTED_SIGNERS), as every loader's
+    auto keys = default_trusted_signers();
+    if (!keys.ok()) return fail(keys.status());
     v.trusted = *keys;
   }
   auto profile = resolve_profile(v.target);

@@ -58,7 +58,7 @@ Expected<std::string> JobsClient::call(const std::string& method, const std::str
 template <typename F>
 auto parsed(const std::string& url, const std::string& route, const std::string& text, F f)
     -> Expected<decltype(f(json()))> {
-  json j = parse_json(text);
+  json j = parse_json(text, nullptr, kMaxAnswerDepth);
   try {
     return f(j);
   } catch (const json::exception& e) {

@@ -214,7 +214,7 @@ Expected<cache::EntryInfo> RemoteStore::get_entry(const std::string& key) {
   auto r = s.call(what, [&] { return s.client->Get(s.path("/v1/entries/" + key).c_str()); });
   if (!r.ok()) return r.status();
   if (r->status != 200) return s.failure(what, *r);
-  json j = parse_json(r->body);
+  json j = parse_json(r->body, nullptr, kMaxAnswerDepth);
   if (!j.is_object() || !j.contains("manifest") || !j["manifest"].is_object())
     return Status::Corruption("cache server " + s.opt.url + ": " + what + ": the answer is not an entry");
   auto m = cache::manifest_from_json(j["manifest"].dump());
@@ -366,7 +366,7 @@ Expected<std::vector<cache::EntryInfo>> RemoteStore::query(const std::string& fn
   auto bad = [&](const std::string& why) {
     return Status::Corruption("cache server " + s.opt.url + ": " + what + ": " + why);
   };
-  json j = parse_json(r->body);
+  json j = parse_json(r->body, nullptr, kMaxAnswerDepth);
   if (!j.is_object() || !j.contains("entries") || !j["entries"].is_array()) return bad("the answer has no `entries` list");
   std::vector<cache::EntryInfo> out;
   for (const auto& e : j["entries"]) {

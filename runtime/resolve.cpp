@@ -203,6 +203,15 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
       skipped += "; " + why;
       continue;
     }
+    // The listing chose it by metadata a server answered; the entry read
+    // (and, under a signed policy, checked) must say the same: this fn,
+    // profile and program at that shape. Otherwise a writer could list a
+    // signed kernel of another fn or of an older program under this one.
+    if (auto own = tuned_shape(e->info, fn, p.name, fhash); !own || *own != c.dims) {
+      skipped += "; " + c.key.substr(0, 16) + ": its stored metadata is not that of `" + fn + "` at " + dims_str(c.dims) +
+                 " as listed";
+      continue;
+    }
     auto missing = missing_features(*e, cpu);
     if (!missing.ok()) return missing.status();
     if (!missing->empty()) {

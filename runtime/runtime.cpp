@@ -2,10 +2,12 @@
 #include "base/files.h"
 
 #include <nlohmann/json.hpp>
+#include <filesystem>
 #include <sstream>
 
 #include "cache/entry_meta.h"
 #include "cache/key.h"
+#include "cache/signatures.h"
 #include "base/signing.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
@@ -342,9 +344,13 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernel(const std::shared_ptr
 
 Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::string& dir) {
   const std::string where = dir + "/manifest.json";
-  auto text = read_file(where);
-  if (!text.ok()) return Status::NotFound(dir + " is not an artifact directory of `mlk build`: " + text.status().message());
-  json m = parse_json(*text);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(where, ec))
+    return Status::NotFound(dir + " is not an artifact directory of `mlk build`: it has no manifest.json");
+  auto files = LoadedArtifact::ReadDir(dir);
+  if (!files.ok()) return files.status();
+  const std::string& text = files->at("manifest.json");
+  json m = parse_json(text);
   auto str = [&](const json& o, const char* k) {
     return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string();
   };
@@ -352,12 +358,12 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::str
   const std::string profile = m.is_object() && m.contains("profile") ? str(m["profile"], "name") : "";
   if (fn.empty() || ir_hash.empty() || profile.empty())
     return Status::Corruption(where + ": `function`, `ir_hash` and `profile.name` must be strings");
-  auto src = read_file(dir + "/program.tl");
-  if (!src.ok())
+  auto src = files->find("program.tl");
+  if (src == files->end())
     return Status::NotFound(dir + " has no program.tl (built by an older mlk? build it again with `mlk build`)");
   auto precision = built_precision(m, where);
   if (!precision.ok()) return precision.status();
-  auto prog = compile_program(dir + "/program.tl", *src, *precision);
+  auto prog = compile_program(dir + "/program.tl", src->second, *precision);
   if (!prog.ok()) return prog.status();
   if ((*prog)->fn_hash[fn] != ir_hash)
     return Status::Corruption(dir + "/program.tl does not hash to the manifest's ir_hash of `" + fn + "`");
@@ -377,9 +383,10 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::str
     if (!missing.empty())
       return Status::Unsupported(dir + " was built for " + profile + " and needs CPU features this machine lacks: " + missing);
   }
-  auto art = LoadedArtifact::Load(dir);
-  if (!art.ok()) return art.status();
-  d.artifact = std::shared_ptr<LoadedArtifact>(std::move(*art));
+  auto st = cache::directory_statement(*files);
+  if (!st.ok()) return Status::Corruption(dir + ": " + st.status().message());
+  d.statement = *st;
+  d.files = std::move(*files);
   (*prog)->directory = std::move(d);
   return std::shared_ptr<const Program>(*prog);
 }
@@ -461,6 +468,20 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   if (prog->directory) {
     const auto& d = *prog->directory;
     if (d.fn != fn) return Status::NotFound(d.dir + " holds the artifact of `" + d.fn + "`, not of `" + fn + "`");
+    // A directory is code like a cache entry (`mlk build -o DIR` may have
+    // copied a cache writer's hit): under signed:KEYS it must carry a
+    // directory signature by one of KEYS (`mlk build --sign`), checked over
+    // the bytes read before anything of it is loaded.
+    if (!policy.trusted.empty()) {
+      Status s = cache::check_signed("directory " + d.dir, d.statement, d.files.at("manifest.json"), policy.trusted,
+                                     cache::SignatureCheck{.namespaces = {""}});
+      if (!s.ok()) return Status::NotFound(s.message() + "; refusing to load it under policy " + policy.str());
+    }
+    if (!d.artifact) {
+      auto art = LoadedArtifact::LoadFiles(d.files);
+      if (!art.ok()) return art.status();
+      d.artifact = std::shared_ptr<LoadedArtifact>(std::move(*art));
+    }
     sel.source = Selection::Source::kDirectory;
     sel.profile = d.profile;
     sel.tuned_dims = dims_str(d.dims);

@@ -110,7 +110,15 @@ struct Program {
   struct Directory {
     std::string dir, fn, profile;
     DimEnv dims;
-    std::shared_ptr<LoadedArtifact> artifact;
+    // The directory's manifest.json and the files it lists, read once;
+    // `statement` is what a directory signature covers
+    // (cache::directory_statement). A policy with trusted signers checks
+    // the signature over these bytes before anything is loaded, and the
+    // artifact is loaded from them, at its first kernel (under the
+    // runtime's lock).
+    std::map<std::string, std::string> files;
+    std::string statement;
+    mutable std::shared_ptr<LoadedArtifact> artifact;
   };
   std::optional<Directory> directory;
 };

@@ -21,6 +21,7 @@
 #include "artifact/candidate_set.h"
 #include "base/child.h"
 #include "base/files.h"
+#include "base/log.h"
 #include "base/json.h"
 #include "base/sandbox.h"
 #include "base/signing.h"
@@ -83,6 +84,10 @@ void emit(const WorkerLoopOptions& o, json event) {
   std::printf("%s\n", event.dump().c_str());
   std::fflush(stdout);
 }
+
+// The most times of one candidate a result carries (each a number the
+// candidate's process reported: a bounded channel, not free text).
+constexpr size_t kMaxTimes = 64;
 
 // A measurement in the wire form of autotune/measure_wire.h.
 std::string wire(const std::string& verdict, const std::string& detail, double median_ms = 0,
@@ -226,19 +231,37 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   std::snprintf(s, sizeof s, "%.0f", limit_s);
   if (child->timed_out) return wire("timeout", std::string("the candidate ran more than ") + s + " s and was killed");
   if (child->signal) return wire("crash", "the candidate's process died of signal " + std::to_string(child->signal));
+  // What the candidate's process printed or wrote is its own words: it may
+  // have read any file the sandbox lets it see and put it there. So only
+  // numbers and a verdict go back to the job's submitter, in this worker's
+  // words; the text goes to this worker's own log (issue 49, review 12).
   std::string said = child->out.substr(0, 2000);
   while (!said.empty() && said.back() == '\n') said.pop_back();
-  if (child->exit_code == 125 || child->exit_code == 127) return Status::Unsupported(said);
-  if (child->exit_code == 2) return Status::Unsupported(said);  // the set cannot run on this machine
-  if (child->exit_code != 0) return Status::InvalidArgument(said.empty() ? "mlk-measure failed" : said);
+  const std::string code = std::to_string(child->exit_code);
+  if (child->exit_code != 0 && !said.empty())
+    log_linef(LogLevel::kWarning, "job %lld: mlk-measure exited %s: %s", static_cast<long long>(job.id), code.c_str(),
+              said.c_str());
+  if (child->exit_code == 125 || child->exit_code == 127)
+    return Status::Unsupported("the sandbox could not run mlk-measure (exit " + code + "; the worker's log says why)");
+  if (child->exit_code == 2)  // the set cannot run on this machine
+    return Status::Unsupported("the candidate set cannot run on this worker (mlk-measure exit 2; its log says why)");
+  if (child->exit_code != 0) return Status::InvalidArgument("mlk-measure failed (exit " + code + "; the worker's log says why)");
   auto text = read_answer(out);
-  if (!text.ok()) return Status::InvalidArgument("mlk-measure wrote no measurements: " + text.status().message());
+  if (!text.ok()) return Status::InvalidArgument("mlk-measure wrote no measurements");
   auto m = parse_measurements(*text, "the runner's measurements");
-  if (!m.ok()) return m.status();
+  if (!m.ok()) return Status::InvalidArgument("mlk-measure wrote measurements this worker cannot read");
   if (m->results.size() != 1) return Status::InvalidArgument("the job's candidate set holds more than one candidate");
   const CandidateResult& r = m->results[0];
-  return wire(r.verdict == "ok" || r.verdict == "wrong" ? r.verdict : "error", r.detail, r.median_ms, r.times_ms,
-              r.max_abs_error, r.max_rel_error);
+  if (!r.detail.empty())
+    log_linef(LogLevel::kNote, "job %lld: the candidate's %s: %s", static_cast<long long>(job.id), r.verdict.c_str(),
+              r.detail.substr(0, 2000).c_str());
+  const bool ok = r.verdict == "ok", wrong = r.verdict == "wrong";
+  char numbers[160];
+  std::snprintf(numbers, sizeof numbers, "its outputs differ from the reference (max abs error %.3g, max rel error %.3g)",
+                r.max_abs_error, r.max_rel_error);
+  const std::string detail = ok ? "" : wrong ? numbers : "the candidate failed to run (the worker's log says why)";
+  std::vector<double> times(r.times_ms.begin(), r.times_ms.begin() + std::min<size_t>(r.times_ms.size(), kMaxTimes));
+  return wire(ok || wrong ? r.verdict : "error", detail, r.median_ms, times, r.max_abs_error, r.max_rel_error);
 }
 
 // The measurement of `job` as JSON, or why it cannot be measured.

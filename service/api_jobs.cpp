@@ -350,6 +350,7 @@ ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
     if (auto r = field(c, body, "why", why, false)) return *r;
     auto done = c.jobs().cancel(c.ns, id, dump_json(json{{"error", why.substr(0, 1000)}}), now_ms());
     if (!done.ok()) return store_error(c, done.status());
+    if (Status f = c.jobs().forget_finished(c.ns, c.api.options().max_finished_jobs); !f.ok()) return store_error(c, f);
     return json_text(200, json{{"cancelled", *done}}.dump());
   }
   WorkerInfo w;
@@ -367,6 +368,11 @@ ApiResponse one_job(Ctx& c, int64_t id, const std::string& what) {
     std::string result = body["result"].dump();
     if (result.size() > kMaxResult) return reject(c, 413, "too_large", "the result is larger than 1 MiB");
     held = c.jobs().finish(c.ns, id, w.id, ok, result, now_ms());
+    // A finished job's result may be 1 MiB: the namespace keeps only its
+    // newest max_finished_jobs finished jobs, trimmed as each one finishes
+    // (at submit alone, 10,000 open jobs could all finish and stay).
+    if (held.ok() && *held)
+      if (Status f = c.jobs().forget_finished(c.ns, c.api.options().max_finished_jobs); !f.ok()) return store_error(c, f);
   }
   if (!held.ok()) return store_error(c, held.status());
   if (!*held)

@@ -425,11 +425,17 @@ std::optional<cache::ListCursor> parse_cursor(const std::string& text) {
 // Entries one query reads at most, matching or not: past it the answer is
 // `truncated`, so that a filter nothing matches costs a bounded amount of work.
 constexpr int64_t kMaxScanned = 10000;
+// ... and bytes of metadata: reading an entry hashes and parses its manifest
+// (up to --max-manifest each), so a count alone let 10,000 entries of 1 MiB
+// cost one request minutes of parsing (review 12). A query stops, truncated,
+// once it has read this many times its answer bound (--max-answer).
+constexpr int64_t kScannedPerAnswerByte = 4;
 
 }  // namespace
 
 // The namespace is read a page at a time and the answer stops at `limit`
-// entries, max_answer_bytes or kMaxScanned entries read, whichever comes
+// entries, max_answer_bytes, kMaxScanned entries read or
+// kScannedPerAnswerByte * max_answer_bytes of metadata read, whichever comes
 // first: a namespace of any size costs one page of manifests at a time, a
 // bounded answer and a bounded amount of work.
 ApiResponse query_entries(Ctx& c) {
@@ -460,7 +466,7 @@ ApiResponse query_entries(Ctx& c) {
   };
   const std::string* target = want("target") ? want("target") : want("profile");
   std::string rows = "[";
-  int64_t count = 0, scanned = 0;
+  int64_t count = 0, scanned = 0, scanned_bytes = 0;
   bool truncated = false;
   std::optional<cache::ListCursor> next, last_held;
   const int64_t cap = c.api.options().max_answer_bytes;
@@ -469,10 +475,11 @@ ApiResponse query_entries(Ctx& c) {
     if (!page.ok()) return reject(c, http_status(page.status()), "store_error", page.status().message());
     for (size_t i = 0; i < page->entries.size() && !truncated; ++i) {
       const cache::EntryInfo& e = page->entries[i];
-      if (++scanned > kMaxScanned) {
+      if (++scanned > kMaxScanned || (scanned > 1 && scanned_bytes > kScannedPerAnswerByte * cap)) {
         truncated = true;
         break;
       }
+      scanned_bytes += static_cast<int64_t>(e.manifest.meta_json.size());
       next = e.at;  // read: a truncated answer goes on after it
       if (e.damaged) continue;
       json meta = parse_json(e.manifest.meta_json);

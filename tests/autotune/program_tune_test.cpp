@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "autotune/program_tune.h"
+#include "base/signing.h"
 #include "cache/store.h"
 #include "lang/frontend.h"
 #include "targets/detect.h"
@@ -176,6 +177,43 @@ TEST(ProgramTune, AScalarResultIsBuiltCheckedAndStored) {
   ASSERT_TRUE(r[0].status.ok()) << r[0].status.message();
   auto hit = lookup_tuned(jobs[0]);
   ASSERT_TRUE(hit.ok() && hit->has_value()) << "stored";
+}
+
+// Review 12 of issue 49, H1: `mlk tune -o DIR` copied any hit into DIR, and
+// the store's hits include entries pulled from a server (a writer's bytes).
+// Under a trust list ($MLK_TRUSTED_SIGNERS) a hit goes to -o only when it was
+// tuned here or a trusted key signed it; otherwise it is tuned anew.
+TEST(ProgramTune, Review12_H1_APulledUnsignedHitIsNotCopiedToOutUnderATrustList) {
+  auto fe = compile_source("total.tl", "public fn total [N](x: Tensor[F32, [N]]) -> Scalar[F32] = sum(x, axes=[0])\n");
+  ASSERT_TRUE(fe.ok());
+  const std::string dir = scratch_dir("mlk_program_tune_test", "trusted_out");
+  std::filesystem::create_directories(dir);
+  auto store = cache::Store::Open(dir + "/cache.db");
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  TuneRequest job{.module = &fe.module, .fn = "total", .profile = host_profile(), .dims = {{"N", 1000}},
+                  .opts = small_opts(2), .store = store->get(), .work_dir = dir + "/work"};
+  auto r = tune_program({job}, {.budget_s = 5, .progress = false});
+  ASSERT_TRUE(r[0].status.ok()) << r[0].status.message();
+  const std::string key = tuning_key(job);
+  auto entry = (*store)->get_entry(job.ns, key);
+  ASSERT_TRUE(entry.ok()) << entry.status().message();
+  auto key_pair = create_signing_key();
+  ASSERT_TRUE(key_pair.ok());
+  job.out_dir = dir + "/out";
+  auto copied = [&](const char* trust) {
+    if (trust) setenv("MLK_TRUSTED_SIGNERS", trust, 1);
+    else unsetenv("MLK_TRUSTED_SIGNERS");
+    auto hit = lookup_tuned(job);
+    unsetenv("MLK_TRUSTED_SIGNERS");
+    EXPECT_TRUE(hit.ok()) << hit.status().message();
+    return hit.ok() && hit->has_value();
+  };
+  EXPECT_TRUE(copied(key_pair->public_key.c_str())) << "tuned here: copied under a trust list";
+  cache::Provenance pulled = entry->info.manifest.provenance;
+  pulled.origin = "pull:http://127.0.0.1:9#default";
+  ASSERT_TRUE((*store)->put_entry(job.ns, key, entry->info.manifest.meta_json, pulled, entry->files).ok());
+  EXPECT_TRUE(copied(nullptr)) << "no trust list: a namespace's writers are trusted";
+  EXPECT_FALSE(copied(key_pair->public_key.c_str())) << "pulled and unsigned: tuned anew";
 }
 
 TEST(ProgramTune, AJobThatFailsToStartIsReportedAndTheOthersStillTune) {

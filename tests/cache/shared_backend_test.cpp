@@ -103,6 +103,31 @@ TEST(BlobLru, ServesOnlyBytesThatHashToTheirDigest) {
   EXPECT_NE(access(dir.file("blobs/" + da).c_str(), F_OK), 0);
 }
 
+// Review 12 of issue 49, L4: the blob cache made its parent folders 0777 and
+// took any folder (a link, one in a folder others may write to) as its own,
+// though it holds other teams' blobs and serves part-reads unhashed. Now its
+// folders are made private, and a folder others could replace, or a link in
+// its place, is refused, naming why.
+TEST(BlobLru, Review12_L4_TheFolderMustBeWhereNoOtherUserCanReplaceIt) {
+  TempDir dir;
+  ASSERT_TRUE(IsOk(BlobLru::Open(dir.file("made/deep/blobs"), 1000)));
+  struct stat st {};
+  ASSERT_EQ(stat(dir.file("made/deep").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 077, 0u) << "a parent made here is private";
+  ASSERT_EQ(mkdir(dir.file("open").c_str(), 0700), 0);
+  ASSERT_EQ(chmod(dir.file("open").c_str(), 0777), 0);
+  auto open = BlobLru::Open(dir.file("open/blobs"), 1000);
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("is writable by other users and not sticky"), std::string::npos)
+      << open.status().message();
+  ASSERT_EQ(mkdir(dir.file("elsewhere").c_str(), 0700), 0);
+  ASSERT_EQ(symlink(dir.file("elsewhere").c_str(), dir.file("link").c_str()), 0);
+  auto link = BlobLru::Open(dir.file("link"), 1000);
+  ASSERT_FALSE(link.ok());
+  EXPECT_NE(link.status().message().find("not usable as the blob cache directory"), std::string::npos)
+      << link.status().message();
+}
+
 TEST(BlobLru, EvictsTheLeastRecentlyUsedAndTakesOverItsFolder) {
   TempDir dir;
   std::string d[4];

@@ -86,7 +86,8 @@ refused("a foreign-signed artifact is refused naming its signer",
 # The forgery: the same key, an unloadable library, matching sha256s, no signature.
 p = subprocess.run([FORGE, store, "default", "rmsnorm"], capture_output=True, text=True)
 check("forge the entry", p.returncode == 0, p.stderr)
-forged = p.stdout.strip()[:16]
+forged_key = p.stdout.strip()
+forged = forged_key[:16]
 # Without a policy the forged library is opened, and dlopen fails on it.
 try:
     mlk.load(norms, target="host", cache=store).rmsnorm(x, w, eps)
@@ -111,7 +112,9 @@ try:
 except Exception as e:
     print("REFUSED", type(e).__name__, e)
 """
-for value, want in ((signer, "is unsigned"), ("not-a-key", "$MLK_TRUSTED_SIGNERS")):
+for value, want in ((signer, "is unsigned"), ("not-a-key", "$MLK_TRUSTED_SIGNERS"),
+                    (os.path.relpath(os.path.join(WORK, "signer.pem.pub")), "is a relative path"),  # Review12 L6
+                    (os.path.join(WORK, "signer.pem.pub"), "is unsigned")):
     p = subprocess.run([sys.executable, "-c", DEFAULT], capture_output=True, text=True,
                        env=dict(os.environ, MLK_TRUSTED_SIGNERS=value))
     check("Round2 finding 6: MLK_TRUSTED_SIGNERS=%s makes mlk.load refuse (%s)" % (value[:12], want),
@@ -218,6 +221,69 @@ p = run("build", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target",
         "--trusted-signers", os.path.join(WORK, "signer.pem.pub"))
 check("Round2 finding 1: mlk build --sign --trusted-signers takes a hit its signer signed",
       p.returncode == 0 and "cached:" in p.stdout and "rebuilt:" not in p.stdout, p.stdout + p.stderr)
+
+# Review 12, H1: `mlk build -o DIR` without --sign copied a writer's hit into DIR, and
+# mlk.load(DIR, trusted=[...]) then loaded it: a directory was outside the signed policy. Now a
+# trust list (--trusted-signers, else $MLK_TRUSTED_SIGNERS) makes build rebuild such a hit, and the
+# runtime loads a directory under signed:KEYS only with a directory signature by one of KEYS.
+def build_plain(name, env=None, *extra):
+    d = os.path.join(WORK, name)
+    p = subprocess.run([MLK, "build", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host",
+                        "--cache", store, "-o", d, *extra], capture_output=True, text=True,
+                       env=dict(os.environ, **(env or {})))
+    return d, p
+
+
+forged_dir, p = build_plain("forged_dir")
+check("Review12 H1: without a trust list mlk build copies the cache hit as it is",
+      p.returncode == 0 and "cached:" in p.stdout, p.stdout + p.stderr)
+for label, env, extra in (("--trusted-signers", None, ("--trusted-signers", signer)),
+                          ("$MLK_TRUSTED_SIGNERS", {"MLK_TRUSTED_SIGNERS": signer}, ())):
+    d, p = build_plain("rebuilt_" + label.strip("-$"), env, *extra)
+    lib = json.load(open(os.path.join(d, "manifest.json")))["library"] if p.returncode == 0 else ""
+    elf = lib and open(os.path.join(d, lib), "rb").read(4) == b"\x7fELF"
+    check("Review12 H1: mlk build with %s rebuilds a hit no trusted key signed" % label,
+          p.returncode == 0 and "rebuilt:" in p.stdout and "cached:" not in p.stdout and elf, p.stdout + p.stderr)
+refused("Review12 H1: mlk.load(DIR, trusted=...) refuses an unsigned directory before loading it",
+        lambda: mlk.load(forged_dir, trusted=[signer]).rmsnorm(x, w, eps),
+        ["directory " + forged_dir + " is unsigned"], absent=["cannot load"])
+signed_dir = os.path.join(WORK, "built_trusted")
+ops = mlk.load(signed_dir, trusted=[signer])
+check("Review12 H1: a directory signed by a trusted key loads under the policy",
+      torch.allclose(ops.rmsnorm(x, w, eps), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w,
+                     rtol=2e-5, atol=2e-5))
+refused("Review12 H1: a directory signed by another key is refused naming its signer",
+        lambda: mlk.load(signed_dir, trusted=[stranger]).rmsnorm(x, w, eps),
+        ["is signed by key " + signer_id + ", which is not trusted"])
+
+# Review 12, M4: `mlk verify` without --sign ignored $MLK_TRUSTED_SIGNERS and ran the forged hit
+# in its own process. Now the machine's trust list passes it over (a build made here is verified).
+def verify(env):
+    return subprocess.run([MLK, "verify", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host",
+                           "--cache", store, "--level", "identity,envelope", "--no-store"],
+                          capture_output=True, text=True, env=dict(os.environ, **env))
+
+
+p = verify({})
+check("mlk verify without a trust list runs the forged hit (dlopen fails)", "cannot load" in p.stderr + p.stdout,
+      p.stdout + p.stderr[-600:])
+p = verify({"MLK_TRUSTED_SIGNERS": signer})
+check("Review12 M4: MLK_TRUSTED_SIGNERS makes mlk verify pass the forged hit over",
+      p.returncode == 0 and "cannot load" not in p.stderr + p.stdout, p.stdout + p.stderr[-600:])
+
+# Review 12, L5: mlk-count (`mlk bench --count-instructions`) read the store again by key and
+# loaded what it found with no policy; it now takes the parent's trust list.
+def count(*extra):
+    return subprocess.run([os.path.join(os.path.dirname(MLK), "mlk-count"), "--file", norms, "--fn", "rmsnorm",
+                           "--target", "host", "--dims", "B=2,S=4,D=64", "--store", store, "--key", forged_key,
+                           "--counter", "none", *extra], capture_output=True, text=True)
+
+
+p = count()
+check("mlk-count without a trust list loads the forged library (dlopen fails)", "cannot load" in p.stderr, p.stderr)
+p = count("--trusted", signer)
+check("Review12 L5: mlk-count --trusted refuses the unsigned entry before loading it",
+      p.returncode != 0 and "is unsigned" in p.stderr and "cannot load" not in p.stderr, p.stderr)
 
 failed = [r for r in results if not r[1]]
 for name, ok, note in results:

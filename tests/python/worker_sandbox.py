@@ -170,34 +170,39 @@ def sha(path):
     return hashlib.sha256(open(path, "rb").read()).hexdigest()
 
 
-man["files"][lib] = sha(os.path.join(cdir, lib))
-man["files"]["libreal.so"] = sha(os.path.join(cdir, "libreal.so"))
-json.dump(man, open(os.path.join(cdir, "manifest.json"), "w"), indent=2)
-cs = json.load(open(os.path.join(sdir, "candidates.json")))
-cs["candidates"][0]["library_sha256"] = man["files"][lib]
-json.dump(cs, open(os.path.join(sdir, "candidates.json"), "w"), indent=1)
+def pack_and_run(name):
+    """Packs the set as `mlk tune --workers` does (artifact/candidate_set.h), submits it as a job of
+    the writer's and waits for its end: the job as the submitter reads it back."""
+    man["files"][lib] = sha(os.path.join(cdir, lib))
+    man["files"]["libreal.so"] = sha(os.path.join(cdir, "libreal.so"))
+    json.dump(man, open(os.path.join(cdir, "manifest.json"), "w"), indent=2)
+    cs = json.load(open(os.path.join(sdir, "candidates.json")))
+    cs["candidates"][0]["library_sha256"] = man["files"][lib]
+    json.dump(cs, open(os.path.join(sdir, "candidates.json"), "w"), indent=1)
+    paths = sorted(os.path.relpath(os.path.join(d, f), sdir) for d, _, fs in os.walk(sdir) for f in fs)
+    body = b"".join(open(os.path.join(sdir, q), "rb").read() for q in paths)
+    header = json.dumps({"files": [{"path": q, "size": os.path.getsize(os.path.join(sdir, q))} for q in paths]})
+    pack = b"mlk-candidate-pack 1\n" + str(len(header)).encode() + b"\n" + header.encode() + body
+    st, data, _ = request(server.port, "POST", "/v1/jobs/setups", TOKEN, pack)
+    R.check("the writer uploads the %s pack" % name, st == 201, data[:300])
+    setup = json.loads(data).get("setup", "") if st == 201 else ""
+    st, data, _ = request(server.port, "POST", "/v1/jobs/submit", TOKEN,
+                          json.dumps({"device_key": KEY, "setup": setup,
+                                      "payload": {"kind": "candidates", "schedule": {}}}).encode())
+    R.check("... and submits it as a job", st == 201, data[:300])
+    job = json.loads(data).get("id", 0) if st == 201 else 0
+    state = {}
+    end = time.time() + 120
+    while time.time() < end:
+        st, data, _ = request(server.port, "GET", f"/v1/jobs/{job}", TOKEN)
+        state = json.loads(data) if st == 200 else {}
+        if state.get("state") in ("done", "failed"):
+            break
+        time.sleep(0.2)
+    return state
 
-# Packed as `mlk tune --workers` packs a set (artifact/candidate_set.h).
-paths = sorted(os.path.relpath(os.path.join(d, f), sdir) for d, _, fs in os.walk(sdir) for f in fs)
-body = b"".join(open(os.path.join(sdir, q), "rb").read() for q in paths)
-header = json.dumps({"files": [{"path": q, "size": os.path.getsize(os.path.join(sdir, q))} for q in paths]}).encode()
-pack = b"mlk-candidate-pack 1\n" + str(len(header)).encode() + b"\n" + header + body
 
-st, data, _ = request(server.port, "POST", "/v1/jobs/setups", TOKEN, pack)
-R.check("the writer uploads the pack", st == 201, data[:300])
-setup = json.loads(data).get("setup", "") if st == 201 else ""
-st, data, _ = request(server.port, "POST", "/v1/jobs/submit", TOKEN,
-                      json.dumps({"device_key": KEY, "setup": setup, "payload": {"kind": "candidates", "schedule": {}}}).encode())
-R.check("... and submits it as a job", st == 201, data[:300])
-job = json.loads(data).get("id", 0) if st == 201 else 0
-state = {}
-end = time.time() + 120
-while time.time() < end:
-    st, data, _ = request(server.port, "GET", f"/v1/jobs/{job}", TOKEN)
-    state = json.loads(data) if st == 200 else {}
-    if state.get("state") in ("done", "failed"):
-        break
-    time.sleep(0.2)
+state = pack_and_run("probing")
 R.check("the worker measured the candidate", state.get("state") == "done" and
         (state.get("result") or {}).get("verdict") == "ok", json.dumps(state)[:600])
 try:
@@ -226,6 +231,38 @@ R.check("Round2 finding 5 (review): System V IPC outside the sandbox is not visi
 fds = next((ln[4:] for ln in seen.splitlines() if ln.startswith("fds=")), None)
 R.check("Round2 finding 5 (review): the candidate inherits no socket and no file of the worker's",
         fds is not None and "socket:" not in fds and "worker-secret" not in fds, str(fds))
+# Review 12, M3: what the candidate's process prints, or writes as free text, went back to the
+# submitter in the job's result, so a candidate could read any file the (read-only) sandbox shows and
+# send it home that way. A candidate that prints such a file and fails: only this worker's words and
+# numbers reach the result; the text stays in the worker's own log.
+VISIBLE = os.path.join(WORK, "visible.txt")
+open(VISIBLE, "w").write("visible-worker-file-4f1c\n")
+leaker = os.path.join(WORK, "leaker.c")
+open(leaker, "w").write(r'''
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void leak(void) {
+  char secret[256] = "";
+  FILE* f = fopen("%s", "r");
+  size_t n = f ? fread(secret, 1, sizeof secret - 1, f) : 0;
+  secret[n] = 0;
+  fprintf(stdout, "%%s", secret);
+  fprintf(stderr, "%%s", secret);
+  fflush(NULL);
+  _exit(3);
+}
+''' % VISIBLE)
+p = subprocess.run(["cc", "-shared", "-fPIC", "-o", os.path.join(cdir, lib), leaker, "-Wl,--no-as-needed", "-L" + cdir,
+                    "-l:libreal.so", "-Wl,-rpath,$ORIGIN"], capture_output=True, text=True)
+R.check("build the leaking library", p.returncode == 0, p.stderr[-600:])
+state = pack_and_run("leaking")
+R.check("Review 12 M3: the leaking candidate's job fails, in the worker's words",
+        state.get("state") in ("done", "failed") and "exit 3" in json.dumps(state), json.dumps(state)[:600])
+R.check("Review 12 M3: nothing the candidate printed reaches the job's result",
+        "visible-worker-file-4f1c" not in json.dumps(state), json.dumps(state)[:600])
+R.check("Review 12 M3: ... it is in the worker's own log",
+        "visible-worker-file-4f1c" in open(os.path.join(WORK, "worker.log")).read())
+
 if shm_id >= 0:
     libc.shmctl(shm_id, 0, None)  # IPC_RMID
 worker.terminate()

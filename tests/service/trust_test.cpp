@@ -337,6 +337,48 @@ TEST_P(Trust, Round2_Review_FinishedJobsDoNotAccumulate) {
   EXPECT_EQ(send("GET", "/v1/jobs/" + std::to_string(ids.front()), "").status, 404);
 }
 
+// Review 12, M1: finished jobs were trimmed only when a job was submitted,
+// so a team that submitted its 10,000 open jobs and then posted a 1 MiB
+// result for each (a write-entries and a worker token) kept them all: about
+// 10 GiB of results outside every quota. Trimmed as each job finishes now.
+TEST_P(Trust, Review12_M1_FinishedJobsAreTrimmedAsTheyFinish) {
+  ApiOptions o = api->options();
+  o.max_finished_jobs = 3;
+  Api few(o, *pool, metrics);
+  auto send = [&](const std::string& method, const std::string& path, const std::string& token, const std::string& body) {
+    ApiRequest r{method, path, {}, "Bearer " + token};
+    StringBody b(body);
+    return few.handle(r, b);
+  };
+  auto s = send("POST", "/v1/jobs/setups", alpha, setup_bytes("finish"));
+  ASSERT_EQ(s.status / 100, 2) << s.body;
+  const std::string setup = json::parse(s.body)["setup"];
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    auto r = send("POST", "/v1/jobs/submit", alpha, json{{"device_key", "cpu"}, {"setup", setup}, {"payload", json::object()}}.dump());
+    ASSERT_EQ(r.status, 201) << r.body;
+    ids.push_back(json::parse(r.body)["id"]);
+  }
+  const std::string worker_token = token_of("alpha", kScopeRead | kScopeWorker);
+  auto w = send("POST", "/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})");
+  ASSERT_EQ(w.status, 201) << w.body;
+  json me = json::parse(w.body)["worker"];
+  const json lease = {{"worker", me["id"]}, {"secret", me["secret"]}};
+  for (int i = 0; i < 6; ++i) {
+    auto l = send("POST", "/v1/jobs/lease", worker_token, lease.dump());
+    ASSERT_EQ(l.status, 200) << l.body;
+    json done = lease;
+    done["ok"] = true;
+    done["result"] = {{"pad", std::string(1000, 'r')}};
+    auto r = send("POST", "/v1/jobs/" + std::to_string(json::parse(l.body)["job"]["id"].get<int64_t>()) + "/result",
+                  worker_token, done.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  int kept = 0;
+  for (int64_t id : ids) kept += send("GET", "/v1/jobs/" + std::to_string(id), alpha, "").status == 200;
+  EXPECT_EQ(kept, 3);
+}
+
 // The hostile benchmark (bench/serve_hostile.sh) after finding 4: every
 // quota check of a namespace summed its whole history under the history's
 // one lock, so a team that stored large reports made each of its writes
@@ -682,6 +724,38 @@ TEST_P(Trust, Round2_Finding3_AQueryIsBoundedInBytesAndPagesThroughEverything) {
   EXPECT_GT(answers, 5);  // 23 entries of about 1 KB in answers of 4 KB
   EXPECT_EQ(seen, keys);
   expect_error(call("GET", "/v1/entries", alpha, "", {{"after", "x.y"}}), 400, "is not a `next`");
+}
+
+// Review 12, M2: a query read up to 10,000 entries whatever their size, so a
+// filter that matched nothing made one request parse 10,000 manifests of up
+// to 1 MiB. It stops (truncated, with `next`) once it has read four times its
+// answer bound in metadata; following `next` still reaches every entry.
+TEST_P(Trust, Review12_M2_AQueryThatMatchesNothingReadsABoundedAmount) {
+  ApiOptions o = api->options();
+  o.max_body_bytes = 1 << 20;
+  o.max_answer_bytes = 4000;
+  Api bounded(o, *pool, metrics);
+  for (int i = 0; i < 20; ++i) {
+    ApiRequest r{"PUT", "/v1/entries/m" + std::to_string(i), {}, "Bearer " + alpha};
+    StringBody b(manifest_of({}, json{{"fn", "f"}, {"note", std::string(3000, 'n')}}.dump()));
+    ASSERT_EQ(bounded.handle(r, b).status, 201);
+  }
+  std::map<std::string, std::string> q = {{"fn", "nothing"}};
+  int answers = 0;
+  while (answers++ < 30) {
+    ApiRequest r{"GET", "/v1/entries", q, "Bearer " + alpha};
+    StringBody none("");
+    ApiResponse a = bounded.handle(r, none);
+    ASSERT_EQ(a.status, 200) << a.body;
+    json j = json::parse(a.body);
+    EXPECT_EQ(j["entries"].size(), 0u);
+    if (!j["truncated"].get<bool>()) break;
+    ASSERT_TRUE(j.contains("next") && j["next"].is_string()) << a.body.substr(0, 200);
+    q["after"] = j["next"].get<std::string>();
+  }
+  // 20 entries of about 3 KB, at most 16 KB read per answer: at least four answers.
+  EXPECT_GE(answers, 4);
+  EXPECT_LT(answers, 30);
 }
 
 // Second review, low: ccache PUTs bypassed the gates of a signed or release

@@ -9,11 +9,17 @@
 #include <sstream>
 
 #include "../cache/test_util.h"
+#include "base/json.h"
 #include "base/signing.h"
 #include "cache/entry_meta.h"
 #include "cache/signatures.h"
 #include "cli/cache_cli.h"
+#include "client/cli_cache.h"
 #include "client/remote_store.h"
+#include "lang/frontend.h"
+#include "lang/ir_printer.h"
+#include "runtime/resolve.h"
+#include "targets/detect.h"
 #include "service/server.h"
 #include "service/service_db.h"
 
@@ -324,6 +330,72 @@ TEST_F(Gates, Round2_Finding1_PushSignRefusesBytesAWriterChose) {
     EXPECT_EQ(r.code, carried ? 0 : 1) << origin << ": " << r.err;
     if (!carried) EXPECT_NE(r.err.find("with a version-1 signature"), std::string::npos) << r.err;
   }
+}
+
+// Review 12 of issue 49, M2: the nearest-shape search chose a candidate by
+// the metadata a server's listing answered, then checked only that the entry
+// it read was signed. A writer put, at the key of a signed kernel of another
+// fn already in the runtime's mirror, metadata naming this fn near the
+// call's shape: the signed kernel of `g` was then served for `f`. The entry
+// read must now say what the listing said.
+TEST_F(Gates, Review12_M2_TheNearestShapeIsCheckedAgainstTheSignedEntryNotTheListing) {
+  start();
+  auto signer = *create_signing_key();
+  auto fe = compile_source("p.tl", "public fn f [N](x: Tensor[F32, [N]]) -> Tensor[F32, [N]] = x\n");
+  ASSERT_TRUE(fe.ok());
+  const std::string fhash = ir::function_hash(fe.module, *fe.module.find("f"));
+  const Profile host = host_profile();
+  const std::string k = std::string(64, 'e');
+  // The mirror: a kernel of `g`, signed for the team's namespace.
+  const std::map<std::string, std::string> files = {{"libg.so", bytes_of(2000, 7)}, {"manifest.json", R"({"requires":{"cpu_features":[]}})"}};
+  const std::string g_meta = R"({"fn":"g","target":")" + host.name + R"(","program_hash":"00","dims":{"N":8}})";
+  auto signed_meta = cache::sign_entry(k, files, g_meta, signer, cache::SignatureScope{"alpha"});
+  ASSERT_TRUE(IsOk(signed_meta));
+  setenv("MLK_LOCAL_CACHE", dir.file("mirror.db").c_str(), 1);
+  ASSERT_TRUE(IsOk(open_store(dir.file("mirror.db"))->put_entry("default", k, *signed_meta, tuned_here(), files)));
+  // The server: at the same key, metadata that lists it as `f` at N=16.
+  const std::string f_meta = R"({"fn":"f","target":")" + host.name + R"(","program_hash":")" + fhash +
+                             R"(","dims":{"N":16}})";
+  ASSERT_TRUE(IsOk(open_store(dir.file("writer.db"))->put_entry("default", k, f_meta, tuned_here(),
+                                                                {{"libf.so", bytes_of(2000, 8)}, {"manifest.json", R"({"requires":{"cpu_features":[]}})"}})));
+  CliRun r = cache_cli({"push", k, "--cache", dir.file("writer.db"), "--remote", url()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto cc = client::CliCache::Open(url(), "default", "test", false, "", "");
+  ASSERT_TRUE(IsOk(cc));
+  auto found = rt::find_tuned({.cache = cc->get(), .ns = "default", .module = &fe.module, .fn = "f", .fhash = fhash,
+                               .profile = host, .dims = {{"N", 8}}, .require = rt::Require::kTuned,
+                               .trusted = {signer.public_key}, .cpu = detect_cpu()});
+  unsetenv("MLK_LOCAL_CACHE");
+  ASSERT_FALSE(found.ok()) << "served entry " << found->key.substr(0, 16) << " for `f`";
+  EXPECT_NE(found.status().message().find(k.substr(0, 16) + ": its stored metadata is not that of `f` at N=16 as listed"),
+            std::string::npos)
+      << found.status().message();
+}
+
+// Review 12, L1: the server takes documents nested 64 levels deep, then
+// answers them inside wrappers of its own, which its clients parsed at 64
+// levels: one writer's deeply nested metadata made every reader's query of
+// that fn fail (and the runtime stop using the server). Clients read
+// answers kMaxAnswerDepth deep.
+TEST_F(Gates, Review12_L1_ClientsReadAnswersThatWrapTheDeepestDocumentTheServerTakes) {
+  start();
+  std::string deep = "1";
+  for (int i = 0; i < kMaxJsonDepth - 3; ++i) deep = "[" + deep + "]";
+  const std::string k = std::string(64, 'f');
+  ASSERT_TRUE(IsOk(open_store(dir.file("writer.db"))->put_entry(
+      "default", k, R"({"fn":"deepfn","target":"t","program_hash":"h","deep":)" + deep + "}", tuned_here(),
+      {{"lib.so", bytes_of(100, 9)}})));
+  CliRun r = cache_cli({"push", k, "--cache", dir.file("writer.db"), "--remote", url()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  client::RemoteOptions o;
+  o.url = url();
+  o.token = token;
+  auto rs = client::RemoteStore::Open(o);
+  ASSERT_TRUE(IsOk(rs));
+  auto listed = (*rs)->query("deepfn", "t", "h");
+  ASSERT_TRUE(IsOk(listed));
+  EXPECT_EQ(listed->size(), 1u);
+  EXPECT_TRUE(IsOk((*rs)->get_entry(k)));
 }
 
 }  // namespace
