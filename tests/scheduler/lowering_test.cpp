@@ -4,12 +4,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "lang/compare.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
 #include "scheduler/kernel.h"
+#include "targets/detect.h"
+#include "tests/scheduler/assembly.h"
 
 namespace mlk {
 namespace {
@@ -100,6 +103,36 @@ TEST_F(LoweringTest, UnaryFloatMath) {
       if (std::string(op) == "erf" && t == DType::F64) c.tol = Tolerance{0, 2e-7};
       check_case(c, std::string(op) + " " + dtype_name(t));
     }
+}
+
+// tanh of F32 is an expression of the kernel's own (lower.cpp tanh_approx),
+// not a call of libm's tanhf per lane (which made the tanh GELU of an MLP
+// cost as much as a product): no tanhf in the code, and within a few ulp of
+// tanh on both sides of its two branches, at zero, past its clamp and for NaN.
+TEST_F(LoweringTest, TanhIsAVectorExpressionWithinAFewUlp) {
+  auto host = find_profile("host");
+  ASSERT_TRUE(host.ok());
+  const std::string src = "public fn f [N](x: Tensor[F32, [N]]) -> Tensor[F32, [N]] = tanh(x)\n";
+  EXPECT_EQ(testing_asm::count(testing_asm::assembly(src, *host, {{"N", 1024}}), "tanhf"), 0);
+  std::vector<double> xs = {0, 1e-30, 1e-7, 1e-3, 0.05, 0.3, 0.5, 0.5499, 0.55, 0.5501, 1, 2, 5, 9.5, 19.9, 20, 25, 88, 1e30};
+  const size_t named = xs.size();
+  for (size_t i = 0; i < named; ++i) xs.push_back(-xs[i]);
+  std::uniform_real_distribution<double> u(-6, 6);
+  for (int i = 0; i < 2000; ++i) xs.push_back(u(rng));
+  xs.push_back(std::nan(""));
+  HostTensor x(DType::F32, {static_cast<int64_t>(xs.size())});
+  for (size_t i = 0; i < xs.size(); ++i) x.set(static_cast<int64_t>(i), xs[i]);
+  auto fe = compile_source("t.tl", src);
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  auto k = Kernel::CompileJit(fe.module, "f");
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  auto got = (*k)->Run({x}, {});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  for (size_t i = 0; i + 1 < xs.size(); ++i) {
+    const double in = x.get(static_cast<int64_t>(i)), want = std::tanh(in), y = got->get(static_cast<int64_t>(i));
+    EXPECT_LE(std::fabs(y - want), 3e-7 * std::fabs(want) + 1e-45) << "tanh(" << in << ") = " << y << ", not " << want;
+  }
+  EXPECT_TRUE(std::isnan(got->get(static_cast<int64_t>(xs.size() - 1))));
 }
 
 TEST_F(LoweringTest, SignedUnary) {
