@@ -6,6 +6,7 @@
 
 #include "autotune/cached_tune.h"
 #include "bench/openblas.h"
+#include "cache/entry_meta.h"
 #include "cache/key.h"
 #include "cache/signatures.h"
 #include "cache/store.h"
@@ -166,16 +167,26 @@ Status PreparedKernel::Prepare(const PrepareOptions& o) {
 
 namespace {
 
-// An artifact taken by its key (a baseline's): with o.trusted, only one that
-// a trusted key signed, checked before anything of it is loaded.
+// An artifact taken by its key (a baseline's, which a report names): with
+// o.trusted, only one that a trusted key signed, checked before anything of
+// it is loaded; and, signed or not, only an artifact of this fn at this
+// shape (its metadata says so), never another kernel a report points at.
 Status signed_by_trusted(const PrepareOptions& o, client::CliCache* cc, const std::string& key,
-                         const cache::Artifact& hit) {
-  if (o.trusted.empty()) return Status::Ok();
-  auto st = cache::statement_of_files(key, hit.files, hit.info.manifest.meta_json);
-  if (!st.ok()) return st.status();
-  cache::SignatureCheck want;  // for the namespace it came from
-  if (cc) want.namespaces = cc->signature_namespaces(hit.info);
-  return cache::check_signed("entry " + key.substr(0, 16), *st, hit.info.manifest.meta_json, o.trusted, want);
+                         const cache::Artifact& hit, const std::string& fn, const DimEnv& env) {
+  if (!o.trusted.empty()) {
+    auto st = cache::statement_of_files(key, hit.files, hit.info.manifest.meta_json);
+    if (!st.ok()) return st.status();
+    cache::SignatureCheck want;  // for the namespace it came from
+    if (cc) want.namespaces = cc->signature_namespaces(hit.info);
+    MLK_RETURN_IF_ERROR(cache::check_signed("entry " + key.substr(0, 16), *st, hit.info.manifest.meta_json, o.trusted, want));
+  }
+  auto meta = cache::parse_entry_meta(hit.info.manifest.meta_json);
+  if (!meta.ok()) return meta.status();
+  if (meta->fn != fn || DimEnv(meta->dims.begin(), meta->dims.end()) != env)
+    return Status::InvalidArgument("entry " + key.substr(0, 16) + " is an artifact of `" + meta->fn + "` at " +
+                                   dims_str(DimEnv(meta->dims.begin(), meta->dims.end())) + ", not of `" + fn + "` at " +
+                                   dims_str(env));
+  return Status::Ok();
 }
 
 }  // namespace
@@ -191,7 +202,7 @@ Status PreparedKernel::PrepareMlk(const PrepareOptions& o, client::CliCache* cc)
       return with_where(spec_, Status::NotFound("no artifact cache to take artifact " + key.substr(0, 16) + " from"));
     auto hit = cc->store()->get_entry(o.ns, key);
     if (!hit.ok()) return with_where(spec_, hit.status());
-    if (Status s = signed_by_trusted(o, cc, key, *hit); !s.ok()) return with_where(spec_, s);
+    if (Status s = signed_by_trusted(o, cc, key, *hit, spec_.fn, env_); !s.ok()) return with_where(spec_, s);
     auto a = LoadedArtifact::LoadFiles(hit->files);
     if (!a.ok()) return with_where(spec_, a.status());
     st.tuned = std::move(a).value();
@@ -257,7 +268,7 @@ void PreparedKernel::PrepareBaseline(const PrepareOptions& o, client::CliCache* 
       baseline_.error = "no artifact cache to take artifact " + key.substr(0, 16) + " from";
     } else if (auto hit = cc->store()->get_entry(o.ns, key); !hit.ok()) {
       baseline_.error = hit.status().message();
-    } else if (Status s = signed_by_trusted(o, cc, key, *hit); !s.ok()) {
+    } else if (Status s = signed_by_trusted(o, cc, key, *hit, spec_.fn, env_); !s.ok()) {
       baseline_.error = s.message();
     } else if (auto a = LoadedArtifact::LoadFiles(hit->files); !a.ok()) {
       baseline_.error = a.status().message();

@@ -643,7 +643,8 @@ void bind_selection(py::module_& m) {
   // mlk.select: `items` is a list of (rank, candidate, policy): rank "prefer" or
   // "fallback"; candidate a Program (mlk.load's; `policy` is its Ops' target) or
   // the path of an `mlk build -o DIR` directory, loaded by `rt` (a directory
-  // this machine cannot load becomes a candidate that says why).
+  // this machine cannot load becomes a candidate that says why; `policy`, when
+  // not empty, says what the directory must be to load, e.g. signed:KEYS).
   m.def("select", [](const py::list& items, std::shared_ptr<mlk::rt::Runtime> rt) {
     std::vector<mlk::rt::Candidate> cs;
     for (const auto& item : items) {
@@ -653,6 +654,10 @@ void bind_selection(py::module_& m) {
       mlk::rt::Candidate c;
       if (py::isinstance<py::str>(t[1])) {
         c = unwrap(mlk::rt::dir_candidate(rt, t[1].cast<std::string>()));
+        // A directory's policy: what it must be to load (signed:KEYS); none
+        // given, the machine's trust list applies (Runtime::directory_allowed).
+        if (const std::string pol = t[2].cast<std::string>(); !pol.empty())
+          c.policy = unwrap(mlk::rt::TargetPolicy::Parse(pol));
       } else {
         const auto& p = t[1].cast<const PyProgram&>();
         c = mlk::rt::program_candidate(p.rt, p.prog, p.policy(t[2].cast<std::string>()));

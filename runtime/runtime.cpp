@@ -391,6 +391,42 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::str
   return std::shared_ptr<const Program>(*prog);
 }
 
+// OK when the policy admits the directory `d` for a call at `dims`: under a
+// trust list (the policy's, else the machine's, $MLK_TRUSTED_SIGNERS, which
+// a policy made without Parse, as select()'s candidates are, has not read)
+// a directory signature by one of its keys; under require=exact the shape it
+// was built for; under require=verified:LEVELS a report passing them that
+// one of the trusted keys signed for this directory (a directory has no
+// origin, so an unsigned report is its writer's word). Checked over the
+// bytes read, before anything of the directory is loaded.
+Status Runtime::directory_allowed(const Program::Directory& d, const TargetPolicy& policy, const DimEnv& dims) {
+  std::vector<std::string> trusted = policy.trusted;
+  if (trusted.empty()) {
+    auto keys = default_trusted_signers();
+    if (!keys.ok()) return keys.status();
+    trusted = *keys;
+  }
+  const std::string what = "directory " + d.dir;
+  const std::string& man = d.files.at("manifest.json");
+  auto refused = [&](const std::string& why) {
+    return Status::NotFound(why + "; refusing to load it under policy " + policy.str());
+  };
+  if (!trusted.empty())
+    if (Status s = cache::check_signed(what, d.statement, man, trusted, cache::SignatureCheck{.namespaces = {""}}); !s.ok())
+      return refused(s.message());
+  if (policy.require == Require::kExact && d.dims != dims)
+    return refused(what + " was built for " + dims_str(d.dims) + ", not " + dims_str(dims));
+  if (policy.verified.empty()) return Status::Ok();
+  if (trusted.empty())
+    return refused(what + ": its verification report is its writer's word (a directory may hold a cache hit); add "
+                          "signed:KEYS (the keys of the verifiers you trust) to accept a report they signed");
+  if (Status s = cache::check_report_signed(what, d.statement, man, trusted); !s.ok()) return refused(s.message());
+  auto v = cache::parse_verified(man);
+  if (!v.ok()) return refused(what + ": " + v.status().message());
+  if (Status s = cache::require_verified(what, *v, policy.verified); !s.ok()) return refused(s.message());
+  return Status::Ok();
+}
+
 Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::string& program_hash, const std::string& fn,
                                                                  const TargetPolicy& policy, const DimEnv& dims) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -472,11 +508,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     // copied a cache writer's hit): under signed:KEYS it must carry a
     // directory signature by one of KEYS (`mlk build --sign`), checked over
     // the bytes read before anything of it is loaded.
-    if (!policy.trusted.empty()) {
-      Status s = cache::check_signed("directory " + d.dir, d.statement, d.files.at("manifest.json"), policy.trusted,
-                                     cache::SignatureCheck{.namespaces = {""}});
-      if (!s.ok()) return Status::NotFound(s.message() + "; refusing to load it under policy " + policy.str());
-    }
+    if (Status s = directory_allowed(d, policy, dims); !s.ok()) return s;
     if (!d.artifact) {
       auto art = LoadedArtifact::LoadFiles(d.files);
       if (!art.ok()) return art.status();

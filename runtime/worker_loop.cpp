@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -88,6 +89,14 @@ void emit(const WorkerLoopOptions& o, json event) {
 // The most times of one candidate a result carries (each a number the
 // candidate's process reported: a bounded channel, not free text).
 constexpr size_t kMaxTimes = 64;
+
+// `v` to `digits` significant decimal digits (0 for 0, NaN or infinity).
+double coarse(double v, int digits) {
+  if (!std::isfinite(v) || v == 0) return 0;
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*g", digits, v);
+  return std::strtod(b, nullptr);
+}
 
 // A measurement in the wire form of autotune/measure_wire.h.
 std::string wire(const std::string& verdict, const std::string& detail, double median_ms = 0,
@@ -260,8 +269,19 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   std::snprintf(numbers, sizeof numbers, "its outputs differ from the reference (max abs error %.3g, max rel error %.3g)",
                 r.max_abs_error, r.max_rel_error);
   const std::string detail = ok ? "" : wrong ? numbers : "the candidate failed to run (the worker's log says why)";
-  std::vector<double> times(r.times_ms.begin(), r.times_ms.begin() + std::min<size_t>(r.times_ms.size(), kMaxTimes));
-  return wire(ok || wrong ? r.verdict : "error", detail, r.median_ms, times, r.max_abs_error, r.max_rel_error);
+  // The numbers, coarsened: times to 3 significant digits within the run's
+  // limit, the median recomputed from them, errors to 2 digits (review 13:
+  // exact doubles let a candidate send about 0.5 KiB of its choosing a job).
+  std::vector<double> times;
+  for (size_t i = 0; i < std::min<size_t>(r.times_ms.size(), kMaxTimes); ++i)
+    times.push_back(coarse(std::clamp(r.times_ms[i], 0.0, limit_s * 1000), 3));
+  double median = coarse(std::clamp(r.median_ms, 0.0, limit_s * 1000), 3);
+  if (!times.empty()) {
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    median = sorted[sorted.size() / 2];
+  }
+  return wire(ok || wrong ? r.verdict : "error", detail, median, times, coarse(r.max_abs_error, 2), coarse(r.max_rel_error, 2));
 }
 
 // The measurement of `job` as JSON, or why it cannot be measured.

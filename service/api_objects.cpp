@@ -479,7 +479,9 @@ ApiResponse query_entries(Ctx& c) {
         truncated = true;
         break;
       }
-      scanned_bytes += static_cast<int64_t>(e.manifest.meta_json.size());
+      // The whole stored manifest is hashed and parsed, not just its meta
+      // (provenance strings and maps, file names: review 13).
+      scanned_bytes += std::max<int64_t>({e.record_bytes, static_cast<int64_t>(e.manifest.meta_json.size()), 64});
       next = e.at;  // read: a truncated answer goes on after it
       if (e.damaged) continue;
       json meta = parse_json(e.manifest.meta_json);

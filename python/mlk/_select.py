@@ -16,6 +16,7 @@ import os
 
 from . import _mlk
 from . import NotFoundError, Ops, _Fn, _is_torch
+from .model import _policy
 
 
 class Candidate:
@@ -49,12 +50,16 @@ def fallback(artifact):
     return Candidate("fallback", artifact)
 
 
-def select(candidates, cache="", namespace="default", token=""):
+def select(candidates, cache="", namespace="default", token="", trusted=None):
     """A Runner over `candidates` (mlk.prefer(..) and mlk.fallback(..) items).
     `cache`, `namespace` and `token` open the runtime that loads the candidates
-    given as paths (as mlk.load's). Raises BoundaryError when two candidates
-    declare different signatures for one fn, CorruptionError for a damaged
-    artifact."""
+    given as paths (as mlk.load's). `trusted` (public keys or KEY.pub paths, as
+    mlk.load's; default $MLK_TRUSTED_SIGNERS) admits a directory given as a
+    path only with a directory signature by one of them (`mlk build --sign`),
+    checked before it is loaded: NotFoundError otherwise. Raises
+    BoundaryError when two candidates declare different signatures for one
+    fn, CorruptionError for a damaged artifact."""
+    dir_policy = _policy("host", "any", trusted) if trusted else ""
     candidates = list(candidates)
     items = []
     for c in candidates:
@@ -62,7 +67,7 @@ def select(candidates, cache="", namespace="default", token=""):
             raise TypeError("mlk.select() takes a list of mlk.prefer(..) and mlk.fallback(..) items, not a %s"
                             % type(c).__name__)
         a = c.artifact
-        items.append((c.rank, a._program, a.target) if isinstance(a, Ops) else (c.rank, os.fspath(a), ""))
+        items.append((c.rank, a._program, a.target) if isinstance(a, Ops) else (c.rank, os.fspath(a), dir_policy))
     rt = _mlk.Runtime(cache, namespace, token) if any(not isinstance(c.artifact, Ops) for c in candidates) else None
     return Runner(_mlk.select(items, rt), candidates)
 

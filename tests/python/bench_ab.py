@@ -122,6 +122,13 @@ p = mlk("bench", NORMS, "--fn", "rmsnorm", "--dims", "B=8,S=64,D=512", "--target
 check("--against a key the store lacks: exit 1, names the kernel",
       p.returncode == 1 and "rmsnorm [B=8,D=512,S=64] host: the baseline's artifact cannot be had" in p.stderr, p)
 
+# Review 13, low: a baseline report names the artifact to compare with by its key; one of another
+# fn or shape (signed or not) is refused, not run on this kernel's buffers.
+p = mlk("bench", NORMS, "--fn", "rmsnorm", "--dims", "B=8,S=64,D=256", "--target", "host", "--cache", store,
+        "--against", KEY, "-q", "--min-time", "20")
+check("Review13: --against an artifact of another shape: exit 1, names both",
+      p.returncode == 1 and "is an artifact of `rmsnorm` at B=8,D=512,S=64, not of `rmsnorm` at B=8,D=256,S=64" in p.stderr, p)
+
 failed = [x for x in results if not x[1]]
 for name, ok, note in results:
     print(f"{'ok  ' if ok else 'FAIL'} {name}" + (f"\n{note}" if not ok and note else ""))

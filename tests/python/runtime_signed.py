@@ -256,6 +256,37 @@ refused("Review12 H1: a directory signed by another key is refused naming its si
         lambda: mlk.load(signed_dir, trusted=[stranger]).rmsnorm(x, w, eps),
         ["is signed by key " + signer_id + ", which is not trusted"])
 
+# Review 13, H1: mlk.select took a directory with a default policy, so neither trusted= nor
+# $MLK_TRUSTED_SIGNERS applied to it. Now the machine's trust list applies to every directory and
+# select takes trusted= as mlk.load does.
+refused("Review13 H1: mlk.select(trusted=...) refuses an unsigned directory",
+        lambda: mlk.select([mlk.prefer(forged_dir)], trusted=[signer]).rmsnorm(x, w, eps),
+        ["directory " + forged_dir + " is unsigned"], absent=["cannot load"])
+os.environ["MLK_TRUSTED_SIGNERS"] = signer
+refused("Review13 H1: under $MLK_TRUSTED_SIGNERS mlk.select refuses an unsigned directory",
+        lambda: mlk.select([mlk.prefer(forged_dir)]).rmsnorm(x, w, eps),
+        ["directory " + forged_dir + " is unsigned"], absent=["cannot load"])
+check("Review13 H1: ... and runs a signed one",
+      torch.allclose(mlk.select([mlk.prefer(signed_dir)]).rmsnorm(x, w, eps),
+                     x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w, rtol=2e-5, atol=2e-5))
+del os.environ["MLK_TRUSTED_SIGNERS"]
+# Review 13, M1: require=verified and require=exact did not apply to directories.
+refused("Review13 M1: require=verified: refuses a directory without keys (its report is its writer's word)",
+        lambda: mlk.load(signed_dir, require="verified:types").rmsnorm(x, w, eps), ["writer's word"])
+refused("Review13 M1: require=verified: with keys refuses a directory no trusted verifier vouched for",
+        lambda: mlk.load(signed_dir, require="verified:types", trusted=[signer]).rmsnorm(x, w, eps),
+        ["directory " + signed_dir])
+refused("Review13 M1: require=exact refuses a directory built for another shape",
+        lambda: mlk.load(signed_dir, require="exact").rmsnorm(torch.randn(2, 4, 128), torch.randn(128), eps),
+        ["was built for B=2,D=64,S=4, not B=2,D=128,S=4"])
+p = run("verify", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host", "--artifact", signed_dir,
+        "--level", "types,identity", "--sign", os.path.join(WORK, "signer.pem"))
+check("mlk verify --artifact DIR --sign attaches a signed report", p.returncode == 0, p.stdout + p.stderr[-600:])
+ops = mlk.load(signed_dir, require="verified:types,identity", trusted=[signer])
+check("Review13 M1: a directory whose report a trusted key signed loads under require=verified:",
+      torch.allclose(ops.rmsnorm(x, w, eps), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w,
+                     rtol=2e-5, atol=2e-5))
+
 # Review 12, M4: `mlk verify` without --sign ignored $MLK_TRUSTED_SIGNERS and ran the forged hit
 # in its own process. Now the machine's trust list passes it over (a build made here is verified).
 def verify(env):

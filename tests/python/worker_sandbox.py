@@ -203,6 +203,10 @@ def pack_and_run(name):
 
 
 state = pack_and_run("probing")
+result = state.get("result") or {}
+R.check("Review 13: the numbers a candidate reports come back coarsened (times to 3 significant digits)",
+        result.get("times_ms") and all(float("%.3g" % t) == t for t in result["times_ms"] + [result["median_ms"]]),
+        json.dumps(result)[:600])
 R.check("the worker measured the candidate", state.get("state") == "done" and
         (state.get("result") or {}).get("verdict") == "ok", json.dumps(state)[:600])
 try:
