@@ -1,4 +1,5 @@
 #include "autotune/tuning_setup.h"
+#include "lang/precision.h"
 
 #include <algorithm>
 #include <cmath>
@@ -267,7 +268,7 @@ Expected<Verification> prepare_measurement(MeasureSetup& setup, const std::vecto
       c.references = *ref;
       json tols_j = json::array();
       for (size_t k = 0; k < results.size(); ++k) {
-        Tolerance tol = result_tolerance(results[k].type.dtype, red, c.references[k]);
+        Tolerance tol = result_tolerance(judged_dtype(m, f, results[k].type.dtype), red, c.references[k]);
         c.tols.push_back(tol);
         tols_j.push_back({{"rtol", tol.rtol}, {"atol", tol.atol}});
       }
@@ -287,7 +288,7 @@ Expected<Verification> prepare_measurement(MeasureSetup& setup, const std::vecto
       {"input_sets", 2},
       {"shapes", shapes_j},
       {"cases", cases_j},
-      {"tolerance_from", std::string("tolerance_for(") + dtype_name(f.result_type.dtype) + ", " + std::to_string(red) +
+      {"tolerance_from", std::string("tolerance_for(") + dtype_name(judged_dtype(m, f, f.result_type.dtype)) + ", " + std::to_string(red) +
                              "), atol scaled by the reference RMS when above 1" +
                              (results.size() > 1 ? "; per result, by its dtype and RMS" : "")},
   };

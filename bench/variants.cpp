@@ -7,6 +7,7 @@
 #include "autotune/cached_tune.h"
 #include "bench/openblas.h"
 #include "cache/entry_meta.h"
+#include "lang/precision.h"
 #include "cache/key.h"
 #include "cache/signatures.h"
 #include "cache/store.h"
@@ -311,7 +312,7 @@ void PreparedKernel::PreparePeers(const PrepareOptions& o) {
   const ir::Function& f = *st.f;
   int64_t longest = 1;
   for (const auto& [d, v] : env_) longest = std::max(longest, v);
-  const Tolerance tol = tolerance_for(f.result_type.dtype, longest);
+  const Tolerance tol = tolerance_for(judged_dtype(m, f, f.result_type.dtype), longest);
   peers_.clear();
   for (const auto& name : o.peers) {
     Variant v{name, "", "", false, nullptr};

@@ -173,6 +173,19 @@ Expected<Source> find_artifact(const VerifyArgs& v, const ir::Module& m, const P
   if (!v.artifact_dir.empty()) {
     auto files = verify::read_artifact_dir(v.artifact_dir);
     if (!files.ok()) return files.status();
+    // Under a trust list a directory runs in this process (without --sign)
+    // only when a trusted key signed it: it may hold a cache writer's hit
+    // (`mlk build -o`). With --sign its code runs only in the sandbox.
+    if (!v.trusted.empty() && v.sign_path.empty()) {
+      auto st = cache::directory_statement(*files);
+      if (!st.ok()) return st.status();
+      if (Status s = cache::check_signed("the artifact directory " + v.artifact_dir, *st, files->at("manifest.json"),
+                                         v.trusted, cache::SignatureCheck{.namespaces = {""}});
+          !s.ok())
+        return Status::InvalidArgument(s.message() + "; under the trust list (--trusted-signers, $MLK_TRUSTED_SIGNERS) "
+                                       "it is not run here: sign it (`mlk build --sign`), or verify with --sign, "
+                                       "which runs it in a sandbox");
+    }
     return Source{.what = "the artifact directory " + v.artifact_dir, .files = std::move(files).value()};
   }
   if (cc && v.schedule_path.empty()) {

@@ -103,4 +103,13 @@ Precision precision_of(const ir::Module& m, const ir::Function& f) {
   }
 }
 
+DType judged_dtype(const ir::Module& m, const ir::Function& f, DType result) {
+  if (result != DType::F32) return result;
+  switch (precision_of(m, f)) {
+    case Precision::kBF16: return DType::BF16;
+    case Precision::kF16: return DType::F16;
+    default: return result;
+  }
+}
+
 }  // namespace mlk

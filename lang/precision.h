@@ -43,4 +43,14 @@ ir::Module with_precision(const ir::Module& m, Precision p);
 // checked and loaded under the same policy.
 Precision precision_of(const ir::Module& m, const ir::Function& f);
 
+// The dtype whose tolerance (docs/numerics.md §5) judges a result of dtype
+// `result` of fn `f` against the reference interpreter: `result` itself,
+// except that an F32 result of a fn made under bf16 (f16) is judged as BF16
+// (F16). The interpreter runs the same widened IR, but where one product's
+// result feeds another's operands, a different order of summation may round
+// an operand to the neighbouring 16-bit value, an error of the policy's
+// rounding (2^-9 for BF16) that the F32 tolerance would call wrong. Used by
+// the tuner, `mlk verify` and `mlk bench`.
+DType judged_dtype(const ir::Module& m, const ir::Function& f, DType result);
+
 }  // namespace mlk

@@ -524,18 +524,28 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     return done(std::move(sel));
   }
 
+  // A policy made without Parse (select()'s program candidates, the C++
+  // API) has not read the machine's trust list: it applies here as Parse
+  // would apply it, with no JIT fallback under it (review 14).
+  std::vector<std::string> trusted = policy.trusted;
+  if (trusted.empty()) {
+    auto keys = default_trusted_signers();
+    if (!keys.ok()) return keys.status();
+    trusted = *keys;
+  }
+  const Require require = !trusted.empty() && policy.require == Require::kAny ? Require::kTuned : policy.require;
   ResolveRequest rr{.lookup = {.cache = cache_.get(),
                                .ns = opts_.ns,
                                .module = &prog->module,
                                .fn = fn,
                                .fhash = fhash,
                                .dims = dims,
-                               .require = policy.require,
+                               .require = require,
                                .verified = policy.verified,
-                               .trusted = policy.trusted,
+                               .trusted = trusted,
                                .cpu = detect_cpu()},
                     .cuda = detect_cuda(),
-                    .jit_fallback = policy.require == Require::kAny};
+                    .jit_fallback = require == Require::kAny};
   for (const auto& name : policy.profiles) {
     auto p = resolve_profile(name);
     if (!p.ok()) return p.status();

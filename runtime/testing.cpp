@@ -1,5 +1,7 @@
 #include "runtime/testing.h"
 
+#include "lang/precision.h"
+
 #include <algorithm>
 #include <set>
 #include <string>
@@ -99,7 +101,7 @@ Expected<Envelope> envelope_of(const ir::Module& m, const ir::Function& f, const
     if (w.status.code() == Status::Code::kInternal) return w.status;
     return Status::InvalidArgument("`" + f.name + "`: " + w.status.message());
   }
-  return envelope_for(f.result_type.dtype, w.longest, w.erf);
+  return envelope_for(judged_dtype(m, f, f.result_type.dtype), w.longest, w.erf);
 }
 
 Expected<std::vector<std::vector<int64_t>>> param_shapes(const ir::Function& f, const DimEnv& dims) {

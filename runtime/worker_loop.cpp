@@ -90,11 +90,12 @@ void emit(const WorkerLoopOptions& o, json event) {
 // candidate's process reported: a bounded channel, not free text).
 constexpr size_t kMaxTimes = 64;
 
-// `v` to `digits` significant decimal digits (0 for 0, NaN or infinity).
-double coarse(double v, int digits) {
-  if (!std::isfinite(v) || v == 0) return 0;
+// `v` to `digits` significant decimal digits, clamped to [lo, hi]; 0 for a
+// value below lo, NaN or negative (a grid of few values: a bounded channel).
+double coarse_in(double v, double lo, double hi, int digits) {
+  if (!(v >= lo)) return 0;
   char b[32];
-  std::snprintf(b, sizeof b, "%.*g", digits, v);
+  std::snprintf(b, sizeof b, "%.*g", digits, std::min(v, hi));
   return std::strtod(b, nullptr);
 }
 
@@ -265,23 +266,25 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
     log_linef(LogLevel::kNote, "job %lld: the candidate's %s: %s", static_cast<long long>(job.id), r.verdict.c_str(),
               r.detail.substr(0, 2000).c_str());
   const bool ok = r.verdict == "ok", wrong = r.verdict == "wrong";
+  // The numbers, on a coarse grid: times to 3 significant digits between
+  // 1 us and the run's limit, the median recomputed from them, errors to 2
+  // digits between 1e-12 and 1e12 (0 below): at most about 110 bytes of the
+  // candidate's choosing a job (reviews 13 and 14), not free text.
+  const double abs_err = coarse_in(r.max_abs_error, 1e-12, 1e12, 2), rel_err = coarse_in(r.max_rel_error, 1e-12, 1e12, 2);
   char numbers[160];
-  std::snprintf(numbers, sizeof numbers, "its outputs differ from the reference (max abs error %.3g, max rel error %.3g)",
-                r.max_abs_error, r.max_rel_error);
+  std::snprintf(numbers, sizeof numbers, "its outputs differ from the reference (max abs error %g, max rel error %g)",
+                abs_err, rel_err);
   const std::string detail = ok ? "" : wrong ? numbers : "the candidate failed to run (the worker's log says why)";
-  // The numbers, coarsened: times to 3 significant digits within the run's
-  // limit, the median recomputed from them, errors to 2 digits (review 13:
-  // exact doubles let a candidate send about 0.5 KiB of its choosing a job).
   std::vector<double> times;
   for (size_t i = 0; i < std::min<size_t>(r.times_ms.size(), kMaxTimes); ++i)
-    times.push_back(coarse(std::clamp(r.times_ms[i], 0.0, limit_s * 1000), 3));
-  double median = coarse(std::clamp(r.median_ms, 0.0, limit_s * 1000), 3);
+    times.push_back(coarse_in(r.times_ms[i], 1e-3, limit_s * 1000, 3));
+  double median = coarse_in(r.median_ms, 1e-3, limit_s * 1000, 3);
   if (!times.empty()) {
     std::vector<double> sorted = times;
     std::sort(sorted.begin(), sorted.end());
     median = sorted[sorted.size() / 2];
   }
-  return wire(ok || wrong ? r.verdict : "error", detail, median, times, coarse(r.max_abs_error, 2), coarse(r.max_rel_error, 2));
+  return wire(ok || wrong ? r.verdict : "error", detail, median, times, abs_err, rel_err);
 }
 
 // The measurement of `job` as JSON, or why it cannot be measured.

@@ -353,6 +353,8 @@ class Evaluator {
         if (!a.ok()) return a;
         args.push_back(*a);
       }
+      // is_nan(x) is x != x: a truth value (false over the reals).
+      if (name == "is_nan" && args.size() == 1) return make(TOp::kNe, {args[0], args[0]});
       return make(TOp::kCall, args, name);
     }
     return Status::Unsupported("the call `" + c->name + "` in the lowered algorithm is not modelled");

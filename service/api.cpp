@@ -413,6 +413,20 @@ bool may_send_body(const std::string& path, Scopes have) {
 
 }  // namespace
 
+void Api::body_broken(const ApiRequest& req) {
+  StringBody none("");
+  Ctx c{*this, req, none, "unknown", "", {}, std::nullopt};
+  try {
+    if (const Route* route = find_route(req.path)) c.route = route->name;
+    if (!authorize(c, Scopes{0})) {  // the token's namespace, for the count; nothing of the route runs
+      Body broken{Body::kBroken, "", "", "the connection closed or timed out before the whole body arrived"};
+      (void)body_rejection(c, broken);
+    }
+  } catch (...) {  // a count is not worth failing the transport for
+  }
+  metrics_.request(c.route, req.method, 400, 0);
+}
+
 std::optional<ApiResponse> Api::admit_body(const ApiRequest& req, bool too_large, std::string* holder) {
   StringBody none("");
   Ctx c{*this, req, none, "unknown", "", {}, std::nullopt};

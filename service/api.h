@@ -150,6 +150,12 @@ class Api {
   // no memory while it trickles in. One token lookup (and a grant's, for
   // another team's namespace). Never throws.
   std::optional<ApiResponse> admit_body(const ApiRequest& req, bool too_large, std::string* holder);
+  // A request whose body never arrived whole (the client left, or was cut
+  // off at a deadline): counted as a broken body of its token's namespace.
+  // Runs on the transport's event loop, so no route's work is done: only
+  // the token is read (review 14: a route that ignores its body, such as
+  // /ui/logout, wrote to the store there).
+  void body_broken(const ApiRequest& req);
   Metrics& metrics() { return metrics_; }
   const ApiOptions& options() const { return opt_; }
   SessionPool& pool() { return pool_; }

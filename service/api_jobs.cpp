@@ -313,6 +313,7 @@ ApiResponse lease(Ctx& c) {
     if (Status s = pack_gate(c, (**j).spec.setup, (**j).spec.payload); !s.ok()) {
       auto failed = c.jobs().cancel(c.ns, (**j).id, dump_json(json{{"error", s.message().substr(0, 1000)}}), now_ms());
       if (!failed.ok()) return store_error(c, failed.status());
+      if (Status f = c.jobs().forget_finished(c.ns, c.api.options().max_finished_jobs); !f.ok()) return store_error(c, f);
       continue;
     }
     return json_text(200, json{{"job", job_json(**j)}}.dump());

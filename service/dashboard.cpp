@@ -219,6 +219,9 @@ ApiResponse dashboard_route(Ctx& c, const std::string& arg) {
   if (arg == "logout") return sign_out(c);
   Ctx a{c.api, c.req, c.body, c.route, "", {}, std::nullopt};
   if (auto r = page_token(c, a)) return *r;
+  // The page is its token's team's answer: it counts against that team's
+  // share of the answer memory and is logged under it (review 14).
+  c.token = a.token;
   return arg.empty() ? index_page(a) : kernel_page(a);
 }
 

@@ -743,10 +743,9 @@ struct Server::Impl {
     *req_cls = nullptr;
     if (rq->expects_body && !rq->handled && why != MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN) {
       // The client went away, or was cut off at a deadline, before its body
-      // arrived whole. The Api sees a broken body, so that the refusal is
-      // counted like any other; its answer has nowhere to go.
-      FailedBody broken(Body::kBroken, "the connection closed or timed out before the whole body arrived");
-      (void)api->handle(rq->api, broken);
+      // arrived whole: counted like any other refusal, and no route runs (an
+      // answer would have nowhere to go).
+      api->body_broken(rq->api);
     }
     release(*rq);
     if (rq->answer_held) give_back_answer(rq->answer_holder, rq->group, rq->answer_held);  // made, never sent

@@ -182,8 +182,10 @@ class SqliteJobs final : public JobTables {
 
   Status forget_finished(const std::string& ns, int64_t keep) override {
     auto st = db_->prepare(
-        "DELETE FROM jobs_queue WHERE ns=?1 AND state IN ('done', 'failed') AND id <= (SELECT id FROM jobs_queue "
-        "WHERE ns=?1 AND state IN ('done', 'failed') ORDER BY id DESC LIMIT 1 OFFSET ?2)");
+        // The newest by when they finished (then by id): a job that finishes
+        // late, behind newer ones, keeps its result (review 14).
+        "DELETE FROM jobs_queue WHERE ns=?1 AND state IN ('done', 'failed') AND id NOT IN (SELECT id FROM jobs_queue "
+        "WHERE ns=?1 AND state IN ('done', 'failed') ORDER BY finished_ms DESC, id DESC LIMIT ?2)");
     if (!st.ok()) return st.status();
     st->bind(1, ns).bind(2, keep);
     return st->run();

@@ -104,7 +104,7 @@ class IrEval {
       case Op::kExp: return sym::make(TOp::kCall, {a[0]}, "exp");
       case Op::kLog: return sym::make(TOp::kCall, {a[0]}, "log");
       case Op::kSqrt: return sym::make(TOp::kCall, {a[0]}, "sqrt");
-      case Op::kTanh: return sym::make(TOp::kCall, {a[0]}, "tanh");
+      case Op::kTanh: return dt == DType::F64 ? sym::make(TOp::kCall, {a[0]}, "tanh") : tanh(dt, a[0]);
       case Op::kPow: return sym::make(TOp::kCall, {a[0], a[1]}, "pow");
       case Op::kRsqrt: return mk(TOp::kDiv, {konst(dt, 1), sym::make(TOp::kCall, {a[0]}, "sqrt")});
       case Op::kSigmoid:
@@ -131,6 +131,25 @@ class IrEval {
       p = mk(TOp::kMul, {mk(TOp::kAdd, {p, c(co)}), k});
     TermRef y = mk(TOp::kSub, {c(1.0), mk(TOp::kMul, {p, sym::make(TOp::kCall, {mk(TOp::kMul, {mk(TOp::kNeg, {ax}), ax})}, "exp")})});
     return mk(TOp::kSelect, {mk(TOp::kLt, {x, zero_of(x)}), mk(TOp::kNeg, {y}), y});
+  }
+
+  // tanh below 64 bits as the compiled one (scheduler/lower.cpp tanh_approx,
+  // docs/numerics.md): Taylor to x^17 below |x| = 0.55, 1 - 2/(exp(2 min(|x|,
+  // 20)) + 1) above, x itself where x != x (never, over the reals).
+  TermRef tanh(DType dt, TermRef x) {
+    auto c = [&](double v) { return konst(dt, v); };
+    auto mk = [](TOp op, std::vector<TermRef> a) { return sym::make(op, std::move(a)); };
+    static const double kTaylor[] = {1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315, 62.0 / 2835, -1382.0 / 155925,
+                                     21844.0 / 6081075, -929569.0 / 638512875, 6404582.0 / 10854718875};
+    TermRef ax = mk(TOp::kSelect, {mk(TOp::kLt, {x, zero_of(x)}), mk(TOp::kNeg, {x}), x});
+    TermRef x2 = mk(TOp::kMul, {x, x});
+    TermRef poly = c(kTaylor[8]);
+    for (int i = 7; i >= 0; --i) poly = mk(TOp::kAdd, {mk(TOp::kMul, {poly, x2}), c(kTaylor[i])});
+    TermRef e = sym::make(TOp::kCall, {mk(TOp::kMul, {c(2.0), mk(TOp::kMin, {ax, c(20.0)})})}, "exp");
+    TermRef large = mk(TOp::kSub, {c(1.0), mk(TOp::kDiv, {c(2.0), mk(TOp::kAdd, {e, c(1.0)})})});
+    TermRef y = mk(TOp::kSelect, {mk(TOp::kLt, {ax, c(0.55)}), mk(TOp::kMul, {x, poly}),
+                                   mk(TOp::kSelect, {mk(TOp::kLt, {x, zero_of(x)}), mk(TOp::kNeg, {large}), large})});
+    return mk(TOp::kSelect, {mk(TOp::kNe, {x, x}), x, y});
   }
 
   Expected<TermRef> cast(DType from, DType to, TermRef x) {

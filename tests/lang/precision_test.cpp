@@ -97,6 +97,22 @@ TEST(Precision, ThePolicyIsReadBackOffAFnsIr) {
 
 // The interpreter's widening product: operands rounded to the narrow dtype,
 // their products summed exactly (in double) and rounded once to F32.
+// What judges a result against the interpreter (the tuner, mlk verify, mlk
+// bench): under bf16 (f16) an F32 result of a fn with a widening product is
+// judged by the BF16 (F16) tolerance, since a product's result rounded to
+// the next product's operand may land on the neighbouring 16-bit value; a
+// fn the policy left alone, and other dtypes, by their own.
+TEST(Precision, AnF32ResultOfAWidenedFnIsJudgedByThePolicysTolerance) {
+  const ir::Module m = checked();
+  const ir::Module b = with_precision(m, Precision::kBF16), h = with_precision(m, Precision::kF16);
+  EXPECT_EQ(judged_dtype(b, *b.find("mm"), DType::F32), DType::BF16);
+  EXPECT_EQ(judged_dtype(b, *b.find("caller"), DType::F32), DType::BF16);  // through the call
+  EXPECT_EQ(judged_dtype(h, *h.find("mm"), DType::F32), DType::F16);
+  EXPECT_EQ(judged_dtype(m, *m.find("mm"), DType::F32), DType::F32);
+  EXPECT_EQ(judged_dtype(b, *b.find("norm"), DType::F32), DType::F32);  // no product: as written
+  EXPECT_EQ(judged_dtype(b, *b.find("mm64"), DType::F64), DType::F64);
+}
+
 TEST(Precision, AWideningProductSumsTheRoundedOperandsInF32) {
   const ir::Module m = checked();
   const DimEnv d = {{"M", 3}, {"K", 37}, {"N", 5}};

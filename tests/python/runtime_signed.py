@@ -287,6 +287,24 @@ check("Review13 M1: a directory whose report a trusted key signed loads under re
       torch.allclose(ops.rmsnorm(x, w, eps), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w,
                      rtol=2e-5, atol=2e-5))
 
+# Review 14, M1: `mlk verify --artifact DIR` (without --sign) ran any directory in its own process,
+# whatever the trust list. Under one, an unsigned directory is refused before it runs.
+def verify_dir(d, env):
+    return subprocess.run([MLK, "verify", norms, "--fn", "rmsnorm", "--dims", "B=2,S=4,D=64", "--target", "host",
+                           "--artifact", d, "--level", "envelope", "--no-store"],
+                          capture_output=True, text=True, env=dict(os.environ, **env))
+
+
+p = verify_dir(forged_dir, {})
+check("mlk verify --artifact without a trust list runs the directory (dlopen fails)",
+      "cannot load" in p.stderr + p.stdout, p.stdout + p.stderr[-600:])
+p = verify_dir(forged_dir, {"MLK_TRUSTED_SIGNERS": signer})
+check("Review14 M1: under $MLK_TRUSTED_SIGNERS mlk verify --artifact refuses an unsigned directory before it runs",
+      p.returncode != 0 and "is unsigned" in p.stderr and "cannot load" not in p.stderr + p.stdout,
+      p.stdout + p.stderr[-600:])
+p = verify_dir(signed_dir, {"MLK_TRUSTED_SIGNERS": signer})
+check("Review14 M1: ... and verifies a signed one", p.returncode == 0, p.stdout + p.stderr[-600:])
+
 # Review 12, M4: `mlk verify` without --sign ignored $MLK_TRUSTED_SIGNERS and ran the forged hit
 # in its own process. Now the machine's trust list passes it over (a build made here is verified).
 def verify(env):

@@ -190,6 +190,26 @@ TEST_F(SelectTest, AProgramWithoutAKernelAtTheShapeIsSkippedPerCall) {
   expect_correct(*k->kernel);
 }
 
+// Review 14, M2: a policy made without TargetPolicy::Parse (a program
+// candidate's default, the C++ API's) skipped the machine's trust list, so
+// an unsigned cache entry or the JIT served a runtime set up with
+// $MLK_TRUSTED_SIGNERS. Now the list applies to every policy: no unsigned
+// directory, no JIT fallback.
+TEST_F(SelectTest, Review14_M2_TheMachinesTrustListAppliesToEveryPolicy) {
+  auto r = runtime();
+  auto prog = r->LoadProgram(kNorms);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  setenv("MLK_TRUSTED_SIGNERS", std::string(64, 'a').c_str(), 1);
+  auto s = rt::select({rt::prefer(rt::program_candidate(r, *prog)), rt::fallback(dir(r, "rmsnorm", "host"))});
+  if (!s.ok()) unsetenv("MLK_TRUSTED_SIGNERS");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto k = (*s)->GetKernel("rmsnorm", kDims);
+  unsetenv("MLK_TRUSTED_SIGNERS");
+  ASSERT_FALSE(k.ok()) << "served by candidate " << k->choice.chosen()->index;
+  EXPECT_THAT(k.status().message(), HasSubstr("no kernel for `rmsnorm`"));
+  EXPECT_THAT(k.status().message(), HasSubstr("is unsigned"));
+}
+
 TEST_F(SelectTest, ADamagedCandidateIsAnErrorNeverSkipped) {
   const std::string copy = dir_ + "/damaged";
   fs::remove_all(copy);

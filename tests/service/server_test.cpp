@@ -1199,6 +1199,56 @@ TEST_F(ServerTest, Round2_Low_ThePublicUrlMakesTheCookieSecureBehindATlsProxy) {
   }
 }
 
+// Review 14, M1: a request whose body never arrived (its client closed the
+// connection) was handed to the Api on the transport's event loop, and a
+// route that ignores its body ran there: /ui/logout ended the session (a
+// store write, waiting on the store's lock) for a client with no token and a
+// few hundred bytes sent. Now only the count is made: the session lives on.
+TEST_F(ServerTest, Review14_M1_ABodyThatNeverArrivesRunsNoRoute) {
+  httplib::Client c(url());
+  httplib::Headers h = {{"Origin", url()}};
+  auto in = c.Post("/ui/login", h, "token=" + read_only, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(in);
+  ASSERT_EQ(in->status, 303) << in->body;
+  const std::string set = in->get_header_value("Set-Cookie");
+  const std::string cookie = set.substr(0, set.find(';'));
+  ASSERT_EQ(cookie.rfind("mlk_session=", 0), 0u) << set;
+  auto page = [&] { return c.Get("/ui", {{"Cookie", cookie}}); };
+  ASSERT_TRUE(page());
+  ASSERT_EQ(page()->status, 200);
+  {
+    RawConn conn(server->port());
+    conn.send_all("POST /ui/logout HTTP/1.1\r\nHost: x\r\nCookie: " + cookie +
+                  "\r\nContent-Length: " + std::to_string(max_body + 1) + "\r\n\r\nabc");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the head is read
+  }  // closed before the body
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto after = page();
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200) << "the session was ended by a request whose body never came";
+}
+
+// Review 14, M2: a dashboard page was nobody's answer (its team unset), so
+// it escaped its team's share of the answer memory; the access log shows
+// the team now.
+TEST_F(ServerTest, Review14_M2_ADashboardPageIsItsTeamsAnswer) {
+  server.reset();
+  access_log_json = true;
+  AccessLog log;
+  start(0);
+  httplib::Client c(url());
+  httplib::Headers h = {{"Origin", url()}};
+  auto in = c.Post("/ui/login", h, "token=" + read_only, "application/x-www-form-urlencoded");
+  ASSERT_TRUE(in);
+  const std::string set = in->get_header_value("Set-Cookie");
+  auto p = c.Get("/ui", {{"Cookie", set.substr(0, set.find(';'))}});
+  ASSERT_TRUE(p);
+  ASSERT_EQ(p->status, 200);
+  json line = log.line_for("/ui");
+  ASSERT_TRUE(line.is_object()) << "no access log line for /ui";
+  EXPECT_EQ(line.value("team", ""), "alpha") << line.dump();
+}
+
 // Finding 4: each idle keep-alive connection held a worker thread until its
 // keep-alive timeout. Twenty of them (more than the 6 threads) now hold
 // none, and are closed after the keep-alive timeout (1 s here).

@@ -379,6 +379,48 @@ TEST_P(Trust, Review12_M1_FinishedJobsAreTrimmedAsTheyFinish) {
   EXPECT_EQ(kept, 3);
 }
 
+// Review 14, low: the trim kept the newest finished jobs by id, so a job
+// that finished late, behind newer ones, lost its result as it was stored.
+// Kept by when they finished now.
+TEST_P(Trust, Review14_AJobThatFinishesLateKeepsItsResult) {
+  ApiOptions o = api->options();
+  o.max_finished_jobs = 3;
+  Api few(o, *pool, metrics);
+  auto send = [&](const std::string& method, const std::string& path, const std::string& token, const std::string& body) {
+    ApiRequest r{method, path, {}, "Bearer " + token};
+    StringBody b(body);
+    return few.handle(r, b);
+  };
+  auto s = send("POST", "/v1/jobs/setups", alpha, setup_bytes("late"));
+  ASSERT_EQ(s.status / 100, 2) << s.body;
+  const std::string setup = json::parse(s.body)["setup"];
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(send("POST", "/v1/jobs/submit", alpha,
+                   json{{"device_key", "cpu"}, {"setup", setup}, {"payload", json::object()}}.dump()).status, 201);
+  const std::string worker_token = token_of("alpha", kScopeRead | kScopeWorker);
+  auto w = send("POST", "/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})");
+  ASSERT_EQ(w.status, 201) << w.body;
+  json me = json::parse(w.body)["worker"];
+  const json lease = {{"worker", me["id"]}, {"secret", me["secret"]}};
+  auto take = [&] {
+    auto l = send("POST", "/v1/jobs/lease", worker_token, lease.dump());
+    EXPECT_EQ(l.status, 200) << l.body;
+    return json::parse(l.body)["job"]["id"].get<int64_t>();
+  };
+  auto finish = [&](int64_t id) {
+    json done = lease;
+    done["ok"] = true;
+    done["result"] = {{"median_ms", 1.0}};
+    return send("POST", "/v1/jobs/" + std::to_string(id) + "/result", worker_token, done.dump()).status;
+  };
+  const int64_t oldest = take();  // held while the four newer ones finish
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(finish(take()), 200);
+  ASSERT_EQ(finish(oldest), 200);
+  auto got = send("GET", "/v1/jobs/" + std::to_string(oldest), alpha, "");
+  ASSERT_EQ(got.status, 200) << "the job that finished last lost its result";
+  EXPECT_EQ(json::parse(got.body)["state"], "done");
+}
+
 // The hostile benchmark (bench/serve_hostile.sh) after finding 4: every
 // quota check of a namespace summed its whole history under the history's
 // one lock, so a team that stored large reports made each of its writes
