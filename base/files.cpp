@@ -1,10 +1,13 @@
 #include "base/files.h"
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -133,5 +136,19 @@ Status write_file(const std::string& path, std::string_view bytes) {
   return write_fd(fd, path, bytes);
 }
 
+
+std::vector<std::string> home_folders() {
+  std::vector<std::string> out;
+  auto add = [&](const char* h) {
+    if (!h || h[0] != '/' || std::string(h) == "/") return;
+    std::error_code ec;
+    auto real = std::filesystem::weakly_canonical(h, ec);
+    const std::string p = ec ? std::string(h) : real.string();
+    if (p != "/" && std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+  };
+  add(std::getenv("HOME"));
+  if (const passwd* pw = ::getpwuid(::geteuid())) add(pw->pw_dir);
+  return out;
+}
 
 }  // namespace mlk

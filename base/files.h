@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "base/status.h"
@@ -40,6 +41,13 @@ Status replace_file_in_dir(const std::string& dir, const std::string& name, std:
 // could be theirs). For a scratch folder beside a store that may lie in a
 // shared folder (`STORE.work`).
 Status ensure_private_dir(const std::string& path);
+
+// The user's home folders, for sandboxes to hide: $HOME and the password
+// database's home of the effective user, each when absolute and not `/`,
+// links resolved, without repeats. Both: a worker or verifier started with
+// no $HOME (env -i, a container entrypoint), or another one, still has its
+// real home hidden (review 15).
+std::vector<std::string> home_folders();
 
 // A new directory under the system's temporary directory, named `prefix`
 // and six random characters, mode 0700 (mkdtemp): no other user can

@@ -173,7 +173,8 @@ namespace {
 // it is loaded; and, signed or not, only an artifact of this fn at this
 // shape (its metadata says so), never another kernel a report points at.
 Status signed_by_trusted(const PrepareOptions& o, client::CliCache* cc, const std::string& key,
-                         const cache::Artifact& hit, const std::string& fn, const DimEnv& env) {
+                         const cache::Artifact& hit, const std::string& fn, const DimEnv& env,
+                         const std::string& target) {
   if (!o.trusted.empty()) {
     auto st = cache::statement_of_files(key, hit.files, hit.info.manifest.meta_json);
     if (!st.ok()) return st.status();
@@ -183,10 +184,10 @@ Status signed_by_trusted(const PrepareOptions& o, client::CliCache* cc, const st
   }
   auto meta = cache::parse_entry_meta(hit.info.manifest.meta_json);
   if (!meta.ok()) return meta.status();
-  if (meta->fn != fn || DimEnv(meta->dims.begin(), meta->dims.end()) != env)
+  if (meta->fn != fn || DimEnv(meta->dims.begin(), meta->dims.end()) != env || (!target.empty() && meta->target != target))
     return Status::InvalidArgument("entry " + key.substr(0, 16) + " is an artifact of `" + meta->fn + "` at " +
-                                   dims_str(DimEnv(meta->dims.begin(), meta->dims.end())) + ", not of `" + fn + "` at " +
-                                   dims_str(env));
+                                   dims_str(DimEnv(meta->dims.begin(), meta->dims.end())) + " for " + meta->target +
+                                   ", not of `" + fn + "` at " + dims_str(env) + " for " + target);
   return Status::Ok();
 }
 
@@ -203,7 +204,7 @@ Status PreparedKernel::PrepareMlk(const PrepareOptions& o, client::CliCache* cc)
       return with_where(spec_, Status::NotFound("no artifact cache to take artifact " + key.substr(0, 16) + " from"));
     auto hit = cc->store()->get_entry(o.ns, key);
     if (!hit.ok()) return with_where(spec_, hit.status());
-    if (Status s = signed_by_trusted(o, cc, key, *hit, spec_.fn, env_); !s.ok()) return with_where(spec_, s);
+    if (Status s = signed_by_trusted(o, cc, key, *hit, spec_.fn, env_, st.profile.name); !s.ok()) return with_where(spec_, s);
     auto a = LoadedArtifact::LoadFiles(hit->files);
     if (!a.ok()) return with_where(spec_, a.status());
     st.tuned = std::move(a).value();
@@ -269,7 +270,7 @@ void PreparedKernel::PrepareBaseline(const PrepareOptions& o, client::CliCache* 
       baseline_.error = "no artifact cache to take artifact " + key.substr(0, 16) + " from";
     } else if (auto hit = cc->store()->get_entry(o.ns, key); !hit.ok()) {
       baseline_.error = hit.status().message();
-    } else if (Status s = signed_by_trusted(o, cc, key, *hit, spec_.fn, env_); !s.ok()) {
+    } else if (Status s = signed_by_trusted(o, cc, key, *hit, spec_.fn, env_, st.profile.name); !s.ok()) {
       baseline_.error = s.message();
     } else if (auto a = LoadedArtifact::LoadFiles(hit->files); !a.ok()) {
       baseline_.error = a.status().message();

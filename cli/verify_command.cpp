@@ -290,11 +290,6 @@ CommandSpec verify_spec() {
 
 // The user's home folder ("" when unknown): masked in the sandboxes, with
 // the key's folder, so that the verified code reads neither.
-std::string home_dir() {
-  const char* h = std::getenv("HOME");
-  return h && h[0] == '/' && std::string(h) != "/" ? std::string(h) : std::string();
-}
-
 // What the sandboxes hide: the key's folder as written and as it really is
 // (a link's target), the user's home and $TMPDIR.
 std::vector<std::string> key_folders(const std::string& key_path) {
@@ -302,7 +297,7 @@ std::vector<std::string> key_folders(const std::string& key_path) {
   std::error_code ec;
   if (auto real = fs::canonical(key_path, ec); !ec && real.parent_path().string() != out[0])
     out.push_back(real.parent_path().string());
-  if (std::string h = home_dir(); !h.empty()) out.push_back(h);
+  for (const std::string& h : home_folders()) out.push_back(h);  // $HOME and the user's own, set or not
   // $TMPDIR too, unless it is /tmp (the sandbox has its own): a CI job's
   // folder holds its files there (review 8 of issue 49).
   if (const char* t = std::getenv("TMPDIR"); t && t[0] == '/' && std::string(t) != "/" && std::string(t) != "/tmp") {

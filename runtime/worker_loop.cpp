@@ -161,11 +161,7 @@ std::vector<std::string> sandbox_env(const std::string& dir) {
 // sandbox's `readable` and `writable`).
 std::vector<std::string> hidden_from_candidates(const std::string& job_dir) {
   std::vector<std::string> out;
-  if (const char* h = std::getenv("HOME"); h && h[0] == '/' && std::string(h) != "/") {
-    std::error_code ec;
-    auto real = std::filesystem::weakly_canonical(h, ec);
-    out.push_back(ec ? std::string(h) : real.string());
-  }
+  out = home_folders();  // $HOME and the user's own, set or not
   const std::string parent = std::filesystem::path(job_dir).parent_path().string();
   if (!parent.empty() && parent != "/" && parent != "/tmp") out.push_back(parent);
   return out;

@@ -292,6 +292,32 @@ ApiResponse get_entry(Ctx& c, const std::string& key) {
   return json_text(200, std::move(text));
 }
 
+namespace {
+
+// The blobs an entry held and holds no more (`old`'s, but those in `kept`),
+// after it was replaced or deleted: on a backend that keeps unreferenced
+// blobs until a collection past its grace (PostgreSQL and S3), each one
+// still stored and charged to the namespace by no entry or upload of it is
+// staged again, and so charged until --staged-ttl; otherwise a writer could
+// replace an entry in a loop and store far past its quota, uncharged
+// (review 15). Where the store dropped them at once (SQLite), nothing is
+// left to charge. Under the namespace lock, after the write.
+void restage_dropped(Ctx& c, const cache::Manifest& old, const std::set<std::string>& kept) {
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  for (const auto& [name, ref] : old.files) {
+    if (kept.count(ref.digest)) continue;
+    auto size = c.store().blob_size(ref.digest);
+    if (!size.ok()) continue;  // gone with its entry
+    auto charged = c.tables().blob_visible(c.ns, ref.digest);
+    if (charged.ok() && *charged) continue;  // another entry or an upload of the namespace holds it
+    if (Status st = c.tables().stage_blob(c.ns, ref.digest, *size, now); !st.ok())
+      log_linef(LogLevel::kWarning, "mlk serve: %s (a dropped blob of namespace %s is not charged until collected)",
+                st.message().c_str(), c.ns.c_str());
+  }
+}
+
+}  // namespace
+
 ApiResponse put_entry(Ctx& c, const std::string& key) {
   Status valid = validate_entry_key(key);
   if (!valid.ok()) return reject(c, 400, "bad_request", valid.message());
@@ -349,9 +375,11 @@ ApiResponse put_entry(Ctx& c, const std::string& key) {
   if (seq > 0)  // the key's floor, raised first: no older signed build of it is stored again
     if (Status f = c.tables().raise_signature_floor(c.ns, key, seq); !f.ok())
       return reject(c, http_status(f), "store_error", f.message());
+  auto before = c.store().show_entry(c.ns, key);  // what the put replaces, if anything
   Status put = c.store().put_entry(c.ns, key, *m);
   if (put.code() == Status::Code::kNotFound) return reject(c, 409, "missing_blobs", put.message());
   if (!put.ok()) return reject(c, http_status(put), put.code() == Status::Code::kInvalidArgument ? "bad_request" : "store_error", put.message());
+  if (before.ok()) restage_dropped(c, before->manifest, digests);
   Status un = c.tables().unstage(c.ns, digests);
   if (!un.ok()) log_linef(LogLevel::kNote, "mlk serve: note: %s (the namespace stays charged for them until they expire)", un.message().c_str());
   c.api.metrics().bytes_received(c.ns, static_cast<int64_t>(b.bytes.size()));
@@ -406,9 +434,11 @@ ApiResponse delete_entry(Ctx& c, const std::string& key) {
   if (auto r = lock_namespace(c, guard)) return *r;
   // A signed namespace remembers a withdrawn build (before it goes: a failure keeps the entry).
   if (auto r = withdraw_signed(c, key)) return *r;
+  auto before = c.store().show_entry(c.ns, key);
   Status s = c.store().rm(c.ns, key);
   if (s.code() == Status::Code::kNotFound) return error_response(404, "no entry `" + key + "` in namespace `" + c.ns + "`");
   if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
+  if (before.ok()) restage_dropped(c, before->manifest, {});
   return json_text(200, json{{"deleted", key}, {"namespace", c.ns}}.dump());
 }
 

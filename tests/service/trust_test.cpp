@@ -379,6 +379,35 @@ TEST_P(Trust, Review12_M1_FinishedJobsAreTrimmedAsTheyFinish) {
   EXPECT_EQ(kept, 3);
 }
 
+// Review 15, M1: on the shared backend a replaced (or deleted) entry's blobs
+// stay stored until a collection past its grace, but were charged to no
+// one: replacing one entry in a loop stored far past the quota. They are
+// staged again (charged until --staged-ttl) when the store still holds them;
+// SQLite drops them with the entry, so there nothing is left to charge.
+TEST_P(Trust, Review15_M1_AReplacedEntrysBlobsStayChargedWhileStored) {
+  ApiOptions o = api->options();
+  o.quotas.limits["quota"] = 3500;
+  Api capped(o, *pool, metrics);
+  auto send = [&](const std::string& method, const std::string& path, const std::string& body) {
+    ApiRequest r{method, path, {}, "Bearer " + quota};
+    StringBody b(body);
+    return capped.handle(r, b);
+  };
+  int first_refusal = -1;
+  for (int i = 0; i < 6 && first_refusal < 0; ++i) {
+    const std::string blob = cache::testing::bytes_of(1000, 40 + i);
+    auto up = send("PUT", "/v1/blobs/" + sha256_hex(blob), blob);
+    if (up.status == 507) {
+      first_refusal = i;
+      break;
+    }
+    ASSERT_EQ(up.status, 201) << up.body;
+    ASSERT_EQ(send("PUT", "/v1/entries/k", manifest_of({{"f", blob}})).status, 201);
+  }
+  if (GetParam() == std::string("pg")) EXPECT_EQ(first_refusal, 3) << "the replaced blobs were not charged";
+  else EXPECT_EQ(first_refusal, -1) << "SQLite drops a replaced entry's blobs: nothing to charge";
+}
+
 // Review 14, low: the trim kept the newest finished jobs by id, so a job
 // that finished late, behind newer ones, lost its result as it was stored.
 // Kept by when they finished now.
