@@ -310,6 +310,8 @@ void restage_dropped(Ctx& c, const cache::Manifest& old, const std::set<std::str
     if (!size.ok()) continue;  // gone with its entry
     auto charged = c.tables().blob_visible(c.ns, ref.digest);
     if (charged.ok() && *charged) continue;  // another entry or an upload of the namespace holds it
+    auto held = c.tables().blob_held(ref.digest);
+    if (!held.ok() || *held) continue;  // an entry of another namespace holds (and is charged for) it
     if (Status st = c.tables().stage_blob(c.ns, ref.digest, *size, now); !st.ok())
       log_linef(LogLevel::kWarning, "mlk serve: %s (a dropped blob of namespace %s is not charged until collected)",
                 st.message().c_str(), c.ns.c_str());

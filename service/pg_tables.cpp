@@ -193,6 +193,12 @@ class PgTables final : public ServiceTables {
     return !r->empty();
   }
 
+  Expected<bool> blob_held(const std::string& digest) override {
+    auto r = c_->exec("SELECT 1 FROM mlk_refs WHERE digest=$1 LIMIT 1", {digest});
+    if (!r.ok()) return r.status();
+    return !r->empty();
+  }
+
   Status grant(const std::string& ns, const std::string& grantee, int64_t now) override {
     return c_->exec("INSERT INTO service_grants(ns, grantee, created, revoked) VALUES($1, $2, $3, 0) "
                     "ON CONFLICT(ns, grantee) DO UPDATE SET created=excluded.created, revoked=0",

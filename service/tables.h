@@ -51,6 +51,9 @@ class ServiceTables {
   virtual Expected<std::map<std::string, int64_t>> staged_by_namespace() = 0;
   virtual Expected<bool> blob_staged(const std::string& ns, const std::string& digest) = 0;
   virtual Expected<bool> blob_referenced(const std::string& ns, const std::string& digest) = 0;
+  // Whether an entry of any namespace references `digest` (so its bytes are
+  // charged to that namespace, and stay stored while it does).
+  virtual Expected<bool> blob_held(const std::string& digest) = 0;
   Expected<bool> blob_visible(const std::string& ns, const std::string& digest);
 
   // Grants: give (again) or revoke team `grantee` read access to `ns`.

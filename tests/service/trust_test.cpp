@@ -408,6 +408,28 @@ TEST_P(Trust, Review15_M1_AReplacedEntrysBlobsStayChargedWhileStored) {
   else EXPECT_EQ(first_refusal, -1) << "SQLite drops a replaced entry's blobs: nothing to charge";
 }
 
+// Review 16: a blob an entry of another team still holds is that team's
+// charge, not the dropping team's: re-staging it made a writer that deleted
+// its own entry of a shared blob pay for it until --staged-ttl.
+TEST_P(Trust, Review16_ABlobAnotherTeamHoldsIsNotChargedToTheTeamThatDropsIt) {
+  ApiOptions o = api->options();
+  o.quotas.limits["quota"] = 1 << 20;
+  Api roomy(o, *pool, metrics);
+  auto as = [&](const std::string& tok, const std::string& method, const std::string& path, const std::string& body) {
+    ApiRequest r{method, path, {}, "Bearer " + tok};
+    StringBody b(body);
+    return roomy.handle(r, b);
+  };
+  const std::string shared = cache::testing::bytes_of(1500, 77);
+  ASSERT_EQ(as(alpha, "PUT", "/v1/blobs/" + sha256_hex(shared), shared).status, 201);
+  ASSERT_EQ(as(alpha, "PUT", "/v1/entries/held", manifest_of({{"f", shared}})).status, 201);
+  ASSERT_EQ(as(quota, "PUT", "/v1/blobs/" + sha256_hex(shared), shared).status, 201);
+  ASSERT_EQ(as(quota, "PUT", "/v1/entries/s", manifest_of({{"f", shared}})).status, 201);
+  ASSERT_EQ(as(quota, "DELETE", "/v1/entries/s", "").status, 200);
+  auto st = json::parse(as(quota, "GET", "/v1/status", "").body)["namespaces"][0];
+  EXPECT_EQ(st.value("staged_bytes", int64_t{-1}), 0) << st.dump();
+}
+
 // Review 14, low: the trim kept the newest finished jobs by id, so a job
 // that finished late, behind newer ones, lost its result as it was stored.
 // Kept by when they finished now.
