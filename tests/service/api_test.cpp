@@ -524,7 +524,9 @@ TEST_P(ApiTest, Review4_AWithdrawnReleaseIsNotStoredAgainWithItsOldReport) {
   const std::string old_release = manifest_of(files, *cache::sign_report(all, st, *verifier));
   ASSERT_EQ(call_release("PUT", "k1", old_release).status, 201);
   ASSERT_EQ(call_release("DELETE", "k1", "").status, 200);  // withdrawn
-  ASSERT_EQ(put_blob(alpha, "native code").status, 201);
+  // Visible again (201; 200 where the shared backend still holds it, staged
+  // for the namespace since the delete: review 15).
+  ASSERT_EQ(put_blob(alpha, "native code").status / 100, 2);
   expect_error(call_release("PUT", "k1", old_release), 403,
                "is verified by key " + verifier->key_id + " at sequence ");
   std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a sequence is the signing time in ms
