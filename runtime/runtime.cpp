@@ -391,21 +391,22 @@ Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::str
   return std::shared_ptr<const Program>(*prog);
 }
 
+// The keys `policy` trusts: its own, else the machine's ($MLK_TRUSTED_SIGNERS),
+// which a policy made without TargetPolicy::Parse has not read.
+static Expected<std::vector<std::string>> trusted_keys(const TargetPolicy& policy) {
+  if (!policy.trusted.empty()) return policy.trusted;
+  return default_trusted_signers();
+}
+
 // OK when the policy admits the directory `d` for a call at `dims`: under a
-// trust list (the policy's, else the machine's, $MLK_TRUSTED_SIGNERS, which
-// a policy made without Parse, as select()'s candidates are, has not read)
-// a directory signature by one of its keys; under require=exact the shape it
+// trust list (`trusted`: trusted_keys of the policy) a directory signature
+// by one of its keys; under require=exact the shape it
 // was built for; under require=verified:LEVELS a report passing them that
 // one of the trusted keys signed for this directory (a directory has no
 // origin, so an unsigned report is its writer's word). Checked over the
 // bytes read, before anything of the directory is loaded.
-Status Runtime::directory_allowed(const Program::Directory& d, const TargetPolicy& policy, const DimEnv& dims) {
-  std::vector<std::string> trusted = policy.trusted;
-  if (trusted.empty()) {
-    auto keys = default_trusted_signers();
-    if (!keys.ok()) return keys.status();
-    trusted = *keys;
-  }
+Status Runtime::directory_allowed(const Program::Directory& d, const TargetPolicy& policy,
+                                  const std::vector<std::string>& trusted, const DimEnv& dims) {
   const std::string what = "directory " + d.dir;
   const std::string& man = d.files.at("manifest.json");
   auto refused = [&](const std::string& why) {
@@ -435,12 +436,9 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
   auto entries = store->list(opts_.ns);
   if (!entries.ok()) return entries.status();
   std::string skipped;
-  std::vector<std::string> trusted = policy.trusted;
-  if (trusted.empty()) {
-    auto keys = default_trusted_signers();
-    if (!keys.ok()) return keys.status();
-    trusted = *keys;
-  }
+  auto trusted_or = trusted_keys(policy);
+  if (!trusted_or.ok()) return trusted_or.status();
+  const std::vector<std::string>& trusted = *trusted_or;
   for (const auto& e : *entries) {
     auto meta = cache::parse_entry_meta(e.manifest.meta_json);  // damaged metadata: not a candidate
     if (!meta.ok() || meta->program_hash != program_hash || meta->fn != fn) continue;
@@ -508,6 +506,11 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     return std::shared_ptr<const Kernel>(k);
   };
   Selection sel;
+  // A policy made without Parse (select()'s candidates, the C++ API) has not
+  // read the machine's trust list: trusted_keys applies it here.
+  auto trusted_or = trusted_keys(policy);
+  if (!trusted_or.ok()) return trusted_or.status();
+  const std::vector<std::string>& trusted = *trusted_or;
   if (prog->directory) {
     const auto& d = *prog->directory;
     if (d.fn != fn) return Status::NotFound(d.dir + " holds the artifact of `" + d.fn + "`, not of `" + fn + "`");
@@ -515,7 +518,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     // copied a cache writer's hit): under signed:KEYS it must carry a
     // directory signature by one of KEYS (`mlk build --sign`), checked over
     // the bytes read before anything of it is loaded.
-    if (Status s = directory_allowed(d, policy, dims); !s.ok()) return s;
+    if (Status s = directory_allowed(d, policy, trusted, dims); !s.ok()) return s;
     if (!d.artifact) {
       auto art = LoadedArtifact::LoadFiles(d.files);
       if (!art.ok()) return art.status();
@@ -531,15 +534,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     return done(std::move(sel));
   }
 
-  // A policy made without Parse (select()'s program candidates, the C++
-  // API) has not read the machine's trust list: it applies here as Parse
-  // would apply it, with no JIT fallback under it (review 14).
-  std::vector<std::string> trusted = policy.trusted;
-  if (trusted.empty()) {
-    auto keys = default_trusted_signers();
-    if (!keys.ok()) return keys.status();
-    trusted = *keys;
-  }
+  // With no JIT fallback under a trust list, as Parse would set it (review 14).
   const Require require = !trusted.empty() && policy.require == Require::kAny ? Require::kTuned : policy.require;
   ResolveRequest rr{.lookup = {.cache = cache_.get(),
                                .ns = opts_.ns,

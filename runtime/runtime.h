@@ -217,7 +217,8 @@ class Runtime {
                                                  const TargetPolicy& policy, const DimEnv& dims);
   // Whether `policy` admits the directory program `d` at `dims` (its
   // signature, shape and report; runtime.cpp says which policy asks what).
-  static Status directory_allowed(const Program::Directory& d, const TargetPolicy& policy, const DimEnv& dims);
+  static Status directory_allowed(const Program::Directory& d, const TargetPolicy& policy,
+                                  const std::vector<std::string>& trusted, const DimEnv& dims);
   // Select's steps; the caller holds mu_. LoadTuned: the artifact of the
   // cache entry `found`, loaded once per key (kept in artifacts_); a damaged
   // one is Corruption naming the key.
