@@ -13,6 +13,7 @@
 
 #include "base/signing.h"
 #include "cache/entry_meta.h"
+#include "cache/hit_dir.h"
 #include "cache/signatures.h"
 #include "lang/bind.h"
 #include "lang/ir_printer.h"
@@ -43,17 +44,6 @@ std::string when(int64_t t) {
   return b;
 }
 
-Status copy_files(const std::map<std::string, std::string>& files, const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
-  for (const auto& [name, bytes] : files) {
-    std::ofstream out(fs::path(dir) / name, std::ios::binary);
-    out << bytes;
-    if (!out) return Status::IOError("cannot write " + (fs::path(dir) / name).string());
-  }
-  return Status::Ok();
-}
 
 // The stored artifact itself, loaded from the very bytes that go into the
 // cache and called through its C ABI on every verification case (the ragged
@@ -204,7 +194,7 @@ Expected<std::optional<Outcome>> lookup_tuned(const TuneRequest& request) {
       o.summary_line = label + ": cached: tuned on " + hit->info.manifest.provenance.host + " at " +
                        when(hit->info.manifest.provenance.time) + ", " + fmt(speedup) + "x over default schedule (" +
                        fmt(best) + " ms" + (em->measured ? "" : ", estimated") + "), key " + o.key.substr(0, 16);
-      if (!out_dir.empty()) MLK_RETURN_IF_ERROR(copy_files(hit->files, out_dir));
+      if (!out_dir.empty()) MLK_RETURN_IF_ERROR(cache::write_hit_dir(hit->files, out_dir));
       return std::optional<Outcome>(std::move(o));
     }
     if (hit.ok()) {
@@ -286,7 +276,7 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
     Status s = store->put_entry(ns, o.key, o.json, prov, files);
     if (!s.ok()) return Status::IOError("tuned, but could not store the result in the cache: " + s.message());
   }
-  if (!out_dir.empty()) MLK_RETURN_IF_ERROR(copy_files(files, out_dir));
+  if (!out_dir.empty()) MLK_RETURN_IF_ERROR(cache::write_hit_dir(files, out_dir));
   o.summary_line = label + ": " + (r->measured ? "" : "estimated ") + fmt(r->best_ms) + " ms (" + r->best_origin +
                    "), default schedule " + fmt(r->default_ms) + " ms, " +
                    fmt(r->default_ms > 0 && r->best_ms > 0 ? r->default_ms / r->best_ms : 0) + "x, " +

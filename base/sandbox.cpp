@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -219,11 +220,44 @@ void reset_environment(const std::vector<std::string>& keep) {
   }
 }
 
+// Folders that hold secrets on a machine whatever the caller hides (review
+// 17 of issue 49: a candidate read a file credential there and sent it out
+// in its run times): /run (systemd credentials, container and Kubernetes
+// secrets, sockets, every user's runtime folder) and /var/run, mlk's own
+// configuration and state (/etc/mlk, /var/lib/mlk), TLS keys
+// (/etc/ssl/private), and each absolute path of $MLK_SANDBOX_HIDE
+// (colon-separated). Each as it really is (a link's target), once; missing
+// ones left out. A relative path in $MLK_SANDBOX_HIDE is an error.
+Expected<std::vector<std::string>> secret_folders() {
+  std::vector<std::string> wanted = {"/run", "/var/run", "/etc/mlk", "/var/lib/mlk", "/etc/ssl/private"};
+  if (const char* env = std::getenv("MLK_SANDBOX_HIDE")) {
+    std::string list = env;
+    for (size_t at = 0; at <= list.size();) {
+      size_t end = list.find(':', at);
+      if (end == std::string::npos) end = list.size();
+      std::string p = list.substr(at, end - at);
+      if (!p.empty() && p[0] != '/')
+        return Status::InvalidArgument("sandbox: $MLK_SANDBOX_HIDE: `" + p + "` is not an absolute path");
+      if (!p.empty()) wanted.push_back(p);
+      at = end + 1;
+    }
+  }
+  std::vector<std::string> out;
+  for (const std::string& w : wanted) {
+    char real[PATH_MAX];
+    if (!realpath(w.c_str(), real)) continue;
+    if (std::find(out.begin(), out.end(), real) == out.end()) out.push_back(real);
+  }
+  return out;
+}
+
 }  // namespace
 
 Status enter_sandbox(const SandboxSpec& spec) {
   const uid_t uid = getuid();
   const gid_t gid = getgid();
+  auto secrets = secret_folders();  // before the environment is reset
+  if (!secrets.ok()) return secrets.status();
   // Nothing of the caller's but the answer's pipe, and no terminal.
   if (setsid() < 0) return failed("cannot start a session of its own");
   if (spec.null_stdio) {
@@ -259,11 +293,11 @@ Status enter_sandbox(const SandboxSpec& spec) {
   }
   // The caller's hidden paths, and always: the host's /dev but for the
   // nodes of device_nodes(), bound back (device nodes stay usable on a
-  // read-only mount: its terminals, message queues, kvm), and the user's
-  // runtime folder (sockets, credentials of desktop tools).
+  // read-only mount: its terminals, message queues, kvm), and the folders
+  // of secret_folders() (the user's runtime folder among them).
   std::vector<std::string> hidden = {"/dev"};
   hidden.insert(hidden.end(), spec.hidden.begin(), spec.hidden.end());
-  hidden.push_back("/run/user/" + std::to_string(uid));
+  hidden.insert(hidden.end(), secrets->begin(), secrets->end());
   for (const std::string& p : hidden)
     if (Status s = mask(p, kept); !s.ok()) return s;
   if (Status s = read_only_root(); !s.ok()) return s;

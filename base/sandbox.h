@@ -18,8 +18,10 @@
 //   memory (pages no RLIMIT_AS counts), and no x32 system calls;
 // - a /dev of its own: null, zero, full, random, urandom and NVIDIA's
 //   nodes bound from the host's, a /dev/shm and the /dev/fd links, nothing
-//   else (no terminal, kvm, vhost-vsock, sound, video, message queues); the
-//   user's runtime folder (/run/user/UID) masked, and no way to
+//   else (no terminal, kvm, vhost-vsock, sound, video, message queues);
+//   the folders that hold a machine's secrets masked (/run with every
+//   user's runtime folder, /var/run, /etc/mlk, /var/lib/mlk,
+//   /etc/ssl/private, and each path of $MLK_SANDBOX_HIDE), and no way to
 //   undo dying with its parent (prctl PR_SET_PDEATHSIG refused), so a
 //   time limit that kills the caller's child ends the whole sandbox;
 // - "/" as its folder (it starts nowhere the caller stood: a hidden folder

@@ -127,6 +127,21 @@ Status validate_manifest(const Manifest& m) {
       return Status::InvalidArgument("file `" + name + "`: `" + ref.digest + "` is not a sha256 digest (64 lower-case hex)");
     if (ref.size < 0) return Status::InvalidArgument("file `" + name + "`: negative size");
   }
+  // Provenance is a writer's word that tools print (`mlk run`, `mlk build`,
+  // tune summaries): no control characters, which a terminal would obey
+  // (review 17 of issue 49: a forged host spoofed "signed by key ...").
+  auto printable = [](const std::string& what, const std::string& text) {
+    for (unsigned char c : text)
+      if (c < 0x20 || c == 0x7f) return Status::InvalidArgument("provenance " + what + " contains a control character");
+    return Status::Ok();
+  };
+  MLK_RETURN_IF_ERROR(printable("producer", m.provenance.producer));
+  MLK_RETURN_IF_ERROR(printable("host", m.provenance.host));
+  MLK_RETURN_IF_ERROR(printable("origin", m.provenance.origin));
+  for (const auto& [tool, version] : m.provenance.toolchain) {
+    MLK_RETURN_IF_ERROR(printable("toolchain name", tool));
+    MLK_RETURN_IF_ERROR(printable("toolchain version of `" + tool + "`", version));
+  }
   auto meta = canonical_json_object(m.meta_json);
   if (!meta.ok()) return meta.status();
   return Status::Ok();

@@ -217,7 +217,7 @@ Status complete_options(Options& o) {
     return Status::Usage("--fn and --dims go with FILE.tl; a suite names its own");
   if (o.max_regression && o.baseline.empty() && o.against.empty() && (o.baseline_set.empty() || o.push))
     return Status::Usage("--max-regression needs --baseline FILE or --against KEY");
-  if (o.server.empty() && o.cache.rfind("http://", 0) == 0) o.server = o.cache;
+  if (o.server.empty() && (o.cache.rfind("http://", 0) == 0 || o.cache.rfind("https://", 0) == 0)) o.server = o.cache;
   if ((o.push || !o.baseline_set.empty()) && o.server.empty())
     return Status::Usage(std::string(o.push ? "--push" : "--baseline-set") +
                          " needs --server URL (or a --cache that is a server URL)");

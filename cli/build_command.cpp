@@ -8,6 +8,7 @@
 #include "autotune/cached_tune.h"
 #include "base/files.h"
 #include "base/signing.h"
+#include "cache/hit_dir.h"
 #include "cache/signatures.h"
 #include "artifact/manifest.h"
 #include "cache/paths.h"
@@ -204,13 +205,7 @@ std::optional<int> write_cached(const BuildArgs& b, const ir::Module& m, const P
   }
   const std::string& key = found->key;
   const cache::Artifact* hit = &found->entry;
-  std::error_code ec;
-  std::filesystem::create_directories(b.out_dir, ec);
-  for (const auto& [name, bytes] : hit->files) {
-    std::ofstream out(std::filesystem::path(b.out_dir) / name, std::ios::binary);
-    out << bytes;
-    if (!out) return fail(Status::IOError("cannot write " + b.out_dir + "/" + name));
-  }
+  if (Status w = cache::write_hit_dir(hit->files, b.out_dir); !w.ok()) return fail(w);
   // --dump-after: the stages of the stored artifact's schedule.
   const DumpRequest dump{.module = &m, .fn = b.fn, .profile = profile, .dims = b.dims, .stage = b.dump_after};
   if (Status d = dump_stored(dump, hit->files); !d.ok()) return fail(d);

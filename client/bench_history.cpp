@@ -10,6 +10,8 @@ namespace mlk::client {
 
 namespace {
 
+constexpr size_t kMaxAnswer = size_t{64} << 20;
+
 struct Reply {
   int status = 0;
   std::string body;
@@ -23,16 +25,31 @@ std::string with_ns(const std::string& path, const std::string& ns, const std::s
 
 Expected<Reply> call(const std::string& server, const std::string& method, const std::string& path,
                      const std::string& body) {
-  if (server.rfind("http://", 0) != 0)
-    return Status::Usage("--server: `" + server + "` is not an http:// URL of a `mlk serve`");
+  const bool tls = server.rfind("https://", 0) == 0;
+  if (!tls && server.rfind("http://", 0) != 0)
+    return Status::Usage("--server: `" + server + "` is not an http:// or https:// URL of a `mlk serve`");
   httplib::Client cli(server);
+  if (!cli.is_valid()) return Status::Usage("--server: cannot make a client for `" + server + "`");
+  if (tls) {  // the server verified, as the cache client does: against $MLK_CACERT or the system's CAs
+    if (const char* ca = std::getenv("MLK_CACERT"); ca && *ca) cli.set_ca_cert_path(ca);
+    cli.enable_server_certificate_verification(true);
+  }
   cli.set_connection_timeout(5);
   cli.set_read_timeout(60);
   httplib::Headers h;
   if (const char* t = std::getenv("MLK_TOKEN"); t && *t) h.emplace("Authorization", std::string("Bearer ") + t);
-  auto r = method == "POST" ? cli.Post(path, h, body, "application/json") : cli.Get(path, h);
+  // An answer is held whole: at most kMaxAnswer bytes of it.
+  std::string got;
+  bool too_long = false;
+  auto take = [&](const char* data, size_t n) {
+    if (got.size() + n > kMaxAnswer) return !(too_long = true);
+    got.append(data, n);
+    return true;
+  };
+  auto r = method == "POST" ? cli.Post(path, h, body, "application/json") : cli.Get(path, h, take);
+  if (too_long) return Status::IOError(server + " answered more than " + std::to_string(kMaxAnswer >> 20) + " MiB");
   if (!r) return Status::IOError("cannot reach " + server + ": " + httplib::to_string(r.error()));
-  return Reply{r->status, r->body};
+  return Reply{r->status, method == "POST" ? r->body : got};
 }
 
 Status refused(const std::string& server, const Reply& r) {

@@ -64,9 +64,15 @@ ApiResponse ccache_put(Ctx& c, const std::string& rest) {
   m.provenance.time = static_cast<int64_t>(std::time(nullptr));
   const int64_t record = static_cast<int64_t>(cache::manifest_to_json(m).size());
   if (auto r = check_quota(c, size + record, *key, {})) return *r;
-  // One transaction: the blob and the entry, or nothing.
+  auto before = c.store().show_entry(c.ns, *key);  // what the put replaces, if anything
+  // The blob and the entry: one transaction on SQLite; on PostgreSQL + S3
+  // the blob is stored first, so a failed put may leave it, charged below.
   Status s = c.store().put_entry(c.ns, *key, m.meta_json, m.provenance, {{kCcacheFile, b.bytes}});
-  if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
+  if (!s.ok()) {
+    restage_dropped(c, m, {});
+    return reject(c, http_status(s), "store_error", s.message());
+  }
+  if (before.ok()) restage_dropped(c, before->manifest, {b.sha256});
   c.api.metrics().bytes_received(c.ns, size);
   return json_text(201, json{{"namespace", c.ns}, {"key", *key}, {"size", size}}.dump());
 }
@@ -77,9 +83,11 @@ ApiResponse ccache_delete(Ctx& c, const std::string& rest) {
   if (auto r = authorize(c, kScopeWriteEntries)) return *r;
   NamespaceGuard guard;
   if (auto r = lock_namespace(c, guard)) return *r;
+  auto before = c.store().show_entry(c.ns, *key);
   Status s = c.store().rm(c.ns, *key);
   if (s.code() == Status::Code::kNotFound) return error_response(404, "no ccache object `" + rest + "` in namespace `" + c.ns + "`");
   if (!s.ok()) return reject(c, http_status(s), "store_error", s.message());
+  if (before.ok()) restage_dropped(c, before->manifest, {});
   return json_text(200, json{{"deleted", *key}, {"namespace", c.ns}}.dump());
 }
 

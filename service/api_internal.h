@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 
+#include "cache/manifest.h"
 #include "service/api.h"
 
 namespace mlk::service::detail {
@@ -73,12 +74,30 @@ ApiResponse bench_route(Ctx& c, const std::string& arg);
 // /v1/jobs/...: measurement jobs and workers (service/api_jobs.cpp).
 ApiResponse jobs_route(Ctx& c, const std::string& arg);
 
+// Bytes of manifests one listing (a query, a dashboard page) reads at most,
+// per byte of its answer bound (--max-answer): reading an entry hashes and
+// parses its manifest (up to --max-manifest each), so a count alone let
+// 10,000 entries of 1 MiB cost one request minutes of parsing (review 12).
+constexpr int64_t kScannedPerAnswerByte = 4;
+
 // The charged bytes of c.ns if `delta_charge` bytes were added and the
 // entry `replacing_key` (when not empty) removed, with the staged rows for
 // `unstaging` no longer counted: a 507 response when that is over the
 // namespace's quota, nullopt when it fits. Call with the namespace lock held.
 std::optional<ApiResponse> check_quota(Ctx& c, int64_t delta_charge, const std::string& replacing_key,
                                        const std::set<std::string>& unstaging);
+
+// The blobs `old` (an entry's manifest before it was replaced or deleted)
+// held and holds no more (but those in `kept`): on a backend that keeps
+// unreferenced blobs until a collection past its grace (PostgreSQL and S3),
+// each one still stored and charged by no entry or upload of c.ns and held
+// by no other namespace is staged again, so charged until --staged-ttl;
+// otherwise a writer could replace an entry in a loop and store far past its
+// quota, uncharged (review 15; /ccache/ too, review 17). Where the store
+// dropped them at once (SQLite), nothing is left to charge. Call under the
+// namespace lock, after the write; every path that replaces or removes an
+// entry calls it.
+void restage_dropped(Ctx& c, const cache::Manifest& old, const std::set<std::string>& kept);
 
 // Stores the blob of `b` (read whole; its sha256 is its digest) for c.ns, as
 // PUT /v1/blobs does: charged to the namespace's quota unless it already is,

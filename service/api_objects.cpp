@@ -292,16 +292,7 @@ ApiResponse get_entry(Ctx& c, const std::string& key) {
   return json_text(200, std::move(text));
 }
 
-namespace {
-
-// The blobs an entry held and holds no more (`old`'s, but those in `kept`),
-// after it was replaced or deleted: on a backend that keeps unreferenced
-// blobs until a collection past its grace (PostgreSQL and S3), each one
-// still stored and charged to the namespace by no entry or upload of it is
-// staged again, and so charged until --staged-ttl; otherwise a writer could
-// replace an entry in a loop and store far past its quota, uncharged
-// (review 15). Where the store dropped them at once (SQLite), nothing is
-// left to charge. Under the namespace lock, after the write.
+// Declared in api_internal.h.
 void restage_dropped(Ctx& c, const cache::Manifest& old, const std::set<std::string>& kept) {
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   for (const auto& [name, ref] : old.files) {
@@ -318,7 +309,6 @@ void restage_dropped(Ctx& c, const cache::Manifest& old, const std::set<std::str
   }
 }
 
-}  // namespace
 
 ApiResponse put_entry(Ctx& c, const std::string& key) {
   Status valid = validate_entry_key(key);
@@ -457,11 +447,7 @@ std::optional<cache::ListCursor> parse_cursor(const std::string& text) {
 // Entries one query reads at most, matching or not: past it the answer is
 // `truncated`, so that a filter nothing matches costs a bounded amount of work.
 constexpr int64_t kMaxScanned = 10000;
-// ... and bytes of metadata: reading an entry hashes and parses its manifest
-// (up to --max-manifest each), so a count alone let 10,000 entries of 1 MiB
-// cost one request minutes of parsing (review 12). A query stops, truncated,
-// once it has read this many times its answer bound (--max-answer).
-constexpr int64_t kScannedPerAnswerByte = 4;
+// ... and bytes of metadata: kScannedPerAnswerByte (api_internal.h).
 
 }  // namespace
 

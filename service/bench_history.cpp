@@ -119,6 +119,8 @@ Expected<std::unique_ptr<BenchHistory>> BenchHistory::Open(const std::string& pa
   if (!db.ok()) return db.status();
   if (Status s = (*db)->exec(kSchema); !s.ok()) return s;
   if (Status s = (*db)->exec("PRAGMA journal_mode=WAL"); !s.ok()) return s;
+  // An acknowledged report survives a power loss, as in the store and the jobs table.
+  if (Status s = (*db)->exec("PRAGMA synchronous=FULL"); !s.ok()) return s;
   if (Status s = migrate(**db); !s.ok()) return s;
   auto reader = sql::Db::Open(path, SQLITE_OPEN_READWRITE, 10000);  // it only reads
   if (!reader.ok()) return reader.status();

@@ -205,6 +205,10 @@ def _mlk_side(mlk_fn, target):
     from .model import Model
     if isinstance(mlk_fn, _Fn):
         if target is not None:
+            # Other profiles, the same trust: the Ops' options (require=, signed keys, precision=) stay
+            # unless `target` gives its own.
+            if ";" not in target:
+                target = ";".join([target] + mlk_fn._ops.target.split(";")[1:])
             mlk_fn = getattr(Ops(mlk_fn._ops._program, target), mlk_fn.__name__)
         return mlk_fn, mlk_fn.__name__, "fn"
     if target is not None:
@@ -265,8 +269,9 @@ def compare(mlk_fn, torch_fn, inputs=None, *, dims=None, trials=1, seed=0, overr
       fn, by default the result's dtype and the fn's longest reduction at the
       call's shape (F64 through erf widened); a model or callable needs k (and a
       callable dtype). rtol=, atol= override either bound.
-    target: for an mlk fn, the target policy to run it with instead of its own
-      ("cpu_avx2", "host;require=tuned").
+    target: for an mlk fn, the profiles to run it with instead of its own
+      ("cpu_avx2"), keeping its options (require=, trusted keys, precision);
+      a policy with options of its own ("host;require=tuned") replaces them.
     name: what the report calls the mlk side (default: the fn's name, "model",
       or the callable's __name__).
     Returns the Comparison of the trial with the worst element (the first that

@@ -126,6 +126,50 @@ TEST(Sandbox, RefusesOtherSocketFamiliesAndBoundsWhatRlimitAsDoesNot) {
                                       "a /dev of its own, RLIMIT_NPROC, /tmp size, inet";
 }
 
+// Review 17 of issue 49 (M1): the sandbox hid the caller's paths and the
+// user's runtime folder only, so a candidate read a credential a machine
+// keeps elsewhere (/run/secrets, /run/credentials, /etc/mlk) and sent it out
+// in its run times. The folders of secrets are masked always, and each path
+// of $MLK_SANDBOX_HIDE; a relative one there is refused.
+TEST(Sandbox, Review17_M1_TheMachinesSecretFoldersAndMlkSandboxHideAreMasked) {
+  HomeDir extra;
+  ASSERT_FALSE(extra.path.empty());
+  const std::string e = std::filesystem::weakly_canonical(extra.path).string();
+  cache::testing::write_file(e + "/token", "t");
+  // A file under /run where this user may write one (root; else that part is skipped).
+  std::string run_file = "/run/mlk_sandbox_test_" + std::to_string(getpid());
+  const bool in_run = [&] {
+    int fd = open(run_file.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) return false;
+    bool ok = write(fd, "r", 1) == 1;
+    close(fd);
+    return ok;
+  }();
+  auto probe = [&](const std::string& hide) {
+    return run_child([&](int fd) {
+      setenv("MLK_SANDBOX_HIDE", hide.c_str(), 1);
+      if (Status s = enter_sandbox(SandboxSpec{.keep_fd = fd}); !s.ok()) {
+        std::string why = "no sandbox: " + s.message();
+        (void)!write(fd, why.data(), why.size());
+        _exit(3);
+      }
+      std::string got = reads(e + "/token", 't') + (in_run ? reads(run_file, 'r') : "0");
+      (void)!write(fd, got.data(), got.size());
+      _exit(0);
+    });
+  };
+  auto r = probe("/nonexistent:" + e);
+  if (in_run) unlink(run_file.c_str());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  if (r->exit_code == 3 && r->out.find("user namespaces") != std::string::npos) GTEST_SKIP() << r->out;
+  EXPECT_EQ(r->exit_code, 0) << r->out;
+  EXPECT_EQ(r->out, "00") << "the $MLK_SANDBOX_HIDE folder, a file under /run" << (in_run ? "" : " (not made here)");
+  r = probe("relative/dir");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_NE(r->out.find("sandbox: $MLK_SANDBOX_HIDE: `relative/dir` is not an absolute path"), std::string::npos) << r->out;
+}
+
 // Review 6 of issue 49 (hardening): run_child's time limit held only while
 // the child's output was open; a child that closed it and ran on was waited
 // for without end.

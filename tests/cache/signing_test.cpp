@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "../cache/test_util.h"
 #include "base/signing.h"
+#include "cache/hit_dir.h"
 #include "cache/signatures.h"
 
 namespace mlk {
@@ -187,6 +191,35 @@ TEST(PackSignatures, Round2_Finding5_BoundToThePackAndTheNamespace) {
   payload["pack_signature"]["ns"] = "prod";  // relabelled
   EXPECT_NE(cache::check_pack_signed(pack, payload.dump(), {k->public_key}, {"prod"}).message().find("does not verify"),
             std::string::npos);
+}
+
+
+// Review 17 of issue 49 (low): `mlk build -o DIR` and `mlk tune -o DIR`
+// copied a hit byte for byte, its manifest.json's directory signature and
+// report too, so a writer stored an old or another team's signed directory
+// again and a runtime trusting that key loaded it as signed; a name with `/`
+// placed files in DIR's subfolders, and a link at a name was written
+// through. Written by cache::write_hit_dir now.
+TEST(HitDir, Review17_L1_ACopiedHitCarriesNoSignatureAndStaysInItsFolder) {
+  TempDir d;
+  const std::string dir = d.path() + "/out";
+  const std::string outside = d.path() + "/outside";
+  cache::testing::write_file(outside, "kept");
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(symlink(outside.c_str(), (dir + "/kernel.so").c_str()), 0);
+  nlohmann::json m = {{"fn", "f"}, {"signatures", {{{"key", "k"}}}}, {"verify_report", {{"passed", {"types"}}}}};
+  ASSERT_TRUE(IsOk(cache::write_hit_dir({{"manifest.json", m.dump()}, {"kernel.so", "new"}}, dir)));
+  auto written = nlohmann::json::parse(cache::testing::read_file(dir + "/manifest.json"));
+  EXPECT_EQ(written, (nlohmann::json{{"fn", "f"}})) << written.dump();
+  EXPECT_EQ(cache::testing::read_file(dir + "/kernel.so"), "new");
+  EXPECT_EQ(cache::testing::read_file(outside), "kept") << "written through the link";
+  // A manifest with neither is written as stored.
+  ASSERT_TRUE(IsOk(cache::write_hit_dir({{"manifest.json", "{\"fn\":\"g\"}"}}, dir)));
+  EXPECT_EQ(cache::testing::read_file(dir + "/manifest.json"), "{\"fn\":\"g\"}");
+  Status s = cache::write_hit_dir({{"manifest.json", "{}"}, {"sub/x", "y"}}, dir + "2");
+  EXPECT_EQ(s.message(), "the cached artifact lists file `sub/x`, which is not a plain file name; nothing was written to " +
+                             dir + "2");
+  EXPECT_FALSE(std::filesystem::exists(dir + "2"));
 }
 
 }  // namespace

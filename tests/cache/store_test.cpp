@@ -110,6 +110,26 @@ TEST(StoreOpen, ManifestBytesAreRecordedAndOlderStoresStillCount) {
   EXPECT_EQ(*s->namespace_bytes("ns"), charged);
 }
 
+// Review 17 of issue 49 (low): provenance is a writer's word that tools
+// print; a host holding terminal escapes rewrote what `mlk run` showed.
+// No store takes control characters in it (the server answers 400).
+TEST(StoreOpen, Review17_L4_ProvenanceWithControlCharactersIsRefused) {
+  TempDir dir;
+  auto s = open_store(dir.file("c.db"));
+  Manifest m;
+  m.meta_json = "{}";
+  m.provenance = testing::test_provenance();
+  m.provenance.host = "ci\x1b]0;signed by key 1234\x07";
+  Status st = s->put_entry("ns", "k", m);
+  EXPECT_TRUE(HasCode(st, Code::kInvalidArgument));
+  EXPECT_EQ(st.message(), "provenance host contains a control character");
+  m.provenance.host = "ci";
+  m.provenance.toolchain["mlk"] = "0.1\r";
+  EXPECT_EQ(s->put_entry("ns", "k", m).message(), "provenance toolchain version of `mlk` contains a control character");
+  m.provenance.toolchain["mlk"] = "0.1";
+  EXPECT_TRUE(IsOk(s->put_entry("ns", "k", m)));
+}
+
 // An archive is a store others may open with --cache: what a tune here
 // stored (origin `local`) is not local to them, so an export marks it
 // (issue 49, finding 11, the review of the fix). Other origins are kept.

@@ -125,6 +125,12 @@ try:
     p = mlk(*bench, "--baseline-set", "nope", "--max-regression", "10", tok=ro)
     check("a set never pushed: exit 1, names it",
           p.returncode == 1 and "answered 404: no baseline set `nope`" in p.stderr, p)
+    # Review 17 of issue 49 (low): the bench client took only http://, so a TLS-only server meant a
+    # token in clear. https:// is spoken and the server verified: this plain-HTTP one fails the handshake.
+    tls = ["https://" + a[len("http://"):] if a == srv.url else a for a in bench]
+    p = mlk(*tls, "--baseline-set", "main", tok=ro)
+    check("--server https://: spoken, the server verified (a plain-HTTP server fails the handshake)",
+          p.returncode == 1 and "cannot reach https://" in p.stderr and "is not an http" not in p.stderr, p)
     p = mlk("bench", NORMS, "--fn", "rmsnorm", "--target", "host", "--push")
     check("--push without a server: usage error",
           p.returncode == 2 and "--push needs --server URL (or a --cache that is a server URL)" in p.stderr, p)

@@ -214,6 +214,12 @@ with torch.no_grad():
     raises("target= runs the fn under that policy", lambda: mlk.testing.compare(
         blocks.add_layer_norm, torch_add_layer_norm, args, target="host;require=tuned", verbose=False),
         mlk.NotFoundError, "no kernel for `add_layer_norm` at B=2,D=384,S=16 under policy host;require=tuned")
+    # Review 17 of issue 49 (low): target= replaced the whole policy, so a fn loaded under a trust
+    # list or require= ran without it; the Ops' options stay now.
+    strict = mlk.load(os.path.join(HERE, "bert_blocks.tl"), target="host", cache=CACHE, require="tuned")
+    raises("target= keeps the Ops' options", lambda: mlk.testing.compare(
+        strict.add_layer_norm, torch_add_layer_norm, args, target="host", verbose=False),
+        mlk.NotFoundError, "no kernel for `add_layer_norm` at B=2,D=384,S=16 under policy host;require=tuned")
     raises("a callable needs dtype= and k=", lambda: mlk.testing.compare(
         lambda i, m: forward(i, m, MLK_BLOCKS), forward, (ids, mask), k=K_MODEL), ValueError,
         "compare: the envelope of a callable needs dtype= (\"F32\", ...) and k=")
