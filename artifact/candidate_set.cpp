@@ -143,7 +143,7 @@ Status write_candidate_set(const CandidateSet& set, const std::string& dir) {
     auto want = write_tensor(c.expected, dir, "case" + std::to_string(i) + "_expected");
     if (!want.ok()) return want.status();
     cases.push_back({{"name", c.name}, {"dims", c.dims}, {"inputs", inputs}, {"expected", *want},
-                     {"rtol", c.tol.rtol}, {"atol", c.tol.atol}});
+                     {"rtol", c.tol.rtol}, {"atol", c.tol.atol}, {"policy_outliers", c.tol.policy_outliers}});
   }
   json inputs = json::array();
   for (const TensorSpec& s : set.timing_inputs) inputs.push_back(spec_json(s.dtype, s.shape));
@@ -222,6 +222,7 @@ Expected<CandidateSet> read_candidate_set(const std::string& dir) {
     cc.dims = c.get<DimEnv>("dims");
     cc.tol.rtol = c.get<double>("rtol");
     cc.tol.atol = c.get<double>("atol");
+    if (cases[i].is_object() && cases[i].contains("policy_outliers")) cc.tol.policy_outliers = c.get<bool>("policy_outliers");
     const json& inputs = c.at("inputs");
     const json& want = c.at("expected");
     MLK_RETURN_IF_ERROR(c.status());

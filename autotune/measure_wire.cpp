@@ -112,7 +112,8 @@ Expected<std::string> encode_setup(const MeasureSetup& s, const std::string& sou
     for (const auto& t : c.inputs) in.push_back(tensor_ref(t, data));
     json refs = json::array();
     for (size_t i = 0; i < c.references.size(); ++i)
-      refs.push_back({{"tensor", tensor_ref(c.references[i], data)}, {"rtol", c.tols[i].rtol}, {"atol", c.tols[i].atol}});
+      refs.push_back({{"tensor", tensor_ref(c.references[i], data)}, {"rtol", c.tols[i].rtol}, {"atol", c.tols[i].atol},
+                      {"policy_outliers", c.tols[i].policy_outliers}});
     verify.push_back({{"name", c.name}, {"shape", c.shape}, {"set", c.set}, {"dims", c.dims}, {"inputs", in},
                       {"references", refs}});
   }
@@ -162,7 +163,8 @@ Expected<DecodedSetup> decode_setup(std::string_view bytes) {
         auto ref = tensor_of(r.at("tensor"), data, left, "a reference of `" + v.name + "`");
         if (!ref.ok()) return ref.status();
         v.references.push_back(std::move(*ref));
-        v.tols.push_back(Tolerance{r.at("rtol").get<double>(), r.at("atol").get<double>()});
+        v.tols.push_back(Tolerance{r.at("rtol").get<double>(), r.at("atol").get<double>(),
+                                   r.value("policy_outliers", false)});
       }
       d.setup.verify.push_back(std::move(v));
     }

@@ -268,9 +268,12 @@ Expected<Verification> prepare_measurement(MeasureSetup& setup, const std::vecto
       c.references = *ref;
       json tols_j = json::array();
       for (size_t k = 0; k < results.size(); ++k) {
-        Tolerance tol = result_tolerance(judged_dtype(m, f, results[k].type.dtype), red, c.references[k]);
+        const DType judged = judged_dtype(m, f, results[k].type.dtype);
+        Tolerance tol = result_tolerance(judged, red, c.references[k]);
+        tol.policy_outliers = judged != results[k].type.dtype;
         c.tols.push_back(tol);
         tols_j.push_back({{"rtol", tol.rtol}, {"atol", tol.atol}});
+        if (tol.policy_outliers) tols_j.back()["policy_outliers"] = {{"rate", kPolicyOutlierRate}, {"within", kPolicyOutlierFactor}};
       }
       cases_j.push_back({{"shape", shape_name}, {"input_set", set}, {"dims", env},
                          {"tolerance", results.size() == 1 ? tols_j[0] : tols_j},

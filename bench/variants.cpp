@@ -313,7 +313,9 @@ void PreparedKernel::PreparePeers(const PrepareOptions& o) {
   const ir::Function& f = *st.f;
   int64_t longest = 1;
   for (const auto& [d, v] : env_) longest = std::max(longest, v);
-  const Tolerance tol = tolerance_for(judged_dtype(m, f, f.result_type.dtype), longest);
+  const DType judged = judged_dtype(m, f, f.result_type.dtype);
+  Tolerance tol = tolerance_for(judged, longest);
+  tol.policy_outliers = judged != f.result_type.dtype;
   peers_.clear();
   for (const auto& name : o.peers) {
     Variant v{name, "", "", false, nullptr};

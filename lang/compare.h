@@ -16,7 +16,19 @@ namespace mlk {
 // (NaN matches only NaN; an infinity only the same infinity).
 struct Tolerance {
   double rtol = 0, atol = 0;
+  // The F32 results of a fn made under a precision policy (judged_dtype,
+  // lang/precision.h): where one product's result feeds another's operands,
+  // another order of summation may round an operand to the neighbouring
+  // 16-bit value, and where the fn then divides by a small difference (a
+  // LayerNorm of a row whose deviation is small) that one rounding may
+  // carry an element past the envelope. Then at most one element in
+  // kPolicyOutlierRate (at least one) may lie outside it, each within
+  // kPolicyOutlierFactor times it: a wrong schedule misses by more, or in
+  // more places.
+  bool policy_outliers = false;
 };
+constexpr int64_t kPolicyOutlierRate = 10000;
+constexpr double kPolicyOutlierFactor = 8;
 
 // The tolerance for results of dtype `t`. `reduction_length` is the number of
 // terms a result element accumulates (K of a matmul, the reduced extent of a
@@ -30,11 +42,14 @@ Tolerance tolerance_for(DType t, int64_t reduction_length = 1);
 constexpr double kF64ErfAtol = 1e-6;
 
 // OK when `actual` has the dtype and shape of `expected` and every element
-// passes `tol`. Otherwise InvalidArgument for a dtype, shape or malformed
-// tensor, and Corruption for differing values, naming the first mismatch by
-// its multi-index, both values and the number of mismatches:
+// passes `tol` (but for the outliers tol.policy_outliers allows). Otherwise
+// InvalidArgument for a dtype, shape or malformed tensor, and Corruption for
+// differing values, naming the first mismatch by its multi-index, both
+// values and the number of mismatches:
 //   "2 of 6 elements differ (rtol 1e-05, atol 1e-06); first at [1, 0]:
 //    expected 1.5, got 1.625"
+// and under policy_outliers what they may be:
+//   "... atol 0.01; the policy allows 1 within 8x); first at ..."
 Status compare(const HostTensor& expected, const HostTensor& actual, Tolerance tol);
 
 struct ErrorStats {

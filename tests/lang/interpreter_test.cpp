@@ -696,6 +696,35 @@ TEST(Compare, ReportsFirstMismatchCountAndIndex) {
   EXPECT_TRUE(compare(e, a, {0.1, 1e-6}).ok());  // 0.5 <= 0.1 * 5
 }
 
+// Results of a fn under a precision policy: one element in 10,000 (at
+// least one) may miss the envelope, within 8 times it; more, or farther, is
+// wrong. NaN against a number is always wrong.
+TEST(Compare, APolicysOutliersAreFewAndNear) {
+  HostTensor e(DType::F32, {20000});
+  for (int64_t i = 0; i < e.numel(); ++i) e.set(i, 1.0);
+  Tolerance policy = tolerance_for(DType::BF16);  // |d| <= 0.01 + 0.01 |e| = 0.02
+  policy.policy_outliers = true;
+  HostTensor a = e;
+  a.set(3, 1.1);      // 5x the bound
+  a.set(19999, 1.15);  // 7.5x
+  EXPECT_TRUE(compare(e, a, policy).ok()) << compare(e, a, policy).message();
+  EXPECT_FALSE(compare(e, a, tolerance_for(DType::BF16)).ok()) << "without the policy every element counts";
+  HostTensor three = a;
+  three.set(7, 1.05);
+  EXPECT_EQ(compare(e, three, policy).message(),
+            "3 of 20000 elements differ (rtol 0.01, atol 0.01; the policy allows 2 within 8x); first at [3]: expected 1, "
+            "got 1.1");
+  HostTensor far = e;
+  far.set(3, 1.17);  // 8.5x
+  EXPECT_FALSE(compare(e, far, policy).ok());
+  HostTensor nan = e;
+  nan.set(3, kNaN);
+  EXPECT_FALSE(compare(e, nan, policy).ok());
+  HostTensor small(DType::F32, {4}), one = small;
+  one.set(2, 0.05);  // 5x: a tensor of 4 elements may hold one outlier still
+  EXPECT_TRUE(compare(small, one, policy).ok());
+}
+
 TEST(Compare, NanInfDtypeShapeAndIntegers) {
   HostTensor e = T(DType::F64, {3}, {kNaN, kInf, 1});
   EXPECT_TRUE(compare(e, e, tolerance_for(DType::F64)).ok());
