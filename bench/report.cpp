@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/escape.h"
 #include "base/files.h"
 #include "bench/stats.h"
 
@@ -55,6 +56,8 @@ class Reader {
       return fail(path, "missing field `" + key + "`");
     }
     if (!it->is_string()) return fail(path + "." + key, "expected a string");
+    // A report may come from a server others write to: its words reach a terminal.
+    if (has_control_char(it->get_ref<const std::string&>())) return fail(path + "." + key, "contains a control character");
     return it->get<std::string>();
   }
   Expected<std::vector<double>> samples(const json& o, const std::string& path) const {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include "base/escape.h"
 #include "base/json.h"
 
 namespace mlk::cache {
@@ -131,9 +132,8 @@ Status validate_manifest(const Manifest& m) {
   // tune summaries): no control characters, which a terminal would obey
   // (review 17 of issue 49: a forged host spoofed "signed by key ...").
   auto printable = [](const std::string& what, const std::string& text) {
-    for (unsigned char c : text)
-      if (c < 0x20 || c == 0x7f) return Status::InvalidArgument("provenance " + what + " contains a control character");
-    return Status::Ok();
+    return has_control_char(text) ? Status::InvalidArgument("provenance " + what + " contains a control character")
+                                  : Status::Ok();
   };
   MLK_RETURN_IF_ERROR(printable("producer", m.provenance.producer));
   MLK_RETURN_IF_ERROR(printable("host", m.provenance.host));

@@ -7,6 +7,7 @@
 
 #include "base/json.h"
 #include "base/sha256.h"
+#include "cache/store.h"
 
 namespace mlk::cache {
 
@@ -57,7 +58,9 @@ Expected<Sig> read_sig(const json& s, const std::string& field) {
   Sig out{pk->get<std::string>(), sg->get<std::string>()};
   if (auto ns = s.find("ns"); ns != s.end()) {
     auto seq = s.find("seq");
-    if (!ns->is_string() || ns->get<std::string>().size() > 256)
+    // A namespace's name or "" (a directory's): never a writer's free text,
+    // which the refusals print (review 18 of issue 49).
+    if (!ns->is_string() || (!ns->get<std::string>().empty() && !validate_namespace(ns->get<std::string>()).ok()))
       return Status::Corruption(field + ".ns must be a namespace name");
     if (seq == s.end() || !seq->is_number_integer() || seq->get<int64_t>() < 0 || seq->get<int64_t>() > kMaxSequence)
       return Status::Corruption(field + ".seq must be an integer in [0, 2^53]");

@@ -21,6 +21,7 @@
 
 #include "artifact/candidate_set.h"
 #include "base/child.h"
+#include "base/escape.h"
 #include "base/files.h"
 #include "base/log.h"
 #include "base/json.h"
@@ -241,7 +242,7 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   // have read any file the sandbox lets it see and put it there. So only
   // numbers and a verdict go back to the job's submitter, in this worker's
   // words; the text goes to this worker's own log (issue 49, review 12).
-  std::string said = child->out.substr(0, 2000);
+  std::string said = ascii_printable(child->out.substr(0, 2000));  // for a terminal: no escape sequence
   while (!said.empty() && said.back() == '\n') said.pop_back();
   const std::string code = std::to_string(child->exit_code);
   if (child->exit_code != 0 && !said.empty())
@@ -259,8 +260,8 @@ Expected<std::string> run_candidates_job(const WorkerLoopOptions& o, client::Job
   if (m->results.size() != 1) return Status::InvalidArgument("the job's candidate set holds more than one candidate");
   const CandidateResult& r = m->results[0];
   if (!r.detail.empty())
-    log_linef(LogLevel::kNote, "job %lld: the candidate's %s: %s", static_cast<long long>(job.id), r.verdict.c_str(),
-              r.detail.substr(0, 2000).c_str());
+    log_linef(LogLevel::kNote, "job %lld: the candidate's %s: %s", static_cast<long long>(job.id),
+              ascii_printable(r.verdict.substr(0, 40)).c_str(), ascii_printable(r.detail.substr(0, 2000)).c_str());
   const bool ok = r.verdict == "ok", wrong = r.verdict == "wrong";
   // The numbers, on a coarse grid: times to 3 significant digits between
   // 1 us and the run's limit, the median recomputed from them, errors to 2
@@ -356,10 +357,7 @@ void tell(const WorkerLoopOptions& o, const client::WorkerView& me, const client
   std::string what = !m.ok() ? "bad job: " + m.status().message()
                      : ok    ? verdict + " " + std::to_string(ms) + " ms"
                              : verdict + ": " + r.value("detail", "").substr(0, 200);
-  for (size_t i = 0; i < what.size(); ++i) {  // the candidate's words: no escape sequence reaches the worker's terminal
-    const auto ch = static_cast<unsigned char>(what[i]);
-    if (ch < 0x20 || ch == 0x7f || ch >= 0x80) what[i] = '?';  // C0, DEL, and any byte of C1 or other non-ASCII
-  }
+  what = ascii_printable(what);  // the candidate's words: no escape sequence reaches the worker's terminal
   std::fprintf(stderr, "%s %s: job %lld (attempt %d%s): %s%s\n", o.program.c_str(), me.name.c_str(),
                static_cast<long long>(j.id), j.attempts, artifact ? ", a built artifact" : "", what.c_str(),
                held ? "" : " (not recorded: the lease was lost meanwhile)");

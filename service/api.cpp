@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/sha256.h"
 #include "service/api_internal.h"
+#include "service/dashboard_session.h"
 #include "service/bench_history.h"
 #include "service/dashboard.h"
 
@@ -356,6 +357,15 @@ ApiResponse dispatch(Ctx& c) {
   if (!takes_method(*route, c.req.method, allow)) return method_not_allowed(c, allow);
   const std::string& m = c.req.method;
   bool read = m == "GET" || m == "HEAD";
+  // A browser's request from another site: its cached Basic credentials (a
+  // token once typed into http://USER:TOKEN@HOST/...) would go along with a
+  // cross-site form's POST. The API's clients are programs, which send
+  // neither header (review 18 of issue 49); the dashboard checks its own.
+  if (!read && c.route != "dashboard")
+    if (auto why = cross_site(c.req))
+      return reject(c, 403, "cross_site",
+                    "refused: a browser sent this request from another site; the API takes writes from programs "
+                    "(mlk, ccache, bazel), not from web pages");
   if (c.route == "health") return json_text(200, R"({"ok":true})");
   if (c.route == "metrics") return metrics_route(c);
   if (c.route == "whoami") return whoami_route(c);

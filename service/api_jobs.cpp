@@ -27,6 +27,7 @@
 
 #include "base/sha256.h"
 #include "cache/signatures.h"
+#include "base/escape.h"
 #include "service/api_internal.h"
 #include "base/json.h"
 
@@ -254,17 +255,7 @@ ApiResponse workers_route(Ctx& c) {
   if (auto r = field(c, body, "name", name)) return *r;
   if (!name_chars(name, 128, "._:@-")) return reject(c, 400, "bad_job", "worker name `" + name.substr(0, 80) + "` is not 1-128 of [A-Za-z0-9._:@-]");
   if (auto r = field(c, body, "fingerprint", fp)) return *r;
-  auto control = [](const std::string& t) {  // C0, DEL, and C1 (U+0080-U+009F as UTF-8)
-    for (size_t i = 0; i < t.size(); ++i) {
-      const auto ch = static_cast<unsigned char>(t[i]);
-      if (ch < 0x20 || ch == 0x7f) return true;
-      if (ch == 0xC2 && i + 1 < t.size() && static_cast<unsigned char>(t[i + 1]) >= 0x80 &&
-          static_cast<unsigned char>(t[i + 1]) <= 0x9f)
-        return true;
-    }
-    return false;
-  };
-  if (fp.empty() || fp.size() > 4096 || control(fp))
+  if (fp.empty() || fp.size() > 4096 || has_control_char(fp))
     return reject(c, 400, "bad_job", "the fingerprint must be 1-4096 characters, none a control character");
   auto secret = random_secret();
   if (!secret.ok()) return store_error(c, secret.status());

@@ -29,6 +29,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/escape.h"
 #include "base/files.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -779,7 +780,8 @@ struct Server::Impl {
                                                 : why == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "server stopping"
                                                                                                 : "connection closed");
     log_linef(LogLevel::kNote, "%s %s %s %s -> %s, %.2f ms) team %s", now_iso().c_str(),
-              rq.conn ? rq.conn->remote.c_str() : "-", method.c_str(), rq.target.c_str(), outcome.c_str(), ms,
+              rq.conn ? rq.conn->remote.c_str() : "-", ascii_printable(method).c_str(),
+              ascii_printable(rq.target).c_str(), outcome.c_str(), ms,  // a client's bytes: no control sequence
               rq.team.empty() ? "-" : rq.team.c_str());
   }
 

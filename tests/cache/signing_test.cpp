@@ -147,6 +147,13 @@ TEST(EntrySignatures, Round2_Finding11_ASignatureIsForOneNamespaceAndOneSequence
             "`: docs/signing.md)");
   EXPECT_TRUE(IsOk(cache::check_signed("entry K", st, v1.dump(), {k->public_key}, {{"dev"}, true}, &by)));
   EXPECT_TRUE(by.v1);
+  // Review 18 of issue 49 (low): a signature's namespace is a namespace's
+  // name, never a writer's free text that a refusal would print.
+  nlohmann::json spoof = nlohmann::json::parse(*dev);
+  spoof["signatures"][0]["ns"] = "\x1b]0;signed\x07";
+  Status s = cache::check_signed("entry K", st, spoof.dump(), {k->public_key}, {{"release"}});
+  EXPECT_EQ(s.message().find('\x1b'), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(".ns must be a namespace name"), std::string::npos) << s.message();
 }
 
 TEST(ReportSignatures, BoundToTheirEntryAndTheirVerifier) {

@@ -123,7 +123,10 @@ TEST(StoreOpen, Review17_L4_ProvenanceWithControlCharactersIsRefused) {
   Status st = s->put_entry("ns", "k", m);
   EXPECT_TRUE(HasCode(st, Code::kInvalidArgument));
   EXPECT_EQ(st.message(), "provenance host contains a control character");
-  m.provenance.host = "ci";
+  m.provenance.host = "ci\xc2\x9b" "2J";  // C1 (CSI) as UTF-8
+  EXPECT_EQ(s->put_entry("ns", "k", m).message(), "provenance host contains a control character");
+  m.provenance.host = "ci-\xc3\xa9";  // other UTF-8 is words
+  EXPECT_TRUE(IsOk(s->put_entry("ns", "k", m)));
   m.provenance.toolchain["mlk"] = "0.1\r";
   EXPECT_EQ(s->put_entry("ns", "k", m).message(), "provenance toolchain version of `mlk` contains a control character");
   m.provenance.toolchain["mlk"] = "0.1";

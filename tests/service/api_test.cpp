@@ -177,6 +177,29 @@ TEST_P(ApiTest, MissingUnknownAndRevokedTokensAre401NeverA404) {
   EXPECT_GE(metrics.counter("mlk_rejects", {"", "unauthenticated"}), 27);
 }
 
+// Review 18 of issue 49 (low): a browser keeps Basic credentials typed
+// into a URL and sends them with a cross-site form's POST, so a page could
+// write with them (push a bench baseline, cancel jobs). A write a browser
+// marks as cross-site, or whose Origin is another host, is refused.
+TEST_P(ApiTest, Review18_L1_ABrowsersCrossSiteWriteIsRefused) {
+  const std::string bytes = "cross-site bytes";
+  auto put = [&](const std::string& site, const std::string& origin) {
+    ApiRequest r{"PUT", "/v1/blobs/" + sha256_hex(bytes), {}, "Bearer " + alpha};
+    r.sec_fetch_site = site;
+    r.origin = origin;
+    r.host = "127.0.0.1:8080";
+    StringBody b(bytes);
+    return api->handle(r, b);
+  };
+  auto r = put("cross-site", "");
+  EXPECT_EQ(r.status, 403);
+  EXPECT_NE(r.body.find("a browser sent this request from another site"), std::string::npos) << r.body;
+  EXPECT_EQ(put("same-site", "").status, 403);
+  EXPECT_EQ(put("", "http://evil.example").status, 403);
+  EXPECT_EQ(put("same-origin", "http://127.0.0.1:8080").status, 201);
+  EXPECT_EQ(put("", "").status / 100, 2);  // a program: neither header (200: stored already)
+}
+
 TEST_P(ApiTest, BasicAuthCarriesTheTokenAsPassword) {
   // base64("team:" + token), as ccache sends for http://team:TOKEN@host/...
   std::string creds = "alpha:" + alpha;
