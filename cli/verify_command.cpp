@@ -288,8 +288,6 @@ CommandSpec verify_spec() {
   return spec(scratch);
 }
 
-// The user's home folder ("" when unknown): masked in the sandboxes, with
-// the key's folder, so that the verified code reads neither.
 // What the sandboxes hide: the key's folder as written and as it really is
 // (a link's target), the user's home and $TMPDIR.
 std::vector<std::string> key_folders(const std::string& key_path) {

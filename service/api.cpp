@@ -362,7 +362,7 @@ ApiResponse dispatch(Ctx& c) {
   // cross-site form's POST. The API's clients are programs, which send
   // neither header (review 18 of issue 49); the dashboard checks its own.
   if (!read && c.route != "dashboard")
-    if (auto why = cross_site(c.req))
+    if (cross_site(c.req))
       return reject(c, 403, "cross_site",
                     "refused: a browser sent this request from another site; the API takes writes from programs "
                     "(mlk, ccache, bazel), not from web pages");

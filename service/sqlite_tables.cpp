@@ -45,14 +45,7 @@ class SqliteTables final : public ServiceTables {
   Expected<bool> blob_referenced(const std::string& ns, const std::string& digest) override {
     return service::blob_referenced(*db_, ns, digest);
   }
-  Expected<bool> blob_held(const std::string& digest) override {
-    auto st = db_->prepare("SELECT EXISTS(SELECT 1 FROM refs WHERE digest=?1)");
-    if (!st.ok()) return st.status();
-    st->bind(1, digest);
-    auto row = st->step();
-    if (!row.ok()) return row.status();
-    return *row && st->i64(0) != 0;
-  }
+  Expected<bool> blob_held(const std::string& digest) override { return service::blob_held(*db_, digest); }
 
   Status grant(const std::string& ns, const std::string& grantee, int64_t now) override {
     auto st = db_->prepare(

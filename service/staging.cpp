@@ -1,5 +1,8 @@
 #include "service/staging.h"
 
+#include <initializer_list>
+#include <string_view>
+
 namespace mlk::service {
 
 std::optional<int64_t> QuotaPolicy::limit_for(const std::string& ns) const {
@@ -90,10 +93,12 @@ Expected<std::map<std::string, int64_t>> staged_by_namespace(cache::sql::Db& db)
 
 namespace {
 
-Expected<bool> exists(cache::sql::Db& db, const char* sql, const std::string& ns, const std::string& digest) {
+// Whether `sql` (a SELECT EXISTS) holds, its parameters ?1, ?2, .. bound to `params`.
+Expected<bool> exists(cache::sql::Db& db, const char* sql, std::initializer_list<std::string_view> params) {
   auto st = db.prepare(sql);
   if (!st.ok()) return st.status();
-  st->bind(1, ns).bind(2, digest);
+  int i = 0;
+  for (std::string_view p : params) st->bind(++i, p);
   auto r = st->step();
   if (!r.ok()) return r.status();
   return *r && st->i64(0) != 0;
@@ -102,13 +107,17 @@ Expected<bool> exists(cache::sql::Db& db, const char* sql, const std::string& ns
 }  // namespace
 
 Expected<bool> blob_staged(cache::sql::Db& db, const std::string& ns, const std::string& digest) {
-  return exists(db, "SELECT EXISTS(SELECT 1 FROM service_staged WHERE ns=?1 AND digest=?2)", ns, digest);
+  return exists(db, "SELECT EXISTS(SELECT 1 FROM service_staged WHERE ns=?1 AND digest=?2)", {ns, digest});
 }
 
 Expected<bool> blob_referenced(cache::sql::Db& db, const std::string& ns, const std::string& digest) {
   return exists(db,
                 "SELECT EXISTS(SELECT 1 FROM refs r JOIN entries e ON e.id=r.entry_id WHERE e.ns=?1 AND r.digest=?2)",
-                ns, digest);
+                {ns, digest});
+}
+
+Expected<bool> blob_held(cache::sql::Db& db, const std::string& digest) {
+  return exists(db, "SELECT EXISTS(SELECT 1 FROM refs WHERE digest=?1)", {digest});
 }
 
 Expected<bool> blob_visible(cache::sql::Db& db, const std::string& ns, const std::string& digest) {

@@ -53,5 +53,7 @@ Expected<bool> blob_visible(cache::sql::Db& db, const std::string& ns, const std
 // The two halves of blob_visible.
 Expected<bool> blob_staged(cache::sql::Db& db, const std::string& ns, const std::string& digest);
 Expected<bool> blob_referenced(cache::sql::Db& db, const std::string& ns, const std::string& digest);
+// Whether an entry of any namespace references blob `digest`.
+Expected<bool> blob_held(cache::sql::Db& db, const std::string& digest);
 
 }  // namespace mlk::service

@@ -44,6 +44,16 @@ class Trust : public testing::ApiFixture {
   }
   // A measurement setup's bytes (what POST /v1/jobs/setups accepts).
   static std::string setup_bytes(const std::string& tag) { return "mlk-measure-setup " + tag + std::string(60, 's'); }
+  // Makes `api` keep at most `n` finished jobs a namespace, then posts a
+  // setup of alpha's (`tag`) to it; the setup's digest.
+  std::string keep_finished_jobs(int n, const std::string& tag) {
+    ApiOptions o = api->options();
+    o.max_finished_jobs = n;
+    api = std::make_unique<Api>(o, *pool, metrics);
+    auto s = call("POST", "/v1/jobs/setups", alpha, setup_bytes(tag));
+    EXPECT_EQ(s.status / 100, 2) << s.body;
+    return json::parse(s.body, nullptr, false).value("setup", "");
+  }
   // Submits a job of `token`'s team for `setup`; its id.
   int64_t submit(const std::string& token, const std::string& setup_digest) {
     auto r = call("POST", "/v1/jobs/submit", token,
@@ -309,17 +319,10 @@ TEST_P(Trust, Round2_Review_ABaselineSetIsAnsweredWithinTheAnswerBound) {
 // the store grew without bound, outside every quota. Payloads are at most
 // 64 KiB, and a namespace keeps its newest max_finished_jobs finished jobs.
 TEST_P(Trust, Round2_Review_FinishedJobsDoNotAccumulate) {
-  ApiOptions o = api->options();
-  o.max_finished_jobs = 3;
-  Api few(o, *pool, metrics);
+  const std::string setup = keep_finished_jobs(3, "few");
   auto send = [&](const std::string& method, const std::string& path, const std::string& body) {
-    ApiRequest r{method, path, {}, "Bearer " + alpha};
-    StringBody b(body);
-    return few.handle(r, b);
+    return call(method, path, alpha, body);
   };
-  auto s = send("POST", "/v1/jobs/setups", setup_bytes("few"));
-  ASSERT_EQ(s.status / 100, 2) << s.body;
-  const std::string setup = json::parse(s.body)["setup"];
   expect_error(send("POST", "/v1/jobs/submit",
                     json{{"device_key", "cpu"}, {"setup", setup}, {"payload", {{"pad", std::string(70 << 10, 'p')}}}}.dump()),
                413, "the payload is larger than 64 KiB");
@@ -342,40 +345,30 @@ TEST_P(Trust, Round2_Review_FinishedJobsDoNotAccumulate) {
 // result for each (a write-entries and a worker token) kept them all: about
 // 10 GiB of results outside every quota. Trimmed as each job finishes now.
 TEST_P(Trust, Review12_M1_FinishedJobsAreTrimmedAsTheyFinish) {
-  ApiOptions o = api->options();
-  o.max_finished_jobs = 3;
-  Api few(o, *pool, metrics);
-  auto send = [&](const std::string& method, const std::string& path, const std::string& token, const std::string& body) {
-    ApiRequest r{method, path, {}, "Bearer " + token};
-    StringBody b(body);
-    return few.handle(r, b);
-  };
-  auto s = send("POST", "/v1/jobs/setups", alpha, setup_bytes("finish"));
-  ASSERT_EQ(s.status / 100, 2) << s.body;
-  const std::string setup = json::parse(s.body)["setup"];
+  const std::string setup = keep_finished_jobs(3, "finish");
   std::vector<int64_t> ids;
   for (int i = 0; i < 6; ++i) {
-    auto r = send("POST", "/v1/jobs/submit", alpha, json{{"device_key", "cpu"}, {"setup", setup}, {"payload", json::object()}}.dump());
+    auto r = call("POST", "/v1/jobs/submit", alpha, json{{"device_key", "cpu"}, {"setup", setup}, {"payload", json::object()}}.dump());
     ASSERT_EQ(r.status, 201) << r.body;
     ids.push_back(json::parse(r.body)["id"]);
   }
   const std::string worker_token = token_of("alpha", kScopeRead | kScopeWorker);
-  auto w = send("POST", "/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})");
+  auto w = call("POST", "/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})");
   ASSERT_EQ(w.status, 201) << w.body;
   json me = json::parse(w.body)["worker"];
   const json lease = {{"worker", me["id"]}, {"secret", me["secret"]}};
   for (int i = 0; i < 6; ++i) {
-    auto l = send("POST", "/v1/jobs/lease", worker_token, lease.dump());
+    auto l = call("POST", "/v1/jobs/lease", worker_token, lease.dump());
     ASSERT_EQ(l.status, 200) << l.body;
     json done = lease;
     done["ok"] = true;
     done["result"] = {{"pad", std::string(1000, 'r')}};
-    auto r = send("POST", "/v1/jobs/" + std::to_string(json::parse(l.body)["job"]["id"].get<int64_t>()) + "/result",
+    auto r = call("POST", "/v1/jobs/" + std::to_string(json::parse(l.body)["job"]["id"].get<int64_t>()) + "/result",
                   worker_token, done.dump());
     ASSERT_EQ(r.status, 200) << r.body;
   }
   int kept = 0;
-  for (int64_t id : ids) kept += send("GET", "/v1/jobs/" + std::to_string(id), alpha, "").status == 200;
+  for (int64_t id : ids) kept += call("GET", "/v1/jobs/" + std::to_string(id), alpha, "").status == 200;
   EXPECT_EQ(kept, 3);
 }
 
@@ -455,27 +448,17 @@ TEST_P(Trust, Review17_M1_AReplacedCcacheObjectStaysChargedWhileStored) {
 // that finished late, behind newer ones, lost its result as it was stored.
 // Kept by when they finished now.
 TEST_P(Trust, Review14_AJobThatFinishesLateKeepsItsResult) {
-  ApiOptions o = api->options();
-  o.max_finished_jobs = 3;
-  Api few(o, *pool, metrics);
-  auto send = [&](const std::string& method, const std::string& path, const std::string& token, const std::string& body) {
-    ApiRequest r{method, path, {}, "Bearer " + token};
-    StringBody b(body);
-    return few.handle(r, b);
-  };
-  auto s = send("POST", "/v1/jobs/setups", alpha, setup_bytes("late"));
-  ASSERT_EQ(s.status / 100, 2) << s.body;
-  const std::string setup = json::parse(s.body)["setup"];
+  const std::string setup = keep_finished_jobs(3, "late");
   for (int i = 0; i < 5; ++i)
-    ASSERT_EQ(send("POST", "/v1/jobs/submit", alpha,
+    ASSERT_EQ(call("POST", "/v1/jobs/submit", alpha,
                    json{{"device_key", "cpu"}, {"setup", setup}, {"payload", json::object()}}.dump()).status, 201);
   const std::string worker_token = token_of("alpha", kScopeRead | kScopeWorker);
-  auto w = send("POST", "/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})");
+  auto w = call("POST", "/v1/jobs/workers", worker_token, R"({"device_key":"cpu","name":"w","fingerprint":"fp"})");
   ASSERT_EQ(w.status, 201) << w.body;
   json me = json::parse(w.body)["worker"];
   const json lease = {{"worker", me["id"]}, {"secret", me["secret"]}};
   auto take = [&] {
-    auto l = send("POST", "/v1/jobs/lease", worker_token, lease.dump());
+    auto l = call("POST", "/v1/jobs/lease", worker_token, lease.dump());
     EXPECT_EQ(l.status, 200) << l.body;
     return json::parse(l.body)["job"]["id"].get<int64_t>();
   };
@@ -483,12 +466,12 @@ TEST_P(Trust, Review14_AJobThatFinishesLateKeepsItsResult) {
     json done = lease;
     done["ok"] = true;
     done["result"] = {{"median_ms", 1.0}};
-    return send("POST", "/v1/jobs/" + std::to_string(id) + "/result", worker_token, done.dump()).status;
+    return call("POST", "/v1/jobs/" + std::to_string(id) + "/result", worker_token, done.dump()).status;
   };
   const int64_t oldest = take();  // held while the four newer ones finish
   for (int i = 0; i < 4; ++i) ASSERT_EQ(finish(take()), 200);
   ASSERT_EQ(finish(oldest), 200);
-  auto got = send("GET", "/v1/jobs/" + std::to_string(oldest), alpha, "");
+  auto got = call("GET", "/v1/jobs/" + std::to_string(oldest), alpha, "");
   ASSERT_EQ(got.status, 200) << "the job that finished last lost its result";
   EXPECT_EQ(json::parse(got.body)["state"], "done");
 }
