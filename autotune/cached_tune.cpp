@@ -192,7 +192,7 @@ Expected<std::optional<Outcome>> lookup_tuned(const TuneRequest& request) {
       const double best = em->best_ms.value_or(0), dflt = em->default_ms.value_or(0);
       double speedup = dflt > 0 && best > 0 ? dflt / best : 0;
       o.summary_line = label + ": cached: tuned on " + hit->info.manifest.provenance.host + " at " +
-                       when(hit->info.manifest.provenance.time) + ", " + fmt(speedup) + "x over default schedule (" +
+                       when(hit->info.manifest.provenance.time) + ", " + fmt(speedup) + "x over the naive schedule (" +
                        fmt(best) + " ms" + (em->measured ? "" : ", estimated") + "), key " + o.key.substr(0, 16);
       if (!out_dir.empty()) MLK_RETURN_IF_ERROR(cache::write_hit_dir(hit->files, out_dir));
       return std::optional<Outcome>(std::move(o));
@@ -278,8 +278,11 @@ Expected<Outcome> store_tuned(const TuneRequest& request, const TuneResult& resu
   }
   if (!out_dir.empty()) MLK_RETURN_IF_ERROR(cache::write_hit_dir(files, out_dir));
   o.summary_line = label + ": " + (r->measured ? "" : "estimated ") + fmt(r->best_ms) + " ms (" + r->best_origin +
-                   "), default schedule " + fmt(r->default_ms) + " ms, " +
+                   "), naive schedule " + fmt(r->default_ms) + " ms, " +
                    fmt(r->default_ms > 0 && r->best_ms > 0 ? r->default_ms / r->best_ms : 0) + "x, " +
+                   (r->untuned_ms > 0 && r->best_ms > 0
+                        ? "default schedule " + fmt(r->untuned_ms) + " ms, " + fmt(r->untuned_ms / r->best_ms) + "x, "
+                        : std::string()) +
                    std::to_string(r->trials) + " trials, " + (r->measured ? (r->measured_on.empty() ? std::string("measured") : "measured on " + r->measured_on) : std::string("NOT measured (GPU candidates are ranked by the cost model and ptxas)")) +
                    ", key " + o.key.substr(0, 16);
   return o;

@@ -20,6 +20,10 @@ using json = nlohmann::json;
 
 namespace {
 
+// The naive schedule's trial (trial 0); "default" in logs and sets written
+// before the default schedule became the rules' first seed.
+bool naive_origin(const std::string& origin) { return origin == "naive" || origin == "default"; }
+
 std::string problem_label(const std::string& fn, const std::string& profile, const DimEnv& dims) {
   std::string d;
   for (const auto& [k, v] : dims) d += (d.empty() ? "" : ",") + k + "=" + std::to_string(v);
@@ -27,7 +31,7 @@ std::string problem_label(const std::string& fn, const std::string& profile, con
 }
 
 // The trials to export: passing, distinct, best first by the search's
-// score, at most `count`, the default among them.
+// score, at most `count`, the naive schedule among them.
 std::vector<const Trial*> pick(const TuneResult& result, int count) {
   std::vector<const Trial*> ok;
   std::set<std::string> seen;
@@ -35,7 +39,7 @@ std::vector<const Trial*> pick(const TuneResult& result, int count) {
     if (t.m.ok() && seen.insert(t.schedule.hash()).second) ok.push_back(&t);
   std::stable_sort(ok.begin(), ok.end(), [](const Trial* a, const Trial* b) { return a->score_ms < b->score_ms; });
   std::vector<const Trial*> out(ok.begin(), ok.begin() + std::min<size_t>(ok.size(), std::max(1, count)));
-  auto is_default = [](const Trial* t) { return t->origin == "default"; };
+  auto is_default = [](const Trial* t) { return naive_origin(t->origin); };
   if (std::none_of(out.begin(), out.end(), is_default)) {
     auto d = std::find_if(ok.begin(), ok.end(), is_default);
     if (d != ok.end()) out.back() = *d;
@@ -181,7 +185,7 @@ Expected<TuneResult> import_measurements(const TuneRequest& r, const std::string
     t.score_ms = cr.median_ms;
     res.log.push_back(t);
     if (!t.m.ok()) failures += "; " + cr.id + " " + cr.verdict + ": " + cr.detail;
-    if (t.m.ok() && t.origin == "default") res.default_ms = t.m.median_ms;
+    if (t.m.ok() && naive_origin(t.origin)) res.default_ms = t.m.median_ms;
     if (t.m.ok() && (!best_r || cr.median_ms < best_r->median_ms)) best_r = &cr;
   }
   if (!best_r)

@@ -138,7 +138,7 @@ std::vector<ProgramJobResult> tune_program(const std::vector<TuneRequest>& jobs,
     const double best = a.task.best_ms(), dflt = a.task.default_ms();
     std::string resumed = a.task.resumed() ? ", " + std::to_string(a.task.resumed()) + " from the log" : "";
     char speed[48] = "";
-    if (best > 0 && dflt > 0) std::snprintf(speed, sizeof speed, ", %.2fx over default", dflt / best);
+    if (best > 0 && dflt > 0) std::snprintf(speed, sizeof speed, ", %.2fx over naive", dflt / best);
     log_linef(LogLevel::kProgress, "[tune program %zu/%zu] %s%s: +%.0f s, %d trials%s, best %.4g ms%s%s; program %.0f/%.0f s, ETA %.0f s",
               a.job + 1, jobs.size(), label(jobs[a.job]).c_str(), first ? " (first slice)" : "", a.last_slice_s,
               a.task.trials(), resumed.c_str(), best, speed, a.task.converged() ? ", converged" : "", spent, o.budget_s,

@@ -29,7 +29,7 @@ namespace mlk::tune {
 struct Trial;
 
 struct Candidate {
-  std::string origin;  // "rule-seed", "Adams2019", "mutation", "crossover", ...
+  std::string origin;  // "naive", "rule-seed", "Adams2019", "mutation", "crossover", ...
   Knobs knobs;         // empty for an autoscheduler's
   Schedule sched;
 };

@@ -1,4 +1,4 @@
-// The tuner's loop: the default schedule first, then the SearchStrategy's
+// The tuner's loop: the naive schedule first (the fixed baseline), then the SearchStrategy's
 // candidates, each evaluated once (or taken from the resumed log), measured
 // by the Measurer within the budget's slices, predicted by the CostModel and
 // appended to the TuningLog; then the final round.
@@ -124,12 +124,12 @@ class Search final : public SearchHistory {
            (trials_.size() == slice_first_trial_ || elapsed_s() < allowance_s_);
   }
 
-  // The default schedule (trial 0, measured alone and before any budget
-  // check), then the strategy's groups while the budget lasts.
+  // The naive schedule (trial 0, every knob at its default: the fixed
+  // baseline, measured alone and before any budget check), then the strategy's groups while the budget lasts.
   void step() {
     if (!default_done_) {
       const Knobs def = default_knobs(stages_, p_);
-      const Candidate c{"default", def, schedule_from_knobs(stages_, def, p_)};
+      const Candidate c{"naive", def, schedule_from_knobs(stages_, def, p_)};
       const Trial* d = evaluate(c);
       if (d && d->m.verdict == Measurement::Verdict::kWrong && !d->resumed &&
           calibrate_on_default(setup_, verification_, c.sched, compile_limit(), label_)) {
@@ -274,7 +274,7 @@ class Search final : public SearchHistory {
     const Trial* def = trials_.empty() || !trials_.front().m.ok() ? nullptr : &trials_.front();
     if (def && final_ms_.count(def)) default_ = final_ms_[def];
     if (o_.progress)
-      log_linef(LogLevel::kProgress, "[tune %s] final round: %s %.4g ms vs default %.4g ms", label_.c_str(),
+      log_linef(LogLevel::kProgress, "[tune %s] final round: %s %.4g ms vs naive %.4g ms", label_.c_str(),
                 fr.winner->origin.c_str(), fr.winner_ms, default_);
   }
 
@@ -287,6 +287,7 @@ class Search final : public SearchHistory {
     r.log.assign(trials_.begin(), trials_.end());
     for (Trial& t : r.log) t.score_ms = score(t);
     r.default_ms = default_;
+    r.untuned_ms = untuned_ms();
     r.reference = measures() ? verification_.reference : "none: " + measurers_.search->why_not_measured();
     if (best_) {
       r.best = best_->schedule;
@@ -299,6 +300,21 @@ class Search final : public SearchHistory {
     r.cases_json = verification_json(verification_, nullptr, setup_.verify.size());
     if (measures()) r.verification_json = verification_json(verification_, best_, setup_.verify.size());
     return r;
+  }
+
+  // The default (untuned) schedule's score, as its trial was measured (the
+  // final round's median when it took part); 0 when none was, or when it is
+  // the naive schedule (no rule seeds: GPU profiles).
+  double untuned_ms() const {
+    const Knobs untuned = untuned_knobs(stages_, p_);
+    if (untuned == default_knobs(stages_, p_)) return 0;
+    const std::string want = schedule_from_knobs(stages_, untuned, p_).hash();
+    for (const Trial& t : trials_)
+      if (t.m.ok() && t.schedule.hash() == want) {
+        auto f = final_ms_.find(&t);
+        return f != final_ms_.end() ? f->second : score(t);
+      }
+    return 0;
   }
 
   std::string fn_;

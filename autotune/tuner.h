@@ -115,7 +115,11 @@ struct TuneResult {
   // search (a winner left alone, a default more than kFinalRoundSpread
   // behind); estimates when !measured.
   double best_ms = 0;        // the winner's
-  double default_ms = 0;     // the default schedule's
+  double default_ms = 0;     // the naive schedule's (trial 0, every knob at its default: the fixed baseline)
+  // The default (untuned) schedule's, what runs before tuning (the rules'
+  // first seed, scheduler/rules.h untuned_knobs); 0 when it was not
+  // measured (it failed, or the budget ended first) or is the naive one.
+  double untuned_ms = 0;
   std::vector<double> best_times_ms;
   int trials = 0;
   std::vector<Trial> log;

@@ -144,7 +144,7 @@ std::string fmt(double v) {
 
 void log_trial_progress(const Trial& t, const TrialProgress& p) {
   std::string best = p.has_best ? fmt(p.best_ms) + " ms" : "none yet";
-  std::string speed = p.has_best && p.default_ms > 0 ? " (" + fmt(p.default_ms / p.best_ms) + "x over default)" : "";
+  std::string speed = p.has_best && p.default_ms > 0 ? " (" + fmt(p.default_ms / p.best_ms) + "x over naive)" : "";
   std::string compile = t.m.compile_ms > 0 ? "  compile " + fmt(t.m.compile_ms / 1000) + " s" : "";
   log_linef(LogLevel::kProgress, "[tune %s] trial %zu/%d %-9s %-7s %s%s  best %s%s  ETA %.0fs", p.label.c_str(),
             p.trials, p.max_trials, t.origin.c_str(), verdict_name(t.m.verdict),

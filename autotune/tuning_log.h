@@ -56,12 +56,12 @@ struct TrialProgress {
   double score_ms = 0;    // this trial's (when ok)
   bool has_best = false;  // a trial passed
   double best_ms = 0;     // the best so far
-  double default_ms = 0;  // the default's; 0 none yet
+  double default_ms = 0;  // the naive schedule's (trial 0); 0 none yet
   double eta_s = 0;
 };
 
 // "[tune FN PROFILE] trial 3/40 mutation ok 0.123 ms  compile 0.8 s  best
-// 0.100 ms (2.000x over default)  ETA 12s", to the log sink.
+// 0.100 ms (2.000x over naive)  ETA 12s", to the log sink.
 void log_trial_progress(const Trial& t, const TrialProgress& p);
 
 }  // namespace mlk::tune

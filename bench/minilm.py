@@ -15,6 +15,7 @@ model and flags; docs/benchmarks.md records the result.
 """
 import os
 import sys
+import time
 
 BUILD = os.path.abspath(sys.argv[1])
 
@@ -48,23 +49,28 @@ def main():
                               weights=os.path.join(MODEL_DIR, "model.safetensors"), target="host",
                               precision=precision, entry="encode")
 
+    t0 = time.perf_counter()
     model = load("f32")
 
     def mlk_call():
         return model(tids, tmask)
 
     got = torch.as_tensor(np.asarray(mlk_call()))
+    first = time.perf_counter() - t0
+    print("mlk first call (load_model + first call; what the cache lacks is compiled now): %.2f s" % first)
     print("mlk vs PyTorch: max |diff| %.2e, min cosine %.9f" % ((want - got).abs().max().item(),
                                                                 min_cosine(want, got)))
     print("mlk kernels:", model.selections(tids, tmask))
     contenders = {"mlk": mlk_call, **contenders}
     if has_bf16() or "--bf16" in sys.argv:
+        t0 = time.perf_counter()
         model16 = load("bf16")
 
         def mlk_bf16_call():
             return model16(tids, tmask)
 
         o = torch.as_tensor(np.asarray(mlk_bf16_call()))
+        print("mlk bf16 first call: %.2f s" % (time.perf_counter() - t0))
         print("mlk bf16 vs PyTorch F32: max |diff| %.2e, min cosine %.6f; vs mlk F32: min cosine %.6f" % (
             (o - want).abs().max().item(), min_cosine(want, o), min_cosine(got, o)))
         print("mlk bf16 kernels:", model16.selections(tids, tmask))

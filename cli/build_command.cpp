@@ -20,6 +20,7 @@
 #include "lang/ir_printer.h"
 #include "runtime/resolve.h"
 #include "client/cli_cache.h"
+#include "scheduler/kernel.h"
 #include "artifact/build.h"
 #include "targets/detect.h"
 
@@ -80,8 +81,10 @@ CommandSpec spec(BuildArgs& b) {
               {.name = "--dims", .metavar = "N=V,...",
                .help = "the shape the schedule is made for; the kernel still runs on every valid shape",
                .default_value = "the fn's first `tune` bucket", .set = store_dims(b.dims)},
-              {.name = "--schedule", .metavar = "S.json",
-               .help = "a schedule (JSON, see docs/schedules.md) instead of the default", .set = store(b.schedule_path)},
+              {.name = "--schedule", .metavar = "S.json|naive",
+               .help = "a schedule (JSON, see docs/schedules.md) instead of the default (the rules' plan for the "
+                       "target), or `naive`: every knob at its default, the tuner's baseline",
+               .set = store(b.schedule_path)},
               {.name = "-o", .metavar = "DIR", .help = "the artifact directory (created if missing)",
                .set = store(b.out_dir), .aliases = {"--out"}, .required = true},
               cache_flag(b.cache_flag, CacheFlag::kStoreOrServer),
@@ -238,7 +241,8 @@ Status sign_directory(const std::string& dir, const SigningKey& key) {
   return Status::Ok();
 }
 
-// The schedule of --schedule FILE; a file that cannot be read is
+// The schedule of --schedule FILE (`naive` is not a file: see
+// naive_schedule_for, scheduler/kernel.h); a file that cannot be read is
 // read_file's IOError ("cannot read nope.json: No such file or directory").
 Expected<Schedule> read_schedule(const std::string& path) {
   auto text = read_file(path);
@@ -302,7 +306,8 @@ int run_build(const std::vector<std::string>& args) {
   req.dump_after = b.dump_after;
   req.dump = dump_to(stdout);
   if (!b.schedule_path.empty()) {
-    auto s = read_schedule(b.schedule_path);
+    auto s = b.schedule_path == "naive" ? naive_schedule_for(fe->module, b.fn, req.profile, b.dims)
+                                        : read_schedule(b.schedule_path);
     if (!s.ok()) return fail(s.status());
     req.schedule = *s;
   } else if (rebuild) {

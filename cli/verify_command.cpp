@@ -24,6 +24,7 @@
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
 #include "runtime/resolve.h"
+#include "scheduler/kernel.h"
 #include "artifact/build.h"
 #include "targets/detect.h"
 #include "verify/verify.h"
@@ -97,8 +98,9 @@ CommandSpec spec(VerifyArgs& v) {
               {.name = "--json", .help = "print the report as one JSON object", .set = set_bool(v.json_out)},
               {.name = "--artifact", .metavar = "DIR", .help = "verify this artifact directory (from `mlk build`)",
                .set = store(v.artifact_dir)},
-              {.name = "--schedule", .metavar = "S.json",
-               .help = "with no artifact in the cache: build with this schedule instead of the default",
+              {.name = "--schedule", .metavar = "S.json|naive",
+               .help = "with no artifact in the cache: build with this schedule instead of the default, or `naive`: "
+                       "every knob at its default",
                .set = store(v.schedule_path)},
               {.name = "--seed", .metavar = "N", .help = "seed of the random inputs", .default_value = "1",
                .set = store_count(v.seed)},
@@ -140,7 +142,11 @@ Expected<Source> built_now(const VerifyArgs& v, const ir::Module& m, const Profi
   req.profile = p;
   req.dims = v.dims;
   req.out_dir = scratch;
-  if (!v.schedule_path.empty()) {
+  if (v.schedule_path == "naive") {
+    auto s = naive_schedule_for(m, v.fn, p, v.dims);
+    if (!s.ok()) return s.status();
+    req.schedule = *s;
+  } else if (!v.schedule_path.empty()) {
     auto text = read_file(v.schedule_path);
     if (!text.ok()) return text.status();
     auto s = Schedule::from_json(*text);
@@ -151,7 +157,10 @@ Expected<Source> built_now(const VerifyArgs& v, const ir::Module& m, const Profi
   if (!res.ok()) return res.status();
   auto files = verify::read_artifact_dir(scratch);
   if (!files.ok()) return files.status();
-  return Source{.what = "built now with " + (v.schedule_path.empty() ? std::string("the default schedule") : v.schedule_path),
+  const std::string with = v.schedule_path.empty()    ? std::string("the default schedule")
+                           : v.schedule_path == "naive" ? std::string("the naive schedule")
+                                                        : v.schedule_path;
+  return Source{.what = "built now with " + with,
                 .files = std::move(files).value()};
 }
 

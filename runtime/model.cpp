@@ -369,6 +369,12 @@ Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DL
     call->views.push_back(std::move(view));
   }
   std::vector<Buffer*> free_buffers;
+  // Every step checked first, then their kernels found together
+  // (Runtime::GetKernels), so that a first call compiles its distinct fns
+  // side by side; the first step in order that fails is the error.
+  std::vector<Runtime::KernelRequest> wanted;
+  std::vector<std::string> ats;
+  Status unchecked;
   for (size_t k = 0; k < instances_.size(); ++k) {
     const StepInstance& in = instances_[k];
     const BindingStep& step = binding_.steps[in.step];
@@ -384,11 +390,13 @@ Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DL
           cs.run.proven.back().arg = p;
         }
     auto checked = check_call(*in.fn, cs.args, nullptr, step.dims, {}, cs.run.proven);
-    if (!checked.ok()) return prefixed(checked.status(), at);
+    if (!checked.ok()) {
+      unchecked = prefixed(checked.status(), at);
+      break;
+    }
     cs.skipped = checked->skipped;
-    auto kernel = rt_->GetKernel(program_, in.fn->name, policy_, checked->dims);
-    if (!kernel.ok()) return prefixed(kernel.status(), at);
-    cs.kernel = *kernel;
+    wanted.push_back({in.fn->name, checked->dims});
+    ats.push_back(at);
     if (k + 1 == instances_.size()) {
       call->out_shape = checked->out_shape;
     } else {
@@ -420,6 +428,12 @@ Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DL
     }
     call->steps.push_back(std::move(cs));
   }
+  auto kernels = rt_->GetKernels(program_, policy_, wanted);
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    if (!kernels[k].ok()) return prefixed(kernels[k].status(), ats[k]);
+    call->steps[k].kernel = *kernels[k];
+  }
+  if (!unchecked.ok()) return unchecked;
   return call;
 }
 

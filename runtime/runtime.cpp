@@ -2,8 +2,12 @@
 #include "base/files.h"
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include "cache/entry_meta.h"
 #include "cache/key.h"
@@ -338,8 +342,8 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernel(const std::string& pr
 Expected<std::shared_ptr<const Kernel>> Runtime::GetKernel(const std::shared_ptr<const Program>& program,
                                                            const std::string& fn, const TargetPolicy& policy,
                                                            const DimEnv& dims) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return Select(program, fn, policy, dims);
+  std::unique_lock<std::mutex> lock(mu_);
+  return Select(program, fn, policy, dims, lock);
 }
 
 Expected<std::shared_ptr<const Program>> Runtime::LoadArtifactDir(const std::string& dir) {
@@ -430,7 +434,7 @@ Status Runtime::directory_allowed(const Program::Directory& d, const TargetPolic
 
 Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::string& program_hash, const std::string& fn,
                                                                  const TargetPolicy& policy, const DimEnv& dims) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   cache::Store* store = cache_->store();
   if (!store) return Status::NotFound("no artifact cache at " + cache_->store_path());
   auto entries = store->list(opts_.ns);
@@ -471,15 +475,57 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
                  " but its program.tl hashes otherwise";
       continue;
     }
-    return Select(*prog, fn, policy, dims);
+    return Select(*prog, fn, policy, dims, lock);
   }
   return Status::NotFound("no entry of fn `" + fn + "` with program hash " + program_hash.substr(0, 16) +
                           " in namespace " + opts_.ns + " of " + cache_->store_path() + skipped);
 }
 
-// Caller holds mu_.
+std::string Runtime::kernel_id(const Program& prog, const std::string& fn, const TargetPolicy& policy,
+                               const DimEnv& dims) {
+  auto h = prog.fn_hash.find(fn);
+  if (h == prog.fn_hash.end()) return "";
+  return h->second + "|" + fn + "|" + policy.str() + "|" + dims_str(dims) +
+         (prog.directory ? "|" + prog.directory->dir : "");
+}
+
+std::vector<Expected<std::shared_ptr<const Kernel>>> Runtime::GetKernels(const std::shared_ptr<const Program>& program,
+                                                                         const TargetPolicy& policy,
+                                                                         const std::vector<KernelRequest>& wanted) {
+  std::vector<std::optional<Expected<std::shared_ptr<const Kernel>>>> got(wanted.size());
+  std::vector<size_t> first(wanted.size());  // the request each one repeats (itself if none)
+  std::vector<size_t> missing;                // distinct requests not found before
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::map<std::string, size_t> seen;
+    for (size_t i = 0; i < wanted.size(); ++i) {
+      const std::string kid = kernel_id(*program, wanted[i].fn, policy, wanted[i].dims);
+      auto [at, fresh] = seen.emplace(kid.empty() ? "#" + std::to_string(i) : kid, i);
+      first[i] = at->second;
+      if (!fresh) continue;
+      if (auto it = kernels_.find(kid); !kid.empty() && it != kernels_.end()) got[i] = it->second;
+      else missing.push_back(i);
+    }
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t m; (m = next++) < missing.size();)
+      got[missing[m]] = GetKernel(program, wanted[missing[m]].fn, policy, wanted[missing[m]].dims);
+  };
+  const size_t threads = std::min<size_t>({missing.size(), std::max(1u, std::thread::hardware_concurrency()), 4});
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  work();
+  for (std::thread& t : helpers) t.join();
+  std::vector<Expected<std::shared_ptr<const Kernel>>> out;
+  out.reserve(wanted.size());
+  for (size_t i = 0; i < wanted.size(); ++i) out.push_back(*got[first[i]]);
+  return out;
+}
+
 Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Program> prog, const std::string& fn,
-                                                        const TargetPolicy& policy, const DimEnv& dims) {
+                                                        const TargetPolicy& policy, const DimEnv& dims,
+                                                        std::unique_lock<std::mutex>& lock) {
   const ir::Function* f = prog->module.find(fn);
   if (!f) return Status::NotFound(prog->file + " has no fn `" + fn + "`");
   if (!f->is_public) return Status::InvalidArgument("`" + fn + "` is not public; only public fns have artifacts");
@@ -492,8 +538,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   for (const auto& d : f->dim_vars)
     if (!dims.count(d)) return Status::InvalidArgument("kernel `" + fn + "` needs a value for dimension `" + d + "`");
   const std::string& fhash = prog->fn_hash.at(fn);
-  const std::string kid = fhash + "|" + fn + "|" + policy.str() + "|" + dims_str(dims) +
-                          (prog->directory ? "|" + prog->directory->dir : "");
+  const std::string kid = kernel_id(*prog, fn, policy, dims);
   if (auto it = kernels_.find(kid); it != kernels_.end()) return it->second;
 
   auto k = std::make_shared<Kernel>();
@@ -586,8 +631,11 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
                             ":" + why);
   // No tuned artifact: the default schedule, compiled once per fn and profile.
   const Profile& jit_profile = res->profile;
-  auto jit = DefaultJit(*prog, fn, fhash, jit_profile, policy, dims, why);
+  auto jit = DefaultJit(*prog, fn, fhash, jit_profile, policy, dims, why, lock);
   if (!jit.ok()) return jit.status();
+  // A caller of the same kernel that came while this one waited (unlocked)
+  // may have made it first: one Kernel per request.
+  if (auto it = kernels_.find(kid); it != kernels_.end()) return it->second;
   sel.source = Selection::Source::kDefaultJit;
   sel.profile = jit_profile.name;
   sel.reason = jit_profile.name + ": default schedule (JIT), not tuned: no tuned artifact of `" + fn + "` for " +
@@ -611,31 +659,39 @@ Expected<std::shared_ptr<LoadedArtifact>> Runtime::LoadTuned(const Tuned& found)
 Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, const std::string& fn,
                                                            const std::string& fhash, const Profile& profile,
                                                            const TargetPolicy& policy, const DimEnv& dims,
-                                                           const std::string& why) {
+                                                           const std::string& why, std::unique_lock<std::mutex>& lock) {
   const std::string jid = fhash + "|" + fn + "|" + profile.name;
-  auto& jit = jits_[jid];
-  if (!jit) {
-    auto plugin = load_jit_plugin();
-    if (!plugin.ok()) {
-      jits_.erase(jid);
-      return Status(plugin.status().code() == Status::Code::kNotFound
-                        ? Status::NotFound("no tuned artifact of `" + fn + "` at " + dims_str(dims) + " under policy " +
-                                           policy.str() + " (`mlk tune --fn " + fn + " --target " + profile.name +
-                                           precision_flag_text(prog.precision) + " --dims " + dims_str(dims) +
-                                           "` tunes one), and no default schedule either: " +
-                                           plugin.status().message() + why)
-                        : plugin.status());
-    }
-    auto compiled = JitKernel::Compile(*plugin, prog.file, prog.text, precision_name(prog.precision), fn, fhash,
-                                       profile.name, dims);
-    if (!compiled.ok()) {
-      jits_.erase(jid);
-      return compiled.status();
-    }
-    jit = std::make_shared<Kernel::Jit>();
-    jit->kernel = std::move(*compiled);
+  if (auto it = jits_.find(jid); it != jits_.end()) {
+    const auto ready = it->second;  // another caller's compile: wait for it unlocked
+    lock.unlock();
+    Expected<std::shared_ptr<Kernel::Jit>> got = ready.get();
+    lock.lock();
+    return got;
   }
-  return jit;
+  auto plugin = load_jit_plugin();
+  if (!plugin.ok())
+    return Status(plugin.status().code() == Status::Code::kNotFound
+                      ? Status::NotFound("no tuned artifact of `" + fn + "` at " + dims_str(dims) + " under policy " +
+                                         policy.str() + " (`mlk tune --fn " + fn + " --target " + profile.name +
+                                         precision_flag_text(prog.precision) + " --dims " + dims_str(dims) +
+                                         "` tunes one), and no default schedule either: " +
+                                         plugin.status().message() + why)
+                      : plugin.status());
+  std::promise<Expected<std::shared_ptr<Kernel::Jit>>> done;
+  jits_.emplace(jid, done.get_future().share());
+  lock.unlock();
+  auto compiled = JitKernel::Compile(*plugin, prog.file, prog.text, precision_name(prog.precision), fn, fhash,
+                                     profile.name, dims);
+  auto result = [&]() -> Expected<std::shared_ptr<Kernel::Jit>> {
+    if (!compiled.ok()) return compiled.status();
+    auto jit = std::make_shared<Kernel::Jit>();
+    jit->kernel = std::move(*compiled);
+    return jit;
+  }();
+  lock.lock();
+  if (!result.ok()) jits_.erase(jid);
+  done.set_value(result);
+  return result;
 }
 
 }  // namespace mlk::rt

@@ -15,6 +15,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -204,6 +205,17 @@ class Runtime {
   // The same for a program already loaded: no file is read or hashed again.
   Expected<std::shared_ptr<const Kernel>> GetKernel(const std::shared_ptr<const Program>& program, const std::string& fn,
                                                     const TargetPolicy& policy, const DimEnv& dims);
+  // The kernels of several fns of `program` at once, in order, as GetKernel
+  // finds each: those not found before are resolved side by side (one per
+  // core, at most four at a time), so that their JIT compiles overlap; a
+  // model's first call compiles its distinct fns so (runtime/model.h).
+  struct KernelRequest {
+    std::string fn;
+    DimEnv dims;
+  };
+  std::vector<Expected<std::shared_ptr<const Kernel>>> GetKernels(const std::shared_ptr<const Program>& program,
+                                                                  const TargetPolicy& policy,
+                                                                  const std::vector<KernelRequest>& wanted);
   // The same by the fn's program hash (`mlk check --hash`): the program text
   // comes from the cached entry (program.tl) and is checked against the hash.
   Expected<std::shared_ptr<const Kernel>> GetKernelByHash(const std::string& program_hash, const std::string& fn,
@@ -213,8 +225,13 @@ class Runtime {
 
  private:
   Runtime() = default;
+  // `lock` holds mu_; DefaultJit releases it while the plugin compiles.
+  // The key of kernels_ for these; "" when `prog` has no such fn.
+  static std::string kernel_id(const Program& prog, const std::string& fn, const TargetPolicy& policy,
+                               const DimEnv& dims);
   Expected<std::shared_ptr<const Kernel>> Select(std::shared_ptr<const Program> prog, const std::string& fn,
-                                                 const TargetPolicy& policy, const DimEnv& dims);
+                                                 const TargetPolicy& policy, const DimEnv& dims,
+                                                 std::unique_lock<std::mutex>& lock);
   // Whether `policy` admits the directory program `d` at `dims` (its
   // signature, shape and report; runtime.cpp says which policy asks what).
   static Status directory_allowed(const Program::Directory& d, const TargetPolicy& policy,
@@ -227,16 +244,22 @@ class Runtime {
   // plugin for `profile` once per fn hash and profile (kept in jits_). When
   // the plugin cannot be found: NotFound saying no tuned artifact serves
   // `policy` at `dims` either, followed by `why` (the profiles' reasons).
+  // The compile runs with `lock` (of mu_) released, so that other fns
+  // compile alongside (Model::Prepare resolves a model's kernels side by
+  // side); a caller wanting the same fn meanwhile waits for that compile.
+  // A failed compile is forgotten: a later call tries again.
   Expected<std::shared_ptr<Kernel::Jit>> DefaultJit(const Program& prog, const std::string& fn, const std::string& fhash,
                                                     const Profile& profile, const TargetPolicy& policy,
-                                                    const DimEnv& dims, const std::string& why);
+                                                    const DimEnv& dims, const std::string& why,
+                                                    std::unique_lock<std::mutex>& lock);
   std::mutex mu_;
   Options opts_;
   std::unique_ptr<client::CliCache> cache_;
   std::map<std::string, std::shared_ptr<const Program>> programs_;        // by path + sha256 of the text
   std::map<std::string, std::shared_ptr<LoadedArtifact>> artifacts_;     // by cache key
   std::map<std::string, std::shared_ptr<const Kernel>> kernels_;         // by program, fn, policy, dims
-  std::map<std::string, std::shared_ptr<Kernel::Jit>> jits_;            // by fn hash and profile
+  // By fn hash and profile; ready once its compile is done.
+  std::map<std::string, std::shared_future<Expected<std::shared_ptr<Kernel::Jit>>>> jits_;
 };
 
 // Every dimension variable of `f` from the shapes of `args` and `given`

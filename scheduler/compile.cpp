@@ -162,7 +162,7 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
   dump_at(req, DumpStage::kStages, [&] { return stages_text(a.lowered, infos); });
 
   a.schedule = req.schedule ? *req.schedule
-                            : schedule_from_knobs(infos, default_knobs(infos, req.profile), req.profile);
+                            : schedule_from_knobs(infos, untuned_knobs(infos, req.profile), req.profile);
 
   MLK_RETURN_IF_ERROR(lower::apply_schedule(a.lowered, a.schedule, gpu));
   try {
@@ -177,6 +177,42 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
     return halide_error(req, e);
   }
   return a;
+}
+
+// The naive schedule of req's fn (every knob at its default).
+Expected<Schedule> naive_schedule(const CompileRequest& req) {
+  const std::string& target = req.halide_target.empty() ? req.profile.halide_target : req.halide_target;
+  auto lowered = lower::lower_function(*req.module, req.fn, lower::options_for(target));
+  if (!lowered.ok()) return lowered.status();
+  const std::vector<StageInfo> infos = lower::stage_infos(*lowered, req.dims);
+  return schedule_from_knobs(infos, default_knobs(infos, req.profile), req.profile);
+}
+
+// `attempt(req)`; when req gives no schedule and Halide refuses the default
+// (the rules' first seed asks what this fn cannot take: an rfactor of a sum
+// whose associativity Halide cannot prove, a row fused at a loop that
+// another stage's tiles replaced), `attempt` again with the naive schedule,
+// so that the untuned default always compiles. The result's schedule says
+// which one it is (a schedule or loops dump is given again, of the naive
+// one; an IR or stages dump, the same in both, once). A schedule the caller
+// gave fails as it is.
+template <typename F>
+auto with_naive_fallback(const CompileRequest& req, F attempt) -> decltype(attempt(req)) {
+  bool dumped = false;
+  CompileRequest first = req;
+  if (req.dump) first.dump = [&](const std::string& text) {
+    dumped = true;
+    req.dump(text);
+  };
+  auto r = attempt(first);
+  if (r.ok() || req.schedule || r.status().code() != Status::Code::kInvalidArgument) return r;
+  auto naive = naive_schedule(req);
+  if (!naive.ok()) return r;
+  CompileRequest again = req;
+  again.schedule = &*naive;
+  if (dumped && (req.dump_after == DumpStage::kIr || req.dump_after == DumpStage::kStages))
+    again.dump_after = DumpStage::kNone;
+  return attempt(again);
 }
 
 }  // namespace
@@ -198,15 +234,16 @@ const char* dump_stage_list() { return "ir, stages, schedule, loops"; }
 void JitPipelineDeleter::operator()(JitPipeline* p) const { delete p; }
 
 Expected<Schedule> compile_until_codegen(const CompileRequest& req) {
-  auto a = lower_and_schedule(req);
-  if (!a.ok()) return a.status();
-  return a->schedule;
+  return with_naive_fallback(req, [](const CompileRequest& r) -> Expected<Schedule> {
+    auto a = lower_and_schedule(r);
+    if (!a.ok()) return a.status();
+    return a->schedule;
+  });
 }
 
-Expected<JitPipelinePtr> compile_jit(const CompileRequest& req) {
-  const std::string label = target_label(req);
-  if (req.profile.is_gpu() || label.find("cuda") != std::string::npos)
-    return Status::Unsupported("JIT runs only on the host CPU; target `" + label + "` needs `mlk build`");
+namespace {
+
+Expected<JitPipelinePtr> jit_once(const CompileRequest& req) {
   auto a = lower_and_schedule(req);
   if (!a.ok()) return a.status();
   try {
@@ -222,7 +259,7 @@ Expected<JitPipelinePtr> compile_jit(const CompileRequest& req) {
   return out;
 }
 
-Expected<CompiledObject> compile_object(const CompileRequest& req, const std::string& dir) {
+Expected<CompiledObject> object_once(const CompileRequest& req, const std::string& dir) {
   namespace fs = std::filesystem;
   auto a = lower_and_schedule(req);
   if (!a.ok()) return a.status();
@@ -260,6 +297,19 @@ Expected<CompiledObject> compile_object(const CompileRequest& req, const std::st
     out.files.push_back(req.fn + ".ptx");
   }
   return out;
+}
+
+}  // namespace
+
+Expected<JitPipelinePtr> compile_jit(const CompileRequest& req) {
+  const std::string label = target_label(req);
+  if (req.profile.is_gpu() || label.find("cuda") != std::string::npos)
+    return Status::Unsupported("JIT runs only on the host CPU; target `" + label + "` needs `mlk build`");
+  return with_naive_fallback(req, jit_once);
+}
+
+Expected<CompiledObject> compile_object(const CompileRequest& req, const std::string& dir) {
+  return with_naive_fallback(req, [&dir](const CompileRequest& r) { return object_once(r, dir); });
 }
 
 }  // namespace mlk

@@ -5,7 +5,7 @@
 //   typed IR of the fn                           --dump-after=ir
 //   -> Halide algorithm (lower::lower_function)
 //   -> stage table (lower::stage_infos)          --dump-after=stages
-//   -> schedule: the given one, else the rules' default for the profile
+//   -> schedule: the given one, else the rules' default (untuned_knobs) for the profile
 //   -> applied pipeline (apply_schedule, or an autoscheduler)
 //                                                --dump-after=schedule, loops
 //   -> JIT-compiled pipeline (compile_jit), or object file, Halide header and,
@@ -52,7 +52,10 @@ struct CompileRequest {
   Profile profile;
   // "host" or a Halide target string; empty: the profile's halide_target.
   std::string halide_target;
-  const Schedule* schedule = nullptr;  // null: the rules' default for `profile`
+  // Null: the rules' default (untuned_knobs) for `profile`, or, where Halide
+  // refuses that, the naive schedule (default_knobs): the default always
+  // compiles; the result's schedule says which.
+  const Schedule* schedule = nullptr;
   DimEnv dims;                         // shape estimates: stage extents, autoscheduler
   // When the stage `dump_after` is reached, `dump` is called once with its
   // text; the stages then go on. A later failure still returns an error.

@@ -4,6 +4,7 @@
 
 #include "scheduler/compile.h"
 #include "scheduler/jit_pipeline.h"
+#include "scheduler/rules.h"
 #include "targets/detect.h"
 
 namespace mlk {
@@ -35,6 +36,13 @@ Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std:
   auto p = lower::lower_function(m, fn, lower::options_for(halide_target));
   if (!p.ok()) return p.status();
   return lower::stage_infos(*p, dims);
+}
+
+Expected<Schedule> naive_schedule_for(const ir::Module& m, const std::string& fn, const Profile& profile,
+                                      const DimEnv& dims) {
+  auto infos = stage_infos_for(m, fn, dims, profile.halide_target);
+  if (!infos.ok()) return infos.status();
+  return schedule_from_knobs(*infos, default_knobs(*infos, profile), profile);
 }
 
 Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const std::string& fn,

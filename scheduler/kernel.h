@@ -75,6 +75,12 @@ class Kernel {
 Expected<std::vector<StageInfo>> stage_infos_for(const ir::Module& m, const std::string& fn, const DimEnv& dims,
                                                  const std::string& halide_target = "");
 
+// The naive schedule of `fn` for `profile` (every knob at its default,
+// scheduler/rules.h default_knobs): the tuner's fixed baseline, which
+// `--schedule naive` builds; the default schedule is the rules' seed.
+Expected<Schedule> naive_schedule_for(const ir::Module& m, const std::string& fn, const Profile& profile,
+                                      const DimEnv& dims);
+
 // Checks that each input has its parameter's dtype (names the parameter).
 Status check_input_dtypes(const ir::Function& f, const std::vector<HostTensor>& inputs);
 

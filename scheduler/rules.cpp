@@ -127,6 +127,11 @@ std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profil
   return seeds;
 }
 
+Knobs untuned_knobs(const std::vector<StageInfo>& stages, const Profile& p) {
+  std::vector<Knobs> seeds = seed_knobs(stages, p);
+  return seeds.empty() ? default_knobs(stages, p) : std::move(seeds.front());
+}
+
 Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p) {
   RuleContext ctx{stages, rules::output_of(stages), nullptr, p, vector_lanes(p), &k};
   auto values = [&](const StageInfo& s) {

@@ -2,11 +2,14 @@
 //
 // A rule turns a few integer knobs per stage (tile sizes, vector width,
 // whether to fuse into the consumer's row loop, ...) into directives. The
-// knobs are the space the autotuner searches; default_knobs() is the default
-// schedule, a reasonable floor: reductions and matmuls at root with register
-// tiles, elementwise chains inlined, innermost dimensions vectorised,
-// outermost parallel; on GPU profiles every root stage tiled over blocks and
-// threads.
+// knobs are the space the autotuner searches. default_knobs() is every knob
+// at its registry default: the naive schedule, a fixed floor (reductions and
+// matmuls at root with register tiles, elementwise chains inlined, innermost
+// dimensions vectorised, outermost parallel; on GPU profiles every root stage
+// tiled over blocks and threads) that the tuner measures first as its
+// baseline. untuned_knobs() is the default schedule, what runs before any
+// tuning: the rules' first seed (derived from the profile's vector width,
+// registers and cache sizes), else the naive one.
 //
 // Each knob is declared once, in the knob registry (scheduler/rules_knobs.h);
 // each stage kind's rule is its own file (rules_cpu_matmul.cpp,
@@ -44,6 +47,10 @@ Knobs default_knobs(const std::vector<StageInfo>& stages, const Profile& p);
 // reductions fused and vectorised, in one or two tile shapes. Empty for GPU
 // profiles. Every seed lies in knob_space().
 std::vector<Knobs> seed_knobs(const std::vector<StageInfo>& stages, const Profile& p);
+// The default (untuned) schedule's knobs: seed_knobs()'s first (the plan
+// the tuner's first "rule-seed" trial measures), or default_knobs() where
+// the rules have no seed (GPU profiles, a stage table with nothing to seed).
+Knobs untuned_knobs(const std::vector<StageInfo>& stages, const Profile& p);
 Schedule schedule_from_knobs(const std::vector<StageInfo>& stages, const Knobs& k, const Profile& p);
 
 // A pipeline with several outputs (a fn with several results) realises each

@@ -84,7 +84,7 @@ TEST(CandidateExport, TheImportedWinnerIsTheLocalWinnerGivenTheSameTimes) {
   ASSERT_EQ(set->candidates.size(), 4u);
   EXPECT_EQ(set->cases.size(), 4u) << "two input sets at the verification and the ragged shape";
   EXPECT_TRUE(std::any_of(set->candidates.begin(), set->candidates.end(),
-                          [](const Candidate& c) { return c.origin == "default"; }));
+                          [](const Candidate& c) { return c.origin == "naive"; }));
   // The runner checks and times every candidate for real on this CPU ...
   auto m = rt::run_candidates(e->dir, {});
   ASSERT_TRUE(m.ok()) << m.status().message();

@@ -51,7 +51,7 @@ TEST(Tuner, BeatsTheDefaultScheduleOnAMatmul) {
   EXPECT_TRUE(r->measured);
   EXPECT_GT(r->default_ms, 0);
   EXPECT_LT(r->best_ms, r->default_ms) << "best " << r->best_ms << " ms from " << r->best_origin;
-  EXPECT_NE(r->best_origin, "default");
+  EXPECT_NE(r->best_origin, "naive");
   int verified = 0;
   for (const auto& t : r->log) verified += t.m.ok();
   EXPECT_GE(verified, 8);
@@ -150,7 +150,7 @@ TEST(Tuner, IllConditionedProgramsCalibrateOnTheDefaultButRealErrorsStayWrong) {
   auto r = tune_function(fe.module, "f", host_profile(), {{"N", 64}, {"D", 256}}, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_FALSE(r->log.empty());
-  EXPECT_EQ(r->log[0].origin, "default");
+  EXPECT_EQ(r->log[0].origin, "naive");
   EXPECT_EQ(r->log[0].m.verdict, Measurement::Verdict::kOk) << r->log[0].m.detail;
   auto v = nlohmann::json::parse(r->verification_json);
   ASSERT_TRUE(v.contains("calibrated_on_default")) << v.dump();
@@ -636,7 +636,7 @@ TEST(Tuner, ParallelMeasurementsMeasureSeveralAtOnceAndReplayTheSerialSearch) {
   EXPECT_EQ(serial.ms, two.ms);
   EXPECT_EQ(serial.best, two.best);
   EXPECT_EQ(serial.calls, two.calls) << "no candidate measured more than the serial search measures it";
-  EXPECT_EQ(two.log[0].first, "default");
+  EXPECT_EQ(two.log[0].first, "naive");
   // A log written measuring two at once resumes completely: nothing is measured again.
   const std::string path = log_path("parallel.jsonl");
   const ParallelRun logged = tune_in_parallel(2, path);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "autotune/cached_tune.h"
 #include "cache/key.h"
@@ -165,6 +166,43 @@ TEST_F(ResolveTest, AMissWithNoCacheAtAllRunsTheDefaultScheduleAndSaysSo) {
     ASSERT_FALSE(gpu.ok());
     EXPECT_THAT(gpu.status().message(), HasSubstr("no CPU profile of it runs here"));
   }
+}
+
+// Issue 51: a model's first call resolves its kernels together. Each
+// distinct request is resolved once (the JIT compiles unlocked, distinct fns
+// side by side); repeats share its kernel; a failing request fails at its
+// own place; first calls of one kernel from several threads at once get
+// one Kernel, which computes the right thing.
+TEST_F(ResolveTest, GetKernelsResolvesEachDistinctRequestOnceInItsPlace) {
+  auto r = open(dir_ + "/no_such_store.db");
+  auto prog = r->LoadProgram(kNorms);
+  ASSERT_TRUE(prog.ok()) << prog.status().message();
+  const rt::TargetPolicy host = *rt::TargetPolicy::Parse("host");
+  const DimEnv at = {{"B", 2}, {"S", 4}, {"D", 40}};
+  auto got = r->GetKernels(*prog, host, {{"rmsnorm", at}, {"layernorm", {{"N", 8}, {"D", 40}}}, {"rmsnorm", at},
+                                         {"nope", at}});
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_TRUE(got[0].ok()) << got[0].status().message();
+  ASSERT_TRUE(got[1].ok()) << got[1].status().message();
+  ASSERT_TRUE(got[2].ok());
+  EXPECT_EQ(*got[0], *got[2]);
+  EXPECT_EQ((*got[1])->selection().source, rt::Selection::Source::kDefaultJit);
+  ASSERT_FALSE(got[3].ok());
+  EXPECT_THAT(got[3].status().message(), HasSubstr("no fn `nope`"));
+  expect_correct(**got[0], 40);
+  std::vector<std::shared_ptr<const rt::Kernel>> same(4);
+  std::vector<std::thread> callers;
+  for (size_t i = 0; i < same.size(); ++i)
+    callers.emplace_back([&, i] {
+      auto k = rmsnorm(*r, 24);
+      if (k.ok()) same[i] = *k;
+    });
+  for (std::thread& t : callers) t.join();
+  for (const auto& k : same) {
+    ASSERT_TRUE(k);
+    EXPECT_EQ(k, same[0]);
+  }
+  expect_correct(*same[0], 24);
 }
 
 TEST_F(ResolveTest, AnArtifactThatNeedsFeaturesThisCpuLacksIsSkipped) {

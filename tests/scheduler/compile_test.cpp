@@ -12,6 +12,8 @@
 #include "tests/test_support.h"
 #include "scheduler/compile.h"
 #include "scheduler/kernel.h"
+#include "base/files.h"
+#include "scheduler/rules.h"
 #include "artifact/build.h"
 #include "targets/detect.h"
 
@@ -187,6 +189,47 @@ TEST(CompileDriver, ScalarResultsAreAllocated) {
   ASSERT_TRUE(out.ok()) << out.status().message();
   ASSERT_EQ(out->bytes.size(), 4u);
   EXPECT_EQ(out->get(0), 10.0);
+}
+
+// The default schedule always compiles (issue 51): where Halide refuses the
+// rules' first seed, here the vectorised rfactor of an F16 sum that the
+// f16_accumulate test fault makes accumulate in F16 (whose associativity
+// Halide cannot prove), the JIT and `mlk build` fall back to the naive
+// schedule and say so in the schedule they return; a schedule the caller
+// gives still fails as it is.
+TEST(CompileDriver, WhereHalideRefusesTheDefaultTheNaiveScheduleIsCompiled) {
+  setenv("MLK_TEST_FAULT", "f16_accumulate", 1);
+  struct Unset {
+    ~Unset() { unsetenv("MLK_TEST_FAULT"); }
+  } unset;
+  auto fe = compile_source("t.tl", *read_file(std::string(MLK_SOURCE_DIR) + "/tests/verify/defects.tl"));
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  const DimEnv dims = {{"N", 2}, {"K", 4096}};
+  auto infos = stage_infos_for(fe.module, "sum16", dims);
+  ASSERT_TRUE(infos.ok()) << infos.status().message();
+  const Profile p = host_profile();
+  const Schedule seed = schedule_from_knobs(*infos, untuned_knobs(*infos, p), p);
+  auto naive = naive_schedule_for(fe.module, "sum16", p, dims);
+  ASSERT_TRUE(naive.ok()) << naive.status().message();
+  ASSERT_NE(seed.hash(), naive->hash());
+  auto refused = Kernel::CompileJit(fe.module, "sum16", p, &seed, dims);
+  ASSERT_FALSE(refused.ok()) << "the seed must be refused for this test to mean anything";
+  EXPECT_THAT(refused.status().message(), HasSubstr("associativity"));
+  auto jit = Kernel::CompileJit(fe.module, "sum16", p, nullptr, dims);
+  ASSERT_TRUE(jit.ok()) << jit.status().message();
+  EXPECT_EQ((*jit)->schedule().hash(), naive->hash());
+  CompileRequest req;
+  req.module = &fe.module;
+  req.fn = "sum16";
+  req.profile = p;
+  req.dims = dims;
+  std::vector<std::string> dumps;
+  req.dump_after = DumpStage::kStages;
+  req.dump = [&](const std::string& text) { dumps.push_back(text); };
+  auto built = compile_object(req, tmpdir("naive_fallback"));
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  EXPECT_EQ(built->schedule.hash(), naive->hash());
+  EXPECT_EQ(dumps.size(), 1u) << "the stage table is dumped once, not again for the fallback";
 }
 
 }  // namespace

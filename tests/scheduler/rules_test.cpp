@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -421,6 +422,51 @@ TEST(RulesKnobRegistry, EveryKnobHasADefaultAmongItsChoicesForEveryProfile) {
       }
     }
     EXPECT_GT(knobs, 0) << p.name;
+  }
+}
+
+// Issue 51: what runs untuned is the rules' first seed, not the naive
+// schedule (every knob at its default, 15-45x slower on a transformer
+// layer), and a kernel compiled at one shape runs at every valid one, as
+// the runtime's JIT runs it (compiled once per fn, at the first call's
+// shape): attention's products, softmax and head reshapes at odd shapes,
+// smaller and larger than the estimates, against the interpreter.
+TEST(Rules, TheDefaultScheduleIsTheFirstSeedAndRunsAtEveryShape) {
+  auto fe = compile_file(std::string(MLK_SOURCE_DIR) + "/examples/attention.tl");
+  ASSERT_TRUE(fe.ok() && fe->ok());
+  const DimEnv at = {{"B", 2}, {"S", 64}, {"D", 64}, {"H", 4}};
+  auto t = stage_infos_for(fe->module, "attention", at);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const Profile p = host_profile();
+  std::vector<Knobs> seeds = seed_knobs(*t, p);
+  ASSERT_FALSE(seeds.empty());
+  EXPECT_EQ(untuned_knobs(*t, p), seeds[0]);
+  EXPECT_NE(untuned_knobs(*t, p), default_knobs(*t, p));
+  EXPECT_EQ(untuned_knobs(*t, profile("cuda_sm80")), default_knobs(*t, profile("cuda_sm80")))
+      << "no seeds on GPU profiles: the naive schedule is the default";
+  auto kernel = Kernel::CompileJit(fe->module, "attention", p, nullptr, at);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  EXPECT_EQ((*kernel)->schedule().hash(), schedule_from_knobs(*t, seeds[0], p).hash());
+  auto naive = naive_schedule_for(fe->module, "attention", p, at);
+  ASSERT_TRUE(naive.ok()) << naive.status().message();
+  EXPECT_EQ(naive->hash(), schedule_from_knobs(*t, default_knobs(*t, p), p).hash());
+  EXPECT_NE(naive->hash(), (*kernel)->schedule().hash());
+  for (auto [b, s, d, h] : {std::array<int64_t, 4>{2, 64, 64, 4}, {1, 1, 4, 4}, {3, 7, 12, 3}, {1, 130, 96, 2}}) {
+    std::vector<HostTensor> in;
+    for (int i = 0; i < 3; ++i) {
+      HostTensor x(DType::F32, {b, s, d});
+      for (int64_t j = 0; j < x.numel(); ++j) x.set(j, std::sin(0.37 * static_cast<double>(j) + i));
+      in.push_back(std::move(x));
+    }
+    HostTensor scale(DType::F32, {});
+    scale.set(0, 0.125);
+    in.push_back(std::move(scale));
+    auto got = (*kernel)->Run(in, {{"H", h}});
+    ASSERT_TRUE(got.ok()) << b << "x" << s << "x" << d << "/" << h << ": " << got.status().message();
+    auto want = interpret(fe->module, "attention", in, {{"H", h}});
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    Status cmp = compare(*want, *got, tolerance_for(DType::F32, s));
+    EXPECT_TRUE(cmp.ok()) << b << "x" << s << "x" << d << "/" << h << ": " << cmp.message();
   }
 }
 
