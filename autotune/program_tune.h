@@ -1,6 +1,6 @@
 // Tuning a whole program under one search budget: the budget is split
 // across its (fn, shape) jobs by expected gain, the way Ansor's task
-// scheduler does it. Each job first gets one slice (the default schedule and
+// scheduler does it. Each job first gets one slice (the naive schedule and
 // the rules' seeds are measured there); then each slice goes to the job whose
 // best time is expected to fall fastest per second of search: a weighted
 // sum of its recent rate (the drop in its best time over its last slice) and

@@ -141,7 +141,7 @@ Expected<tune::Measurement> RemoteMeasurer::measure(const tune::MeasureSetup& se
                   {"max_reps", setup.max_reps},
                   {"cutoff_ms", setup.cutoff_ms}};
   // Jobs submitted at once before the run's fingerprint was fixed (a resumed
-  // run whose default schedule was not measured now) may go to workers of
+  // run whose naive schedule was not measured now) may go to workers of
   // different fingerprints: a result of another fingerprint than the one
   // fixed meanwhile is measured again, on that one.
   client::JobView j;

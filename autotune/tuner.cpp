@@ -265,7 +265,7 @@ class Search final : public SearchHistory {
                            std::min(allowance_s_ - elapsed_s(), per * (o_.trials - n))});
   }
 
-  // The final round's winner becomes the best, and its time of the default the default's.
+  // The final round's winner becomes the best, and its time of the naive schedule the naive one's.
   void take_final_round(FinalRound fr) {
     final_ms_ = std::move(fr.ms);
     final_times_ = std::move(fr.times);

@@ -31,7 +31,7 @@ struct TuneOptions {
   // Per candidate: the limit on its compilation (Halide's JIT, an
   // autoscheduler's run included) and on its run (verification and timing).
   // compile_timeout_s = 0 means automatic: kFirstCompileTimeoutS for trial 0
-  // (the default schedule), then max(60 s, 10 x trial 0's compile time), so
+  // (the naive schedule), then max(60 s, 10 x trial 0's compile time), so
   // that a slow machine does not turn normal candidates into timeouts.
   double compile_timeout_s = 0;
   double run_timeout_s = 60;
@@ -54,12 +54,12 @@ struct TuneOptions {
   // their trials are recorded in the order the serial search would record
   // them, so the log and the winner for a seed do not depend on it, except
   // that each candidate's cutoff comes from the best before its group was
-  // dispatched. The default schedule (trial 0) is always measured alone
+  // dispatched. The naive schedule (trial 0) is always measured alone
   // first, and the final round one at a time. Ignored (1) without a
   // measurer and on GPU profiles: local candidates are timed one at a time,
   // since two timed on the same cores at once would corrupt both.
   int parallel_measurements = 1;
-  // The final round (which picks the winner, the default's time and what is
+  // The final round (which picks the winner, the naive schedule's time and what is
   // stored) measures here with measure(), not through `measurer`, and runs
   // even for a single candidate: `mlk tune --workers` sets it where the
   // profile runs on this machine, so that a time a worker reported never
@@ -95,7 +95,7 @@ constexpr double kFinalRoundSpread = 2;
 
 struct Trial {
   int index = 0;
-  std::string origin;  // "default", "Adams2019", "mutation", "crossover", "resumed"
+  std::string origin;  // "naive", "rule-seed", "Adams2019", "mutation", "crossover", "resumed"
   Knobs knobs;
   Schedule schedule;
   Measurement m;

@@ -351,7 +351,7 @@ bool calibrate_on_default(MeasureSetup& setup, Verification& v, const Schedule& 
                    {"atol", results == 1 ? atols[0] : atols}});
   }
   v.record["calibrated_on_default"] = cal;
-  log_linef(LogLevel::kNote, "[tune %s] the default schedule misses the tolerance by rounding alone (ill-conditioned "
+  log_linef(LogLevel::kNote, "[tune %s] the naive schedule (trial 0) misses the tolerance by rounding alone (ill-conditioned "
                  "inputs): absolute tolerance set to 4x its error per case",
             label.c_str());
   return true;

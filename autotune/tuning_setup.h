@@ -2,7 +2,7 @@
 // sets and the verification cases (inputs at the verification shape and at a
 // ragged one, the reference interpreter's results, tolerances), with the
 // record of how they were drawn that the manifest stores (docs/tuning.md,
-// "Verification"); the calibration of the tolerances on the default
+// "Verification"); the calibration of the tolerances on the naive schedule
 // schedule when the program is ill-conditioned on these inputs; the checks of
 // a tuning shape; and the compile limits of its candidates.
 //
@@ -52,10 +52,10 @@ Expected<Verification> prepare_measurement(MeasureSetup& setup, const std::vecto
 // one (`best`), as JSON text: TuneResult::verification_json.
 std::string verification_json(const Verification& v, const Trial* best, size_t cases);
 
-// When the default schedule misses the tolerance by rounding alone (each
+// When the naive schedule (trial 0) misses the tolerance by rounding alone (each
 // case's largest error within 1% of its references' RMS, measured in a
 // worker with MeasureSetup::errors_only within `compile_limit_s`), each
-// result's absolute tolerance becomes 4x the default's error on it, the
+// result's absolute tolerance becomes 4x the naive one's error on it, the
 // calibration is recorded in `v.record` ("calibrated_on_default") and a note
 // prefixed by `label` says so. Returns whether it calibrated.
 bool calibrate_on_default(MeasureSetup& setup, Verification& v, const Schedule& def, double compile_limit_s,

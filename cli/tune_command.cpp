@@ -107,7 +107,7 @@ CommandSpec spec(TuneArgs& t) {
        .default_value = "60", .set = store_count(t.opts.run_timeout_s)},
       {.name = "--compile-timeout", .metavar = "SECONDS",
        .help = "per candidate, the limit on its compilation (Halide's JIT and any autoscheduler)",
-       .default_value = "max(60, 10 x the default schedule's compile time); an autoscheduler max(15, 8 x the slowest compile before it)", .set = store_count(t.opts.compile_timeout_s)},
+       .default_value = "max(60, 10 x the naive schedule's compile time); an autoscheduler max(15, 8 x the slowest compile before it)", .set = store_count(t.opts.compile_timeout_s)},
       {.name = "--no-autoschedulers", .help = "do not try Halide's autoschedulers as extra candidates",
        .set = set_bool(t.opts.autoschedulers, false)},
       {.name = "--json",
@@ -167,7 +167,7 @@ CommandSpec spec(TuneArgs& t) {
                "`mlk-measure DIR` on the machine with the device; nothing is stored. With "
                "--import-measurements: the set the measurements are of",
        .set = store(t.export_dir)},
-      {.name = "--candidates", .metavar = "N", .help = "with --export-candidates, how many (the default schedule among them)",
+      {.name = "--candidates", .metavar = "N", .help = "with --export-candidates, how many (the naive schedule among them)",
        .default_value = "8", .set = store_count(t.candidates)},
       {.name = "--import-measurements", .metavar = "FILE",
        .help = "search no more: take mlk-measure's FILE as the measured trials of the exported candidates (the set "

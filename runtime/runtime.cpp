@@ -6,7 +6,9 @@
 #include <atomic>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include "cache/entry_meta.h"
@@ -494,29 +496,46 @@ std::vector<Expected<std::shared_ptr<const Kernel>>> Runtime::GetKernels(const s
                                                                          const std::vector<KernelRequest>& wanted) {
   std::vector<std::optional<Expected<std::shared_ptr<const Kernel>>>> got(wanted.size());
   std::vector<size_t> first(wanted.size());  // the request each one repeats (itself if none)
-  std::vector<size_t> missing;                // distinct requests not found before
+  // Distinct requests not found before: the first of each fn, side by side,
+  // then the others in order. The JIT compiles a fn once, at its first
+  // request's shape (the seed's tiles depend on it), so the first in step
+  // order must make it, as it did when steps were resolved one by one.
+  std::vector<size_t> leaders, followers;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::map<std::string, size_t> seen;
+    std::set<std::string> fns;
     for (size_t i = 0; i < wanted.size(); ++i) {
       const std::string kid = kernel_id(*program, wanted[i].fn, policy, wanted[i].dims);
       auto [at, fresh] = seen.emplace(kid.empty() ? "#" + std::to_string(i) : kid, i);
       first[i] = at->second;
       if (!fresh) continue;
       if (auto it = kernels_.find(kid); !kid.empty() && it != kernels_.end()) got[i] = it->second;
-      else missing.push_back(i);
+      else (fns.insert(wanted[i].fn).second ? leaders : followers).push_back(i);
     }
   }
+  auto resolve = [&](size_t i) {
+    try {
+      got[i] = GetKernel(program, wanted[i].fn, policy, wanted[i].dims);
+    } catch (const std::exception& e) {  // a helper thread must not throw: that would end the process
+      got[i] = Status::Internal(std::string("resolving `") + wanted[i].fn + "`: " + e.what());
+    }
+  };
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t m; (m = next++) < missing.size();)
-      got[missing[m]] = GetKernel(program, wanted[missing[m]].fn, policy, wanted[missing[m]].dims);
+    for (size_t m; (m = next++) < leaders.size();) resolve(leaders[m]);
   };
-  const size_t threads = std::min<size_t>({missing.size(), std::max(1u, std::thread::hardware_concurrency()), 4});
   std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+  if (leaders.size() > 1) {
+    const size_t threads = std::min<size_t>({leaders.size(), std::max(1u, std::thread::hardware_concurrency()), 4});
+    try {
+      for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work);
+    } catch (const std::system_error&) {  // no thread to be had: this one does the rest
+    }
+  }
   work();
   for (std::thread& t : helpers) t.join();
+  for (size_t i : followers) resolve(i);
   std::vector<Expected<std::shared_ptr<const Kernel>>> out;
   out.reserve(wanted.size());
   for (size_t i = 0; i < wanted.size(); ++i) out.push_back(*got[first[i]]);
@@ -680,13 +699,19 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, 
   std::promise<Expected<std::shared_ptr<Kernel::Jit>>> done;
   jits_.emplace(jid, done.get_future().share());
   lock.unlock();
-  auto compiled = JitKernel::Compile(*plugin, prog.file, prog.text, precision_name(prog.precision), fn, fhash,
-                                     profile.name, dims);
+  // Whatever happens, the entry gets a value (waiters are woken) and a
+  // failure is forgotten: no exception leaves a promise unkept.
   auto result = [&]() -> Expected<std::shared_ptr<Kernel::Jit>> {
-    if (!compiled.ok()) return compiled.status();
-    auto jit = std::make_shared<Kernel::Jit>();
-    jit->kernel = std::move(*compiled);
-    return jit;
+    try {
+      auto compiled = JitKernel::Compile(*plugin, prog.file, prog.text, precision_name(prog.precision), fn, fhash,
+                                         profile.name, dims);
+      if (!compiled.ok()) return compiled.status();
+      auto jit = std::make_shared<Kernel::Jit>();
+      jit->kernel = std::move(*compiled);
+      return jit;
+    } catch (const std::exception& e) {
+      return Status::Internal("compiling the default schedule of `" + fn + "`: " + e.what());
+    }
   }();
   lock.lock();
   if (!result.ok()) jits_.erase(jid);

@@ -206,9 +206,11 @@ class Runtime {
   Expected<std::shared_ptr<const Kernel>> GetKernel(const std::shared_ptr<const Program>& program, const std::string& fn,
                                                     const TargetPolicy& policy, const DimEnv& dims);
   // The kernels of several fns of `program` at once, in order, as GetKernel
-  // finds each: those not found before are resolved side by side (one per
-  // core, at most four at a time), so that their JIT compiles overlap; a
-  // model's first call compiles its distinct fns so (runtime/model.h).
+  // finds each: the first request of each fn not found before is resolved
+  // side by side with the others' (one per core, at most four at a time),
+  // so that their JIT compiles overlap, then the rest in order; a model's
+  // first call compiles its distinct fns so (runtime/model.h). The kernels
+  // are those GetKernel would give called in request order.
   struct KernelRequest {
     std::string fn;
     DimEnv dims;
@@ -225,10 +227,10 @@ class Runtime {
 
  private:
   Runtime() = default;
-  // `lock` holds mu_; DefaultJit releases it while the plugin compiles.
   // The key of kernels_ for these; "" when `prog` has no such fn.
   static std::string kernel_id(const Program& prog, const std::string& fn, const TargetPolicy& policy,
                                const DimEnv& dims);
+  // `lock` holds mu_; DefaultJit releases it while the plugin compiles.
   Expected<std::shared_ptr<const Kernel>> Select(std::shared_ptr<const Program> prog, const std::string& fn,
                                                  const TargetPolicy& policy, const DimEnv& dims,
                                                  std::unique_lock<std::mutex>& lock);

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/files.h"
+#include "base/log.h"
 #include "lang/ir_printer.h"
 #include "scheduler/algorithm.h"
 #include "scheduler/jit_pipeline.h"
@@ -179,40 +180,55 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
   return a;
 }
 
-// The naive schedule of req's fn (every knob at its default).
-Expected<Schedule> naive_schedule(const CompileRequest& req) {
+// The default (the rules' first seed) and the naive schedule of req's fn.
+struct TwoSchedules {
+  Schedule untuned, naive;
+};
+Expected<TwoSchedules> both_schedules(const CompileRequest& req) {
   const std::string& target = req.halide_target.empty() ? req.profile.halide_target : req.halide_target;
   auto lowered = lower::lower_function(*req.module, req.fn, lower::options_for(target));
   if (!lowered.ok()) return lowered.status();
   const std::vector<StageInfo> infos = lower::stage_infos(*lowered, req.dims);
-  return schedule_from_knobs(infos, default_knobs(infos, req.profile), req.profile);
+  return TwoSchedules{schedule_from_knobs(infos, untuned_knobs(infos, req.profile), req.profile),
+                      schedule_from_knobs(infos, default_knobs(infos, req.profile), req.profile)};
 }
 
 // `attempt(req)`; when req gives no schedule and Halide refuses the default
 // (the rules' first seed asks what this fn cannot take: an rfactor of a sum
 // whose associativity Halide cannot prove, a row fused at a loop that
 // another stage's tiles replaced), `attempt` again with the naive schedule,
-// so that the untuned default always compiles. The result's schedule says
-// which one it is (a schedule or loops dump is given again, of the naive
-// one; an IR or stages dump, the same in both, once). A schedule the caller
-// gave fails as it is.
+// so that the untuned default always compiles: a warning names the fn and
+// Halide's refusal (a rules defect), and the result's schedule is the naive
+// one. The first attempt's dumps are held back and dropped when the second
+// runs, so each dump is given once, of the schedule compiled. A schedule
+// the caller gave, a default that is the naive one, and an error that is
+// not Halide's refusal fail as they are; so does a naive schedule refused
+// too (with the default's error).
 template <typename F>
 auto with_naive_fallback(const CompileRequest& req, F attempt) -> decltype(attempt(req)) {
-  bool dumped = false;
+  std::vector<std::string> held;
   CompileRequest first = req;
-  if (req.dump) first.dump = [&](const std::string& text) {
-    dumped = true;
-    req.dump(text);
-  };
+  if (req.dump) first.dump = [&held](const std::string& text) { held.push_back(text); };
   auto r = attempt(first);
-  if (r.ok() || req.schedule || r.status().code() != Status::Code::kInvalidArgument) return r;
-  auto naive = naive_schedule(req);
-  if (!naive.ok()) return r;
+  auto flush = [&] {
+    for (const std::string& text : held) req.dump(text);
+  };
+  if (r.ok() || req.schedule || r.status().code() != Status::Code::kInvalidArgument) {
+    flush();
+    return r;
+  }
+  auto two = both_schedules(req);
+  if (!two.ok() || two->untuned.hash() == two->naive.hash()) {
+    flush();
+    return r;
+  }
+  log_linef(LogLevel::kWarning, "mlk: the default schedule of `%s` for %s does not compile (%s); compiling the naive schedule",
+            req.fn.c_str(), target_label(req).c_str(), r.status().message().substr(0, 300).c_str());
   CompileRequest again = req;
-  again.schedule = &*naive;
-  if (dumped && (req.dump_after == DumpStage::kIr || req.dump_after == DumpStage::kStages))
-    again.dump_after = DumpStage::kNone;
-  return attempt(again);
+  again.schedule = &two->naive;
+  auto naive = attempt(again);
+  if (naive.ok()) return naive;
+  return r;
 }
 
 }  // namespace

@@ -53,8 +53,8 @@ struct CompileRequest {
   // "host" or a Halide target string; empty: the profile's halide_target.
   std::string halide_target;
   // Null: the rules' default (untuned_knobs) for `profile`, or, where Halide
-  // refuses that, the naive schedule (default_knobs): the default always
-  // compiles; the result's schedule says which.
+  // refuses that, the naive schedule (default_knobs), with a warning: the
+  // default always compiles; the result's schedule says which.
   const Schedule* schedule = nullptr;
   DimEnv dims;                         // shape estimates: stage extents, autoscheduler
   // When the stage `dump_after` is reached, `dump` is called once with its

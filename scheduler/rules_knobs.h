@@ -38,7 +38,7 @@ struct KnobDecl {
   // Whether the tuner searches it on stage `s` (of one of its kinds);
   // `output` is the output stage or null. Null: on every such stage.
   bool (*searched)(const StageInfo& s, const StageInfo* output) = nullptr;
-  // Its default on stage `s` for profile `p` (the default schedule's value,
+  // Its default on stage `s` for profile `p` (the naive schedule's value,
   // and the value of a knob a Knobs map leaves out).
   int64_t (*default_value)(const StageInfo& s, const Profile& p) = nullptr;
   // Which stages default_knobs lists it for: kSearched, or every stage of

@@ -13,6 +13,7 @@
 #include "scheduler/compile.h"
 #include "scheduler/kernel.h"
 #include "base/files.h"
+#include "base/log.h"
 #include "scheduler/rules.h"
 #include "artifact/build.h"
 #include "targets/detect.h"
@@ -215,21 +216,37 @@ TEST(CompileDriver, WhereHalideRefusesTheDefaultTheNaiveScheduleIsCompiled) {
   auto refused = Kernel::CompileJit(fe.module, "sum16", p, &seed, dims);
   ASSERT_FALSE(refused.ok()) << "the seed must be refused for this test to mean anything";
   EXPECT_THAT(refused.status().message(), HasSubstr("associativity"));
+  std::vector<std::string> warnings;
+  LogSink old = set_log_sink([&](LogLevel level, std::string_view line) {
+    if (level == LogLevel::kWarning) warnings.emplace_back(line);
+  });
   auto jit = Kernel::CompileJit(fe.module, "sum16", p, nullptr, dims);
   ASSERT_TRUE(jit.ok()) << jit.status().message();
   EXPECT_EQ((*jit)->schedule().hash(), naive->hash());
-  CompileRequest req;
-  req.module = &fe.module;
-  req.fn = "sum16";
-  req.profile = p;
-  req.dims = dims;
-  std::vector<std::string> dumps;
-  req.dump_after = DumpStage::kStages;
-  req.dump = [&](const std::string& text) { dumps.push_back(text); };
-  auto built = compile_object(req, tmpdir("naive_fallback"));
-  ASSERT_TRUE(built.ok()) << built.status().message();
-  EXPECT_EQ(built->schedule.hash(), naive->hash());
-  EXPECT_EQ(dumps.size(), 1u) << "the stage table is dumped once, not again for the fallback";
+  ASSERT_EQ(warnings.size(), 1u) << "the fallback is a rules defect: said, once";
+  EXPECT_THAT(warnings[0], HasSubstr("the default schedule of `sum16`"));
+  EXPECT_THAT(warnings[0], HasSubstr("associativity"));
+  // Each dump is given once, of the schedule compiled.
+  for (DumpStage stage : {DumpStage::kStages, DumpStage::kSchedule}) {
+    CompileRequest req;
+    req.module = &fe.module;
+    req.fn = "sum16";
+    req.profile = p;
+    req.dims = dims;
+    std::vector<std::string> dumps;
+    req.dump_after = stage;
+    req.dump = [&](const std::string& text) { dumps.push_back(text); };
+    auto built = compile_object(req, tmpdir("naive_fallback"));
+    ASSERT_TRUE(built.ok()) << built.status().message();
+    EXPECT_EQ(built->schedule.hash(), naive->hash());
+    ASSERT_EQ(dumps.size(), 1u) << dump_stage_name(stage);
+    if (stage == DumpStage::kSchedule) {
+      auto dumped = Schedule::from_json(dumps[0]);
+      ASSERT_TRUE(dumped.ok()) << dumped.status().message();
+      EXPECT_EQ(dumped->hash(), naive->hash());
+    }
+  }
+  set_log_sink(std::move(old));
 }
 
 }  // namespace
