@@ -111,6 +111,11 @@ bool row_fusable_in(const StageInfo& s, const std::vector<StageInfo>& stages) {
 
 bool row_fused(const RuleContext& c, const StageInfo& s) {
   const StageInfo* out = c.output;
+  // An output that a matmul computes per register tile (its owner) has no
+  // row loop left: its loops are the tiles' (Halide refused compute_at at
+  // a0 there, so `matmul(a, b) + broadcast(sum(a, ...))` fell back to the
+  // naive schedule). Such a row stage stays at root.
+  if (c.output_owner) return false;
   return row_shaped(s, out) &&
          readers_in_row(s, out, c.stages, [&](const StageInfo& r) { return knob_values(c, r)[Knob::kFuse] != 0; });
 }

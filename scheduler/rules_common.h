@@ -63,7 +63,8 @@ bool row_shaped(const StageInfo& s, const StageInfo* out);
 // the sum and the output); readers unknown, as in hand-made tables: yes.
 // Where the knob `fuse` is searched.
 bool row_fusable_in(const StageInfo& s, const std::vector<StageInfo>& stages);
-// row_fused: row-shaped, and every reader other than the output has `fuse`
+// row_fused: row-shaped, the output not tiled by a matmul (c.output_owner
+// null), and every reader other than the output has `fuse`
 // on in this schedule (c.knobs) and is row-fused itself: the schedule is
 // legal only then (a stage computed inside the output's row loop cannot
 // feed one computed at root).
