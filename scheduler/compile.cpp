@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -140,8 +141,13 @@ Status halide_error(const CompileRequest& req, const Halide::Error& e) {
                                  " with this schedule: " + e.what());
 }
 
+// The Halide target string compiled for: the request's, else the profile's.
+const std::string& target_string(const CompileRequest& req) {
+  return req.halide_target.empty() ? req.profile.halide_target : req.halide_target;
+}
+
 Halide::Target halide_target_of(const CompileRequest& req) {
-  const std::string& t = req.halide_target.empty() ? req.profile.halide_target : req.halide_target;
+  const std::string& t = target_string(req);
   return t == "host" ? Halide::get_host_target() : Halide::Target(t);
 }
 
@@ -153,7 +159,7 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
   const bool gpu = req.profile.is_gpu();
   dump_at(req, DumpStage::kIr, [&] { return ir_text(*req.module, *a.fn); });
 
-  const std::string& target = req.halide_target.empty() ? req.profile.halide_target : req.halide_target;
+  const std::string& target = target_string(req);
   auto lowered = lower::lower_function(*req.module, req.fn, lower::options_for(target));
   if (!lowered.ok()) return lowered.status();
   a.lowered = std::move(lowered).value();
@@ -180,17 +186,15 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
   return a;
 }
 
-// The default (the rules' first seed) and the naive schedule of req's fn.
-struct TwoSchedules {
-  Schedule untuned, naive;
-};
-Expected<TwoSchedules> both_schedules(const CompileRequest& req) {
-  const std::string& target = req.halide_target.empty() ? req.profile.halide_target : req.halide_target;
-  auto lowered = lower::lower_function(*req.module, req.fn, lower::options_for(target));
+// The naive schedule of req's fn; nullopt where it is the default too (the
+// rules have no seed for it).
+Expected<std::optional<Schedule>> naive_unless_default(const CompileRequest& req) {
+  auto lowered = lower::lower_function(*req.module, req.fn, lower::options_for(target_string(req)));
   if (!lowered.ok()) return lowered.status();
   const std::vector<StageInfo> infos = lower::stage_infos(*lowered, req.dims);
-  return TwoSchedules{schedule_from_knobs(infos, untuned_knobs(infos, req.profile), req.profile),
-                      schedule_from_knobs(infos, default_knobs(infos, req.profile), req.profile)};
+  const Knobs naive = default_knobs(infos, req.profile);
+  if (untuned_knobs(infos, req.profile) == naive) return std::optional<Schedule>();
+  return std::optional<Schedule>(schedule_from_knobs(infos, naive, req.profile));
 }
 
 // `attempt(req)`; when req gives no schedule and Halide refuses the default
@@ -217,17 +221,17 @@ auto with_naive_fallback(const CompileRequest& req, F attempt) -> decltype(attem
     flush();
     return r;
   }
-  auto two = both_schedules(req);
-  if (!two.ok() || two->untuned.hash() == two->naive.hash()) {
+  auto naive = naive_unless_default(req);
+  if (!naive.ok() || !*naive) {
     flush();
     return r;
   }
   log_linef(LogLevel::kWarning, "mlk: the default schedule of `%s` for %s does not compile (%s); compiling the naive schedule",
             req.fn.c_str(), target_label(req).c_str(), r.status().message().substr(0, 300).c_str());
   CompileRequest again = req;
-  again.schedule = &two->naive;
-  auto naive = attempt(again);
-  if (naive.ok()) return naive;
+  again.schedule = &**naive;
+  auto second = attempt(again);
+  if (second.ok()) return second;
   return r;
 }
 
