@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "artifact/build.h"
 #include "base/status.h"
 #include "lang/frontend.h"
 #include "lang/ir_printer.h"
@@ -38,6 +39,36 @@ mlk::DimEnv dims_of(const char* const* names, const int64_t* values, int32_t n) 
   return d;
 }
 
+// What mlk_jit_compile and mlk_jit_build share: the program checked, the
+// precision policy applied, the fn's hash checked and the profile resolved.
+struct Checked {
+  mlk::FrontendResult fe;  // its module is the program, the policy applied
+  mlk::Profile profile;
+  mlk::DimEnv dims;
+};
+
+mlk::Expected<Checked> checked(const char* name, const char* text, const char* precision, const char* fn,
+                               const char* fn_hash, const char* profile, const char* const* dim_names,
+                               const int64_t* dim_values, int32_t ndims, const char* entry) {
+  if (!name || !text || !precision || !fn || !fn_hash || !profile || ndims < 0 ||
+      (ndims > 0 && (!dim_names || !dim_values)))
+    return Status::InvalidArgument(std::string(entry) + ": a NULL argument or a negative dim count");
+  mlk::FrontendResult r = mlk::compile_source(name, text);
+  if (!r.ok()) return Status::InvalidArgument(std::string(name) + " does not check:\n" + r.rendered());
+  auto policy = mlk::parse_precision(precision);
+  if (!policy.ok()) return policy.status();
+  r.module = mlk::with_precision(r.module, *policy);
+  const mlk::ir::Function* f = r.module.find(fn);
+  if (!f) return Status::NotFound(std::string(name) + " has no fn `" + fn + "`");
+  if (mlk::ir::function_hash(r.module, *f) != fn_hash)
+    return Status::InvalidArgument("fn `" + std::string(fn) + "` of " + name + " does not have program hash " +
+                                   std::string(fn_hash).substr(0, 16) +
+                                   " in the JIT plugin: the plugin is not of this runtime's mlk version");
+  auto p = mlk::resolve_profile(profile);
+  if (!p.ok()) return p.status();
+  return Checked{std::move(r), *p, dims_of(dim_names, dim_values, ndims)};
+}
+
 }  // namespace
 
 extern "C" {
@@ -47,25 +78,11 @@ int32_t mlk_jit_abi_version(void) { return MLK_JIT_ABI_VERSION; }
 int32_t mlk_jit_compile(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
                         const char* profile, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                         mlk_jit_kernel** kernel, char** error) {
-  if (!name || !text || !precision || !fn || !fn_hash || !profile || !kernel || ndims < 0 ||
-      (ndims > 0 && (!dim_names || !dim_values)))
-    return fail(Status::InvalidArgument("mlk_jit_compile: a NULL argument or a negative dim count"), error);
+  if (!kernel) return fail(Status::InvalidArgument("mlk_jit_compile: a NULL argument"), error);
   try {
-    mlk::FrontendResult r = mlk::compile_source(name, text);
-    if (!r.ok()) return fail(Status::InvalidArgument(std::string(name) + " does not check:\n" + r.rendered()), error);
-    auto policy = mlk::parse_precision(precision);
-    if (!policy.ok()) return fail(policy.status(), error);
-    r.module = mlk::with_precision(r.module, *policy);
-    const mlk::ir::Function* f = r.module.find(fn);
-    if (!f) return fail(Status::NotFound(std::string(name) + " has no fn `" + fn + "`"), error);
-    if (mlk::ir::function_hash(r.module, *f) != fn_hash)
-      return fail(Status::InvalidArgument("fn `" + std::string(fn) + "` of " + name + " does not have program hash " +
-                                          std::string(fn_hash).substr(0, 16) +
-                                          " in the JIT plugin: the plugin is not of this runtime's mlk version"),
-                  error);
-    auto p = mlk::resolve_profile(profile);
-    if (!p.ok()) return fail(p.status(), error);
-    auto k = mlk::Kernel::CompileJit(r.module, fn, *p, nullptr, dims_of(dim_names, dim_values, ndims));
+    auto c = checked(name, text, precision, fn, fn_hash, profile, dim_names, dim_values, ndims, "mlk_jit_compile");
+    if (!c.ok()) return fail(c.status(), error);
+    auto k = mlk::Kernel::CompileJit(c->fe.module, fn, c->profile, nullptr, c->dims);
     if (!k.ok()) return fail(k.status(), error);
     *kernel = new mlk_jit_kernel{std::move(k).value()};
     return 0;
@@ -73,6 +90,28 @@ int32_t mlk_jit_compile(const char* name, const char* text, const char* precisio
     return fail(Status::Internal(std::string("the JIT plugin failed compiling `") + fn + "`: " + e.what()), error);
   } catch (...) {
     return fail(Status::Internal(std::string("the JIT plugin failed compiling `") + fn + "`"), error);
+  }
+}
+
+int32_t mlk_jit_build(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
+                      const char* profile, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                      const char* out_dir, char** error) {
+  if (!out_dir) return fail(Status::InvalidArgument("mlk_jit_build: a NULL argument"), error);
+  try {
+    auto c = checked(name, text, precision, fn, fn_hash, profile, dim_names, dim_values, ndims, "mlk_jit_build");
+    if (!c.ok()) return fail(c.status(), error);
+    mlk::BuildRequest req;
+    req.module = &c->fe.module;
+    req.fn = fn;
+    req.profile = c->profile;
+    req.dims = c->dims;
+    req.out_dir = out_dir;
+    auto built = mlk::build_artifact(req);
+    return built.ok() ? 0 : fail(built.status(), error);
+  } catch (const std::exception& e) {
+    return fail(Status::Internal(std::string("the JIT plugin failed building `") + fn + "`: " + e.what()), error);
+  } catch (...) {
+    return fail(Status::Internal(std::string("the JIT plugin failed building `") + fn + "`"), error);
   }
 }
 

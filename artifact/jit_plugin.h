@@ -25,8 +25,9 @@ extern "C" {
 
 /* Bumped whenever an entry below changes; the runtime refuses another.
  * 3: mlk_jit_call takes one output per result of the fn, and their count.
- * 4: mlk_jit_compile takes a profile's name, not a Halide target string. */
-#define MLK_JIT_ABI_VERSION 4
+ * 4: mlk_jit_compile takes a profile's name, not a Halide target string.
+ * 5: mlk_jit_build. */
+#define MLK_JIT_ABI_VERSION 5
 
 typedef struct mlk_jit_kernel mlk_jit_kernel;
 
@@ -43,6 +44,17 @@ int32_t mlk_jit_compile(const char* name, const char* text, const char* precisio
                         const char* profile,
                         const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                         mlk_jit_kernel** kernel, char** error);
+
+/* The same compile ahead of time: writes the artifact directory of fn `fn`
+ * (as `mlk build -o out_dir` writes it: the shared library with the C ABI
+ * entry, its header and manifest.json; docs/artifacts.md) under the default
+ * schedule, into the directory `out_dir`, which exists and is empty.
+ * Links with $CC, else `cc`: IOError when no C compiler links it. The
+ * runtime keeps such directories in its JIT store, so that a later process
+ * loads the kernel instead of compiling it again. */
+int32_t mlk_jit_build(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
+                      const char* profile, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                      const char* out_dir, char** error);
 
 /* Runs the kernel on arguments the caller has checked (runtime/boundary.h)
  * into `outs`, one tensor per result of the fn (nouts must be their count);

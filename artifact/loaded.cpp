@@ -1,4 +1,5 @@
 #include "artifact/loaded.h"
+#include "targets/halide_error.h"
 #include "base/files.h"
 
 #include <dlfcn.h>
@@ -227,25 +228,33 @@ Status LoadedArtifact::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t&
 
 Status LoadedArtifact::CallAll(const std::vector<mlk_tensor_t>& args, std::vector<mlk_tensor_t>& outs,
                                const DimEnv& env, const std::string& fn) {
-  if (outs.size() != results_)
+  return CallAll(args.data(), args.size(), outs.data(), outs.size(), env, fn);
+}
+
+Status LoadedArtifact::CallAll(const mlk_tensor_t* args, size_t nargs, mlk_tensor_t* outs, size_t nouts,
+                               const DimEnv& env, const std::string& fn) {
+  if (nouts != results_)
     return Status::InvalidArgument("`" + fn + "`: its artifact has " + std::to_string(results_) + " results, got " +
-                                   std::to_string(outs.size()) + " output tensors");
+                                   std::to_string(nouts) + " output tensors");
   auto dimsv = unbound_values(env);
   if (!dimsv.ok()) return dimsv.status();
   const std::vector<int64_t>& dims = *dimsv;
   int rc;
   if (results_ == 1) {
     using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
-    rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), outs.data(), dims.data(),
+    rc = reinterpret_cast<Entry>(entry_)(args, static_cast<int32_t>(nargs), outs, dims.data(),
                                          static_cast<int32_t>(dims.size()));
   } else {  // mlk_NAME_results (targets/abi.h)
     using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, int32_t, const int64_t*, int32_t);
-    rc = reinterpret_cast<Entry>(entry_)(args.data(), static_cast<int32_t>(args.size()), outs.data(),
-                                         static_cast<int32_t>(outs.size()), dims.data(),
-                                         static_cast<int32_t>(dims.size()));
+    rc = reinterpret_cast<Entry>(entry_)(args, static_cast<int32_t>(nargs), outs, static_cast<int32_t>(nouts),
+                                         dims.data(), static_cast<int32_t>(dims.size()));
   }
   if (rc == MLK_ERR_CUDA) return Status::Unsupported("`" + fn + "` (CUDA): " + last_error_());
-  if (rc != 0) return Status::InvalidArgument("`" + fn + "` failed (code " + std::to_string(rc) + "): " + last_error_());
+  if (rc != 0) {
+    const std::string e = last_error_();
+    if (is_requirement_failure(e)) return Status::InvalidArgument("`" + fn + "` failed at run time: " + clean_runtime_error(e));
+    return Status::InvalidArgument("`" + fn + "` failed (code " + std::to_string(rc) + "): " + e);
+  }
   return Status::Ok();
 }
 

@@ -54,6 +54,9 @@ class LoadedArtifact {
   // manifest's "results"; the caller has checked them).
   Status CallAll(const std::vector<mlk_tensor_t>& args, std::vector<mlk_tensor_t>& outs, const DimEnv& env,
                  const std::string& fn);
+  // The same on arrays (allocates nothing when the fn has no unbound dims).
+  Status CallAll(const mlk_tensor_t* args, size_t nargs, mlk_tensor_t* outs, size_t nouts, const DimEnv& env,
+                 const std::string& fn);
 
   // CUDA artifacts (profile kind "cuda"): whether it is one, and the entry
   // that takes device memory (mlk_NAME_cuda, targets/abi.h; absent from CUDA

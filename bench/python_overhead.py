@@ -1,6 +1,8 @@
 """Python call overhead of a tiny kernel: `mlk.load(...).add(a, b)` on
 1-element torch tensors against `torch.add(a, b)`, both allocating their
-result, on the same tensors, in one process, interleaved in rounds.
+result, on the same tensors, in one process, interleaved in rounds; and the
+tuned kernel once more on the general path (`dims={}`), which the fast path
+(python/fast_call.cpp: torch 2.x with DLPack's C exchange API) leaves.
 Target (issue "fresh machine"): mlk at most 2x torch's overhead.
 
 usage: /usr/bin/python3 bench/python_overhead.py BUILD_DIR [--rounds N] [--calls N]
@@ -57,7 +59,9 @@ def main():
     assert jit.kernel(a, b).source == "default-jit", jit.kernel(a, b).selection
     assert torch.equal(tuned(a, b), a + b) and torch.equal(jit(a, b), a + b)
     contenders = {"torch.add": lambda: torch.add(a, b), "mlk tuned": lambda: tuned(a, b),
-                  "mlk default (JIT)": lambda: jit(a, b)}
+                  "mlk default (JIT)": lambda: jit(a, b),
+                  # dims= leaves the fast path (python/fast_call.cpp) to the general one
+                  "mlk general path": lambda: tuned(a, b, dims={})}
     for f in contenders.values():  # warm-up
         per_call_ns(f, 1000)
     times = {k: [] for k in contenders}

@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "python/fast_call.h"
 #include "runtime/boundary.h"
+#include "runtime/call_plan.h"
 #include "runtime/checked.h"
 #include "runtime/dlpack.h"
 #include "runtime/model.h"
@@ -567,6 +569,12 @@ void bind_program(py::module_& m) {
                                  if (f.is_public) out.push_back(f.name);
                                return out;
                              })
+      // The CallPlan of fn `fn` under the policy `targets`, for fast_call
+      // (python/fast_call.cpp): made once per fn of an Ops.
+      .def("call_plan",
+           [](const PyProgram& p, const std::string& fn, const std::string& targets) {
+             return plan_capsule(std::make_shared<mlk::rt::CallPlan>(p.rt, p.prog, fn, p.policy(targets)));
+           })
       .def("signature",
            [](const PyProgram& p, const std::string& fn) {
              const auto* f = p.prog->module.find(fn);
@@ -767,6 +775,7 @@ PYBIND11_MODULE(_mlk, m) {
   m.doc() = "mlk runtime binding (use the mlk package, not this module)";
   bind_errors_and_buffers(m);
   bind_runtime_and_models(m);
+  bind_fast_call(m);
   bind_program(m);
   bind_calls(m);
   bind_selection(m);

@@ -29,6 +29,20 @@ struct JitPlugin;
 // when the plugin found speaks another plugin ABI. Thread-safe.
 Expected<const JitPlugin*> load_jit_plugin();
 
+// What identifies the plugin's code for the JIT store (runtime/jit_store.h):
+// its ABI version and the linker's build ID of the loaded plugin (else the
+// sha256 of its file), found once per process. A plugin rebuilt gets another
+// identity, so its store entries are not reused.
+// "" when the file cannot be read (then the store is not used).
+std::string jit_plugin_identity(const JitPlugin* plugin);
+
+// fn `fn` compiled as JitKernel::Compile compiles it, but ahead of time, into
+// the artifact directory `out_dir` (which exists and is empty): the plugin's
+// mlk_jit_build. IOError when no C compiler links it.
+Status build_jit_artifact(const JitPlugin* plugin, const std::string& name, const std::string& text,
+                          const std::string& precision, const std::string& fn, const std::string& fn_hash,
+                          const std::string& profile, const DimEnv& dims, const std::string& out_dir);
+
 // One fn compiled by the plugin.
 class JitKernel {
  public:

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <optional>
@@ -25,17 +26,22 @@
 #include "targets/detect.h"
 #include "artifact/manifest.h"
 #include "artifact/loaded.h"
+#include "runtime/jit_store.h"
 #include "base/json.h"
 
 namespace mlk::rt {
 
 using nlohmann::json;
 
-// The default schedule compiled by the JIT plugin (runtime/jit.h); Halide's
-// JIT pipeline binds its inputs as pipeline state, so calls are serialised.
+// The default schedule compiled by the JIT plugin (runtime/jit.h): ahead of
+// time into the JIT store (runtime/jit_store.h), `artifact`, else in memory,
+// `kernel`, whose Halide JIT pipeline binds its inputs as pipeline state, so
+// its calls are serialised. `how` says which, for Selection::reason.
 struct Kernel::Jit {
   std::mutex mu;
   std::unique_ptr<JitKernel> kernel;
+  std::shared_ptr<LoadedArtifact> artifact;
+  std::string how;
 };
 
 const char* source_name(Selection::Source s) {
@@ -274,6 +280,24 @@ Status Kernel::RunAll(const std::vector<const DLTensor*>& args, const std::vecto
     return jit_->kernel->Call(a.args, a.outs, c->dims);
   }
   return artifact_->CallAll(a.args, a.outs, c->dims, fn_->name);
+}
+
+Status Kernel::RunChecked(const CheckedCall& c, void* const* args, size_t n, void* out) const {
+  std::array<mlk_tensor_t, kMaxPlannedArgs> fixed;
+  std::vector<mlk_tensor_t> more;
+  mlk_tensor_t* a = fixed.data();
+  if (n > fixed.size()) a = (more.resize(n), more.data());
+  for (size_t i = 0; i < n; ++i)
+    a[i] = {args[i], abi_dtype(fn_->params[i].type.dtype), static_cast<int32_t>(c.shapes[i].size()),
+            c.shapes[i].data(), nullptr};
+  mlk_tensor_t o = {out, abi_dtype(fn_->result_type.dtype), static_cast<int32_t>(c.out_shape.size()),
+                    c.out_shape.data(), nullptr};
+  if (jit_) {
+    std::vector<mlk_tensor_t> av(a, a + n), ov{o};
+    std::lock_guard<std::mutex> lock(jit_->mu);
+    return jit_->kernel->Call(av, ov, c.dims);
+  }
+  return artifact_->CallAll(a, n, &o, 1, c.dims, fn_->name);
 }
 
 Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, const RunOptions& options) const {
@@ -659,8 +683,9 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   sel.profile = jit_profile.name;
   sel.reason = jit_profile.name + ": default schedule (JIT), not tuned: no tuned artifact of `" + fn + "` for " +
                policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile.name +
-               precision_flag_text(prog->precision) + " --dims " + dims_str(dims) + "` tunes one)";
-  k->jit_ = *jit;
+               precision_flag_text(prog->precision) + " --dims " + dims_str(dims) + "` tunes one); " + (*jit)->how;
+  if ((*jit)->artifact) k->artifact_ = (*jit)->artifact;
+  else k->jit_ = *jit;
   return done(std::move(sel));
 }
 
@@ -673,6 +698,40 @@ Expected<std::shared_ptr<LoadedArtifact>> Runtime::LoadTuned(const Tuned& found)
   std::shared_ptr<LoadedArtifact> art = *loaded;
   artifacts_[found.key] = art;
   return art;
+}
+
+Expected<std::shared_ptr<Kernel::Jit>> Runtime::CompileDefault(const JitPlugin& plugin, const Program& prog,
+                                                               const std::string& fn, const std::string& fhash,
+                                                               const Profile& profile, const DimEnv& dims) const {
+  const std::string precision = precision_name(prog.precision);
+  auto jit = std::make_shared<Kernel::Jit>();
+  std::string in_memory = "compiled in memory";
+  auto dir = jit_store_dir(cache_->store_path());
+  const std::string identity = dir ? jit_plugin_identity(&plugin) : "";
+  const std::string no_cc = dir ? missing_c_compiler() : "";
+  if (dir && (identity.empty() || !no_cc.empty())) {
+    in_memory += " (the JIT store " + *dir + " could not keep it: " +
+                 (identity.empty() ? "the plugin's file cannot be read, so its kernels have no key" : no_cc) + ")";
+  } else if (dir) {
+    const std::string key = jit_store_key(identity, fn, fhash, precision, profile, dims);
+    auto entry = jit_store_get(*dir, key, [&](const std::string& tmp) {
+      return build_jit_artifact(&plugin, prog.file, prog.text, precision, fn, fhash, profile.name, dims, tmp);
+    });
+    if (entry.ok()) {
+      jit->artifact = entry->artifact;
+      jit->how = (entry->built ? "compiled and kept in the JIT store " : "loaded from the JIT store (compiled earlier) ") +
+                 entry->dir + (entry->note.empty() ? "" : "; " + entry->note);
+      return jit;
+    }
+    in_memory += " (the JIT store " + *dir + " could not keep it: " + entry.status().message() + ")";
+  } else {
+    in_memory += " ($MLK_JIT_STORE=off)";
+  }
+  auto compiled = JitKernel::Compile(&plugin, prog.file, prog.text, precision, fn, fhash, profile.name, dims);
+  if (!compiled.ok()) return compiled.status();
+  jit->kernel = std::move(*compiled);
+  jit->how = in_memory;
+  return jit;
 }
 
 Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, const std::string& fn,
@@ -703,12 +762,7 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, 
   // failure is forgotten: no exception leaves a promise unkept.
   auto result = [&]() -> Expected<std::shared_ptr<Kernel::Jit>> {
     try {
-      auto compiled = JitKernel::Compile(*plugin, prog.file, prog.text, precision_name(prog.precision), fn, fhash,
-                                         profile.name, dims);
-      if (!compiled.ok()) return compiled.status();
-      auto jit = std::make_shared<Kernel::Jit>();
-      jit->kernel = std::move(*compiled);
-      return jit;
+      return CompileDefault(**plugin, prog, fn, fhash, profile, dims);
     } catch (const std::exception& e) {
       return Status::Internal("compiling the default schedule of `" + fn + "`: " + e.what());
     }

@@ -39,6 +39,8 @@ class CliCache;
 
 namespace mlk::rt {
 
+struct JitPlugin;  // runtime/jit.h
+
 struct Options {
   std::string cache;           // a store path or a server URL (http://HOST:PORT); "" = $MLK_CACHE, else the default store
   std::string ns = "default";  // namespace (team) in the store; on a server "default" means the token's team
@@ -158,6 +160,13 @@ class Kernel {
                 const RunOptions& options = {}) const;
   // Whether it runs on a GPU (a CUDA artifact).
   bool on_cuda() const;
+  // A run of a fn with one result whose boundary was checked before
+  // (runtime/call_plan.h): `c` is the check of a call of the same
+  // signature, `args` and `out` this call's data pointers (data +
+  // byte_offset), already checked for layout and alignment. CPU kernels.
+  // Allocates nothing for a fn of at most kMaxPlannedArgs parameters.
+  Status RunChecked(const CheckedCall& c, void* const* args, size_t n, void* out) const;
+  static constexpr size_t kMaxPlannedArgs = 16;
 
  private:
   friend class Runtime;
@@ -254,6 +263,12 @@ class Runtime {
                                                     const Profile& profile, const TargetPolicy& policy,
                                                     const DimEnv& dims, const std::string& why,
                                                     std::unique_lock<std::mutex>& lock);
+  // DefaultJit's compile: ahead of time into the JIT store (runtime/jit_store.h),
+  // or the store's earlier build loaded; in memory where the store is off or
+  // cannot keep it (no C compiler, a store another user owns).
+  Expected<std::shared_ptr<Kernel::Jit>> CompileDefault(const JitPlugin& plugin, const Program& prog,
+                                                        const std::string& fn, const std::string& fhash,
+                                                        const Profile& profile, const DimEnv& dims) const;
   std::mutex mu_;
   Options opts_;
   std::unique_ptr<client::CliCache> cache_;

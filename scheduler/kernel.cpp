@@ -1,6 +1,7 @@
 // Running JIT-compiled pipelines; they are compiled by the compile driver
 // (scheduler/compile.h).
 #include "scheduler/kernel.h"
+#include "targets/halide_error.h"
 
 #include "scheduler/compile.h"
 #include "scheduler/jit_pipeline.h"
@@ -70,20 +71,6 @@ Expected<std::unique_ptr<Kernel>> Kernel::CompileJit(const ir::Module& m, const 
 }
 
 namespace {
-
-// Halide reports a failed require() as "Error: Requirement Failed: (COND)
-// VALUE ARGS..." with spaces between arguments; mlk shows only ARGS, tidied.
-std::string clean_runtime_error(std::string msg) {
-  const std::string tag = "Requirement Failed: (false) ";
-  size_t p = msg.find(tag);
-  if (p != std::string::npos) {
-    msg = msg.substr(p + tag.size());
-    msg = msg.substr(msg.find(' ') + 1);  // drop VALUE
-  }
-  for (size_t q; (q = msg.find(" )")) != std::string::npos;) msg.erase(q, 1);
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
-  return msg;
-}
 
 Halide::Buffer<> wrap(const HostTensor& t) {
   std::vector<int> sizes(t.shape.rbegin(), t.shape.rend());

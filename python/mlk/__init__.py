@@ -59,10 +59,19 @@ def _is_torch(x):
 class _Fn:
     """One public fn of a program: call it like the fn."""
 
+    _plan = None  # subclasses that cross elsewhere (mlk/_select.py) have none
+
     def __init__(self, ops, name):
         self._ops = ops
         self._sig = ops._program.signature(name)
         self._allocs = {}  # output kind -> alloc(shape), made on first use
+        # The fast path's plan (python/fast_call.cpp), for a fn with one result whose
+        # dims its arguments bind; None: every call takes the general path.
+        self._plan = None
+        sig = self._sig
+        if len(sig["results"]) == 1 and sig["result_dtype"] != "Bool" and not sig["unbound_dims"] and \
+                not sig.get("frames") and not sig.get("records"):
+            self._plan = ops._program.call_plan(name, ops.target)
         self.__name__ = name
         results = self._sig["results"]
         self.__doc__ = "mlk kernel `%s`(%s) -> %s" % (
@@ -172,6 +181,12 @@ class _Fn:
         (a CUstream as an int; default: torch's current stream); the result is ready on that
         stream. A Dataframe parameter takes a table (mlk/arrow.py); a record parameter a dict
         or list of tensors, positionally or by keyword (mlk/records.py)."""
+        # torch CPU tensors (and numbers) in, a torch tensor out: one crossing that either
+        # returns the result or declines untouched (python/fast_call.cpp); else the general path.
+        if self._plan is not None and dims is None and out is None and stream is None and not named:
+            r = _mlk.fast_call(self._plan, args)
+            if r is not NotImplemented:
+                return r
         args, dims, proven = self._prepare(args, named, dims)
         use_torch = any(_is_torch(a) for a in args)
         if len(self._sig["results"]) > 1:  # a tuple of results, on the CPU
