@@ -790,10 +790,16 @@ void install_reporter() {
 
 }  // namespace
 
+// The pair form where the BF16 dot product outruns the F32 FMAs: AMD's
+// Zen 4 and Zen 5. Not on Intel's Sapphire Rapids and later, which have
+// vdpbf16ps too: on such a Xeon the pair form's products ran at 42-53% of
+// the FMA peak and its pair copies took 15% of a MiniLM layer, against 78%
+// for the same products on operands widened to F32 (docs/benchmarks.md,
+// M16); their BF16 speed is in AMX tiles.
 LowerOptions options_for(const Halide::Target& t) {
   LowerOptions o;
   o.bf16_pairs = t.arch == Halide::Target::X86 && !t.has_gpu_feature() &&
-                 (t.has_feature(Halide::Target::AVX512_Zen4) || t.has_feature(Halide::Target::AVX512_SapphireRapids));
+                 (t.has_feature(Halide::Target::AVX512_Zen4) || t.has_feature(Halide::Target::AVX512_Zen5));
   return o;
 }
 

@@ -50,7 +50,8 @@ struct Stage {
 // instructions (one algorithm per target, the same for every schedule).
 struct LowerOptions {
   // Products of BF16 operands in pair form, which Halide compiles to a dot
-  // product of BF16 pairs into F32 (vdpbf16ps): see Lowerer::matmul.
+  // product of BF16 pairs into F32 (vdpbf16ps): see Lowerer::matmul. Set
+  // for AMD Zen 4 and Zen 5 targets only (options_for says why).
   bool bf16_pairs = false;
 };
 

@@ -5,6 +5,6 @@
 
 namespace mlk {
 
-constexpr const char* kScheduleSpaceVersion = "rules-11";
+constexpr const char* kScheduleSpaceVersion = "rules-12";
 
 }  // namespace mlk
