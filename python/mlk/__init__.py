@@ -95,8 +95,13 @@ class _Fn:
                 a = self._scalar(a, p["dtype"], use_torch)
             if use_torch and _is_torch(a):
                 if a.requires_grad:
-                    raise BoundaryError("%s: requires grad; mlk kernels have no autograd (pass x.detach())"
-                                        % self._where(i))
+                    # With grad mode off (torch.no_grad(), inference_mode()) no gradient is
+                    # lost: a module's parameters are taken as they are. With it on, refused.
+                    if _TORCH[0].is_grad_enabled():
+                        raise BoundaryError("%s: requires grad; mlk kernels have no autograd (pass %s.detach(), "
+                                            "call under torch.no_grad(), or train through mlk.torch.function)"
+                                            % (self._where(i), p["name"]))
+                    a = a.detach()
                 if a.dtype is _TORCH[0].bool:
                     a = a.view(_TORCH[0].uint8)
                 caps.append(_dlpack.capsule(a, self._where, i, stream if a.is_cuda else None))

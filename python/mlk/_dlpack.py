@@ -128,8 +128,12 @@ def given_output(out, torch=None, stream=None):
         raise _mlk.BoundaryError("the output: a %s, not a tensor (torch.Tensor or an object with __dlpack__)"
                                  % type(out).__name__)
     if getattr(out, "requires_grad", False):
-        raise _mlk.BoundaryError("the output: requires grad; mlk kernels have no autograd (pass x.detach())")
-    view = out.view(torch.uint8) if torch is not None and isinstance(out, torch.Tensor) and out.dtype is torch.bool \
-        else out
+        if torch is None or torch.is_grad_enabled():
+            raise _mlk.BoundaryError("the output: requires grad; mlk kernels have no autograd (pass out.detach(), "
+                                     "or call under torch.no_grad())")
+    # grad mode off: written in place through a detached view, as torch's own out= would be
+    data = out.detach() if getattr(out, "requires_grad", False) else out
+    view = data.view(torch.uint8) if torch is not None and isinstance(data, torch.Tensor) and data.dtype is torch.bool \
+        else data
     cuda = cuda_device([out]) is not None
     return lambda shape: (out, capsule(view, _output_name, None, stream if cuda else None))

@@ -128,11 +128,14 @@ class Model:
                 raise _mlk.BoundaryError("input `%s` is given twice" % k)
             given[k] = v
         values = [given.get(n) for n in self.input_names]
-        for n, v in zip(self.input_names, values):
+        for n, v in zip(self.input_names, list(values)):
             if v is None and self._required[n]:
                 raise _mlk.BoundaryError("input `%s` of the model is required" % n)
             if v is not None and getattr(v.tensor if isinstance(v, _checked.Checked) else v, "requires_grad", False):
-                raise _mlk.BoundaryError("input `%s` requires grad; mlk kernels have no autograd (pass x.detach())" % n)
+                if isinstance(v, _checked.Checked) or _torch_grad_enabled():
+                    raise _mlk.BoundaryError("input `%s` requires grad; mlk kernels have no autograd (pass %s.detach(), "
+                                             "or call under torch.no_grad())" % (n, n))
+                values[self.input_names.index(n)] = v.detach()  # grad mode off: no gradient is lost
             if v is not None and not hasattr(v, "__dlpack__"):
                 raise _mlk.BoundaryError("input `%s`: a %s, not a tensor (torch.Tensor or an object with __dlpack__)"
                                          % (n, type(v).__name__))
@@ -186,6 +189,11 @@ class Model:
         each followed by the refinements an input's checked handle proved (mlk.check), not checked again."""
         values, proven = self._unwrap(self._inputs(args, kwargs))
         return self._native.selections(self._capsules(values, _torch_module(values)), proven)
+
+
+def _torch_grad_enabled():
+    import torch
+    return torch.is_grad_enabled()
 
 
 def load_model(program, weights, binding=None, target="host", cache="", namespace="default", token="", require="any",

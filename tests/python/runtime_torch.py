@@ -142,6 +142,24 @@ refused("refinement violated", lambda: attn.attention(q[:, :, :30].contiguous(),
 refused("non-contiguous input", lambda: norms.rmsnorm(x.transpose(0, 1), w, eps), "not contiguous")
 refused("requires grad", lambda: norms.rmsnorm(x.clone().requires_grad_(), w, eps),
         "argument 0 `x` of `rmsnorm`: requires grad; mlk kernels have no autograd")
+# A module's weight (an nn.Parameter) with grad mode on is refused, naming it and
+# how to pass it; under no_grad() or inference_mode() no gradient is lost, so it is taken.
+refused("a parameter with grad mode on: named", lambda: norms.rmsnorm(x, torch.nn.Parameter(w), eps),
+        "argument 1 `w` of `rmsnorm`: requires grad; mlk kernels have no autograd (pass w.detach(), "
+        "call under torch.no_grad(), or train through mlk.torch.function)")
+plain = norms.rmsnorm(x, w, eps)
+with torch.no_grad():
+    got = norms.rmsnorm(x, torch.nn.Parameter(w), eps)
+check("under torch.no_grad() a parameter is taken", torch.equal(got, plain))
+with torch.inference_mode():
+    got = norms.rmsnorm(x.clone(), torch.nn.Parameter(w.clone()), eps)
+check("... and under torch.inference_mode()", torch.equal(got, plain))
+leaf = torch.zeros_like(plain).requires_grad_()
+refused("an out= that requires grad, grad mode on", lambda: norms.rmsnorm(x, w, eps, out=leaf),
+        "the output: requires grad; mlk kernels have no autograd (pass out.detach(), or call under torch.no_grad())")
+with torch.no_grad():
+    same = norms.rmsnorm(x, w, eps, out=leaf)
+check("... taken under no_grad(), written in place", same is leaf and torch.equal(leaf.detach(), plain))
 refused("too few arguments", lambda: norms.rmsnorm(x, w), "`rmsnorm` takes 3 arguments, got 2")
 refused("not a tensor", lambda: norms.rmsnorm([1.0], w, eps), "argument 0 `x` of `rmsnorm`: a list, not a tensor")
 refused("missing unbound dim", lambda: attn.attention(q, kk, v, scale), "H")
