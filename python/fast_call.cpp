@@ -154,12 +154,6 @@ constexpr size_t kMaxArgs = 16;  // as Kernel::kMaxPlannedArgs
 constexpr uint8_t kDLBoolCode = 6;  // DLPack 1.x's kDLBool, which the build's dlpack.h predates
 constexpr int64_t kLargeCall = 1 << 14;  // elements of the arguments and the result: the GIL is released
 
-int64_t numel(const DLTensor& t) {
-  int64_t n = 1;
-  for (int32_t a = 0; a < t.ndim; ++a) n *= t.shape[a];
-  return n;
-}
-
 // Owning records of a call's tensors, deleted with the GIL held.
 struct Owned {
   DLManagedTensorVersioned* m[kMaxArgs] = {};
@@ -213,8 +207,8 @@ py::object fast_call(mlk::rt::CallPlan& plan, PyObject* args) {
   proto.ndim = static_cast<int32_t>(shape.size());
   proto.dtype = s.out_dtype;
   proto.shape = const_cast<int64_t*>(shape.data());  // read only
-  int64_t work = numel(proto);
-  for (size_t i = 0; i < n; ++i) work += numel(dl[i]);
+  int64_t work = s.out_count;
+  for (int64_t c : s.counts) work += c;
   Owned owned;
   if (work >= kLargeCall) {  // owning records of the tensors, so that the GIL can go
     for (size_t i = 0; i < n; ++i) {

@@ -40,7 +40,11 @@ bool same_dtype(DLDataType a, DLDataType b) { return a.code == b.code && a.bits 
 }  // namespace
 
 CallPlan::CallPlan(std::shared_ptr<Runtime> rt, std::shared_ptr<const Program> prog, const std::string& fn, TargetPolicy policy)
-    : rt_(std::move(rt)), prog_(std::move(prog)), fn_(prog_->module.find(fn)), policy_(std::move(policy)) {}
+    : rt_(std::move(rt)),
+      prog_(std::move(prog)),
+      fn_(prog_->module.find(fn)),
+      in_scope_(fn_ && fn_->more_results.empty() && fn_->unbound_dims().empty()),
+      policy_(std::move(policy)) {}
 
 bool CallPlan::matches(const Step& s, const DLTensor* const* args, size_t n) {
   if (n != s.dtypes.size()) return false;
@@ -58,7 +62,7 @@ bool CallPlan::matches(const Step& s, const DLTensor* const* args, size_t n) {
 
 Expected<std::shared_ptr<const CallPlan::Step>> CallPlan::Plan(const DLTensor* const* args, size_t n) {
   if (!fn_ || !fn_->is_public) return Status::NotFound("no public fn to plan");
-  if (!fn_->more_results.empty() || !fn_->unbound_dims().empty())
+  if (!in_scope_)
     return Status::Unsupported("`" + fn_->name + "` has several results or dims no argument binds");
   for (size_t i = 0; i < n; ++i)
     if (!args[i]) return Status::InvalidArgument("a NULL argument");
@@ -87,11 +91,13 @@ Expected<std::shared_ptr<const CallPlan::Step>> CallPlan::Plan(const DLTensor* c
     step->shapes.emplace_back(t->shape, t->shape + t->ndim);
     step->strides.push_back(row_major(step->shapes.back()));
     step->elem_bytes.push_back((t->dtype.bits * t->dtype.lanes + 7) / 8);
+    step->counts.push_back(numel(step->shapes.back()));
   }
   if (!(*k)->on_cuda()) step->kernel = *k;  // else remembered as Unsupported
   step->call = std::move(*c);
   step->out_dtype = to_dl(fn_->result_type.dtype);
   step->out_strides = row_major(step->call.out_shape);
+  step->out_count = numel(step->call.out_shape);
   std::lock_guard<std::mutex> lock(mu_);
   steps_.push_back(step);
   if (steps_.size() > kMaxSteps) steps_.erase(steps_.begin());
@@ -106,7 +112,7 @@ Status CallPlan::Run(const Step& step, const DLTensor* const* args, size_t n, DL
   if (n > Kernel::kMaxPlannedArgs) return full();
   void* ptrs[Kernel::kMaxPlannedArgs];
   const std::vector<int64_t>& oshape = step.call.out_shape;
-  const int64_t ocount = numel(oshape);
+  const int64_t ocount = step.out_count;
   if (!same_dtype(out->dtype, step.out_dtype) || out->device.device_type != kDLCPU ||
       out->ndim != static_cast<int32_t>(oshape.size()) || (out->ndim > 0 && !out->shape))
     return full();
@@ -118,7 +124,7 @@ Status CallPlan::Run(const Step& step, const DLTensor* const* args, size_t n, DL
   const auto o_end = o_begin + static_cast<uintptr_t>(ocount * obytes);
   for (size_t i = 0; i < n; ++i) {
     const DLTensor& t = *args[i];
-    const int64_t count = numel(step.shapes[i]);
+    const int64_t count = step.counts[i];
     if (!layout_and_data_hold(t, step.shapes[i], step.strides[i], step.elem_bytes[i], count)) return full();
     const auto begin = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
     const auto end = begin + static_cast<uintptr_t>(count * step.elem_bytes[i]);

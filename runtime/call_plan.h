@@ -35,11 +35,12 @@ class CallPlan {
     std::vector<DLDataType> dtypes;
     std::vector<DLDevice> devices;
     std::vector<std::vector<int64_t>> shapes, strides;  // strides: compact row-major, in elements
-    std::vector<int64_t> elem_bytes;
+    std::vector<int64_t> elem_bytes, counts;  // counts: elements per argument
     std::shared_ptr<const Kernel> kernel;  // null: a signature whose kernel runs on CUDA (Unsupported)
     CheckedCall call;  // the first call's check: dims, shapes, the result's shape
     DLDataType out_dtype{};
     std::vector<int64_t> out_strides;  // compact row-major
+    int64_t out_count = 0;             // the result's elements
   };
 
   CallPlan(std::shared_ptr<Runtime> rt, std::shared_ptr<const Program> prog, const std::string& fn, TargetPolicy policy);
@@ -64,6 +65,7 @@ class CallPlan {
   std::shared_ptr<Runtime> rt_;
   std::shared_ptr<const Program> prog_;
   const ir::Function* fn_ = nullptr;
+  bool in_scope_ = false;  // one result, every dim bound by an argument (set once)
   TargetPolicy policy_;
   std::mutex mu_;
   std::vector<std::shared_ptr<const Step>> steps_;  // most recently used last

@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 struct JitPlugin {
   std::string path;
   std::string file;              // the file the loader opened (dladdr), for its identity
-  std::once_flag identity_once;  // jit_plugin_identity, computed once
-  std::string identity;
+  mutable std::once_flag identity_once;  // jit_plugin_identity, computed once
+  mutable std::string identity;
   decltype(&mlk_jit_compile) compile = nullptr;
   decltype(&mlk_jit_build) build = nullptr;
   decltype(&mlk_jit_call) call = nullptr;
@@ -213,8 +213,7 @@ std::string build_id_of(const void* addr) {
 
 }  // namespace
 
-std::string jit_plugin_identity(const JitPlugin* plugin) {
-  auto* p = const_cast<JitPlugin*>(plugin);
+std::string jit_plugin_identity(const JitPlugin* p) {
   std::call_once(p->identity_once, [p] {
     // The linker's build ID where the plugin has one (read from memory),
     // else the sha256 of its file (about 70 MB: a few tenths of a second).

@@ -128,14 +128,14 @@ class Model:
                 raise _mlk.BoundaryError("input `%s` is given twice" % k)
             given[k] = v
         values = [given.get(n) for n in self.input_names]
-        for n, v in zip(self.input_names, list(values)):
+        for i, (n, v) in enumerate(zip(self.input_names, list(values))):
             if v is None and self._required[n]:
                 raise _mlk.BoundaryError("input `%s` of the model is required" % n)
             if v is not None and getattr(v.tensor if isinstance(v, _checked.Checked) else v, "requires_grad", False):
                 if isinstance(v, _checked.Checked) or _torch_grad_enabled():
                     raise _mlk.BoundaryError("input `%s` requires grad; mlk kernels have no autograd (pass %s.detach(), "
                                              "or call under torch.no_grad())" % (n, n))
-                values[self.input_names.index(n)] = v.detach()  # grad mode off: no gradient is lost
+                values[i] = v.detach()  # grad mode off: no gradient is lost
             if v is not None and not hasattr(v, "__dlpack__"):
                 raise _mlk.BoundaryError("input `%s`: a %s, not a tensor (torch.Tensor or an object with __dlpack__)"
                                          % (n, type(v).__name__))

@@ -13,6 +13,7 @@
 #include "lang/interpreter.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/dl_tensor.h"
+#include "tests/runtime/scoped_env.h"
 
 namespace mlk {
 namespace {
@@ -23,20 +24,8 @@ using ::testing::HasSubstr;
 const std::string kNorms = std::string(MLK_SOURCE_DIR) + "/examples/norms.tl";
 
 // Sets $MLK_JIT_PLUGIN for one scope (unset when `value` is null).
-class PluginEnv {
- public:
-  explicit PluginEnv(const char* value) {
-    if (const char* old = std::getenv("MLK_JIT_PLUGIN")) old_ = old;
-    if (value) setenv("MLK_JIT_PLUGIN", value, 1);
-    else unsetenv("MLK_JIT_PLUGIN");
-  }
-  ~PluginEnv() {
-    if (old_) setenv("MLK_JIT_PLUGIN", old_->c_str(), 1);
-    else unsetenv("MLK_JIT_PLUGIN");
-  }
-
- private:
-  std::optional<std::string> old_;
+struct PluginEnv : ScopedEnv {
+  explicit PluginEnv(const char* value) : ScopedEnv("MLK_JIT_PLUGIN", value) {}
 };
 
 // rmsnorm at B=2,S=4,D=48 on an empty cache: only the JIT can serve it.

@@ -21,6 +21,7 @@
 #include "runtime/jit_store.h"
 #include "runtime/runtime.h"
 #include "tests/runtime/dl_tensor.h"
+#include "tests/runtime/scoped_env.h"
 #include "targets/profile.h"
 
 namespace mlk {
@@ -32,23 +33,7 @@ using ::testing::Not;
 
 const std::string kNorms = std::string(MLK_SOURCE_DIR) + "/examples/norms.tl";
 
-// Sets (or, with nullptr, unsets) an environment variable for one scope.
-class Env {
- public:
-  Env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~Env() {
-    if (old_) setenv(name_.c_str(), old_->c_str(), 1);
-    else unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using Env = ScopedEnv;
 
 class JitStoreTest : public ::testing::Test {
  protected:
