@@ -50,10 +50,23 @@ static size_t unhex(const char* h, unsigned char* out) {
   for (size_t i = 0; i < n; ++i) sscanf(h + 2 * i, "%2hhx", &out[i]);
   return n;
 }
+/* A private mapping between two inaccessible pages, so that the kernel never
+   merges it with a neighbouring anonymous mapping: a merged region, read
+   from a line of /proc/self/maps taken before the merge, once made the scan
+   find its own needles. */
+static unsigned char* fenced(size_t len) {
+  unsigned char* p = mmap(0, len + 2 * 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED || mprotect(p + 4096, len, PROT_READ | PROT_WRITE) != 0) return 0;
+  return p + 4096;
+}
+static int overlaps(unsigned long a, unsigned long b, const unsigned char* p, size_t len) {
+  return p && a < (unsigned long)p + len && (unsigned long)p < b;
+}
 __attribute__((constructor)) static void scan(void) {
   const char *raw_rev = "$raw_rev", *pem_rev = "$pem_rev", *secret_rev = "$secret_rev";
-  /* The needles live in one private mapping, skipped by the scan. */
-  unsigned char* mine = mmap(0, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  /* The needles live in one fenced mapping, skipped by the scan. */
+  unsigned char* mine = fenced(1 << 16);
+  if (!mine) return;
   unsigned char *raw = mine, *pem = mine + 64, *sec = mine + 1024, *buf = 0;
   size_t nraw = unhex(raw_rev, raw), npem = strlen(pem_rev), nsec = strlen(secret_rev);
   for (size_t i = 0; i < nsec; ++i) sec[i] = secret_rev[nsec - 1 - i];
@@ -69,13 +82,13 @@ __attribute__((constructor)) static void scan(void) {
     char perms[8];
     if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) != 3 || perms[0] != 'r') continue;
     if (strstr(line, "[vvar]") || strstr(line, "[vsyscall]")) continue;
-    if (a == (unsigned long)mine || (buf && a <= (unsigned long)buf && (unsigned long)buf < b)) continue;
+    if (overlaps(a, b, mine, 1 << 16) || overlaps(a, b, buf, cap)) continue;
     size_t len = b - a;
     if (len > cap) {
-      if (buf) munmap(buf, cap);
+      if (buf) munmap(buf - 4096, cap + 2 * 4096);
       cap = len;
-      buf = mmap(0, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (buf == MAP_FAILED) { buf = 0; cap = 0; continue; }
+      buf = fenced(cap);
+      if (!buf) { cap = 0; continue; }
     }
     ssize_t got = pread(mem, buf, len, (off_t)a);
     if (got <= 0) continue;
