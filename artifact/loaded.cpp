@@ -250,6 +250,7 @@ Status LoadedArtifact::CallAll(const mlk_tensor_t* args, size_t nargs, mlk_tenso
                                          dims.data(), static_cast<int32_t>(dims.size()));
   }
   if (rc == MLK_ERR_CUDA) return Status::Unsupported("`" + fn + "` (CUDA): " + last_error_());
+  if (rc == MLK_ERR_CPU) return Status::Unsupported("`" + fn + "`: " + last_error_());
   if (rc != 0) {
     const std::string e = last_error_();
     if (is_requirement_failure(e)) return Status::InvalidArgument("`" + fn + "` failed at run time: " + clean_runtime_error(e));

@@ -25,8 +25,8 @@ Flag precision_flag(Precision& out) {
           .metavar = "P",
           .help = "the products' precision policy: f32 (as written), bf16 or f16 (every F32 matmul's operands "
                   "rounded to BF16 or F16, products and sums in F32, the result F32; other ops, parameters and "
-                  "results keep their dtypes). bf16 uses the CPU's BF16 dot product (vdpbf16ps) where the "
-                  "target has one. A fn under a policy hashes otherwise, so its artifacts have cache keys of their own",
+                  "results keep their dtypes). bf16 uses the CPU's BF16 products where the target has them: AMX "
+                  "tiles (Sapphire Rapids-class), the dot product vdpbf16ps (AMD Zen 4, Zen 5). A fn under a policy hashes otherwise, so its artifacts have cache keys of their own",
           .default_value = "f32",
           .set = [&out](const std::string& flag, const std::string& value) -> Status {
             auto p = parse_precision(value);

@@ -58,6 +58,7 @@ std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env) {
     i.operands = s.operands;
     i.pairs = s.pairs;
     i.pair_copy = s.pair_copy;
+    i.amx = s.amx;
     i.readers.assign(readers[s.name].begin(), readers[s.name].end());
     out.push_back(i);
   }
@@ -322,6 +323,49 @@ void result_tiles(DirectiveApplier& a, const std::string& name, const Directive&
   tile(w, kTail);
   s.func.compute_at(w, pack ? yo : xo);
   if (pack) pack_operand(a.stage(d.vars[0]), s.func, w, VarOrRVar(r > 2 && !shared ? par : xo), lanes);
+}
+
+// The product of BF16 operands in AMX tiles (Lowerer::matmul_amx; a stage
+// with StageInfo::amx), b's pair copy `vars[0]` packed per column panel of
+// `panel` columns: its result materialised at root through a wrapper tiled
+// 16 x 16, the column tiles grouped into panels, both rounded up past the
+// edges (the algorithm's copies are clamped and padded: what lies beyond
+// is computed and never read). Panels outermost and parallel, the batch
+// axes and the row tiles inside; per panel, b's pairs for its columns,
+// stored `panel` wide, so that the tile loads see a constant row stride
+// (Halide 21 recognises a tile load of b only then). Per tile the product
+// lives in an AMX tile register: its k loop runs over tiles of 32 with the
+// 32 x 16 x 16 block vectorised and atomic, which Halide turns into
+// tileloadd and tdpbf16ps; the wrapper's tile is its tilestored.
+void amx_tiles(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  constexpr int kTile = 16;
+  Stage& s = a.stage(name);
+  Stage& bp = a.stage(d.vars.at(0));
+  const int r = static_cast<int>(s.vars.size()), panel = factor(d, 0);
+  Halide::Func w = s.func.in();
+  w.compute_root();
+  Halide::Var x = s.vars[0], y = s.vars[1], xo(name + "_no"), yo(name + "_mo"), xi(name + "_ni"), yi(name + "_mi"),
+              xp(name + "_panel"), ix(name + "_ix"), iy(name + "_iy");
+  w.tile(x, y, xo, yo, xi, yi, kTile, kTile, TailStrategy::RoundUp)
+      .split(xo, xp, xo, panel / kTile, TailStrategy::RoundUp)
+      .vectorize(xi)
+      .vectorize(yi);
+  std::vector<VarOrRVar> order = {xi, yi, xo, yo};
+  for (int i = 2; i < r; ++i) order.push_back(s.vars[i]);
+  order.push_back(xp);
+  w.reorder(order).parallel(xp);
+  // b's pairs [k2, n, i] (Halide order i, n, k2) for the panel's columns.
+  bp.func.compute_at(w, xp).bound_storage(bp.vars[1], panel).vectorize(bp.vars[0]).vectorize(bp.vars[1], kTile);
+  s.func.compute_at(w, xo).store_in(Halide::MemoryType::AMXTile);
+  s.func.tile(x, y, ix, iy, kTile, kTile).vectorize(ix).vectorize(iy);
+  Halide::RVar ki = s.rvars.at(0), kt = s.rvars.at(1);
+  s.func.update(0)
+      .tile(x, y, ix, iy, kTile, kTile, TailStrategy::GuardWithIf)
+      .reorder({ki, ix, iy, kt, x, y})
+      .atomic()
+      .vectorize(ki)
+      .vectorize(ix)
+      .vectorize(iy);
 }
 
 // The fused attention block (rules_attention.h): the result of matmul

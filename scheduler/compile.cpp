@@ -16,6 +16,7 @@
 #include "scheduler/jit_pipeline.h"
 #include "scheduler/lower.h"
 #include "scheduler/rules.h"
+#include "targets/amx.h"
 #include "targets/scratch_cache.h"
 
 namespace mlk {
@@ -266,6 +267,7 @@ namespace {
 Expected<JitPipelinePtr> jit_once(const CompileRequest& req) {
   auto a = lower_and_schedule(req);
   if (!a.ok()) return a.status();
+  if (uses_amx_tiles(a->schedule)) MLK_RETURN_IF_ERROR(request_amx_tiles());
   try {
     a->pipeline.compile_jit(a->target);
   } catch (const Halide::Error& e) {
@@ -290,6 +292,7 @@ Expected<CompiledObject> object_once(const CompileRequest& req, const std::strin
   CompiledObject out;
   out.schedule = a->schedule;
   out.algorithm_hash = a->algorithm_hash;
+  out.amx_tiles = uses_amx_tiles(a->schedule);
   out.inner_entry = "mlk_halide_" + req.fn;
   for (const auto& [name, prm] : a->lowered.dim_params) out.unbound_dims.push_back(name);  // std::map: sorted
   try {
@@ -320,6 +323,13 @@ Expected<CompiledObject> object_once(const CompileRequest& req, const std::strin
 }
 
 }  // namespace
+
+bool uses_amx_tiles(const Schedule& s) {
+  for (const auto& [stage, ds] : s.stages)
+    for (const Directive& d : ds)
+      if (d.op == "amx_tiles") return true;
+  return false;
+}
 
 Expected<JitPipelinePtr> compile_jit(const CompileRequest& req) {
   const std::string label = target_label(req);

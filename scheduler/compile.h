@@ -92,7 +92,13 @@ struct CompiledObject {
   // sha256 of the unscheduled algorithm's canonical text (scheduler/algorithm.h),
   // taken before the schedule was applied.
   std::string algorithm_hash;
+  // Its code runs in AMX tiles (an `amx_tiles` directive): a process must
+  // ask Linux for their state before calling it (targets/amx.h).
+  bool amx_tiles = false;
 };
+
+// Whether a schedule puts a product in AMX tiles.
+bool uses_amx_tiles(const Schedule& s);
 
 // Every stage, then Halide's ahead-of-time compiler: writes <fn>.o (with the
 // Halide runtime), <fn>_halide.h and, for CUDA profiles, <fn>.ptx into `dir`,

@@ -53,6 +53,8 @@ const std::vector<DirectiveKind>& directive_kinds() {
       {"pack", {form({R::kOperand}, 0, 1)}, AtRole::kStageLoop, false, true, apply::pack},
       // A matmul's result materialised in full register tiles (apply::result_tiles).
       {"result_tiles", {form({}, 3), form({R::kOperand}, 3)}, AtRole::kNone, false, false, apply::result_tiles},
+      // A product of BF16 operands in AMX tiles (apply::amx_tiles).
+      {"amx_tiles", {form({R::kOperand}, 1)}, AtRole::kNone, false, false, apply::amx_tiles},
       // The product with V of an attention chain, the chain per block of rows (apply::attention_tiles).
       {"attention_tiles", stage_forms(2, 8, 6), AtRole::kNone, false, false, apply::attention_tiles},
   };

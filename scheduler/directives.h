@@ -81,6 +81,7 @@ void gpu_tile(DirectiveApplier&, const std::string&, const Directive&);
 void stage_shared(DirectiveApplier&, const std::string&, const Directive&);
 void pack(DirectiveApplier&, const std::string&, const Directive&);
 void result_tiles(DirectiveApplier&, const std::string&, const Directive&);
+void amx_tiles(DirectiveApplier&, const std::string&, const Directive&);
 void attention_tiles(DirectiveApplier&, const std::string&, const Directive&);
 }  // namespace apply
 

@@ -17,6 +17,7 @@
 #include "lang/ops.h"
 
 #include "base/log.h"
+#include "targets/detect.h"
 #include "scheduler/test_faults.h"
 
 namespace mlk::lower {
@@ -295,6 +296,8 @@ class Lowerer {
 
   Value matmul(const ir::Node& n, Frame& fr) {
     // BF16 operands: a BF16 product or a widening one (an F32 result).
+    if (opts_.amx_bf16 && n.operands[0]->type.dtype == DType::BF16 && n.operands[1]->type.shape.size() == 2)
+      return matmul_amx(n, fr);
     if (opts_.bf16_pairs && n.operands[0]->type.dtype == DType::BF16) return matmul_pairs(n, fr);
     const ir::Type& ta = n.operands[0]->type;
     const ir::Type& tb = n.operands[1]->type;
@@ -388,6 +391,70 @@ class Lowerer {
     for (int d = r - 1; d >= 0; --d) st.extents.push_back(dim(n.type.shape[d], fr));
     st.operands = {a_name, b_name};
     st.pairs = true;
+    if (n.type.dtype == DType::F32) return {mm, DType::F32, r};  // a widening product: no rounding
+    Func out(fresh("mm_round"));
+    define(out, v, round_to_dtype(n.type.dtype, mm(hx)));
+    return {out, n.type.dtype, r};
+  }
+
+  // A product of BF16 operands by a rank-2 b (a weight) in AMX tiles: Halide
+  // emits tdpbf16ps for a product computed in MemoryType::AMXTile whose a is
+  // read as rows of BF16 and whose b is in VNNI pairs (rule: `amx_tiles`).
+  //   ab[.., m, k]  = bf16(a[.., min(m, M - 1), k]), zero for k >= K
+  //   bp[k2, n, i]  = bf16(b[2 k2 + i, min(n, N - 1)]), zero past K
+  //   out[.., m, n] = sum_{t, j} f32(ab[.., m, 32 t + j]) * f32(bp[(32 t + j) / 2, n, (32 t + j) % 2])
+  // K is padded with zeros to whole tiles of 32 (a zero adds nothing), and
+  // rows and columns are clamped, so that the rule rounds the 16 x 16 tiles
+  // up past the edges: the values of a tile beyond M or N are never read.
+  // The copies are exact (the operands hold BF16 values).
+  Value matmul_amx(const ir::Node& n, Frame& fr) {
+    const ir::Type& ta = n.operands[0]->type;
+    const ir::Type& tb = n.operands[1]->type;
+    Value a = lower(n.operands[0], fr), b = lower(n.operands[1], fr);
+    const int r = static_cast<int>(n.type.shape.size()), ra = a.rank;
+    Expr kx = dim(ta.shape.back(), fr), mx = dim(ta.shape[ra - 2], fr), nx = dim(tb.shape.back(), fr);
+    Expr tiles = (kx + 31) / 32;
+    auto bf16 = [](Expr k, Expr kx, Expr v) {
+      return Halide::cast(Halide::BFloat(16), Halide::select(k < kx, v, Halide::cast(Halide::Float(32), 0)));
+    };
+    Func ab(fresh("pairs_a"));
+    auto va = make_vars(ra);
+    std::vector<Expr> ia = as_exprs(va);
+    ia[ra - 2] = Halide::min(Expr(va[ra - 2]), mx - 1);
+    ia[ra - 1] = Halide::min(Expr(va[ra - 1]), kx - 1);
+    define(ab, va, bf16(va[ra - 1], kx, a.at(ia)));
+    Stage& sa = add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape);
+    sa.pair_copy = true;
+    const std::string a_name = sa.name;
+    Func bp(fresh("pairs_b"));
+    auto vb = make_vars(3);  // [k2, n, i]
+    Expr kb = 2 * vb[0] + vb[2];
+    define(bp, vb, bf16(kb, kx, b.at({Halide::min(kb, kx - 1), Halide::min(Expr(vb[1]), nx - 1)})));
+    // K / q rounded up: known when K is; of a K unknown here, an estimate
+    // known when exact (the stage table's extents are estimates).
+    const Dim& kd = ta.shape.back();
+    auto up = [&](int64_t q) {
+      return kd.is_constant() ? Dim::constant((kd.constant_value() + q - 1) / q) : Dim::exact_div(kd, Dim::constant(q));
+    };
+    Stage& sb = add_stage(Stage::Kind::kOperand, bp, vb, {}, false, {up(2), tb.shape.back(), Dim::constant(2)});
+    sb.pair_copy = true;
+    const std::string b_name = sb.name;
+    Halide::RDom k({{0, 32}, {0, tiles}}, fresh("k"));
+    Expr kk = 32 * k.y + k.x;
+    auto v = make_vars(r);
+    std::vector<Expr> xa(v.begin(), v.end() - 1);
+    xa.push_back(kk);  // ab[.., m, k]
+    std::vector<Expr> xb = {kk / 2, v[r - 1], kk % 2};  // bp[k2, n, i]
+    Func mm(fresh("matmul"));
+    define(mm, v, Halide::cast(Halide::Float(32), 0));
+    std::vector<Var> h(v.rbegin(), v.rend());
+    std::vector<Expr> hx(h.begin(), h.end()), ha(xa.rbegin(), xa.rend()), hb(xb.rbegin(), xb.rend());
+    mm(hx) = mm(hx) + Halide::cast(Halide::Float(32), Halide::cast(Halide::Float(32), ab(ha))) *
+                          Halide::cast(Halide::Float(32), bp(hb));
+    Stage& st = add_stage(Stage::Kind::kMatmul, mm, v, {k.x, k.y}, false, n.type.shape, {Dim::constant(32), up(32)});
+    for (int d = r - 1; d >= 0; --d) st.extents.push_back(dim(n.type.shape[d], fr));
+    st.operands = {a_name, b_name};
+    st.amx = true;
     if (n.type.dtype == DType::F32) return {mm, DType::F32, r};  // a widening product: no rounding
     Func out(fresh("mm_round"));
     define(out, v, round_to_dtype(n.type.dtype, mm(hx)));
@@ -796,16 +863,30 @@ void install_reporter() {
 // the FMA peak and its pair copies took 15% of a MiniLM layer, against 78%
 // for the same products on operands widened to F32 (docs/benchmarks.md,
 // M16); their BF16 speed is in AMX tiles.
+//
+// AMX tiles for BF16 products on Sapphire Rapids-class targets (AMX-BF16),
+// where a product of BF16 operands in tiles ran at 1.1-1.3 TFLOP/s on two
+// cores against 0.35 for the F32 FMAs (docs/benchmarks.md, K24).
 LowerOptions options_for(const Halide::Target& t) {
   LowerOptions o;
-  o.bf16_pairs = t.arch == Halide::Target::X86 && !t.has_gpu_feature() &&
-                 (t.has_feature(Halide::Target::AVX512_Zen4) || t.has_feature(Halide::Target::AVX512_Zen5));
+  const bool x86 = t.arch == Halide::Target::X86 && !t.has_gpu_feature();
+  const bool amd = t.has_feature(Halide::Target::AVX512_Zen4) || t.has_feature(Halide::Target::AVX512_Zen5);
+  o.bf16_pairs = x86 && amd;
+  o.amx_bf16 = x86 && !amd && t.has_feature(Halide::Target::AVX512_SapphireRapids);
   return o;
 }
 
+// `host`: Halide calls a CPU with AVX-VNNI and AVX512_BF16 Sapphire
+// Rapids-class, which a CPU without AMX (or a virtual machine that leaves
+// the AMX state off) may be too: tiles only where cpuid says AMX-BF16.
 LowerOptions options_for(const std::string& halide_target) {
   if (halide_target.empty()) return {};
-  if (halide_target == "host") return options_for(Halide::get_host_target());
+  if (halide_target == "host") {
+    LowerOptions o = options_for(Halide::get_host_target());
+    static const bool amx = detect_cpu().has("amx_bf16");
+    o.amx_bf16 = o.amx_bf16 && amx;
+    return o;
+  }
   if (!Halide::Target::validate_target_string(halide_target)) return {};
   return options_for(Halide::Target(halide_target));
 }

@@ -44,6 +44,7 @@ struct Stage {
   std::vector<Halide::Expr> extents;       // Halide order; the output (its buffer's) and matmuls only
   bool pairs = false;                      // StageInfo::pairs
   bool pair_copy = false;                  // StageInfo::pair_copy
+  bool amx = false;                        // StageInfo::amx
 };
 
 // What the algorithm depends on besides the fn: the Halide target's
@@ -53,6 +54,10 @@ struct LowerOptions {
   // product of BF16 pairs into F32 (vdpbf16ps): see Lowerer::matmul. Set
   // for AMD Zen 4 and Zen 5 targets only (options_for says why).
   bool bf16_pairs = false;
+  // Products of BF16 operands by a rank-2 b (a weight) in AMX tiles
+  // (tdpbf16ps): see Lowerer::matmul_amx. Set for Sapphire Rapids-class
+  // targets; for `host` only where cpuid says AMX-BF16 (options_for).
+  bool amx_bf16 = false;
 };
 
 // The options of code for `t` (a Halide target string; "host": this machine).

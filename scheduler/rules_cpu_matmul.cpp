@@ -79,8 +79,8 @@ void gemm_result_tiles(const StageInfo& mm, const KnobValues& k, int lanes, std:
 // a over its two outer axes fused where it has three or more (its batch and
 // rows: at batch 1 the batch axis alone left one core idle; par_outer). b's
 // column axis is vectorised: fused with its outer axis it ran 1.5x slower.
-void materialise_pair_copies(const RuleContext& c, const StageInfo& mm, Schedule& out) {
-  for (size_t i = 0; i < mm.operands.size(); ++i) {
+void materialise_pair_copies(const RuleContext& c, const StageInfo& mm, Schedule& out, bool b_too = true) {
+  for (size_t i = 0; i < (b_too ? mm.operands.size() : 1); ++i) {
     const StageInfo* o = nullptr;
     for (const StageInfo& x : c.stages)
       if (x.name == mm.operands[i]) o = &x;
@@ -99,9 +99,28 @@ void materialise_pair_copies(const RuleContext& c, const StageInfo& mm, Schedule
   }
 }
 
+// A product in AMX tiles (StageInfo::amx): the hardware's tile is the
+// register tile, so it has no knobs. a's copy at root; b's pairs packed per
+// column panel of the widest of 256, 192, ..., 16 columns that divides the
+// columns (rounded up to 16) into whole panels, at least as many as cores
+// where the columns allow (16 when unknown).
+void amx_tiles(const RuleContext& c, const StageInfo& s, Schedule& out) {
+  materialise_pair_copies(c, s, out, /*b_too=*/false);
+  const int64_t n = (ext(s, s.rank - 1) + 15) / 16 * 16, cores = std::max(1, c.profile.cores);
+  int64_t panel = 16;
+  for (int64_t p : {256, 192, 128, 96, 64, 48, 32, 16})
+    if (n > 0 && n % p == 0 && (n / p >= cores || p == 16)) {
+      panel = p;
+      break;
+    }
+  Directive d = D("amx_tiles", {s.operands.at(1)}, {panel});
+  out.stages[s.name].push_back(d);
+}
+
 void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& out) {
   if (k[Knob::kFlash] && ends_attention(s, c.stages)) return schedule_attention_owner(c, s, k, out);
   if (schedule_attention_member(c, s, out)) return;
+  if (s.amx) return amx_tiles(c, s, out);
   if (s.pairs) materialise_pair_copies(c, s, out);
   std::vector<Directive>& ds = out.stages[s.name];
   int b_rank = 0;
@@ -145,7 +164,7 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
 }
 
 bool owns_output(const RuleContext& c, const StageInfo& s, const KnobValues& k) {
-  return matmul_at_output(s, c.output) && k[Knob::kAtOutput] && !(k[Knob::kFlash] && ends_attention(s, c.stages));
+  return !s.amx && matmul_at_output(s, c.output) && k[Knob::kAtOutput] && !(k[Knob::kFlash] && ends_attention(s, c.stages));
 }
 
 // Register tiles derived from the machine: tm x tn accumulator vectors, tn
@@ -170,7 +189,7 @@ std::vector<std::pair<int64_t, int64_t>> register_tiles(int registers) {
 // quarter of the L2 cache next to a's rows, or when b is a view (a
 // transposed weight) that a tile would otherwise read with a stride.
 bool pack_pays(const RuleContext& c, const StageInfo& s, int64_t tn) {
-  if (s.pairs) return false;  // its b is already a pair copy
+  if (s.pairs || s.amx) return false;  // its b is already a pair copy
   if (s.operands.size() != 2 || s.rextents.empty()) return false;
   const bool view = std::find(s.direct_inputs.begin(), s.direct_inputs.end(), s.operands[1]) == s.direct_inputs.end();
   const int64_t panel = s.rextents[0] * c.lanes * tn * 4;

@@ -24,6 +24,8 @@ const std::vector<Kind> kGpuStages = {Kind::kReduction, Kind::kMatmul,     Kind:
 bool rank1(const StageInfo& s, const StageInfo*) { return s.rank >= 1; }
 bool one_rvar(const StageInfo& s, const StageInfo*) { return s.rvars == 1; }
 bool gpu_smem(const StageInfo& s, const StageInfo*) { return s.rank >= 2 && !s.direct_inputs.empty(); }
+// A product in AMX tiles has none of the CPU matmul knobs: its tile is the hardware's.
+bool not_amx(const StageInfo& s, const StageInfo*) { return !s.amx; }
 
 }  // namespace
 
@@ -40,18 +42,20 @@ const std::vector<KnobDecl>& knob_decls() {
        [](const StageInfo& s, const Profile&) -> int64_t { return rules::ext(s, 0) > 0 && rules::ext(s, 0) < 8 ? 1 : 0; },
        L::kNone},
       // CPU: matmuls.
-      {Knob::kTn, "tn", false, {{{Kind::kMatmul}, {1, 2, 3, 4}}}, nullptr, constant<2>, L::kEveryStage},
-      {Knob::kTm, "tm", false, {{{Kind::kMatmul}, {1, 2, 4, 6, 8, 12, 16}}}, nullptr, constant<4>, L::kEveryStage},
-      {Knob::kUnroll, "unroll", false, {{{Kind::kMatmul}, {0, 1}}}, nullptr, constant<1>, L::kEveryStage},
+      {Knob::kTn, "tn", false, {{{Kind::kMatmul}, {1, 2, 3, 4}}}, not_amx, constant<2>, L::kEveryStage},
+      {Knob::kTm, "tm", false, {{{Kind::kMatmul}, {1, 2, 4, 6, 8, 12, 16}}}, not_amx, constant<4>, L::kEveryStage},
+      {Knob::kUnroll, "unroll", false, {{{Kind::kMatmul}, {0, 1}}}, not_amx, constant<1>, L::kEveryStage},
       {Knob::kAtOutput, "at_output", false, {{{Kind::kMatmul}, {0, 1}}},
-       [](const StageInfo& s, const StageInfo* out) { return rules::matmul_at_output(s, out); }, constant<0>,
+       [](const StageInfo& s, const StageInfo* out) { return !s.amx && rules::matmul_at_output(s, out); }, constant<0>,
        L::kEveryStage},
       // A matmul that is not the output's shape, materialised in register tiles.
-      {Knob::kResult, "result", false, {{{Kind::kMatmul}, {0, 1}}}, rules::matmul_result_tiles, constant<0>, L::kNone},
+      {Knob::kResult, "result", false, {{{Kind::kMatmul}, {0, 1}}},
+       [](const StageInfo& s, const StageInfo* out) { return !s.amx && rules::matmul_result_tiles(s, out); },
+       constant<0>, L::kNone},
       // Packing b per column panel (rules_cpu_matmul.cpp), with at_output or result.
       {Knob::kPack, "pack", false, {{{Kind::kMatmul}, {0, 1}}},
        [](const StageInfo& s, const StageInfo* out) {
-         return s.operands.size() == 2 && !s.pairs &&
+         return s.operands.size() == 2 && !s.pairs && !s.amx &&
                 (rules::matmul_at_output(s, out) || rules::matmul_result_tiles(s, out));
        },
        constant<0>, L::kNone},

@@ -93,9 +93,14 @@ std::string describe(const Directive& d, size_t i) {
 Status check_specific(const Directive& d, const StageInfo& st, const std::string& where) {
   if (d.op == "result_tiles" && (st.kind != StageInfo::Kind::kMatmul || st.rank < 2))
     return Status::InvalidArgument(where + ": only a matmul stage of rank >= 2 has result tiles");
+  if (d.op == "amx_tiles" && !st.amx)
+    return Status::InvalidArgument(where + ": only a product of BF16 operands lowered for AMX tiles has AMX tiles");
   if (d.op == "attention_tiles" && (st.kind != StageInfo::Kind::kMatmul || st.rank < 3))
     return Status::InvalidArgument(where + ": only a matmul stage of rank >= 3 has attention tiles");
-  if (d.op == "pack" || (d.op == "result_tiles" && !d.vars.empty())) {
+  if (d.op == "amx_tiles" && (d.factors[0] % 16 != 0 || d.factors[0] > 1024))
+    return Status::InvalidArgument(where + ": the panel of " + std::to_string(d.factors[0]) +
+                                   " columns is not a multiple of 16 no wider than 1024");
+  if (d.op == "pack" || d.op == "amx_tiles" || (d.op == "result_tiles" && !d.vars.empty())) {
     const auto& ops = st.operands;
     if (std::find(ops.begin(), ops.end(), d.vars[0]) != ops.end()) return Status::Ok();
     std::string list;

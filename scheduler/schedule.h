@@ -74,6 +74,12 @@ struct StageInfo {
   // kOperand: a BF16 copy that a pair-form product reads (a's rows, or b in
   // pairs of rows); its product's rule materialises it.
   bool pair_copy = false;
+  // A product of BF16 operands in AMX tiles (scheduler/lower.cpp, on targets
+  // with AMX-BF16): r0 is k within a tile's 32 (extent 32), r1 the tiles of
+  // k; its two `operands` are pair copies (a's rows, b in VNNI pairs),
+  // padded with zeros to whole tiles. Its rule materialises it through
+  // `amx_tiles`; it has no knobs.
+  bool amx = false;
 };
 
 // The one validator, for every schedule (read from JSON or made by a rule),

@@ -5,6 +5,6 @@
 
 namespace mlk {
 
-constexpr const char* kScheduleSpaceVersion = "rules-12";
+constexpr const char* kScheduleSpaceVersion = "rules-13";
 
 }  // namespace mlk

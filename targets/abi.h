@@ -13,6 +13,8 @@
  * touches any data.
  * Returns MLK_OK (0), a negative MLK_ERR_* code, or a non-zero Halide error
  * code (for example when the output buffer is smaller than the result);
+ * MLK_ERR_CPU when the kernel runs in AMX tiles and Linux refused the
+ * process their state (the library asks when it is loaded);
  * mlk_last_error() describes the last failure of this thread. Through
  * mlk_NAME, CUDA artifacts take and return host memory: inputs are uploaded,
  * the result copied back and device copies released within the call.
@@ -73,7 +75,8 @@ enum {
   MLK_ERR_NULL = -5,
   MLK_ERR_SHAPE = -6,      /* an extent disagrees with the signature */
   MLK_ERR_REFINEMENT = -7, /* the dimensions break a refinement */
-  MLK_ERR_CUDA = -8        /* no CUDA driver, device or context for a CUDA artifact */
+  MLK_ERR_CUDA = -8,       /* no CUDA driver, device or context for a CUDA artifact */
+  MLK_ERR_CPU = -9         /* the OS refused the process a CPU state the kernel uses (AMX tiles) */
 };
 
 typedef struct mlk_cuda_call {

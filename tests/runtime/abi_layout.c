@@ -60,5 +60,6 @@ int main(void) {
   CONST(MLK_ERR_NULL);
   CONST(MLK_ERR_SHAPE);
   CONST(MLK_ERR_REFINEMENT);
+  CONST(MLK_ERR_CPU);
   return 0;
 }

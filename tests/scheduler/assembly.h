@@ -27,7 +27,7 @@ inline std::string assembly(const std::string& src, const Profile& profile, cons
   auto p = lower::lower_function(with_precision(fe.module, policy), "f", lower::options_for(profile.halide_target));
   EXPECT_TRUE(p.ok());
   auto infos = lower::stage_infos(*p, d);
-  Schedule s = schedule_from_knobs(infos, seed_knobs(infos, profile).at(0), profile);
+  Schedule s = schedule_from_knobs(infos, untuned_knobs(infos, profile), profile);
   Status st = lower::apply_schedule(*p, s, false);
   EXPECT_TRUE(st.ok()) << st.message() << "\n" << s.to_json();
   std::vector<Halide::Argument> args;

@@ -1,0 +1,28 @@
+#include "targets/amx.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace mlk {
+
+namespace {
+
+constexpr int kArchReqXcompPerm = 0x1023;  // <asm/prctl.h>
+constexpr int kXfeatureXtiledata = 18;
+
+}  // namespace
+
+Status request_amx_tiles() {
+  static const Status answer = [] {
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return Status::Ok();
+    return Status::Unsupported(std::string("this kernel uses AMX tiles, and Linux refused the process their state "
+                                           "(arch_prctl ARCH_REQ_XCOMP_PERM: ") +
+                               std::strerror(errno) + "; AMX needs Linux 5.16 or later)");
+  }();
+  return answer;
+}
+
+}  // namespace mlk

@@ -1,0 +1,208 @@
+// Products of BF16 operands in AMX tiles (scheduler/lower.cpp,
+// Lowerer::matmul_amx; rule: amx_tiles) on Sapphire Rapids-class targets:
+// the stage table a schedule sees, the code of the untuned schedule
+// (tdpbf16ps, checked in the assembly for the cpu_avx512_spr profile, which
+// needs no such CPU), the directive's validation, and the values against the
+// interpreter where this machine has AMX-BF16, at shapes whose edges are not
+// whole tiles.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "lang/compare.h"
+#include "lang/frontend.h"
+#include "lang/interpreter.h"
+#include "lang/precision.h"
+#include "scheduler/kernel.h"
+#include "scheduler/lower.h"
+#include "scheduler/rules.h"
+#include "targets/detect.h"
+#include "targets/profile.h"
+#include "tests/scheduler/assembly.h"
+
+namespace mlk {
+namespace {
+
+using testing_asm::assembly;
+using testing_asm::count;
+
+const char* kProduct =
+    "public fn f [M, K, N](a: Tensor[BF16, [M, K]], b: Tensor[BF16, [K, N]]) -> Tensor[BF16, [M, N]] = matmul(a, b)\n";
+const char* kBatchedWeight =
+    "public fn f [B, M, K, N](a: Tensor[F32, [B, M, K]], b: Tensor[F32, [K, N]]) -> Tensor[F32, [B, M, N]] =\n"
+    "  matmul(a, b)\n";
+
+const StageInfo* stage(const std::vector<StageInfo>& t, const std::string& name) {
+  for (const StageInfo& s : t)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+Profile spr() {
+  auto p = find_profile("cpu_avx512_spr");
+  EXPECT_TRUE(p.ok());
+  return p.ok() ? *p : Profile{};
+}
+
+const Directive* find(const Schedule& s, const std::string& stage, const std::string& op) {
+  auto it = s.stages.find(stage);
+  if (it == s.stages.end()) return nullptr;
+  for (const Directive& d : it->second)
+    if (d.op == op) return &d;
+  return nullptr;
+}
+
+TEST(Amx, Bf16ProductsByAWeightLowerForTilesOnSapphireRapidsOnly) {
+  const DimEnv d = {{"M", 64}, {"K", 96}, {"N", 48}};
+  auto fe = compile_source("p.tl", kProduct);
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  auto t = stage_infos_for(fe.module, "f", d, spr().halide_target);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const StageInfo* mm = stage(*t, "matmul0");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_TRUE(mm->amx);
+  EXPECT_FALSE(mm->pairs);
+  EXPECT_EQ(mm->rvars, 2);
+  EXPECT_EQ(mm->rextents, (std::vector<int64_t>{32, 3}));  // 3 tiles of 32 values of k
+  ASSERT_EQ(mm->operands.size(), 2u);
+  for (const std::string& o : mm->operands) {
+    ASSERT_NE(stage(*t, o), nullptr) << o;
+    EXPECT_TRUE(stage(*t, o)->pair_copy) << o;
+  }
+  EXPECT_EQ(stage(*t, mm->operands[1])->extents, (std::vector<int64_t>{48, 48, 2}));  // [K / 2, N, 2]
+  // The tile is the hardware's: no CPU matmul knob applies.
+  const KnobSpace space = knob_space(*t, spr());
+  EXPECT_EQ(space.count("matmul0"), 0u);
+  // AVX-512 without AMX, a Zen 4 (the pair form there), F32 operands, and a
+  // batched b (not a weight): not in tiles.
+  auto f32 = compile_source("p.tl", "public fn f [M, K, N](a: Tensor[F32, [M, K]], b: Tensor[F32, [K, N]]) -> "
+                                    "Tensor[F32, [M, N]] = matmul(a, b)\n");
+  auto batched = compile_source("p.tl", "public fn f [B, M, K, N](a: Tensor[BF16, [B, M, K]], b: Tensor[BF16, [B, "
+                                        "K, N]]) -> Tensor[BF16, [B, M, N]] = matmul(a, b)\n");
+  ASSERT_TRUE(f32.ok() && batched.ok());
+  const std::string zen4 = "x86-64-linux-sse41-avx-avx2-fma-f16c-avx512-avx512_skylake-avx512_cannonlake-avx512_zen4";
+  for (const auto& [m, target] :
+       {std::pair{&fe.module, std::string("x86-64-linux-avx2-avx512-avx512_skylake-avx512_cannonlake-fma-f16c")},
+        std::pair{&fe.module, zen4}, std::pair{&f32.module, spr().halide_target},
+        std::pair{&batched.module, spr().halide_target}}) {
+    DimEnv e = d;
+    e["B"] = 2;
+    auto plain = stage_infos_for(*m, "f", e, target);
+    ASSERT_TRUE(plain.ok()) << plain.status().message();
+    EXPECT_FALSE(stage(*plain, "matmul0")->amx) << target;
+  }
+}
+
+TEST(Amx, TheUntunedScheduleRunsInTiles) {
+  const Profile p = spr();
+  const DimEnv d = {{"B", 8}, {"M", 128}, {"K", 384}, {"N", 1536}};
+  const std::string code = assembly(kBatchedWeight, p, d, Precision::kBF16);
+  EXPECT_GE(count(code, "tdpbf16ps"), 1);
+  EXPECT_GE(count(code, "tileloadd"), 2);
+  EXPECT_GE(count(code, "tilestored"), 1);
+  EXPECT_GE(count(code, "ldtilecfg"), 1);
+  // Written in F32 it stays in F32, and AVX-512 without AMX has no tiles.
+  EXPECT_EQ(count(assembly(kBatchedWeight, p, d), "tdpbf16ps"), 0);
+  auto avx512 = find_profile("cpu_avx512");
+  ASSERT_TRUE(avx512.ok());
+  EXPECT_EQ(count(assembly(kBatchedWeight, *avx512, d, Precision::kBF16), "tdpbf16ps"), 0);
+}
+
+// The panel: the widest that divides the columns (rounded up to 16) into at
+// least as many panels as cores.
+TEST(Amx, ThePanelDividesTheColumnsAmongTheCores) {
+  auto fe = compile_source("p.tl", kProduct);
+  ASSERT_TRUE(fe.ok());
+  Profile p = spr();
+  p.cores = 2;
+  for (const auto& [n, panel] : std::vector<std::pair<int64_t, int64_t>>{
+           {1536, 256}, {384, 192}, {1000, 48}, {64, 32}, {32, 16}, {7, 16}}) {
+    auto t = stage_infos_for(fe.module, "f", {{"M", 64}, {"K", 64}, {"N", n}}, p.halide_target);
+    ASSERT_TRUE(t.ok());
+    const Schedule s = schedule_from_knobs(*t, untuned_knobs(*t, p), p);
+    const Directive* d = find(s, "matmul0", "amx_tiles");
+    ASSERT_NE(d, nullptr) << s.to_json();
+    EXPECT_EQ(d->factors, (std::vector<int64_t>{panel})) << "N = " << n;
+    EXPECT_EQ(d->vars, std::vector<std::string>{stage(*t, "matmul0")->operands[1]});
+    EXPECT_TRUE(validate_schedule(s, *t, false).ok());
+  }
+}
+
+TEST(Amx, TheDirectiveIsCheckedBeforeHalideSeesIt) {
+  auto fe = compile_source("p.tl", kProduct);
+  ASSERT_TRUE(fe.ok());
+  auto t = stage_infos_for(fe.module, "f", {{"M", 64}, {"K", 64}, {"N", 64}}, spr().halide_target);
+  auto plain = stage_infos_for(fe.module, "f", {{"M", 64}, {"K", 64}, {"N", 64}}, "");
+  ASSERT_TRUE(t.ok() && plain.ok());
+  const std::string b = stage(*t, "matmul0")->operands[1];
+  auto check = [](const std::vector<StageInfo>& stages, const Directive& d) {
+    Schedule s;
+    s.stages["matmul0"] = {d};
+    return validate_schedule(s, stages, false).message();
+  };
+  Directive d;
+  d.op = "amx_tiles";
+  d.vars = {b};
+  d.factors = {40};
+  EXPECT_EQ(check(*t, d), "schedule: stage `matmul0` directive 0 `amx_tiles(" + b +
+                              ", 40)`: the panel of 40 columns is not a multiple of 16 no wider than 1024");
+  d.factors = {64};
+  d.vars = {"load_a"};
+  EXPECT_EQ(check(*t, d), "schedule: stage `matmul0` directive 0 `amx_tiles(load_a, 64)`: `load_a` is not an "
+                          "operand of stage `matmul0` (operands: " +
+                              stage(*t, "matmul0")->operands[0] + ", " + b + ")");
+  d.vars = {"load_b"};
+  EXPECT_EQ(check(*plain, d), "schedule: stage `matmul0` directive 0 `amx_tiles(load_b, 64)`: only a product of "
+                              "BF16 operands lowered for AMX tiles has AMX tiles");
+}
+
+HostTensor random_tensor(DType t, std::vector<int64_t> shape, std::mt19937& rng) {
+  HostTensor x(t, std::move(shape));
+  std::uniform_real_distribution<double> u(-2, 2);
+  for (int64_t i = 0; i < x.numel(); ++i) x.set(i, u(rng));
+  return x;
+}
+
+// As this machine's JIT runs them under the untuned schedule, against the
+// interpreter: BF16 products and F32 ones under the bf16 policy, with rows,
+// columns and k that are not whole tiles (the rounded-up tiles compute past
+// the edges from clamped and zero-padded copies), and a weight shared by a
+// batch.
+TEST(Amx, TileProductsMatchTheInterpreterOnThisMachine) {
+  if (!lower::options_for("host").amx_bf16) GTEST_SKIP() << "this CPU has no AMX-BF16";
+  std::mt19937 rng(5);
+  const std::vector<DimEnv> dims = {{{"B", 2}, {"M", 7}, {"K", 5}, {"N", 37}},
+                                    {{"B", 1}, {"M", 1}, {"K", 1}, {"N", 1}},
+                                    {{"B", 3}, {"M", 33}, {"K", 64}, {"N", 97}},
+                                    {{"B", 1}, {"M", 128}, {"K", 131}, {"N", 384}}};
+  auto product = compile_source("p.tl", kProduct);
+  auto batched = compile_source("p.tl", kBatchedWeight);
+  ASSERT_TRUE(product.ok() && batched.ok());
+  const ir::Module policy = with_precision(batched.module, Precision::kBF16);
+  for (const DimEnv& d : dims) {
+    SCOPED_TRACE("B=" + std::to_string(d.at("B")) + " M=" + std::to_string(d.at("M")) +
+                 " K=" + std::to_string(d.at("K")) + " N=" + std::to_string(d.at("N")));
+    for (const ir::Module* m : std::vector<const ir::Module*>{&product.module, &policy}) {
+      const bool bf16 = m == &product.module;
+      DimEnv e = d;
+      if (bf16) e.erase("B");
+      auto k = Kernel::CompileJit(*m, "f", host_profile(), nullptr, e);
+      ASSERT_TRUE(k.ok()) << k.status().message();
+      EXPECT_NE((*k)->schedule().to_json().find("amx_tiles"), std::string::npos) << "not in AMX tiles";
+      const DType t = bf16 ? DType::BF16 : DType::F32;
+      std::vector<HostTensor> in;
+      if (bf16) in.push_back(random_tensor(t, {e.at("M"), e.at("K")}, rng));
+      else in.push_back(random_tensor(t, {e.at("B"), e.at("M"), e.at("K")}, rng));
+      in.push_back(random_tensor(t, {e.at("K"), e.at("N")}, rng));
+      auto want = interpret(*m, "f", in, e);
+      ASSERT_TRUE(want.ok()) << want.status().message();
+      auto got = (*k)->Run(in, e);
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      Status cmp = compare(*want, *got, tolerance_for(t, e.at("K")));
+      EXPECT_TRUE(cmp.ok()) << cmp.message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mlk
