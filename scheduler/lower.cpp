@@ -414,14 +414,21 @@ class Lowerer {
     const int r = static_cast<int>(n.type.shape.size()), ra = a.rank;
     Expr kx = dim(ta.shape.back(), fr), mx = dim(ta.shape[ra - 2], fr), nx = dim(tb.shape.back(), fr);
     Expr tiles = (kx + 31) / 32;
+    // As Halide's boundary conditions write them: `likely` lets loop
+    // partitioning drop the clamps and the select from the copies' steady
+    // state (clamped, a vector of k is a gather: the copy ran 2x slower).
+    // The operands hold BF16 values, so their top 16 bits are the BF16
+    // value: a shift, where a cast would round again (generic code on x86).
     auto bf16 = [](Expr k, Expr kx, Expr v) {
-      return Halide::cast(Halide::BFloat(16), Halide::select(k < kx, v, Halide::cast(Halide::Float(32), 0)));
+      Expr x = Halide::select(Halide::likely(k < kx), Halide::cast(Halide::Float(32), v), Halide::cast(Halide::Float(32), 0));
+      return Halide::reinterpret(Halide::BFloat(16), Halide::cast(Halide::UInt(16), Halide::reinterpret(Halide::UInt(32), x) >> 16));
     };
+    auto below = [](Expr i, Expr n) { return Halide::min(Halide::likely(i), n - 1); };
     Func ab(fresh("pairs_a"));
     auto va = make_vars(ra);
     std::vector<Expr> ia = as_exprs(va);
-    ia[ra - 2] = Halide::min(Expr(va[ra - 2]), mx - 1);
-    ia[ra - 1] = Halide::min(Expr(va[ra - 1]), kx - 1);
+    ia[ra - 2] = below(va[ra - 2], mx);
+    ia[ra - 1] = below(va[ra - 1], kx);
     define(ab, va, bf16(va[ra - 1], kx, a.at(ia)));
     Stage& sa = add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape);
     sa.pair_copy = true;
@@ -429,7 +436,7 @@ class Lowerer {
     Func bp(fresh("pairs_b"));
     auto vb = make_vars(3);  // [k2, n, i]
     Expr kb = 2 * vb[0] + vb[2];
-    define(bp, vb, bf16(kb, kx, b.at({Halide::min(kb, kx - 1), Halide::min(Expr(vb[1]), nx - 1)})));
+    define(bp, vb, bf16(kb, kx, b.at({below(kb, kx), below(vb[1], nx)})));
     // K / q rounded up: known when K is; of a K unknown here, an estimate
     // known when exact (the stage table's extents are estimates).
     const Dim& kd = ta.shape.back();
