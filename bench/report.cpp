@@ -114,6 +114,7 @@ std::string report_to_json(const BenchReport& r) {
       json c = {{"verdict", k.comparison->verdict}, {"first", comparison_json(k.comparison->first)},
                 {"notes", k.comparison->notes}};
       c["first"]["mode"] = k.comparison->first_ab ? "ab" : "recorded";
+      c["first"]["inconclusive"] = k.comparison->inconclusive;
       if (!k.comparison->against.empty()) c["against"] = k.comparison->against;
       if (k.comparison->confirm) {
         c["confirm"] = comparison_json(*k.comparison->confirm);

@@ -50,7 +50,10 @@ struct KernelComparison {
   // baseline's recorded times (the weaker mode, gate.h).
   bool first_ab = false;
   std::string against;               // what the A/B timed: "artifact KEY" or "the default schedule"
-  std::optional<Comparison> confirm; // the re-measurement, when the first was suspect
+  // The first was no regression by its interval, but slower than the limit
+  // by its point estimate: measured again too, as a suspect is.
+  bool inconclusive = false;
+  std::optional<Comparison> confirm; // the re-measurement, when the first was suspect or inconclusive
   bool confirm_ab = false;           // confirm timed the baseline's artifact beside this build (A/B)
   std::string verdict;               // "ok", "faster", "unconfirmed", "regression"
   std::vector<std::string> notes;    // IR, cache key, variant or version changed since the baseline

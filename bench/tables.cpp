@@ -96,6 +96,8 @@ std::string gate_table(const BenchReport& r) {
     if (c.verdict == "regression") verdict = "REGRESSION (confirmed by a re-measurement)";
     if (c.verdict == "unconfirmed")
       verdict = "ok (first measurement " + change_text(c.first.ratio) + ", not confirmed by a re-measurement)";
+    if (c.verdict == "ok" && c.inconclusive && c.confirm)
+      verdict = "ok (first measurement " + change_text(c.first.ratio) + ", inconclusive, not confirmed by a re-measurement)";
     rows.push_back({k.name, c.first_ab ? "A/B" : "recorded", fmt_ms(shown.baseline_median_ms), fmt_ms(shown.current_median_ms), change_text(shown.ratio),
                     "[" + fmt_g("%.3f", shown.ci_low) + ", " + fmt_g("%.3f", shown.ci_high) + "]",
                     p_text(shown.p_slower), verdict});
