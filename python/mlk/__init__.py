@@ -123,11 +123,11 @@ class _Fn:
             raise BoundaryError("a Python number for a %s parameter needs torch" % dtype)
         return np.asarray(v, dtype=_NUMPY_DTYPES[dtype])
 
-    def _prepare(self, args, named, dims):
+    def _prepare(self, args, named, dims, params_from=None):
         """The flat tensor arguments, dims and what the handles proved of a call: records
-        expanded (mlk/records.py), checked handles unwrapped (mlk/checked.py), tables read
-        (mlk/arrow.py)."""
-        args, dims, proven = _checked.unwrap(records.place(self, args, named, BoundaryError), dims,
+        expanded and parameters taken from `params_from` (mlk/records.py), checked handles
+        unwrapped (mlk/checked.py), tables read (mlk/arrow.py)."""
+        args, dims, proven = _checked.unwrap(records.place(self, args, named, BoundaryError, params_from), dims,
                                              self._sig["unbound_dims"])
         if self._sig.get("frames"):
             flat, dims = arrow.expand(self, args, dims)
@@ -136,10 +136,10 @@ class _Fn:
             args = flat
         return args, dims, proven
 
-    def kernel(self, *args, dims=None, **named):
+    def kernel(self, *args, dims=None, params_from=None, **named):
         """The kernel these arguments would run (its .selection says which artifact and why, and
         which refinements the arguments' checked handles proved: mlk/checked.py)."""
-        args, dims, proven = self._prepare(args, named, dims)
+        args, dims, proven = self._prepare(args, named, dims, params_from)
         use_torch = any(_is_torch(a) for a in args)
         keep, caps = self._capsules(args, use_torch)
         return self._ops._program.kernel(self.__name__, self._ops.target, caps, dims or {}, proven)
@@ -177,7 +177,7 @@ class _Fn:
     def _cross_all(self, caps, dims, allocs, proven=()):
         return _mlk.call_all(self._ops._program, self.__name__, self._ops.target, caps, dims, allocs, list(proven))
 
-    def __call__(self, *args, dims=None, out=None, stream=None, **named):
+    def __call__(self, *args, dims=None, out=None, stream=None, params_from=None, **named):
         """Runs the kernel on `args` (dims: values of dims no argument binds). A fn with several
         results returns a tuple of them (`out`: a tuple of tensors), computed by one run. The result is
         allocated like the arguments (torch, numpy, else an mlk.Tensor; on the CUDA device of
@@ -185,14 +185,17 @@ class _Fn:
         disjoint from every argument. CUDA tensors go to a CUDA kernel in place, on `stream`
         (a CUstream as an int; default: torch's current stream); the result is ready on that
         stream. A Dataframe parameter takes a table (mlk/arrow.py); a record parameter a dict
-        or list of tensors, positionally or by keyword (mlk/records.py)."""
+        or list of tensors, positionally or by keyword (mlk/records.py). `params_from` (a
+        torch.nn.Module, or a dict of tensors) gives every parameter not passed otherwise, by its
+        name: a module's `ln1.weight` is the parameter `ln1_weight` (mlk/records.py)."""
         # torch CPU tensors (and numbers) in, a torch tensor out: one crossing that either
         # returns the result or declines untouched (python/fast_call.cpp); else the general path.
-        if self._plan is not None and dims is None and out is None and stream is None and not named:
+        if self._plan is not None and dims is None and out is None and stream is None and not named and \
+                params_from is None:
             r = _mlk.fast_call(self._plan, args)
             if r is not NotImplemented:
                 return r
-        args, dims, proven = self._prepare(args, named, dims)
+        args, dims, proven = self._prepare(args, named, dims, params_from)
         use_torch = any(_is_torch(a) for a in args)
         if len(self._sig["results"]) > 1:  # a tuple of results, on the CPU
             keep, caps = self._capsules(args, use_torch)

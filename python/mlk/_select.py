@@ -124,10 +124,10 @@ class _SelectedFn(_Fn):
     def selection(self):
         return self.choice["text"]
 
-    def kernel(self, *args, dims=None, **named):
+    def kernel(self, *args, dims=None, params_from=None, **named):
         """The kernel these arguments would run: .selection (the candidate, why the
         ones before it were skipped, its own selection), .choice, .candidate, .source."""
-        args, dims, proven = self._prepare(args, named, dims)
+        args, dims, proven = self._prepare(args, named, dims, params_from)
         keep, caps = self._capsules(args, any(_is_torch(a) for a in args))
         return self._ops._selector.kernel(self.__name__, caps, dims or {}, proven)
 

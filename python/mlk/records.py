@@ -11,7 +11,17 @@ name under the record's, so a dict's order does not matter; a missing,
 extra or misnamed field, or a record where a tensor goes (and a tensor where
 a record goes), is a BoundaryError that names it. Plain tensors may be
 passed by keyword too.
+
+`params_from=` (a torch.nn.Module, or a dict of tensors nested as a
+module's parameters are) binds every parameter not given otherwise by name:
+the module's parameters and buffers under their dotted names with `_` for
+`.` (`ln1.weight` is `ln1_weight`), the names records' leaves have, so a
+block `f(h, ln1_weight, ln1_bias, attn_q_weight, ..)` or `f(h, attn: ..)`
+is called `f(h, params_from=module)`. Entries the fn does not name are
+ignored; a parameter neither given nor found is a BoundaryError that names
+it and the closest names the source has.
 """
+import difflib
 
 
 def _is_record(v):
@@ -31,12 +41,26 @@ def _leaves(v, path, out):
     return out
 
 
-def place(fn, args, named, error):
+def _source(src, error, fn):
+    """`params_from`'s tensors by flat name (`_` for `.`), and what to call it in errors."""
+    if hasattr(src, "named_parameters") and hasattr(src, "named_buffers"):  # a torch.nn.Module
+        flat = {}
+        for name, t in list(src.named_parameters()) + list(src.named_buffers()):
+            flat[name.replace(".", "_")] = t
+        return flat, "`params_from` (a %s)" % type(src).__name__
+    if isinstance(src, dict):
+        return {k[1:]: v for k, v in _leaves(src, "", [])}, "`params_from` (a dict)"
+    raise error("`%s`: params_from must be a torch.nn.Module or a dict of tensors, not a %s"
+                % (fn.__name__, type(src).__name__))
+
+
+def place(fn, args, named, error, source=None):
     """The flat argument list of `fn` (an mlk._Fn) for `args` and keyword
-    arguments `named`, records expanded; `error` is the exception type."""
+    arguments `named`, records expanded, the rest taken by name from
+    `source` (params_from, above); `error` is the exception type."""
     sig = fn._sig
     records = sig.get("records") or []
-    if (not records and not named) or sig.get("frames"):
+    if (not records and not named and source is None) or sig.get("frames"):
         return args  # Dataframe arguments are the table readers' (mlk/arrow.py)
     params = [p["name"] for p in sig["params"]]
     # The parameters as written: a record (its leaves) or one tensor parameter.
@@ -80,6 +104,23 @@ def place(fn, args, named, error):
             put(params.index(name), v, what)
         else:
             raise error("%s: `%s` has no parameter `%s`" % (what, fn.__name__, name))
+    if source is not None:
+        flat, what = _source(source, error, fn)
+        for i in range(len(params)):
+            if not filled[i] and params[i] in flat:
+                put(i, flat[params[i]], "%s, `%s`" % (what, params[i]))
+        missing = [params[i] for i in range(len(params)) if not filled[i]]
+        if missing:
+            m = missing[0]
+            unused = [n for n in flat if n not in params]  # names no parameter of the fn has
+            near = difflib.get_close_matches(m, unused, n=3)
+            if near:
+                has = " (closest: %s)" % ", ".join("`%s`" % n for n in near)
+            elif flat:
+                has = " (it has %s%s)" % (", ".join("`%s`" % n for n in list(flat)[:8]), ", .." if len(flat) > 8 else "")
+            else:
+                has = " (it has no tensors)"
+            raise error("`%s`: argument `%s` is neither given nor in %s%s" % (fn.__name__, m, what, has))
     missing = [params[i] for i in range(len(params)) if not filled[i]]
     if missing:
         raise error("`%s`: missing %s %s" % (fn.__name__, "argument" if len(missing) == 1 else "arguments",
