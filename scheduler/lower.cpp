@@ -387,13 +387,24 @@ class Lowerer {
     std::vector<Expr> hx(h.begin(), h.end());
     std::vector<Expr> ha(ia.rbegin(), ia.rend()), hb(jb.rbegin(), jb.rend());
     mm(hx) = mm(hx) + Halide::cast(Halide::Float(32), ab(ha)) * Halide::cast(Halide::Float(32), bp(hb));
-    Stage& st = add_stage(Stage::Kind::kMatmul, mm, v, {k.x, k.y}, false, n.type.shape, {Dim::constant(2), half});
+    return copied_product(n, fr, mm, v, {k.x, k.y}, {Dim::constant(2), half}, a_name, b_name, /*amx=*/false);
+  }
+
+  // The product stage `mm` (over vars `v` and `rvars`) of a pair-form or
+  // AMX product that reads the copies `a_name` and `b_name`, and the value
+  // of its result: F32 as it is (a widening product), else rounded.
+  Value copied_product(const ir::Node& n, Frame& fr, Func mm, const std::vector<Var>& v,
+                       const std::vector<Halide::RVar>& rvars, const Shape& rshape, const std::string& a_name,
+                       const std::string& b_name, bool amx) {
+    const int r = static_cast<int>(v.size());
+    Stage& st = add_stage(Stage::Kind::kMatmul, mm, v, rvars, false, n.type.shape, rshape);
     for (int d = r - 1; d >= 0; --d) st.extents.push_back(dim(n.type.shape[d], fr));
     st.operands = {a_name, b_name};
-    st.pairs = true;
-    if (n.type.dtype == DType::F32) return {mm, DType::F32, r};  // a widening product: no rounding
+    (amx ? st.amx : st.pairs) = true;
+    if (n.type.dtype == DType::F32) return {mm, DType::F32, r};
+    std::vector<Var> h(v.rbegin(), v.rend());
     Func out(fresh("mm_round"));
-    define(out, v, round_to_dtype(n.type.dtype, mm(hx)));
+    define(out, v, round_to_dtype(n.type.dtype, mm(std::vector<Expr>(h.begin(), h.end()))));
     return {out, n.type.dtype, r};
   }
 
@@ -458,14 +469,7 @@ class Lowerer {
     std::vector<Expr> hx(h.begin(), h.end()), ha(xa.rbegin(), xa.rend()), hb(xb.rbegin(), xb.rend());
     mm(hx) = mm(hx) + Halide::cast(Halide::Float(32), Halide::cast(Halide::Float(32), ab(ha))) *
                           Halide::cast(Halide::Float(32), bp(hb));
-    Stage& st = add_stage(Stage::Kind::kMatmul, mm, v, {k.x, k.y}, false, n.type.shape, {Dim::constant(32), up(32)});
-    for (int d = r - 1; d >= 0; --d) st.extents.push_back(dim(n.type.shape[d], fr));
-    st.operands = {a_name, b_name};
-    st.amx = true;
-    if (n.type.dtype == DType::F32) return {mm, DType::F32, r};  // a widening product: no rounding
-    Func out(fresh("mm_round"));
-    define(out, v, round_to_dtype(n.type.dtype, mm(hx)));
-    return {out, n.type.dtype, r};
+    return copied_product(n, fr, mm, v, {k.x, k.y}, {Dim::constant(32), up(32)}, a_name, b_name, /*amx=*/true);
   }
 
   Value softmax(const ir::Node& n, Frame& fr) {

@@ -8,6 +8,15 @@ import sys
 results = []
 
 
+def finish():
+    """Prints every check and exits: 1 when one failed, else 0."""
+    failed = [r for r in results if not r[1]]
+    for name, ok, note in results:
+        print("%s %s%s" % ("ok  " if ok else "FAIL", name, "" if ok else "\n     " + note))
+    print("%d checks, %d failed" % (len(results), len(failed)))
+    sys.exit(1 if failed else 0)
+
+
 def check(name, cond, note=""):
     results.append((name, bool(cond), note))
 

@@ -19,7 +19,7 @@ if MODULE_DIR != "-":
 import torch  # noqa: E402
 
 import mlk  # noqa: E402
-from check_common import check, close_to_scale, raises, results  # noqa: E402
+from check_common import check, close_to_scale, finish, raises  # noqa: E402
 
 os.makedirs(WORK, exist_ok=True)
 src = os.path.join(WORK, "block.tl")
@@ -92,8 +92,4 @@ with torch.no_grad():
            lambda: ops.block(h, ln_w=m.ln.weight, params_from=m), mlk.BoundaryError,
            "`block` has no parameter `ln_w`")
 
-failed = [r for r in results if not r[1]]
-for name, ok, note in results:
-    print("%s %s%s" % ("ok  " if ok else "FAIL", name, "" if ok else "\n     " + note))
-print("%d checks, %d failed" % (len(results), len(failed)))
-sys.exit(1 if failed else 0)
+finish()
