@@ -186,15 +186,19 @@ std::vector<std::pair<int64_t, int64_t>> register_tiles(int registers) {
 }
 
 // Pack b when a column panel of it (k x tn vectors) would not stay in a
-// quarter of the L2 cache next to a's rows, or when b is a view (a
-// transposed weight) that a tile would otherwise read with a stride.
+// quarter of the L2 cache next to a's rows, when b is a view (a transposed
+// weight) that a tile would otherwise read with a stride, or when all of b
+// is more than half the L2: unpacked, every row tile sweeps all of b, one
+// row of k per page (a 1024 x 384 x 1536 product ran at 0.44x OpenBLAS so,
+// 0.9x packed: docs/benchmarks.md, K25).
 bool pack_pays(const RuleContext& c, const StageInfo& s, int64_t tn) {
   if (s.pairs || s.amx) return false;  // its b is already a pair copy
   if (s.operands.size() != 2 || s.rextents.empty()) return false;
   const bool view = std::find(s.direct_inputs.begin(), s.direct_inputs.end(), s.operands[1]) == s.direct_inputs.end();
   const int64_t panel = s.rextents[0] * c.lanes * tn * 4;
   const int64_t l2 = static_cast<int64_t>(c.profile.l2_kib > 0 ? c.profile.l2_kib : 1024) * 1024;
-  return view || panel > l2 / 4;
+  const int64_t all_of_b = s.rextents[0] * ext(s, s.rank - 1) * 4;
+  return view || panel > l2 / 4 || all_of_b > l2 / 2;
 }
 
 // Plan 0: the best register tile, plan 1 the second; both tile the result

@@ -59,8 +59,9 @@ TEST(GemmRule, RegisterTilesFollowTheProfilesRegisters) {
 TEST(GemmRule, PacksBWhereItsPanelOutgrowsTheCacheOrIsAView) {
   Profile p = profile("cpu_avx512");  // 1 MiB of L2
   auto pack = [&](const std::vector<StageInfo>& t) { return seed_knobs(t, p).at(0).at("matmul0").at("pack"); };
-  EXPECT_EQ(pack(gemm_table(1024, 1024, 1024)), 0);       // a 1024 x 64 panel: 256 KiB, a quarter of L2
-  EXPECT_EQ(pack(gemm_table(512, 4096, 4096)), 1);        // 1 MiB
+  EXPECT_EQ(pack(gemm_table(64, 256, 256)), 0);           // all of b 256 KiB: under half the L2
+  EXPECT_EQ(pack(gemm_table(1024, 1024, 1024)), 1);       // a 256 KiB panel, but all of b 4 MiB: every row tile sweeps it
+  EXPECT_EQ(pack(gemm_table(512, 4096, 4096)), 1);        // a 1 MiB panel
   EXPECT_EQ(pack(gemm_table(1024, 384, 1536, true)), 1);  // a transposed weight
 }
 
@@ -230,7 +231,7 @@ TEST(GemmRule, ResultTilesOfTheSeedsAreThoseOfAProductNotAtTheOutput) {
   EXPECT_EQ(seeds[0]["matmul0"]["at_output"], 0);  // not the output's shape
   EXPECT_EQ(seeds[0]["matmul0"]["result"], 1);
   Schedule s = schedule_from_knobs(t, seeds[0], profile("cpu_avx512"));
-  EXPECT_THAT(ops(s.stages["matmul0"]), ::testing::StartsWith("result_tiles:64:6:16 vectorize:a1:16"));
+  EXPECT_THAT(ops(s.stages["matmul0"]), ::testing::StartsWith("result_tiles:load_b:64:6:16 vectorize:a1:16"));
   EXPECT_TRUE(validate_schedule(s, t, false).ok());
   Schedule bad;
   bad.stages["output"] = {{"result_tiles", {}, {64, 6, 16}, "", "", -1}};
