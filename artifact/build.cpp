@@ -195,20 +195,24 @@ std::string wrapper_support(bool gpu) {
 // For a CUDA profile (`gpu`) it also exports mlk_NAME_cuda (targets/abi.h),
 // with the CUDA half from artifact/cuda_entry.h.
 // Code in AMX tiles: Linux gives their state to a process that asks
-// (targets/amx.h); the library asks when it is loaded, and its entry
-// refuses to run, saying why, where the answer was no.
+// (targets/amx.h); the library asks at its first call (not when loaded: a
+// process that loads it and never calls it keeps its signal frames), and
+// its entry refuses to run, saying why, where the answer was no.
 std::string amx_support() {
-  return "#include <errno.h>\n#include <sys/syscall.h>\n#include <unistd.h>\n"
+  return "#include <errno.h>\n#include <pthread.h>\n#include <sys/syscall.h>\n#include <unistd.h>\n"
          "/* This kernel runs in AMX tiles: ask Linux for their state (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). */\n"
-         "static int mlkabi_amx_errno = -1;\n"
-         "__attribute__((constructor)) static void mlkabi_amx_init(void) {\n"
+         "static pthread_once_t mlkabi_amx_once = PTHREAD_ONCE_INIT;\n"
+         "static int mlkabi_amx_errno;\n"
+         "static void mlkabi_amx_init(void) {\n"
          "  mlkabi_amx_errno = syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 0 : errno;\n}\n\n";
 }
 
 std::string amx_check() {
-  return "  if (mlkabi_amx_errno != 0) {\n"
+  return "  pthread_once(&mlkabi_amx_once, mlkabi_amx_init);\n"
+         "  if (mlkabi_amx_errno != 0) {\n"
          "    snprintf(mlkabi_err, sizeof mlkabi_err, \"this kernel uses AMX tiles, and Linux refused the process their "
-         "state (arch_prctl ARCH_REQ_XCOMP_PERM: %s; AMX needs Linux 5.16 or later)\", strerror(mlkabi_amx_errno));\n"
+         "state (arch_prctl ARCH_REQ_XCOMP_PERM: %s%s)\", strerror(mlkabi_amx_errno),\n"
+         "             mlkabi_amx_errno == EINVAL ? \"; a CPU without AMX, or Linux before 5.16\" : \"\");\n"
          "    return MLK_ERR_CPU;\n  }\n";
 }
 

@@ -99,14 +99,22 @@ void materialise_pair_copies(const RuleContext& c, const StageInfo& mm, Schedule
   }
 }
 
-// A product in AMX tiles (StageInfo::amx): the hardware's tile is the
-// register tile, so it has no knobs. a's copy at root; b's pairs packed per
-// column panel of the widest of 256, 192, ..., 16 columns that divides the
-// columns (rounded up to 16) into whole panels, at least as many as cores
-// where the columns allow (16 when unknown).
-void amx_tiles(const RuleContext& c, const StageInfo& s, Schedule& out) {
-  materialise_pair_copies(c, s, out, /*b_too=*/false);
-  const int64_t n = (ext(s, s.rank - 1) + 15) / 16 * 16, cores = std::max(1, c.profile.cores);
+// A product lowered for AMX tiles (StageInfo::amx): the hardware's tile is
+// the register tile, so its one knob is whether to use it (`amx`). In
+// tiles: a's copy at root; b's pairs packed per column panel of the widest
+// of 256, 192, ..., 16 columns that divides the columns (rounded up to 16)
+// into whole panels, at least as many as the profile's cores where the
+// columns allow (4 for a profile of any machine's cores; 16 columns when
+// unknown). Without: both copies and the product at root.
+void amx_tiles(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& out) {
+  materialise_pair_copies(c, s, out, /*b_too=*/k[Knob::kAmx] == 0);
+  if (k[Knob::kAmx] == 0) {
+    std::vector<Directive>& ds = out.stages[s.name];
+    ds.push_back(D("compute_root"));
+    ds.push_back(D("vectorize", {a(s.rank - 1)}, {vector_clip(c.lanes, ext(s, s.rank - 1))}));
+    return par_outer(s.rank, -1, false, ds);
+  }
+  const int64_t n = (ext(s, s.rank - 1) + 15) / 16 * 16, cores = c.profile.cores > 0 ? c.profile.cores : 4;
   int64_t panel = 16;
   for (int64_t p : {256, 192, 128, 96, 64, 48, 32, 16})
     if (n > 0 && n % p == 0 && (n / p >= cores || p == 16)) {
@@ -120,7 +128,7 @@ void amx_tiles(const RuleContext& c, const StageInfo& s, Schedule& out) {
 void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Schedule& out) {
   if (k[Knob::kFlash] && ends_attention(s, c.stages)) return schedule_attention_owner(c, s, k, out);
   if (schedule_attention_member(c, s, out)) return;
-  if (s.amx) return amx_tiles(c, s, out);
+  if (s.amx) return amx_tiles(c, s, k, out);
   if (s.pairs) materialise_pair_copies(c, s, out);
   std::vector<Directive>& ds = out.stages[s.name];
   int b_rank = 0;
@@ -220,7 +228,7 @@ std::vector<std::pair<Knob, int64_t>> seed(const RuleContext& c, const StageInfo
   const auto [tm, tn] = tiles[std::min<size_t>(plan, tiles.size() - 1)];
   return {{Knob::kAtOutput, 1}, {Knob::kResult, 1}, {Knob::kTm, tm}, {Knob::kTn, tn},
           {Knob::kPack, pack_pays(c, s, tn) ? 1 : 0}, {Knob::kKc, 0}, {Knob::kMc, 0},
-          {Knob::kFlash, plan == 0 ? 1 : 0}};
+          {Knob::kFlash, plan == 0 ? 1 : 0}, {Knob::kAmx, 1}};
 }
 
 }  // namespace

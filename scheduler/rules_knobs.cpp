@@ -65,6 +65,11 @@ const std::vector<KnobDecl>& knob_decls() {
       // rows with the scores and the softmax (rules_attention.h).
       {Knob::kFlash, "flash", false, {{{Kind::kMatmul}, {0, 1}}}, nullptr, constant<0>, L::kNone,
        rules::ends_attention},
+      // A product lowered for AMX tiles (StageInfo::amx): in tiles (1), or
+      // the copies and the product at root, untiled (0: the naive schedule,
+      // and what a build falls back to where Halide refuses the tiles).
+      {Knob::kAmx, "amx", false, {{{Kind::kMatmul}, {0, 1}}},
+       [](const StageInfo& s, const StageInfo*) { return s.amx; }, constant<0>, L::kSearched},
       // CPU: reductions and softmax parts.
       {Knob::kFuse, "fuse", false, {{kRowReductions, {0, 1}}, {{Kind::kSoftmaxExp}, {0, 1, 2}}},
        [](const StageInfo& s, const StageInfo* out) { return rules::row_shaped(s, out); }, constant<0>,

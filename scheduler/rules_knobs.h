@@ -19,7 +19,8 @@ namespace mlk {
 
 enum class Knob {
   // CPU profiles.
-  kMat, kVec, kPar, kFuseOuter, kTn, kTm, kUnroll, kAtOutput, kResult, kPack, kKc, kMc, kFlash, kFuse, kVred, kRfactor,
+  kMat, kVec, kPar, kFuseOuter, kTn, kTm, kUnroll, kAtOutput, kResult, kPack, kKc, kMc, kFlash, kAmx, kFuse, kVred,
+  kRfactor,
   // GPU profiles.
   kTx, kTy, kSmem, kTile,
 };

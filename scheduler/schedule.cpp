@@ -97,6 +97,9 @@ Status check_specific(const Directive& d, const StageInfo& st, const std::string
     return Status::InvalidArgument(where + ": only a product of BF16 operands lowered for AMX tiles has AMX tiles");
   if (d.op == "attention_tiles" && (st.kind != StageInfo::Kind::kMatmul || st.rank < 3))
     return Status::InvalidArgument(where + ": only a matmul stage of rank >= 3 has attention tiles");
+  if (d.op == "amx_tiles" && st.operands.size() == 2 && d.vars[0] == st.operands[0])
+    return Status::InvalidArgument(where + ": it names `" + d.vars[0] + "`, a's copy; the panels pack b's, `" +
+                                   st.operands[1] + "`");
   if (d.op == "amx_tiles" && (d.factors[0] % 16 != 0 || d.factors[0] > 1024))
     return Status::InvalidArgument(where + ": the panel of " + std::to_string(d.factors[0]) +
                                    " columns is not a multiple of 16 no wider than 1024");

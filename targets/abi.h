@@ -14,7 +14,7 @@
  * Returns MLK_OK (0), a negative MLK_ERR_* code, or a non-zero Halide error
  * code (for example when the output buffer is smaller than the result);
  * MLK_ERR_CPU when the kernel runs in AMX tiles and Linux refused the
- * process their state (the library asks when it is loaded);
+ * process their state (the library asks at its first call);
  * mlk_last_error() describes the last failure of this thread. Through
  * mlk_NAME, CUDA artifacts take and return host memory: inputs are uploaded,
  * the result copied back and device copies released within the call.

@@ -18,9 +18,11 @@ constexpr int kXfeatureXtiledata = 18;
 Status request_amx_tiles() {
   static const Status answer = [] {
     if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0) return Status::Ok();
+    const int e = errno;
     return Status::Unsupported(std::string("this kernel uses AMX tiles, and Linux refused the process their state "
                                            "(arch_prctl ARCH_REQ_XCOMP_PERM: ") +
-                               std::strerror(errno) + "; AMX needs Linux 5.16 or later)");
+                               std::strerror(e) +
+                               (e == EINVAL ? "; a CPU without AMX, or Linux before 5.16" : "") + ")");
   }();
   return answer;
 }

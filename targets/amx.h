@@ -3,9 +3,10 @@
 // XFEATURE_XTILEDATA); the first tile instruction before that dies with
 // SIGILL. The permission is the process's, for all its threads.
 //
-// Code that runs AMX kernels in this process (the JIT) calls
-// request_amx_tiles() first; a built artifact asks for itself, in its C ABI
-// wrapper (artifact/build.cpp), so that any process that loads it may call it.
+// mlk asks when it lowers for `host` (scheduler/lower.cpp, options_for: a
+// refusal lowers without tiles) and before it JIT-compiles tiles; a built
+// artifact asks for itself at its first call, in its C ABI wrapper
+// (artifact/build.cpp), so that any process that loads it may call it.
 #pragma once
 
 #include "base/status.h"

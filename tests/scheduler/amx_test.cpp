@@ -70,9 +70,10 @@ TEST(Amx, Bf16ProductsByAWeightLowerForTilesOnSapphireRapidsOnly) {
     EXPECT_TRUE(stage(*t, o)->pair_copy) << o;
   }
   EXPECT_EQ(stage(*t, mm->operands[1])->extents, (std::vector<int64_t>{48, 48, 2}));  // [K / 2, N, 2]
-  // The tile is the hardware's: no CPU matmul knob applies.
+  // The tile is the hardware's: no CPU matmul knob applies but whether to use it.
   const KnobSpace space = knob_space(*t, spr());
-  EXPECT_EQ(space.count("matmul0"), 0u);
+  ASSERT_EQ(space.count("matmul0"), 1u);
+  EXPECT_EQ(space.at("matmul0"), (std::map<std::string, std::vector<int64_t>>{{"amx", {0, 1}}}));
   // AVX-512 without AMX, a Zen 4 (the pair form there), F32 operands, and a
   // batched b (not a weight): not in tiles.
   auto f32 = compile_source("p.tl", "public fn f [M, K, N](a: Tensor[F32, [M, K]], b: Tensor[F32, [K, N]]) -> "
@@ -108,6 +109,37 @@ TEST(Amx, TheUntunedScheduleRunsInTiles) {
   EXPECT_EQ(count(assembly(kBatchedWeight, *avx512, d, Precision::kBF16), "tdpbf16ps"), 0);
 }
 
+// The naive schedule (amx 0) keeps the lowering but not the tiles: what a
+// build falls back to where Halide refuses them; its code has no tile
+// instruction, and on this machine (where it has AMX) its values match.
+TEST(Amx, TheNaiveScheduleRunsWithoutTiles) {
+  const Profile p = spr();
+  const DimEnv d = {{"B", 2}, {"M", 40}, {"K", 70}, {"N", 50}};
+  auto fe = compile_source("p.tl", kBatchedWeight);
+  ASSERT_TRUE(fe.ok());
+  const ir::Module m = with_precision(fe.module, Precision::kBF16);
+  auto t = stage_infos_for(m, "f", d, p.halide_target);
+  ASSERT_TRUE(t.ok());
+  const Schedule naive = schedule_from_knobs(*t, default_knobs(*t, p), p);
+  EXPECT_EQ(find(naive, "matmul0", "amx_tiles"), nullptr) << naive.to_json();
+  EXPECT_NE(find(schedule_from_knobs(*t, untuned_knobs(*t, p), p), "matmul0", "amx_tiles"), nullptr);
+  if (!lower::options_for("host").amx_bf16) return;
+  auto nt = naive_schedule_for(m, "f", host_profile(), d);
+  ASSERT_TRUE(nt.ok()) << nt.status().message();
+  auto k = Kernel::CompileJit(m, "f", host_profile(), &*nt, d);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<double> u(-2, 2);
+  std::vector<HostTensor> in = {HostTensor(DType::F32, {2, 40, 70}), HostTensor(DType::F32, {70, 50})};
+  for (HostTensor& x : in)
+    for (int64_t i = 0; i < x.numel(); ++i) x.set(i, u(rng));
+  auto want = interpret(m, "f", in, d);
+  auto got = (*k)->Run(in, d);
+  ASSERT_TRUE(want.ok() && got.ok());
+  Status cmp = compare(*want, *got, tolerance_for(DType::F32, 70));
+  EXPECT_TRUE(cmp.ok()) << cmp.message();
+}
+
 // The panel: the widest that divides the columns (rounded up to 16) into at
 // least as many panels as cores.
 TEST(Amx, ThePanelDividesTheColumnsAmongTheCores) {
@@ -126,6 +158,13 @@ TEST(Amx, ThePanelDividesTheColumnsAmongTheCores) {
     EXPECT_EQ(d->vars, std::vector<std::string>{stage(*t, "matmul0")->operands[1]});
     EXPECT_TRUE(validate_schedule(s, *t, false).ok());
   }
+  // A profile of any machine's cores (0) is taken as 4.
+  p.cores = 0;
+  auto t = stage_infos_for(fe.module, "f", {{"M", 64}, {"K", 64}, {"N", 384}}, p.halide_target);
+  ASSERT_TRUE(t.ok());
+  const Directive* d = find(schedule_from_knobs(*t, untuned_knobs(*t, p), p), "matmul0", "amx_tiles");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->factors, (std::vector<int64_t>{96}));
 }
 
 TEST(Amx, TheDirectiveIsCheckedBeforeHalideSeesIt) {
@@ -151,6 +190,9 @@ TEST(Amx, TheDirectiveIsCheckedBeforeHalideSeesIt) {
   EXPECT_EQ(check(*t, d), "schedule: stage `matmul0` directive 0 `amx_tiles(load_a, 64)`: `load_a` is not an "
                           "operand of stage `matmul0` (operands: " +
                               stage(*t, "matmul0")->operands[0] + ", " + b + ")");
+  d.vars = {stage(*t, "matmul0")->operands[0]};
+  EXPECT_EQ(check(*t, d), "schedule: stage `matmul0` directive 0 `amx_tiles(" + d.vars[0] + ", 64)`: it names `" +
+                              d.vars[0] + "`, a's copy; the panels pack b's, `" + b + "`");
   d.vars = {"load_b"};
   EXPECT_EQ(check(*plain, d), "schedule: stage `matmul0` directive 0 `amx_tiles(load_b, 64)`: only a product of "
                               "BF16 operands lowered for AMX tiles has AMX tiles");

@@ -394,7 +394,7 @@ TEST(RulesKnobRegistry, UnknownKnobsAreRefusedWithTheirName) {
   EXPECT_TRUE(check_knobs(t, default_knobs(t, cpu), cpu).ok());
   EXPECT_EQ(check_knobs(t, {{"matmul0", {{"tiles", 2}}}}, cpu).message(),
             "knobs: stage `matmul0`: unknown knob `tiles` for CPU profiles (knobs: mat, vec, par, fuse_outer, tn, tm, "
-            "unroll, at_output, result, pack, kc, mc, flash, fuse, vred, rfactor)");
+            "unroll, at_output, result, pack, kc, mc, flash, amx, fuse, vred, rfactor)");
   EXPECT_EQ(check_knobs(t, {{"matmul0", {{"tn", 5}}}}, cpu).message(),
             "knobs: stage `matmul0`: knob `tn` = 5 is not one of its choices");
   EXPECT_EQ(check_knobs(t, {{"output", {{"tn", 2}}}}, cpu).message(),
