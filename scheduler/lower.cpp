@@ -891,15 +891,15 @@ LowerOptions options_for(const Halide::Target& t) {
 // `host`: Halide calls a CPU with AVX-VNNI and AVX512_BF16 Sapphire
 // Rapids-class, which a CPU without AMX (or a virtual machine that leaves
 // the AMX state off in XCR0) may be too: tiles only where cpuid says
-// AMX-BF16 and the OS enables its state, and where Linux gives this process
-// the tile state (targets/amx.h; asked once: a seccomp filter or an old
-// kernel may refuse it, and the products then lower as elsewhere).
+// AMX-BF16 and the OS enables its state, and where Linux offers the tile
+// state (targets/amx.h, without asking for it: a seccomp filter or an old
+// kernel may refuse, and the products then lower as elsewhere).
 LowerOptions options_for(const std::string& halide_target) {
   if (halide_target.empty()) return {};
   if (halide_target == "host") {
     LowerOptions o = options_for(Halide::get_host_target());
     static const bool amx = detect_cpu().has("amx_bf16");
-    o.amx_bf16 = o.amx_bf16 && amx && request_amx_tiles().ok();
+    o.amx_bf16 = o.amx_bf16 && amx && amx_tiles_offered();
     return o;
   }
   if (!Halide::Target::validate_target_string(halide_target)) return {};

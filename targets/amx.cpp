@@ -10,7 +10,8 @@ namespace mlk {
 
 namespace {
 
-constexpr int kArchReqXcompPerm = 0x1023;  // <asm/prctl.h>
+constexpr int kArchGetXcompSupp = 0x1022;  // <asm/prctl.h>
+constexpr int kArchReqXcompPerm = 0x1023;
 constexpr int kXfeatureXtiledata = 18;
 
 }  // namespace
@@ -25,6 +26,16 @@ Status request_amx_tiles() {
                                (e == EINVAL ? "; a CPU without AMX, or Linux before 5.16" : "") + ")");
   }();
   return answer;
+}
+
+bool amx_tiles_offered() {
+  static const bool offered = [] {
+    unsigned long features = 0;
+    // XTILECFG (17) or XTILEDATA (18): a kernel of this VM lists only the
+    // first, and grants the second when asked.
+    return syscall(SYS_arch_prctl, kArchGetXcompSupp, &features) == 0 && (features & (3ul << 17)) != 0;
+  }();
+  return offered;
 }
 
 }  // namespace mlk

@@ -3,8 +3,9 @@
 // XFEATURE_XTILEDATA); the first tile instruction before that dies with
 // SIGILL. The permission is the process's, for all its threads.
 //
-// mlk asks when it lowers for `host` (scheduler/lower.cpp, options_for: a
-// refusal lowers without tiles) and before it JIT-compiles tiles; a built
+// mlk lowers for tiles on `host` only where Linux offers them
+// (amx_tiles_offered; scheduler/lower.cpp, options_for) and asks before it
+// JIT-compiles tiles; a built
 // artifact asks for itself at its first call, in its C ABI wrapper
 // (artifact/build.cpp), so that any process that loads it may call it.
 #pragma once
@@ -16,5 +17,11 @@ namespace mlk {
 // Asks once per process; later calls return the first answer. Unsupported,
 // naming the reason, where the kernel refuses (no AMX, or a Linux before 5.16).
 Status request_amx_tiles();
+
+// Whether Linux offers the tile state (ARCH_GET_XCOMP_SUPP), without asking
+// for it: granted, the state costs the whole process (a F32 kernel timed A/B
+// against itself measured +16-23% in some runs once the process held it),
+// so mlk asks only where it runs tiles.
+bool amx_tiles_offered();
 
 }  // namespace mlk

@@ -55,8 +55,9 @@ if [ $amx = 0 ]; then
 fi
 [ $rc -eq 0 ] || fail "the call (exit $rc): $got"
 echo "$got"
-# Where Linux refuses (here a seccomp filter answers EPERM to that one
-# request, as a sandbox may): MLK_ERR_CPU, saying why, and no SIGILL.
+# Where Linux refuses (here a seccomp filter answers EPERM to the tile
+# state's query and request, as a sandbox may): MLK_ERR_CPU, saying why, and
+# no SIGILL.
 cat > "$work/deny.c" <<'C'
 #include <errno.h>
 #include <linux/filter.h>
@@ -69,9 +70,10 @@ cat > "$work/deny.c" <<'C'
 int main(int argc, char** argv) {
   struct sock_filter f[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_arch_prctl, 0, 3),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_arch_prctl, 0, 4),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x1023, 0, 1),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x1022, 1, 0), /* ARCH_GET_XCOMP_SUPP */
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x1023, 0, 1), /* ARCH_REQ_XCOMP_PERM */
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
@@ -87,7 +89,7 @@ got=$("$work/deny" "$work/call" "$work/art/libsgemm.so" 2>&1); rc=$?
 [ $rc -eq 1 ] && [[ $got == "mlk_sgemm: -9: this kernel uses AMX tiles, and Linux refused the process their state (arch_prctl ARCH_REQ_XCOMP_PERM: Operation not permitted)" ]] \
   || fail "refused the tile state, the entry must say so with MLK_ERR_CPU (exit $rc): $got"
 echo "$got"
-# And mlk itself, refused the tile state, compiles for this machine without them.
+# And mlk itself, not offered the tile state, compiles for this machine without them.
 out=$("$work/deny" "$mlk" build "$examples/mlp.tl" --fn sgemm --target host --dims M=40,K=70,N=50 --precision bf16 \
   -o "$work/plain" --no-cache 2>&1) || fail "build refused the tile state: $out"
 objdump -d "$work/plain/libsgemm.so" | grep -q tdpbf16ps && fail "refused the tile state, mlk still built tiles"
