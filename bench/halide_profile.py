@@ -32,7 +32,7 @@ def child(build, art, calls):
     rng = np.random.default_rng(0)
     flat, scalars = [], 0
     for p in sig["params"]:
-        shape = [dims[d] if isinstance(d, str) else d for d in p["shape"]]
+        shape = [extent(d, dims) for d in p["shape"]]
         if not shape:
             flat.append(np.array(0.125 if scalars == 0 else 1e-12, np.float32))
             scalars += 1
@@ -54,6 +54,14 @@ def child(build, art, calls):
         i += r["count"]
     for _ in range(calls):
         fn(*args, dims=dims)
+
+
+def extent(d, dims):
+    """A dim of the signature: a number, a name, or an expression of names ("D / H", "B*S")."""
+    if not isinstance(d, str):
+        return d
+    expr = re.sub(r"[A-Za-z_]\w*", lambda m: str(dims[m.group()]), d).replace("/", "//")
+    return int(eval(expr, {"__builtins__": {}}))  # digits and + - * // ( ) only, from a manifest
 
 
 def main():

@@ -58,6 +58,7 @@ std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env) {
     i.operands = s.operands;
     i.pairs = s.pairs;
     i.pair_copy = s.pair_copy;
+    i.transposed = s.transposed;
     i.amx = s.amx;
     i.readers.assign(readers[s.name].begin(), readers[s.name].end());
     out.push_back(i);
@@ -242,6 +243,53 @@ void rfactor_vector(DirectiveApplier& a, const std::string& name, const Directiv
   else intm.compute_at(f, s.vars.front());
   intm.vectorize(u);
   intm.update(0).vectorize(u);
+}
+
+// A reduction split across the cores: the reduction variable `r` in
+// chunks of `chunk`, one parallel task per chunk (the intermediate's var
+// `u`), each visiting its elements in memory order (the last reduction
+// variable innermost) and vectorised by `lanes`: along the innermost pure
+// var where the result has one; else along the innermost reduction
+// variable, in `lanes` partial sums that each task keeps to itself (a
+// second intermediate per task: partials of several tasks side by side in
+// one buffer would share cache lines, which cost 30x). The final update
+// sums the tasks' few partials.
+void rfactor_par(DirectiveApplier& a, const std::string& name, const Directive& d) {
+  Stage& s = a.stage(name);
+  Halide::Func& f = s.func;
+  const int chunk = factor(d, 0), lanes = factor(d, 1);
+  Halide::RVar r = a.var(name, d, 0).rvar;
+  Halide::RVar ro(d.vars[0] + "_o"), ri(d.vars[0] + "_i");
+  Halide::Var u(d.vars[1]);
+  Halide::Stage up = f.update(0);
+  up.split(r, ro, ri, chunk, kTail);
+  // Innermost first: the result's innermost var, the reduction variables
+  // from the last (the input's innermost reduced axis) out with `r`'s
+  // chunk in `r`'s place, the result's other vars, the chunks.
+  const bool scalar = s.vars.empty();
+  std::vector<VarOrRVar> nest;
+  if (!scalar) nest.push_back(s.vars.front());
+  for (auto it = s.rvars.rbegin(); it != s.rvars.rend(); ++it) nest.push_back(it->name() == r.name() ? ri : *it);
+  for (size_t i = 1; i < s.vars.size(); ++i) nest.push_back(s.vars[i]);
+  nest.push_back(ro);
+  up.reorder(nest);
+  Halide::Func intm = up.rfactor(ro, u);
+  intm.compute_root();
+  Halide::Stage iu = intm.update(0);
+  iu.parallel(u);
+  if (!scalar) {
+    intm.vectorize(s.vars.front(), lanes, kTail);
+    iu.vectorize(s.vars.front(), lanes, kTail);
+    return;
+  }
+  const Halide::RVar q = nest.front().rvar;
+  Halide::RVar qo(q.name() + "_vo"), qi(q.name() + "_vi");
+  Halide::Var v(d.vars[1] + "_v");
+  iu.split(q, qo, qi, lanes, kTail);
+  Halide::Func lanes_f = iu.rfactor(qi, v);
+  lanes_f.compute_at(intm, u);
+  lanes_f.vectorize(v);
+  lanes_f.update(0).vectorize(v);
 }
 
 void gpu_blocks(DirectiveApplier& a, const std::string& name, const Directive& d) { gpu_map(a, name, d, true); }

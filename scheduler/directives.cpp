@@ -41,6 +41,8 @@ const std::vector<DirectiveKind>& directive_kinds() {
       {"store_at", {form({})}, AtRole::kStageLoop, false, true, apply::store_at},
       {"rfactor", {form({R::kReduction, R::kName}, 1)}, AtRole::kNone, false, false, apply::rfactor},
       {"rfactor_vector", {form({R::kReduction, R::kName}, 1)}, AtRole::kNone, false, false, apply::rfactor_vector},
+      // A reduction in parallel chunks of a reduction variable, vectorised (apply::rfactor_par).
+      {"rfactor_par", {form({R::kReduction, R::kName}, 2)}, AtRole::kNone, false, false, apply::rfactor_par},
       // An update computed atomically, so that a reduction variable may be vectorised (a dot product).
       {"atomic", {form({})}, AtRole::kNone, false, false, apply::atomic},
       {"gpu_blocks", {variadic()}, AtRole::kNone, true, false, apply::gpu_blocks},

@@ -73,6 +73,7 @@ void compute_at(DirectiveApplier&, const std::string&, const Directive&);
 void store_at(DirectiveApplier&, const std::string&, const Directive&);
 void rfactor(DirectiveApplier&, const std::string&, const Directive&);
 void rfactor_vector(DirectiveApplier&, const std::string&, const Directive&);
+void rfactor_par(DirectiveApplier&, const std::string&, const Directive&);
 void atomic(DirectiveApplier&, const std::string&, const Directive&);
 void gpu_blocks(DirectiveApplier&, const std::string&, const Directive&);
 void gpu_threads(DirectiveApplier&, const std::string&, const Directive&);

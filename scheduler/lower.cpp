@@ -131,6 +131,15 @@ Expr floor_div_int(Expr a, Expr b) {
   return Halide::select(b < 0 && r != 0, q - 1, q);
 }
 
+// A transpose of the last two axes, the others in place.
+bool swaps_last_two(const ir::Node& n) {
+  if (n.op != ir::Op::kTranspose || n.ints.size() < 2) return false;
+  const size_t r = n.ints.size();
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (n.ints[i] != static_cast<int64_t>(i)) return false;
+  return n.ints[r - 2] == static_cast<int64_t>(r - 1) && n.ints[r - 1] == static_cast<int64_t>(r - 2);
+}
+
 class Lowerer {
  public:
   Lowerer(const ir::Module& m, Pipeline& p, const LowerOptions& o) : m_(m), p_(p), opts_(o) {}
@@ -295,6 +304,16 @@ class Lowerer {
     return {f, x.dtype, x.rank};
   }
 
+  // The operand stage of IR value `x`, which later readers of `x` read too
+  // (the same values): where a schedule materialises it, a value that
+  // several products and reductions read (a gradient's elementwise
+  // cotangent) is computed once, not once per reader.
+  Value shared_operand(const ir::NodeRef& x, Frame& fr, const Shape& shape) {
+    Value v = operand(lower(x, fr), shape);
+    fr.memo[x.get()] = v;
+    return v;
+  }
+
   Value matmul(const ir::Node& n, Frame& fr) {
     // BF16 operands: a BF16 product or a widening one (an F32 result).
     if (opts_.amx_bf16 && n.operands[0]->type.dtype == DType::BF16 && n.operands[1]->type.shape.size() == 2)
@@ -302,7 +321,10 @@ class Lowerer {
     if (opts_.bf16_pairs && n.operands[0]->type.dtype == DType::BF16) return matmul_pairs(n, fr);
     const ir::Type& ta = n.operands[0]->type;
     const ir::Type& tb = n.operands[1]->type;
-    Value a = operand(lower(n.operands[0], fr), ta.shape), b = operand(lower(n.operands[1], fr), tb.shape);
+    Value a = shared_operand(n.operands[0], fr, ta.shape), b = shared_operand(n.operands[1], fr, tb.shape);
+    if (swaps_last_two(*n.operands[0]))
+      for (Stage& s : p_.stages)
+        if (s.func.name() == a.f.name() && s.kind == Stage::Kind::kOperand) s.transposed = true;
     int r = static_cast<int>(n.type.shape.size());
     Halide::RDom k(0, dim(ta.shape.back(), fr), fresh("k"));
     auto v = make_vars(r);

@@ -44,6 +44,7 @@ struct Stage {
   std::vector<Halide::Expr> extents;       // Halide order; the output (its buffer's) and matmuls only
   bool pairs = false;                      // StageInfo::pairs
   bool pair_copy = false;                  // StageInfo::pair_copy
+  bool transposed = false;                 // StageInfo::transposed
   bool amx = false;                        // StageInfo::amx
 };
 

@@ -151,4 +151,16 @@ void par_outer(int r, int update, bool rank3, std::vector<Directive>& ds) {
   }
 }
 
+bool spread_reduction(const StageInfo& s) {
+  if (s.kind != Kind::kReduction || s.rvars < 1 || (s.rank >= 1 && s.reduces_innermost)) return false;
+  // Unknown extents (0) could hide many rows; a result row under 16 values
+  // would put several tasks' partials in one cache line.
+  if (std::count(s.extents.begin(), s.extents.end(), 0) > 0 || (s.rank >= 1 && s.extents.back() < 16)) return false;
+  int64_t outer = 1, work = 1;
+  for (int i = 0; i + 1 < s.rank; ++i) outer *= s.extents[i];
+  for (int64_t e : s.extents) work *= e;
+  for (int64_t e : s.rextents) work *= std::max<int64_t>(e, 1);
+  return outer < 16 && work >= (1 << 15);
+}
+
 }  // namespace mlk::rules

@@ -81,4 +81,11 @@ void register_tile(const StageInfo& mm, int64_t tn, int64_t tm, int lanes, std::
 // (B = 1, H heads) still uses every core.
 void par_outer(int r, int update, bool rank3, std::vector<Directive>& ds);
 
+// A reduction whose pure axes give the cores no work to share (a result of
+// rank 0, or one whose outer axes hold fewer than 16 rows of at least 16
+// values, all extents known) over at least 32768 elements of work: the CPU
+// reduction rule splits its reduction into parallel chunks (rfactor_par)
+// where the rfactor knob says 1.
+bool spread_reduction(const StageInfo& s);
+
 }  // namespace mlk::rules

@@ -18,9 +18,24 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   const int r = s.rank, lanes = c.lanes;
   if (s.kind == Kind::kOperand) {
     // mat = 1: materialised at root in the matmul's reading order (its own
-    // innermost axis contiguous), vectorised and parallel; else inline.
+    // innermost axis contiguous; a transposed `a` in its source's order),
+    // vectorised and parallel; else inline.
     if (!k[Knob::kMat]) return;
     ds.push_back(D("compute_root"));
+    if (s.transposed && r >= 2) {
+      // A transposed `a` (rules-14) in square tiles of a vector's width,
+      // vectorised along one side and unrolled along the other, so that
+      // Halide reads and writes whole vectors and transposes in registers
+      // (docs/schedules.md says what it replaced); parallel over the tile
+      // rows, or over the batch axes as other operands are.
+      const int64_t tx = vector_clip(lanes, ext(s, r - 1)), ty = vector_clip(lanes, ext(s, r - 2));
+      ds.push_back(D("tile", {a(r - 1), a(r - 2), "to", "so", "ti", "si"}, {tx, ty}));
+      ds.push_back(D("vectorize", {"ti"}));
+      ds.push_back(D("unroll", {"si"}));
+      if (r == 2) ds.push_back(D("parallel", {"so"}));
+      else par_outer(r, -1, true, ds);
+      return;
+    }
     ds.push_back(D("vectorize", {a(r - 1)}, {vector_clip(lanes, ext(s, r - 1))}));
     par_outer(r, -1, true, ds);
     return;
@@ -48,12 +63,18 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   }
 }
 
-// Whether `s` is the second operand (b) of a matmul: the GEMM seeds pack it
-// per column panel, straight from the view, so a materialised copy is waste.
+// Whether `s` is only ever the second operand (b) of a matmul: the GEMM
+// seeds pack it per column panel, straight from the view, so a materialised
+// copy is waste. An operand that is also some product's `a` (a cotangent,
+// read by dX = dY w^T as `a` and by dW = x^T dY as `b`) is materialised.
 bool packed_b(const RuleContext& c, const StageInfo& s) {
-  for (const StageInfo& m : c.stages)
-    if (m.kind == Kind::kMatmul && m.operands.size() == 2 && m.operands[1] == s.name) return true;
-  return false;
+  bool b = false;
+  for (const StageInfo& m : c.stages) {
+    if (m.kind != Kind::kMatmul || m.operands.empty()) continue;
+    if (m.operands[0] == s.name) return false;
+    b = b || (m.operands.size() == 2 && m.operands[1] == s.name);
+  }
+  return b;
 }
 
 // Plan 0 materialises operands (but a packed b), plan 1 reads them inline;

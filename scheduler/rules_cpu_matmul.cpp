@@ -138,6 +138,11 @@ void schedule(const RuleContext& c, const StageInfo& s, const KnobValues& k, Sch
   // A pair-form product always in result tiles: at root, its parallel
   // atomic update would be left to Halide's race analysis (atomic stores).
   if ((k[Knob::kResult] && matmul_result_tiles(s, c.output)) || s.pairs) return gemm_result_tiles(s, k, c.lanes, ds);
+  // One of several products the output adds up (a gradient's terms) that
+  // does not own the output's tiles: materialised in result tiles too
+  // (rules-14; docs/schedules.md says what it replaced).
+  if (k[Knob::kAtOutput] && c.output_owner && c.output_owner != &s && matmul_at_output(s, c.output))
+    return gemm_result_tiles(s, k, c.lanes, ds);
   const int r = s.rank, lanes = c.lanes;
   int64_t tn = clip(lanes * k[Knob::kTn], ext(s, r - 1)), tm = clip(k[Knob::kTm], ext(s, r - 2));
   ds.push_back(D("compute_root"));

@@ -76,8 +76,11 @@ const std::vector<KnobDecl>& knob_decls() {
        L::kEveryStage, rules::row_fusable_in},
       {Knob::kVred, "vred", false, {{kRowReductions, {0, 1}}},
        [](const StageInfo& s, const StageInfo*) { return s.reduces_innermost && s.rvars == 1; }, constant<0>, L::kNone},
-      {Knob::kRfactor, "rfactor", false, {{kRowReductions, {0, 256, 4096}}},
-       [](const StageInfo& s, const StageInfo*) { return s.rank == 0 && s.rvars == 1; }, constant<0>, L::kNone},
+      // A reduction whose result is too small to split across the cores (a
+      // sum to a scalar, a bias gradient over the rows) in parallel chunks of
+      // its input (1, rules::spread_reduction), or serial (0).
+      {Knob::kRfactor, "rfactor", false, {{{Kind::kReduction}, {0, 1}}},
+       [](const StageInfo& s, const StageInfo*) { return rules::spread_reduction(s); }, constant<0>, L::kNone},
       // GPU.
       {Knob::kTx, "tx", true, {{kGpuStages, {8, 16, 32, 64}}}, rank1, constant<32>, L::kSearched},
       {Knob::kTy, "ty", true, {{kGpuStages, {1, 2, 4, 8, 16}}}, rank1, constant<8>, L::kSearched},

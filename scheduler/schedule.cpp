@@ -116,6 +116,7 @@ Status check_specific(const Directive& d, const StageInfo& st, const std::string
   auto pow2 = [](int64_t w) { return w > 0 && (w & (w - 1)) == 0; };
   const int vf = d.op == "vectorize" || d.op == "pack" || d.op == "rfactor_vector" ? 0
                  : d.op == "result_tiles" || d.op == "attention_tiles"             ? 2
+                 : d.op == "rfactor_par"                                            ? 1
                                                                                    : -1;
   if (vf >= 0 && vf < static_cast<int>(d.factors.size()) && !pow2(d.factors[vf]))
     return Status::InvalidArgument(where + ": the vector width " + std::to_string(d.factors[vf]) +

@@ -74,6 +74,10 @@ struct StageInfo {
   // kOperand: a BF16 copy that a pair-form product reads (a's rows, or b in
   // pairs of rows); its product's rule materialises it.
   bool pair_copy = false;
+  // kOperand: a product's `a` that is its value with the last two axes
+  // swapped (a transpose in the IR): materialised in the product's order, it
+  // is read along one axis and written along the other.
+  bool transposed = false;
   // A product of BF16 operands in AMX tiles (scheduler/lower.cpp, on targets
   // with AMX-BF16): r0 is k within a tile's 32 (extent 32), r1 the tiles of
   // k; its two `operands` are pair copies (a's rows, b in VNNI pairs),

@@ -5,6 +5,6 @@
 
 namespace mlk {
 
-constexpr const char* kScheduleSpaceVersion = "rules-13";
+constexpr const char* kScheduleSpaceVersion = "rules-14";
 
 }  // namespace mlk

@@ -40,7 +40,7 @@ std::vector<std::string> reassociating(const json& schedule) {
       if (on_r && (op == "split" || op == "tile" || op == "fuse"))
         for (const auto& v : vars) rnames.insert(v);
       const bool moves = op == "vectorize" || op == "parallel" || op == "unroll" || op.starts_with("gpu_");
-      if (op == "rfactor" || op == "rfactor_vector" || op == "atomic" || (moves && on_r)) {
+      if (op.starts_with("rfactor") || op == "atomic" || (moves && on_r)) {
         std::string v;
         for (const auto& x : vars) v += (v.empty() ? "" : ", ") + x;
         out.push_back(stage + ": " + op + "(" + v + ")");
