@@ -2,8 +2,8 @@
 
     import mlk, mlk.torch
     ops = mlk.load("blocks.tl")
-    ffn = mlk.torch.function(ops.ffn_block)   # a torch.autograd.Function
-    y = ffn.apply(x, wi, bi, wf, bf)          # y.sum().backward() runs ffn_block's vjp
+    ffn = mlk.torch.function(ops.ffn_block)   # a differentiable function of tensors
+    y = ffn(x, wi, bi, wf, bf)                # y.sum().backward() runs ffn_block's vjp
 
     mlk.torch.register(ops, namespace="mlk")  # every public fn a torch.library op
     y = torch.ops.mlk.ffn_block(x, wi, bi, wf, bf)   # traced by torch.compile(fullgraph=True)
@@ -219,12 +219,57 @@ def _unbound(fn, dims):
     return {d: int(dims[d]) for d in fn._sig["unbound_dims"]} or None
 
 
+class Block:
+    """An mlk fn as a differentiable function of tensors (what mlk.torch.function returns):
+    `block(*args)` computes the fn with autograd recording it, `block.apply(*args)` is the same
+    (torch.autograd.Function's spelling), and `block.function` is the torch.autograd.Function
+    subclass itself. Arguments go by position, or by the fn's parameter names."""
+
+    def __init__(self, fn, cls):
+        self.function, self._fn = cls, fn
+        self.__name__ = self.__qualname__ = cls.__name__
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._by_position(args, kwargs)
+        return self.function.apply(*args)
+
+    apply = __call__
+
+    def __repr__(self):
+        return "<mlk.torch.function of `%s`>" % self._fn.__name__
+
+    def _by_position(self, args, kwargs):
+        names = [p["name"] for p in self._fn._sig["params"]]
+        out = list(args) + [_MISSING] * (len(names) - len(args))
+        for k, v in kwargs.items():
+            if k not in names:
+                raise TypeError("`%s` has no parameter `%s` (its parameters: %s)"
+                                % (self._fn.__name__, k, ", ".join(names)))
+            i = names.index(k)
+            if i < len(args):
+                raise TypeError("`%s` got parameter `%s` twice: by position (argument %d) and by name"
+                                % (self._fn.__name__, k, i + 1))
+            out[i] = v
+        missing = [n for n, v in zip(names, out) if v is _MISSING]
+        if missing:
+            raise TypeError("`%s` is missing parameter%s %s" % (self._fn.__name__, "s" if len(missing) > 1 else "",
+                                                               ", ".join("`%s`" % n for n in missing)))
+        return out
+
+
+_MISSING = object()
+
+
 def function(fn, dims=None):
-    """A torch.autograd.Function for the mlk fn `fn` (e.g. ops.ffn_block): `.apply(*args)` runs
-    the fn; backward runs the fn's vjp fns (derived and compiled on first use) for the arguments
-    that need a gradient. Arguments are passed as to the fn itself (tensors of the declared dtypes,
-    numbers for Scalar parameters); `dims` gives the dimensions no parameter binds (e.g. {"H": 12}
-    for attention heads), for the fn and its vjp fns alike."""
+    """The mlk fn `fn` (e.g. ops.ffn_block) as a differentiable function of tensors (a Block):
+    `block(*args)` (or `block.apply(*args)`) runs the fn; backward runs the fn's vjp fns (derived
+    and compiled on first use) for the arguments that need a gradient. Arguments are passed as to
+    the fn itself (tensors of the declared dtypes, numbers for Scalar parameters), by position or
+    by parameter name; `dims` gives the dimensions no parameter binds (e.g. {"H": 12} for
+    attention heads), for the fn and its vjp fns alike. `block.function` is the
+    torch.autograd.Function subclass."""
     if not hasattr(fn, "_sig") or not hasattr(fn, "_ops"):
         raise TypeError("mlk.torch.function takes an mlk fn (an attribute of mlk.load(...)), not %s"
                         % type(fn).__name__)
@@ -262,7 +307,7 @@ def function(fn, dims=None):
 
     MlkFunction.__name__ = MlkFunction.__qualname__ = "mlk_" + fn.__name__
     MlkFunction.__doc__ = fn.__doc__
-    return MlkFunction
+    return Block(fn, MlkFunction)
 
 
 def _schema_type(p):

@@ -110,6 +110,46 @@ for name, (ref, args) in cases.items():
     check("vjp of %s = autograd's (F64, %d cotangents, worst %.1e, bound %.0e)" % (name, len(wrt), worst, bound),
           worst < bound and all(a.shape == b.shape for a, b in zip(got, want)))
 
+# What mlk.torch.function returns is called like a function (as a new user
+# would inside an nn.Module), by position or by parameter name; .apply stays.
+block = mlk.torch.function(ops.batched)
+a, b = r(B, M, K), r(K, N)
+y = block(a, b)
+ga, gb = torch.autograd.grad((y * y).sum(), [a, b])
+wa, wb = torch.autograd.grad((batched(a, b) ** 2).sum(), [a, b])
+check("function(fn)(*args) records autograd like fn's own (callable, not a class)",
+      float((ga - wa).abs().max()) < 1e-10 and float((gb - wb).abs().max()) < 1e-10 and not isinstance(block, type))
+check("block(b=.., a=..) = block.apply(a, b)", torch.equal(block(b=b, a=a), block.apply(a, b)))
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.rand(K, N, dtype=torch.float64))
+        self.block = mlk.torch.function(ops.batched)
+
+    def forward(self, x):
+        return self.block(x, self.w)
+
+
+net = Net()
+net(a.detach()).sum().backward()
+check("a block inside an nn.Module trains its parameter", net.w.grad is not None and net.w.grad.shape == (K, N))
+for kwargs, want in [({"a": a, "c": b}, "`batched` has no parameter `c` (its parameters: a, b)"),
+                     ({"a": a}, "`batched` is missing parameter `b`")]:
+    try:
+        block(**kwargs)
+        got = "no error"
+    except TypeError as e:
+        got = str(e)
+    check("block(%s) is refused naming the fn: %s" % (", ".join(kwargs), got), got == want)
+try:
+    block(a, a=a)
+    got = "no error"
+except TypeError as e:
+    got = str(e)
+check("a parameter given twice is refused: " + got, got == "`batched` got parameter `a` twice: by position (argument 1) and by name")
+
 failed = [x for x in results if not x[1]]
 for name, ok, note in results:
     print("%s %s%s" % ("ok  " if ok else "FAIL", name, "" if ok else "\n     " + note))
