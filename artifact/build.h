@@ -50,5 +50,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req);
 const char* abi_header_text();
 // targets/scratch_cache.h, which every artifact's C wrapper embeds.
 const char* scratch_cache_text();
+// targets/omp_par_for.h, which every CPU artifact's C wrapper embeds.
+const char* omp_par_for_text();
 
 }  // namespace mlk

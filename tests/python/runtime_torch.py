@@ -204,6 +204,40 @@ check("BoundaryError is a ValueError", issubclass(mlk.BoundaryError, ValueError)
 # The process survived every bad call and still computes.
 close("still correct after bad calls", norms.rmsnorm(x, w, eps), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w)
 
+# One thread pool (issue 52): inside PyTorch, an mlk kernel's parallel loops
+# run on PyTorch's OpenMP team, so Halide starts no pool of its own beside
+# PyTorch's spinning threads; without torch, Halide's pool runs them (which
+# shows that the count sees a pool start). Each in a fresh process.
+POOL = r"""
+import os, sys
+sys.path[:0] = [p for p in sys.argv[3:] if p != "-"]
+if sys.argv[1] == "torch":
+    import torch
+    torch.set_num_threads(2)
+    torch.mm(torch.rand(256, 256), torch.rand(256, 256))  # PyTorch's team started
+import numpy as np
+import mlk
+ops = mlk.load(os.path.join(sys.argv[2], "norms.tl"), target="host")
+x, w = np.random.rand(16, 256, 512).astype(np.float32), np.ones(512, np.float32)
+ops.rmsnorm.kernel(x, w, 1e-6)  # compiled, not run
+before = len(os.listdir("/proc/self/task"))
+y = ops.rmsnorm(x, w, 1e-6)
+want = x / np.sqrt((x * x).mean(axis=2, keepdims=True) + 1e-6)
+print(before, len(os.listdir("/proc/self/task")), float(np.abs(y - want).max()))
+"""
+if (os.cpu_count() or 1) >= 2:
+    counts = {}
+    for mode in ("torch", "plain"):
+        p = subprocess.run([sys.executable, "-c", POOL, mode, EXAMPLES, MODULE_DIR], capture_output=True, text=True,
+                           env=dict(os.environ, MLK_CACHE=os.path.join(WORK, "pool.db")))
+        counts[mode] = [float(v) for v in p.stdout.split()] if p.returncode == 0 else None
+        check("rmsnorm in a fresh process %s (%s)" % (mode, p.stderr[-300:]),
+              counts[mode] is not None and counts[mode][2] < 1e-4)
+    check("with torch loaded, Halide starts no pool: PyTorch's OpenMP team runs the loops (threads %s)"
+          % counts["torch"], counts["torch"] is not None and counts["torch"][0] == counts["torch"][1])
+    check("without torch, Halide's pool runs them (threads %s)" % counts["plain"],
+          counts["plain"] is not None and counts["plain"][1] > counts["plain"][0])
+
 failed = [r for r in results if not r[1]]
 for name, ok, note in results:
     print("%s %s%s" % ("PASS" if ok else "FAIL", name, "" if ok else ": " + note))
