@@ -156,9 +156,9 @@ std::string omp_wrapper_support() {
   return std::string("/* Parallel loops on the process's OpenMP team where it has one (PyTorch's). */\n") +
          omp_par_for_text() +
          "\nint halide_do_par_for(void* user_context, halide_task_t f, int min, int size, uint8_t* closure) {\n"
-         "  mlk_gomp_parallel_t team = mlk_omp_team();\n"
-         "  return team ? mlk_omp_do_par_for(team, user_context, f, min, size, closure)\n"
-         "              : halide_default_do_par_for(user_context, f, min, size, closure);\n}\n\n";
+         "  struct mlk_omp_team_t team;\n"
+         "  return mlk_omp_team(&team) ? mlk_omp_do_par_for(&team, user_context, f, min, size, closure)\n"
+         "                             : halide_default_do_par_for(user_context, f, min, size, closure);\n}\n\n";
 }
 
 // The fixed part of the C wrapper, after its includes: the error buffer,

@@ -278,14 +278,17 @@ Expected<JitPipelinePtr> jit_once(const CompileRequest& req) {
   // candidate is measured the way it will run.
   a->pipeline.jit_handlers().custom_malloc = [](Halide::JITUserContext*, size_t n) { return mlk_scratch_get(n); };
   a->pipeline.jit_handlers().custom_free = [](Halide::JITUserContext*, void* p) { mlk_scratch_put(p); };
-  // Inside a process with an OpenMP team (PyTorch's), parallel loops run on
-  // it (targets/omp_par_for.h), found when the pipeline is compiled.
-  if (mlk_omp_team())
+  // In a process where PyTorch is loaded when the pipeline is compiled,
+  // parallel loops run on PyTorch's OpenMP team (targets/omp_par_for.h;
+  // once found, the team is kept, so the handler always has it).
+  mlk_omp_team_t team;
+  if (mlk_omp_team(&team))
     a->pipeline.jit_handlers().custom_do_par_for = [](Halide::JITUserContext* uc,
                                                       int (*f)(Halide::JITUserContext*, int, uint8_t*), int min,
                                                       int size, uint8_t* closure) {
-      return mlk_omp_do_par_for(mlk_omp_team(), uc, reinterpret_cast<int (*)(void*, int, uint8_t*)>(f), min, size,
-                                closure);
+      mlk_omp_team_t t;
+      mlk_omp_team(&t);
+      return mlk_omp_do_par_for(&t, uc, reinterpret_cast<int (*)(void*, int, uint8_t*)>(f), min, size, closure);
     };
   JitPipelinePtr out(new JitPipeline{std::move(a->lowered), std::move(a->pipeline), a->target, std::move(a->schedule)});
   return out;

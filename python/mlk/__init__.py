@@ -18,6 +18,8 @@ file): mlk.load_model (mlk/model.py). Comparing an mlk fn against PyTorch
 on generated inputs with the tolerance envelopes of docs/numerics.md:
 mlk.testing.compare (mlk/testing.py).
 """
+import sys
+
 from ._mlk import BoundaryError, CorruptionError, Error, NotFoundError, Tensor  # noqa: F401
 from . import _mlk
 from ._mlk import __version__  # noqa: F401
@@ -52,7 +54,15 @@ def _torch():
 
 
 def _is_torch(x):
-    t = _TORCH[0] if _TORCH else _torch()
+    """Whether x is a torch tensor, without importing torch: none exists unless torch was imported
+    (and a process that never imports it keeps its libraries out: docs/interop/pytorch.md, "One
+    thread pool with PyTorch")."""
+    if not _TORCH:
+        t = sys.modules.get("torch")
+        if getattr(t, "Tensor", None) is None:
+            return False
+        _TORCH.append(t)  # imported: kept, as _torch() keeps it
+    t = _TORCH[0]
     return t is not None and isinstance(x, t.Tensor)
 
 
@@ -147,7 +157,8 @@ class _Fn:
     def _alloc(self, kind):
         alloc = self._allocs.get(kind)
         if alloc is None:
-            alloc = self._allocs[kind] = _dlpack.allocator(kind, self._sig["result_dtype"], _torch())
+            alloc = self._allocs[kind] = _dlpack.allocator(kind, self._sig["result_dtype"],
+                                                           _torch() if kind == "torch" else None)
         return alloc
 
     def _call_all(self, args, caps, dims, out, use_torch, proven=()):
@@ -164,7 +175,8 @@ class _Fn:
             key = ("all", kind)
             allocs = self._allocs.get(key)
             if allocs is None:
-                allocs = self._allocs[key] = [_dlpack.allocator(kind, r["dtype"], _torch()) for r in results]
+                allocs = self._allocs[key] = [_dlpack.allocator(kind, r["dtype"], _torch() if kind == "torch" else None)
+                                              for r in results]
         return self._cross_all(caps, dims or {}, allocs, proven)
 
     # The one crossing into C++ of a call (check, select, allocate through the
