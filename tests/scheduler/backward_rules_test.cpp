@@ -25,6 +25,8 @@ using ::testing::Not;
 using testing_support::ops;
 using testing_support::profile;
 
+Directive D0(const std::string& op) { return {op, {}, {}, "", "", -1}; }
+
 const char* kSrc = R"(
 public fn total [B, H, S](a: Tensor[F32, [B, H, S, S]], b: Tensor[F32, [B, H, S, S]]) -> Scalar[F32] =
   sum(a * b, axes=[0, 1, 2, 3])
@@ -131,6 +133,23 @@ TEST(BackwardRules, AFlatSumAndAMaxRunInParallelChunks) {
   s = seed_schedule("flat", {{"N", 1 << 20}}, p, &t);
   EXPECT_EQ(ops(s.stages["reduction0"]), "compute_root rfactor_par:r0:u:65536:16");
   EXPECT_TRUE(validate_schedule(s, t, false).ok());
+  // The validator refuses what the rules never make: a chunk past the
+  // largest factor, a vector width that is not a power of two, a var the
+  // stage does not have.
+  auto refused = [&](Directive d) {
+    Schedule bad;
+    bad.stages["reduction0"] = {D0("compute_root"), d};
+    return validate_schedule(bad, t, false).message();
+  };
+  EXPECT_EQ(refused({"rfactor_par", {"r0", "u"}, {70000, 16}, "", "", -1}),
+            "schedule: stage `reduction0` directive 1 `rfactor_par(r0, u, 70000, 16)`: factor 70000 must be in [1, "
+            "65536]");
+  EXPECT_EQ(refused({"rfactor_par", {"r0", "u"}, {4096, 9}, "", "", -1}),
+            "schedule: stage `reduction0` directive 1 `rfactor_par(r0, u, 4096, 9)`: the vector width 9 is not a "
+            "power of two (Halide 21 aborts on predicated loads of some other widths)");
+  EXPECT_EQ(refused({"rfactor_par", {"a0", "u"}, {4096, 16}, "", "", -1}),
+            "schedule: stage `reduction0` directive 1 `rfactor_par(a0, u, 4096, 16)`: unknown variable `a0` of stage "
+            "`reduction0`");
   s = seed_schedule("biggest", {{"B", 8}, {"H", 4}, {"S", 128}}, p, nullptr);
   EXPECT_EQ(ops(s.stages["reduction0"]), "compute_root rfactor_par:r0:u:1:16");
   check_against_interpreter("flat", {{{"N", 100003}}, {{"N", 40000}}});
