@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,11 +46,13 @@ struct Checked {
   mlk::FrontendResult fe;  // its module is the program, the policy applied
   mlk::Profile profile;
   mlk::DimEnv dims;
+  std::optional<mlk::Schedule> schedule;  // none: the profile's default
 };
 
 mlk::Expected<Checked> checked(const char* name, const char* text, const char* precision, const char* fn,
-                               const char* fn_hash, const char* profile, const char* const* dim_names,
-                               const int64_t* dim_values, int32_t ndims, const char* entry) {
+                               const char* fn_hash, const char* profile, const char* schedule,
+                               const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                               const char* entry) {
   if (!name || !text || !precision || !fn || !fn_hash || !profile || ndims < 0 ||
       (ndims > 0 && (!dim_names || !dim_values)))
     return Status::InvalidArgument(std::string(entry) + ": a NULL argument or a negative dim count");
@@ -66,7 +69,13 @@ mlk::Expected<Checked> checked(const char* name, const char* text, const char* p
                                    " in the JIT plugin: the plugin is not of this runtime's mlk version");
   auto p = mlk::resolve_profile(profile);
   if (!p.ok()) return p.status();
-  return Checked{std::move(r), *p, dims_of(dim_names, dim_values, ndims)};
+  std::optional<mlk::Schedule> given;
+  if (schedule && *schedule) {
+    auto s = mlk::Schedule::from_json(schedule);
+    if (!s.ok()) return Status::InvalidArgument("the schedule given for `" + std::string(fn) + "`: " + s.status().message());
+    given = std::move(s).value();
+  }
+  return Checked{std::move(r), *p, dims_of(dim_names, dim_values, ndims), std::move(given)};
 }
 
 }  // namespace
@@ -76,13 +85,14 @@ extern "C" {
 int32_t mlk_jit_abi_version(void) { return MLK_JIT_ABI_VERSION; }
 
 int32_t mlk_jit_compile(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
-                        const char* profile, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                        const char* profile, const char* schedule, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                         mlk_jit_kernel** kernel, char** error) {
   if (!kernel) return fail(Status::InvalidArgument("mlk_jit_compile: a NULL argument"), error);
   try {
-    auto c = checked(name, text, precision, fn, fn_hash, profile, dim_names, dim_values, ndims, "mlk_jit_compile");
+    auto c = checked(name, text, precision, fn, fn_hash, profile, schedule, dim_names, dim_values, ndims,
+                     "mlk_jit_compile");
     if (!c.ok()) return fail(c.status(), error);
-    auto k = mlk::Kernel::CompileJit(c->fe.module, fn, c->profile, nullptr, c->dims);
+    auto k = mlk::Kernel::CompileJit(c->fe.module, fn, c->profile, c->schedule ? &*c->schedule : nullptr, c->dims);
     if (!k.ok()) return fail(k.status(), error);
     *kernel = new mlk_jit_kernel{std::move(k).value()};
     return 0;
@@ -94,17 +104,19 @@ int32_t mlk_jit_compile(const char* name, const char* text, const char* precisio
 }
 
 int32_t mlk_jit_build(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
-                      const char* profile, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                      const char* profile, const char* schedule, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                       const char* out_dir, char** error) {
   if (!out_dir) return fail(Status::InvalidArgument("mlk_jit_build: a NULL argument"), error);
   try {
-    auto c = checked(name, text, precision, fn, fn_hash, profile, dim_names, dim_values, ndims, "mlk_jit_build");
+    auto c = checked(name, text, precision, fn, fn_hash, profile, schedule, dim_names, dim_values, ndims,
+                     "mlk_jit_build");
     if (!c.ok()) return fail(c.status(), error);
     mlk::BuildRequest req;
     req.module = &c->fe.module;
     req.fn = fn;
     req.profile = c->profile;
     req.dims = c->dims;
+    req.schedule = c->schedule;
     req.out_dir = out_dir;
     auto built = mlk::build_artifact(req);
     return built.ok() ? 0 : fail(built.status(), error);

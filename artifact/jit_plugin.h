@@ -26,8 +26,9 @@ extern "C" {
 /* Bumped whenever an entry below changes; the runtime refuses another.
  * 3: mlk_jit_call takes one output per result of the fn, and their count.
  * 4: mlk_jit_compile takes a profile's name, not a Halide target string.
- * 5: mlk_jit_build. */
-#define MLK_JIT_ABI_VERSION 5
+ * 5: mlk_jit_build.
+ * 6: mlk_jit_compile and mlk_jit_build take a schedule (a shipped one). */
+#define MLK_JIT_ABI_VERSION 6
 
 typedef struct mlk_jit_kernel mlk_jit_kernel;
 
@@ -36,24 +37,28 @@ int32_t mlk_jit_abi_version(void);
 /* Checks the program `text` (called `name` in messages), applies the
  * precision policy `precision` ("f32", "bf16" or "f16"; lang/precision.h),
  * checks that fn `fn` then has the program hash `fn_hash`
- * (ir::function_hash), and compiles it with the default schedule of the CPU
- * profile named `profile` ("host": this machine's, as detected; or a profile
- * of `mlk targets` this machine runs), for that profile's Halide target,
- * extents estimated from the dims. Sets *kernel on success. */
+ * (ir::function_hash), and compiles it for the CPU profile named `profile`
+ * ("host": this machine's, as detected; or a profile of `mlk targets` this
+ * machine runs), for that profile's Halide target, extents estimated from
+ * the dims, under `schedule`: a schedule's JSON as `mlk build --schedule`
+ * reads it (a shipped schedule, runtime/shipped.h), or NULL or "" for the
+ * profile's default schedule. A schedule Halide or the validator refuses is
+ * InvalidArgument; the default is never refused. Sets *kernel on success. */
 int32_t mlk_jit_compile(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
-                        const char* profile,
+                        const char* profile, const char* schedule,
                         const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                         mlk_jit_kernel** kernel, char** error);
 
 /* The same compile ahead of time: writes the artifact directory of fn `fn`
  * (as `mlk build -o out_dir` writes it: the shared library with the C ABI
- * entry, its header and manifest.json; docs/artifacts.md) under the default
- * schedule, into the directory `out_dir`, which exists and is empty.
+ * entry, its header and manifest.json; docs/artifacts.md) under `schedule`
+ * (as for mlk_jit_compile), into the directory `out_dir`, which exists and
+ * is empty.
  * Links with $CC, else `cc`: IOError when no C compiler links it. The
  * runtime keeps such directories in its JIT store, so that a later process
  * loads the kernel instead of compiling it again. */
 int32_t mlk_jit_build(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
-                      const char* profile, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
+                      const char* profile, const char* schedule, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
                       const char* out_dir, char** error);
 
 /* Runs the kernel on arguments the caller has checked (runtime/boundary.h)

@@ -7,17 +7,23 @@ docs/numerics.md), all on the same padded token batch, the same thread
 count, in one process, interleaved in rounds; the best median per contender.
 
 usage: .venv-bench/bin/python bench/minilm.py BUILD_DIR [--batch B] [--seq S] [--threads N] [--rounds R] [--bf16]
-                                                       [--first-call-only]
+                                                       [--first-call-only] [--shipped] [--rules]
        (bench/setup_peers.sh installs .venv-bench; tune first with
         build/mlk tune examples/minilm/minilm.tl --target host --budget 150, and for mlk bf16 the same
         with --precision bf16; --bf16 runs mlk bf16 on a CPU without native BF16 products too)
 --first-call-only: stop after mlk's first call (the time of a process's first
 call; a second run on the same $MLK_CACHE loads the JIT store's kernels).
+--shipped adds "mlk shipped": the model on an empty cache of its own, so that
+each step runs the schedule shipped for this CPU family where there is one
+(docs/runtime.md); --rules adds "mlk rules": the same with the shipped
+schedules off ($MLK_SHIPPED_SCHEDULES=off), the rules' default everywhere
+(what a family nothing was shipped for runs). Their kernels are listed.
 Prints one line per contender (ms per batch, its ratio to mlk) with the CPU
 model and flags; docs/benchmarks.md records the result.
 """
 import os
 import sys
+import tempfile
 import time
 
 BUILD = os.path.abspath(sys.argv[1])
@@ -47,10 +53,10 @@ def main():
     tids, tmask = torch.from_numpy(ids), torch.from_numpy(mask)
     contenders, want = peers(ids, mask, THREADS)
 
-    def load(precision):
+    def load(precision, cache=""):
         return mlk.load_model(os.path.join(ROOT, "examples/minilm/minilm.tl"),
                               weights=os.path.join(MODEL_DIR, "model.safetensors"), target="host",
-                              precision=precision, entry="encode")
+                              precision=precision, entry="encode", cache=cache)
 
     t0 = time.perf_counter()
     model = load("f32")
@@ -67,6 +73,19 @@ def main():
     if "--first-call-only" in sys.argv:
         return
     contenders = {"mlk": mlk_call, **contenders}
+    for flag, name, shipped in (("--shipped", "mlk shipped", ""), ("--rules", "mlk rules", "off")):
+        if flag not in sys.argv:
+            continue
+        work = tempfile.mkdtemp(prefix="minilm-")
+        os.chmod(work, 0o700)
+        os.environ["MLK_SHIPPED_SCHEDULES"] = shipped  # read at each step's first call
+        m = load("f32", cache=os.path.join(work, "cache.db"))
+        t0 = time.perf_counter()
+        o = torch.as_tensor(np.asarray(m(tids, tmask)))
+        print("%s first call: %.2f s; min cosine vs PyTorch %.9f" % (name, time.perf_counter() - t0, min_cosine(want, o)))
+        print("%s kernels:" % name, m.selections(tids, tmask))
+        os.environ.pop("MLK_SHIPPED_SCHEDULES")
+        contenders[name] = (lambda mm: lambda: mm(tids, tmask))(m)
     if has_bf16() or "--bf16" in sys.argv:
         t0 = time.perf_counter()
         model16 = load("bf16")

@@ -378,7 +378,14 @@ void print_targets_json(const CpuInfo& cpu, const CudaInfo& cuda) {
   const nlohmann::json j = {
       {"format", "mlk-targets-1"},
       {"profiles", profiles},
-      {"machine", {{"cores", cpu.cores}, {"cpu_features", cpu.features}}},
+      {"machine",
+       {{"cores", cpu.cores},
+        {"cpu_features", cpu.features},
+        {"cpu_vendor", cpu.vendor},
+        {"cpu_family", cpu.family},
+        {"cpu_model", cpu.brand},
+        {"cpu_model_number", cpu.model},
+        {"family_key", cpu_family_key(cpu)}}},
       {"cuda",
        {{"driver_loaded", cuda.driver_loaded},
         {"devices", devices},
@@ -415,6 +422,8 @@ int run_targets(const std::vector<std::string>& args) {
   std::string feats;
   for (const auto& f : cpu.features) feats += (feats.empty() ? "" : " ") + f;
   std::printf("\nthis machine: %d cores; CPU features: %s\n", cpu.cores, feats.c_str());
+  std::printf("CPU: %s (%s family %d model %d)\n", cpu.brand.empty() ? "unknown model" : cpu.brand.c_str(),
+              cpu.vendor.empty() ? "unknown vendor" : cpu.vendor.c_str(), cpu.family, cpu.model);
   if (cuda.devices.empty()) std::printf("CUDA: %s\n", cuda.why_not.c_str());
   for (const auto& d : cuda.devices)
     std::printf("CUDA device: %s, compute capability %d.%d, %d SMs\n", d.name.c_str(), d.compute_capability / 10,

@@ -24,6 +24,7 @@
 #include "lang/ir_printer.h"
 #include "lang/memory_budget.h"
 #include "runtime/resolve.h"
+#include "runtime/shipped.h"
 #include "scheduler/kernel.h"
 #include "client/cli_cache.h"
 #include "targets/detect.h"
@@ -264,10 +265,34 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
   // The one profile runs here (checked above): its line is find_tuned's reason.
   const std::string reason = res->rejected.at(0).substr(profile->name.size() + 2);
   if (res->jit) {
+    // A schedule shipped for this machine's family (runtime/shipped.h), as
+    // the runtime chooses it; one Halide refuses gives way to the default.
+    std::optional<rt::ShippedChoice> shipped;
+    std::string refused;
+    if (res->profile.name == "host") {
+      auto db = rt::shipped_schedules();
+      if (!db.ok()) return db.status();
+      shipped = rt::find_shipped(*db, ir::function_hash(m, f), precision_name(o.precision), ex.env, detect_cpu());
+    }
+    if (shipped) {
+      auto s = Schedule::from_json(shipped->entry.schedule);
+      auto k = s.ok() ? Kernel::CompileJit(m, o.fn, res->profile, &*s, ex.env, o.dump_after, dump_to(stdout))
+                      : Expected<std::unique_ptr<Kernel>>(Status::InvalidArgument(s.status().message()));
+      if (k.ok()) {
+        ex.kernel = std::move(k).value();
+        ex.how = "shipped schedule (JIT), tuned at " + dims_str(shipped->entry.dims) + ", " +
+                 shipped->entry.provenance + "; " + reason;
+        return ex;
+      }
+      // As the runtime: only a schedule refused gives way to the default.
+      if (k.status().code() != Status::Code::kInvalidArgument) return k.status();
+      refused = "; the shipped schedule tuned at " + dims_str(shipped->entry.dims) +
+                " was refused: " + k.status().message().substr(0, 300);
+    }
     auto k = Kernel::CompileJit(m, o.fn, res->profile, nullptr, ex.env, o.dump_after, dump_to(stdout));
     if (!k.ok()) return k.status();
     ex.kernel = std::move(k).value();
-    ex.how = "default schedule (JIT), not tuned: " + reason;
+    ex.how = "default schedule (JIT), not tuned: " + reason + refused;
     return ex;
   }
   if (o.require == rt::Require::kAny)  // a CUDA profile: no default schedule

@@ -746,7 +746,7 @@ void bind_kernel(py::module_& m) {
       // Its selection, then the refinements the call's handles proved (not checked again).
       .def_property_readonly("selection", [](const PyKernel& k) { return k.k->selection().explain(k.skipped); })
       .def_property_readonly("profile", [](const PyKernel& k) { return k.k->selection().profile; })
-      // "exact", "other-shape", "default-jit" or "directory".
+      // "exact", "other-shape", "shipped", "default-jit" or "directory".
       .def_property_readonly("source", [](const PyKernel& k) { return mlk::rt::source_name(k.k->selection().source); })
       // Whether it is a CUDA kernel (it takes torch CUDA tensors in place).
       .def_property_readonly("on_cuda", [](const PyKernel& k) { return k.k->on_cuda(); })

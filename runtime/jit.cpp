@@ -153,12 +153,12 @@ Expected<std::unique_ptr<JitKernel>> JitKernel::Compile(const JitPlugin* plugin,
                                                         const std::string& text, const std::string& precision,
                                                         const std::string& fn,
                                                         const std::string& fn_hash, const std::string& profile,
-                                                        const DimEnv& dims) {
+                                                        const std::string& schedule, const DimEnv& dims) {
   const DimArrays d(dims);
   mlk_jit_kernel* handle = nullptr;
   char* error = nullptr;
   int32_t rc = plugin->compile(name.c_str(), text.c_str(), precision.c_str(), fn.c_str(), fn_hash.c_str(),
-                               profile.c_str(), d.names.data(), d.values.data(), static_cast<int32_t>(d.names.size()),
+                               profile.c_str(), schedule.c_str(), d.names.data(), d.values.data(), static_cast<int32_t>(d.names.size()),
                                &handle, &error);
   if (rc != 0 || !handle) return plugin_error(*plugin, rc == 0 ? static_cast<int32_t>(Status::Code::kInternal) : rc, error);
   return std::unique_ptr<JitKernel>(new JitKernel(plugin, handle));
@@ -229,11 +229,12 @@ std::string jit_plugin_identity(const JitPlugin* p) {
 
 Status build_jit_artifact(const JitPlugin* plugin, const std::string& name, const std::string& text,
                           const std::string& precision, const std::string& fn, const std::string& fn_hash,
-                          const std::string& profile, const DimEnv& dims, const std::string& out_dir) {
+                          const std::string& profile, const std::string& schedule, const DimEnv& dims,
+                          const std::string& out_dir) {
   const DimArrays d(dims);
   char* error = nullptr;
   int32_t rc = plugin->build(name.c_str(), text.c_str(), precision.c_str(), fn.c_str(), fn_hash.c_str(),
-                             profile.c_str(), d.names.data(), d.values.data(), static_cast<int32_t>(d.names.size()),
+                             profile.c_str(), schedule.c_str(), d.names.data(), d.values.data(), static_cast<int32_t>(d.names.size()),
                              out_dir.c_str(), &error);
   return rc == 0 ? Status::Ok() : plugin_error(*plugin, rc, error);
 }

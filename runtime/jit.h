@@ -41,21 +41,23 @@ std::string jit_plugin_identity(const JitPlugin* plugin);
 // mlk_jit_build. IOError when no C compiler links it.
 Status build_jit_artifact(const JitPlugin* plugin, const std::string& name, const std::string& text,
                           const std::string& precision, const std::string& fn, const std::string& fn_hash,
-                          const std::string& profile, const DimEnv& dims, const std::string& out_dir);
+                          const std::string& profile, const std::string& schedule, const DimEnv& dims,
+                          const std::string& out_dir);
 
 // One fn compiled by the plugin.
 class JitKernel {
  public:
   // Compiles fn `fn`, whose program hash is `fn_hash`, of the program `text`
   // (named `name` in messages) under the precision policy `precision`
-  // ("f32", "bf16", "f16") with the default schedule of the CPU profile
-  // named `profile` ("host", or one of `mlk targets` that runs here),
-  // extents estimated from `dims`.
+  // ("f32", "bf16", "f16") for the CPU profile named `profile` ("host", or
+  // one of `mlk targets` that runs here), extents estimated from `dims`,
+  // under `schedule` (a schedule's JSON; "": the profile's default). A
+  // schedule Halide refuses is InvalidArgument.
   static Expected<std::unique_ptr<JitKernel>> Compile(const JitPlugin* plugin, const std::string& name,
                                                       const std::string& text, const std::string& precision,
                                                       const std::string& fn,
                                                       const std::string& fn_hash, const std::string& profile,
-                                                      const DimEnv& dims);
+                                                      const std::string& schedule, const DimEnv& dims);
   ~JitKernel();
   JitKernel(const JitKernel&) = delete;
   JitKernel& operator=(const JitKernel&) = delete;

@@ -150,10 +150,11 @@ std::string missing_c_compiler() {
 }
 
 std::string jit_store_key(const std::string& plugin_identity, const std::string& fn, const std::string& fn_hash,
-                          const std::string& precision, const Profile& profile, const DimEnv& dims) {
+                          const std::string& precision, const Profile& profile, const DimEnv& dims,
+                          const std::string& schedule) {
   json d = json::object();
   for (const auto& [k, v] : dims) d[k] = v;
-  const json what = {{"store", 1},
+  json what = {{"store", 1},
                      {"plugin", plugin_identity},
                      {"mlk", mlk_version()},
                      {"halide", halide_version()},
@@ -169,6 +170,8 @@ std::string jit_store_key(const std::string& plugin_identity, const std::string&
                        {"cores", profile.cores},
                        {"cache_kib", {profile.l1_kib, profile.l2_kib, profile.l3_kib}}}},
                      {"dims", d}};
+  // A default schedule keeps the key it had before schedules were given.
+  if (!schedule.empty()) what["schedule"] = sha256_hex(schedule);
   return sha256_hex(what.dump());
 }
 

@@ -37,9 +37,11 @@ std::optional<std::string> jit_store_dir(const std::string& store_path);
 
 // The key (64 hex) of fn `fn` with program hash `fn_hash` under `precision`
 // for `profile` (as resolved here: host made concrete), scheduled for
-// `dims`, compiled by the plugin `plugin_identity` (jit_plugin_identity).
+// `dims`, compiled by the plugin `plugin_identity` (jit_plugin_identity)
+// under `schedule` (a schedule's JSON; "": the profile's default).
 std::string jit_store_key(const std::string& plugin_identity, const std::string& fn, const std::string& fn_hash,
-                          const std::string& precision, const Profile& profile, const DimEnv& dims);
+                          const std::string& precision, const Profile& profile, const DimEnv& dims,
+                          const std::string& schedule = "");
 
 // "" when a C compiler to link a build is here ($CC's first word, else
 // `cc`: a path, or a name found on $PATH); else why not, in words. Looked up

@@ -33,6 +33,17 @@ const char* require_name(Require r) {
   return "?";
 }
 
+std::optional<double> shape_distance(const DimEnv& tuned, const DimEnv& want) {
+  if (tuned.size() != want.size()) return std::nullopt;
+  double d = 0;
+  for (const auto& [k, v] : want) {
+    auto it = tuned.find(k);
+    if (it == tuned.end() || it->second < 1 || v < 1) return std::nullopt;
+    d += std::fabs(std::log2(static_cast<double>(it->second) / static_cast<double>(v)));
+  }
+  return d;
+}
+
 namespace {
 
 // An entry of another shape that may serve the call.
@@ -51,19 +62,6 @@ std::optional<DimEnv> tuned_shape(const cache::EntryInfo& e, const std::string& 
   auto meta = cache::parse_entry_meta(e.manifest.meta_json);
   if (!meta.ok() || meta->fn != fn || meta->target != target || meta->program_hash != fhash) return std::nullopt;
   return DimEnv(meta->dims.begin(), meta->dims.end());
-}
-
-// Sum over the requested dims of |log2(tuned / requested)|; a dim the entry
-// lacks (another signature) disqualifies it.
-std::optional<double> distance(const DimEnv& tuned, const DimEnv& want) {
-  if (tuned.size() != want.size()) return std::nullopt;
-  double d = 0;
-  for (const auto& [k, v] : want) {
-    auto it = tuned.find(k);
-    if (it == tuned.end() || it->second < 1 || v < 1) return std::nullopt;
-    d += std::fabs(std::log2(static_cast<double>(it->second) / static_cast<double>(v)));
-  }
-  return d;
 }
 
 // The CPU features an artifact's manifest.json requires that `cpu` lacks
@@ -178,7 +176,7 @@ Expected<Tuned> find_tuned(const FindTunedRequest& r) {
     if (e.damaged || seen.count(e.key)) return;
     auto td = tuned_shape(e, fn, p.name, fhash);
     if (!td) return;
-    auto d = distance(*td, dims);
+    auto d = shape_distance(*td, dims);
     if (!d) return;
     seen.insert(e.key);
     cands.push_back({e.key, *td, *d, remote});

@@ -39,6 +39,11 @@ enum class Require { kAny, kTuned, kExact };
 Expected<Require> parse_require(const std::string& text);
 const char* require_name(Require r);
 
+// How far a shape `tuned` is from `want`: the sum over the dims of
+// |log2(tuned / requested)|; nullopt when they name other dims (another
+// signature) or a dim is below 1. The nearest-shape choice's measure.
+std::optional<double> shape_distance(const DimEnv& tuned, const DimEnv& want);
+
 struct Tuned {
   std::string key;
   cache::Artifact entry;  // verified: every file re-hashed by the store

@@ -42,6 +42,7 @@ struct Kernel::Jit {
   std::unique_ptr<JitKernel> kernel;
   std::shared_ptr<LoadedArtifact> artifact;
   std::string how;
+  bool shipped = false;  // compiled under the shipped schedule it was given
 };
 
 const char* source_name(Selection::Source s) {
@@ -50,6 +51,7 @@ const char* source_name(Selection::Source s) {
     case Selection::Source::kOtherShape: return "other-shape";
     case Selection::Source::kDefaultJit: return "default-jit";
     case Selection::Source::kDirectory: return "directory";
+    case Selection::Source::kShipped: return "shipped";
   }
   return "?";
 }
@@ -566,6 +568,42 @@ std::vector<Expected<std::shared_ptr<const Kernel>>> Runtime::GetKernels(const s
   return out;
 }
 
+namespace {
+
+// The schedule shipped for fn `fhash` at `dims` on this machine, for the
+// profile `host` only (the family is this machine's); nullopt when none.
+Expected<std::optional<ShippedChoice>> shipped_for(const Profile& p, const std::string& fhash, Precision precision,
+                                                   const DimEnv& dims) {
+  if (p.name != "host") return std::optional<ShippedChoice>();
+  auto db = shipped_schedules();
+  if (!db.ok()) return db.status();
+  return find_shipped(*db, fhash, precision_name(precision), dims, detect_cpu());
+}
+
+// The selection of a kernel the JIT compiled: under the shipped schedule
+// `shipped` (when it was compiled under it), else the default; `how` says
+// where the build is kept.
+void describe_jit(Selection& sel, const std::string& fn, Precision precision, const TargetPolicy& policy,
+                  const DimEnv& dims, const std::optional<ShippedChoice>& shipped, const std::string& how) {
+  const std::string untuned = "no tuned artifact of `" + fn + "` for " + policy.str() + " (`mlk tune --fn " + fn +
+                              " --target " + sel.profile + precision_flag_text(precision) + " --dims " +
+                              dims_str(dims) + "` tunes one); " + how;
+  if (!shipped) {
+    sel.source = Selection::Source::kDefaultJit;
+    sel.reason = sel.profile + ": default schedule (JIT), not tuned: " + untuned;
+    return;
+  }
+  sel.source = Selection::Source::kShipped;
+  sel.tuned_dims = dims_str(shipped->entry.dims);
+  sel.exact = shipped->exact;
+  sel.reason = sel.profile + ": shipped schedule (JIT), " +
+               (shipped->exact ? "tuned at exactly " + sel.tuned_dims
+                               : "tuned at " + sel.tuned_dims + " (the nearest shipped shape), run at " + dims_str(dims)) +
+               ", " + shipped->entry.provenance + "; " + untuned;
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Program> prog, const std::string& fn,
                                                         const TargetPolicy& policy, const DimEnv& dims,
                                                         std::unique_lock<std::mutex>& lock) {
@@ -672,18 +710,18 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
     return Status::NotFound("no kernel for `" + fn + "` at " + dims_str(dims) + " under policy " + policy.str() +
                             (res->no_cpu_profile ? " (no CPU profile of it runs here, so no default schedule either)" : "") +
                             ":" + why);
-  // No tuned artifact: the default schedule, compiled once per fn and profile.
+  // No tuned artifact: a schedule shipped for this machine's family, else
+  // the default, compiled once per fn, profile and schedule.
   const Profile& jit_profile = res->profile;
-  auto jit = DefaultJit(*prog, fn, fhash, jit_profile, policy, dims, why, lock);
+  auto shipped = shipped_for(jit_profile, fhash, prog->precision, dims);
+  if (!shipped.ok()) return shipped.status();
+  auto jit = DefaultJit(*prog, fn, fhash, jit_profile, policy, dims, why, *shipped ? &**shipped : nullptr, lock);
   if (!jit.ok()) return jit.status();
   // A caller of the same kernel that came while this one waited (unlocked)
   // may have made it first: one Kernel per request.
   if (auto it = kernels_.find(kid); it != kernels_.end()) return it->second;
-  sel.source = Selection::Source::kDefaultJit;
   sel.profile = jit_profile.name;
-  sel.reason = jit_profile.name + ": default schedule (JIT), not tuned: no tuned artifact of `" + fn + "` for " +
-               policy.str() + " (`mlk tune --fn " + fn + " --target " + jit_profile.name +
-               precision_flag_text(prog->precision) + " --dims " + dims_str(dims) + "` tunes one); " + (*jit)->how;
+  describe_jit(sel, fn, prog->precision, policy, dims, (*jit)->shipped ? *shipped : std::nullopt, (*jit)->how);
   if ((*jit)->artifact) k->artifact_ = (*jit)->artifact;
   else k->jit_ = *jit;
   return done(std::move(sel));
@@ -702,7 +740,8 @@ Expected<std::shared_ptr<LoadedArtifact>> Runtime::LoadTuned(const Tuned& found)
 
 Expected<std::shared_ptr<Kernel::Jit>> Runtime::CompileDefault(const JitPlugin& plugin, const Program& prog,
                                                                const std::string& fn, const std::string& fhash,
-                                                               const Profile& profile, const DimEnv& dims) const {
+                                                               const Profile& profile, const DimEnv& dims,
+                                                               const std::string& schedule) const {
   const std::string precision = precision_name(prog.precision);
   auto jit = std::make_shared<Kernel::Jit>();
   std::string in_memory = "compiled in memory";
@@ -713,9 +752,9 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::CompileDefault(const JitPlugin& 
     in_memory += " (the JIT store " + *dir + " could not keep it: " +
                  (identity.empty() ? "the plugin's file cannot be read, so its kernels have no key" : no_cc) + ")";
   } else if (dir) {
-    const std::string key = jit_store_key(identity, fn, fhash, precision, profile, dims);
+    const std::string key = jit_store_key(identity, fn, fhash, precision, profile, dims, schedule);
     auto entry = jit_store_get(*dir, key, [&](const std::string& tmp) {
-      return build_jit_artifact(&plugin, prog.file, prog.text, precision, fn, fhash, profile.name, dims, tmp);
+      return build_jit_artifact(&plugin, prog.file, prog.text, precision, fn, fhash, profile.name, schedule, dims, tmp);
     });
     if (entry.ok()) {
       jit->artifact = entry->artifact;
@@ -723,11 +762,13 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::CompileDefault(const JitPlugin& 
                  entry->dir + (entry->note.empty() ? "" : "; " + entry->note);
       return jit;
     }
+    // A schedule refused is refused in memory too: no second compile.
+    if (!schedule.empty() && entry.status().code() == Status::Code::kInvalidArgument) return entry.status();
     in_memory += " (the JIT store " + *dir + " could not keep it: " + entry.status().message() + ")";
   } else {
     in_memory += " ($MLK_JIT_STORE=off)";
   }
-  auto compiled = JitKernel::Compile(&plugin, prog.file, prog.text, precision, fn, fhash, profile.name, dims);
+  auto compiled = JitKernel::Compile(&plugin, prog.file, prog.text, precision, fn, fhash, profile.name, schedule, dims);
   if (!compiled.ok()) return compiled.status();
   jit->kernel = std::move(*compiled);
   jit->how = in_memory;
@@ -737,8 +778,10 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::CompileDefault(const JitPlugin& 
 Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, const std::string& fn,
                                                            const std::string& fhash, const Profile& profile,
                                                            const TargetPolicy& policy, const DimEnv& dims,
-                                                           const std::string& why, std::unique_lock<std::mutex>& lock) {
-  const std::string jid = fhash + "|" + fn + "|" + profile.name;
+                                                           const std::string& why, const ShippedChoice* shipped,
+                                                           std::unique_lock<std::mutex>& lock) {
+  const std::string schedule = shipped ? shipped->entry.schedule : "";
+  const std::string jid = fhash + "|" + fn + "|" + profile.name + (shipped ? "|" + sha256_hex(schedule) : "");
   if (auto it = jits_.find(jid); it != jits_.end()) {
     const auto ready = it->second;  // another caller's compile: wait for it unlocked
     lock.unlock();
@@ -762,7 +805,20 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, 
   // failure is forgotten: no exception leaves a promise unkept.
   auto result = [&]() -> Expected<std::shared_ptr<Kernel::Jit>> {
     try {
-      return CompileDefault(**plugin, prog, fn, fhash, profile, dims);
+      if (schedule.empty()) return CompileDefault(**plugin, prog, fn, fhash, profile, dims, "");
+      auto given = CompileDefault(**plugin, prog, fn, fhash, profile, dims, schedule);
+      if (given.ok()) {
+        (*given)->shipped = true;
+        return given;
+      }
+      if (given.status().code() != Status::Code::kInvalidArgument) return given;
+      // A shipped schedule this build refuses (one the refresh script would
+      // drop): the default, saying why.
+      auto fallback = CompileDefault(**plugin, prog, fn, fhash, profile, dims, "");
+      if (fallback.ok())
+        (*fallback)->how += "; the shipped schedule tuned at " + dims_str(shipped->entry.dims) +
+                            " was refused: " + given.status().message().substr(0, 300);
+      return fallback;
     } catch (const std::exception& e) {
       return Status::Internal("compiling the default schedule of `" + fn + "`: " + e.what());
     }

@@ -29,6 +29,7 @@
 #include "base/status.h"
 #include "runtime/boundary.h"
 #include "runtime/resolve.h"
+#include "runtime/shipped.h"
 
 namespace mlk {
 class LoadedArtifact;
@@ -84,9 +85,11 @@ struct Selection {
   // kExact: tuned at exactly the requested shape; kOtherShape: tuned for the
   // same fn and profile at the nearest other shape; kDefaultJit: no tuned
   // artifact, the default schedule compiled by Halide's JIT (the JIT plugin,
-  // runtime/jit.h) for this machine;
-  // kDirectory: the artifact of an `mlk build -o DIR` directory.
-  enum class Source { kExact, kOtherShape, kDefaultJit, kDirectory };
+  // runtime/jit.h) for this machine; kShipped: no tuned artifact, a schedule
+  // shipped with mlk for this machine's CPU family (runtime/shipped.h),
+  // compiled by the JIT; kDirectory: the artifact of an `mlk build -o DIR`
+  // directory.
+  enum class Source { kExact, kOtherShape, kDefaultJit, kDirectory, kShipped };
   Source source = Source::kExact;
   std::string profile;                // the chosen profile
   std::string key;                    // its cache key ("" for the JIT and a directory)
@@ -100,7 +103,8 @@ struct Selection {
   std::string explain(const std::vector<std::string>& skipped) const;
 };
 
-const char* source_name(Selection::Source s);  // "exact", "other-shape", "default-jit", "directory"
+// "exact", "other-shape", "default-jit", "directory", "shipped"
+const char* source_name(Selection::Source s);
 
 // A loaded program: its checked IR, the program hash of each fn, and, for an
 // `mlk build` directory, the artifact it holds.
@@ -251,8 +255,10 @@ class Runtime {
   // cache entry `found`, loaded once per key (kept in artifacts_); a damaged
   // one is Corruption naming the key.
   Expected<std::shared_ptr<LoadedArtifact>> LoadTuned(const Tuned& found);
-  // DefaultJit: fn of `prog` under the default schedule, compiled by the JIT
-  // plugin for `profile` once per fn hash and profile (kept in jits_). When
+  // DefaultJit: fn of `prog` under the shipped schedule `shipped` (where not
+  // null; one Halide refuses is noted and the default compiled instead),
+  // else the default schedule, compiled by the JIT plugin for `profile` once
+  // per fn hash, profile and schedule (kept in jits_). When
   // the plugin cannot be found: NotFound saying no tuned artifact serves
   // `policy` at `dims` either, followed by `why` (the profiles' reasons).
   // The compile runs with `lock` (of mu_) released, so that other fns
@@ -262,13 +268,15 @@ class Runtime {
   Expected<std::shared_ptr<Kernel::Jit>> DefaultJit(const Program& prog, const std::string& fn, const std::string& fhash,
                                                     const Profile& profile, const TargetPolicy& policy,
                                                     const DimEnv& dims, const std::string& why,
-                                                    std::unique_lock<std::mutex>& lock);
+                                                    const ShippedChoice* shipped, std::unique_lock<std::mutex>& lock);
   // DefaultJit's compile: ahead of time into the JIT store (runtime/jit_store.h),
   // or the store's earlier build loaded; in memory where the store is off or
   // cannot keep it (no C compiler, a store another user owns).
+  // `schedule`: a schedule's JSON, "" for the default.
   Expected<std::shared_ptr<Kernel::Jit>> CompileDefault(const JitPlugin& plugin, const Program& prog,
                                                         const std::string& fn, const std::string& fhash,
-                                                        const Profile& profile, const DimEnv& dims) const;
+                                                        const Profile& profile, const DimEnv& dims,
+                                                        const std::string& schedule) const;
   std::mutex mu_;
   Options opts_;
   std::unique_ptr<client::CliCache> cache_;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 #include "base/sha256.h"
@@ -27,7 +28,25 @@ CpuInfo detect_cpu() {
   CpuInfo info;
   info.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char v[13] = {};
+    std::memcpy(v, &b, 4);
+    std::memcpy(v + 4, &d, 4);
+    std::memcpy(v + 8, &c, 4);
+    info.vendor = v;
+  }
+  if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000004) {
+    unsigned brand[12];
+    for (unsigned i = 0; i < 3; ++i) __get_cpuid(0x80000002 + i, &brand[4 * i], &brand[4 * i + 1], &brand[4 * i + 2], &brand[4 * i + 3]);
+    std::string m(reinterpret_cast<const char*>(brand), sizeof brand);
+    m = m.substr(0, m.find('\0'));
+    const size_t first = m.find_first_not_of(' '), last = m.find_last_not_of(' ');
+    info.brand = first == std::string::npos ? "" : m.substr(first, last - first + 1);
+  }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return info;
+  const int base_family = static_cast<int>((a >> 8) & 0xF), base_model = static_cast<int>((a >> 4) & 0xF);
+  info.family = base_family == 0xF ? base_family + static_cast<int>((a >> 20) & 0xFF) : base_family;
+  info.model = base_family == 0x6 || base_family == 0xF ? base_model + (static_cast<int>((a >> 16) & 0xF) << 4) : base_model;
   auto add = [&](bool present, const char* name) {
     if (present) info.features.push_back(name);
   };
@@ -55,6 +74,15 @@ CpuInfo detect_cpu() {
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) add(os_avx512 && (a & (1u << 5)), "avx512bf16");
   return info;
+}
+
+std::string cpu_family_key(const CpuInfo& cpu) {
+  std::vector<std::string> f = cpu.features;
+  std::sort(f.begin(), f.end());
+  std::string key = (cpu.vendor.empty() ? "unknown" : cpu.vendor) + " " + std::to_string(cpu.family) + "/" +
+                    std::to_string(cpu.model) + ":";
+  for (size_t i = 0; i < f.size(); ++i) key += (i ? "," : " ") + f[i];
+  return key;
 }
 
 CudaInfo detect_cuda() {

@@ -14,8 +14,17 @@ namespace mlk {
 struct CpuInfo {
   std::vector<std::string> features;  // cpuid names as in profiles: "avx2", "avx512f", ...
   int cores = 0;
+  std::string vendor;  // cpuid leaf 0: "GenuineIntel", "AuthenticAMD"; "" when unknown
+  int family = 0;      // cpuid leaf 1's display family: 6 (Intel), 25 (Zen 3, Zen 4), 26 (Zen 5)
+  int model = 0;       // and display model: 143 (Sapphire Rapids), 17 (Zen 4 EPYC), ...
+  std::string brand;   // the brand string, "AMD EPYC 9R14 96-Core Processor"
   bool has(const std::string& f) const;
 };
+
+// What a schedule tuned on one machine needs of another to be shipped to it
+// (runtime/shipped.h): the vendor, the display family and model and the
+// features, in one line, "AuthenticAMD 25/17: avx,avx2,...". Features sorted.
+std::string cpu_family_key(const CpuInfo& cpu);
 
 struct CudaDevice {
   std::string name;

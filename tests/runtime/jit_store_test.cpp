@@ -194,7 +194,7 @@ TEST_F(JitStoreTest, TwoBuildersOfOneKeyEndWithOneEntry) {
   const std::string hash = ir::function_hash(fe.module, *fe.module.find("rmsnorm"));
   const DimEnv dims{{"B", 2}, {"S", 4}, {"D", 48}};
   auto build = [&](const std::string& tmp) {
-    return rt::build_jit_artifact(*plugin, kNorms, *text, "f32", "rmsnorm", hash, "host", dims, tmp);
+    return rt::build_jit_artifact(*plugin, kNorms, *text, "f32", "rmsnorm", hash, "host", "", dims, tmp);
   };
   const std::string store = store_ + ".jit", key(64, 'a');
   bool nested = false;

@@ -436,7 +436,7 @@ TEST(Results, TheJitPluginChecksTheCountOfOutputs) {
   ASSERT_TRUE(plugin.ok()) << plugin.status().message();
   ir::Module m = program();
   auto k = rt::JitKernel::Compile(*plugin, "results.tl", kProgram, "f32", "mixed",
-                                  ir::function_hash(m, *m.find("mixed")), "host", {{"N", 9}});
+                                  ir::function_hash(m, *m.find("mixed")), "host", "", {{"N", 9}});
   ASSERT_TRUE(k.ok()) << k.status().message();
   Dl x(DType::F32, {9}, 4), kk(DType::I32, {9}, 5), y(DType::F32, {9});
   int64_t n9[1] = {9};
