@@ -267,13 +267,11 @@ Expected<Executor> compile_executor(const RunOptions& o, const ir::Module& m, co
   if (res->jit) {
     // A schedule shipped for this machine's family (runtime/shipped.h), as
     // the runtime chooses it; one Halide refuses gives way to the default.
-    std::optional<rt::ShippedChoice> shipped;
+    auto found = rt::shipped_for(res->profile.name, ir::function_hash(m, f), precision_name(o.precision), ex.env,
+                                 detect_cpu());
+    if (!found.ok()) return found.status();
+    const std::optional<rt::ShippedChoice>& shipped = *found;
     std::string refused;
-    if (res->profile.name == "host") {
-      auto db = rt::shipped_schedules();
-      if (!db.ok()) return db.status();
-      shipped = rt::find_shipped(*db, ir::function_hash(m, f), precision_name(o.precision), ex.env, detect_cpu());
-    }
     if (shipped) {
       auto s = Schedule::from_json(shipped->entry.schedule);
       auto k = s.ok() ? Kernel::CompileJit(m, o.fn, res->profile, &*s, ex.env, o.dump_after, dump_to(stdout))

@@ -570,16 +570,6 @@ std::vector<Expected<std::shared_ptr<const Kernel>>> Runtime::GetKernels(const s
 
 namespace {
 
-// The schedule shipped for fn `fhash` at `dims` on this machine, for the
-// profile `host` only (the family is this machine's); nullopt when none.
-Expected<std::optional<ShippedChoice>> shipped_for(const Profile& p, const std::string& fhash, Precision precision,
-                                                   const DimEnv& dims) {
-  if (p.name != "host") return std::optional<ShippedChoice>();
-  auto db = shipped_schedules();
-  if (!db.ok()) return db.status();
-  return find_shipped(*db, fhash, precision_name(precision), dims, detect_cpu());
-}
-
 // The selection of a kernel the JIT compiled: under the shipped schedule
 // `shipped` (when it was compiled under it), else the default; `how` says
 // where the build is kept.
@@ -713,7 +703,7 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   // No tuned artifact: a schedule shipped for this machine's family, else
   // the default, compiled once per fn, profile and schedule.
   const Profile& jit_profile = res->profile;
-  auto shipped = shipped_for(jit_profile, fhash, prog->precision, dims);
+  auto shipped = shipped_for(jit_profile.name, fhash, precision_name(prog->precision), dims, rr.lookup.cpu);
   if (!shipped.ok()) return shipped.status();
   auto jit = DefaultJit(*prog, fn, fhash, jit_profile, policy, dims, why, *shipped ? &**shipped : nullptr, lock);
   if (!jit.ok()) return jit.status();

@@ -142,4 +142,13 @@ std::optional<ShippedChoice> find_shipped(const std::vector<ShippedEntry>& db, c
   return ShippedChoice{*best, best->dims == dims};
 }
 
+Expected<std::optional<ShippedChoice>> shipped_for(const std::string& profile, const std::string& fn_hash,
+                                                   const std::string& precision, const DimEnv& dims,
+                                                   const CpuInfo& cpu) {
+  if (profile != "host") return std::optional<ShippedChoice>();
+  auto db = shipped_schedules();
+  if (!db.ok()) return db.status();
+  return find_shipped(*db, fn_hash, precision, dims, cpu);
+}
+
 }  // namespace mlk::rt

@@ -67,4 +67,12 @@ struct ShippedChoice {
 std::optional<ShippedChoice> find_shipped(const std::vector<ShippedEntry>& db, const std::string& fn_hash,
                                           const std::string& precision, const DimEnv& dims, const CpuInfo& cpu);
 
+// What the runtime and `mlk run` ask: the entry of shipped_schedules() for
+// a call of a fn on the profile named `profile`, on the machine `cpu`; none
+// for a profile other than `host` (a named profile is a target the caller
+// chose, not this machine's family). Errors are shipped_schedules()'s.
+Expected<std::optional<ShippedChoice>> shipped_for(const std::string& profile, const std::string& fn_hash,
+                                                   const std::string& precision, const DimEnv& dims,
+                                                   const CpuInfo& cpu);
+
 }  // namespace mlk::rt
