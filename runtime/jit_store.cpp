@@ -92,8 +92,11 @@ Expected<fs::path> open_store(const std::string& dir) {
   if (ec) return Status::IOError("cannot open " + given.parent_path().string() + ": " + ec.message());
   MLK_RETURN_IF_ERROR(no_other_writer(parent));
   const fs::path store = parent / given.filename();
-  // A folder that is not a store is left as it is (not made 0700).
-  if (fs::is_directory(fs::symlink_status(store, ec)) && !fs::exists(store / kMarker, ec) && !fs::is_empty(store, ec))
+  // A folder that is not a store is left as it is (not made 0700). Found
+  // not empty, then unmarked: an opener writes the marker before anything
+  // else and none removes it, so a folder another opener is making right now
+  // (made, then marked) is never taken for someone else's.
+  if (fs::is_directory(fs::symlink_status(store, ec)) && !fs::is_empty(store, ec) && !fs::exists(store / kMarker, ec))
     return Status::InvalidArgument(store.string() + " is not a JIT store (no " + kMarker +
                                    " in it) and is not empty: name a new folder");
   MLK_RETURN_IF_ERROR(ensure_private_dir(store.string()));  // refuses a link, a file, another user's folder

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <thread>
+#include <vector>
 
 #include "base/files.h"
 #include "lang/compare.h"
@@ -289,6 +291,26 @@ TEST(JitStoreKey, NamesEverythingTheKernelDependsOn) {
   Profile q = *p;
   q.features.push_back("avx512f");
   EXPECT_NE(k, rt::jit_store_key("plugin 1", "rmsnorm", "abc", "f32", q, dims));
+}
+
+TEST_F(JitStoreTest, ThreadsOpeningANewStoreAtOnceAllUseIt) {
+  // A model's first call compiles its fns side by side, each opening the
+  // store: one that finds the folder made but not yet marked, then the
+  // marker written, must not take the marker for another's file (it once
+  // refused the store so, and a shipped schedule gave way to the default).
+  for (int round = 0; round < 40; ++round) {
+    const std::string store = dir_ + "/store" + std::to_string(round);
+    std::vector<std::string> got(8);
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < got.size(); ++t)
+      threads.emplace_back([&, t] {
+        auto e = rt::jit_store_get(store, "key" + std::to_string(t),
+                                   [](const std::string&) { return Status::InvalidArgument("built"); });
+        got[t] = e.ok() ? "ok" : e.status().message();
+      });
+    for (auto& th : threads) th.join();
+    for (size_t t = 0; t < got.size(); ++t) ASSERT_EQ(got[t], "built") << "round " << round << ", thread " << t;
+  }
 }
 
 }  // namespace
