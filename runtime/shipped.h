@@ -39,7 +39,7 @@ struct ShippedEntry {
   int cores = 0;
   std::string schedule;    // the schedule's JSON, as `mlk build --schedule` reads it
   std::string provenance;  // one line: CPU, date, mlk version, the tune's command
-  // The rules it was tuned under ("rules-14"; "" when not recorded). Not a
+  // The rules it was tuned under ("rules-15"; "" when not recorded). Not a
   // condition of the match: a schedule is data that any later build applies
   // or refuses (then the default runs), and the test shipped.verify checks
   // every entry against the build; scripts/ship_schedules.py check lists

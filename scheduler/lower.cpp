@@ -8,9 +8,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iterator>
 #include <mutex>
 #include <optional>
+#include <sstream>
 
 #include "lang/cancel_reshapes.h"
 #include "lang/inline.h"
@@ -355,6 +357,20 @@ class Lowerer {
     return {mm, n.type.dtype, r};
   }
 
+  // The copy of a product's a under `key` (its Func and the copy's form):
+  // made by `make` (which defines it and returns its stage's name) the
+  // first time, the same Func and stage after, so that the products of one
+  // operand (Q, K and V of one x) read one copy. Marked a pair copy: its
+  // first product's rule materialises it.
+  std::pair<Func, std::string> a_copy(const std::string& key, const std::function<std::string(Func&)>& make) {
+    if (auto it = a_copies_.find(key); it != a_copies_.end()) return it->second;
+    Func ab(fresh("pairs_a"));
+    const std::string name = make(ab);
+    for (Stage& s : p_.stages)
+      if (s.name == name) s.pair_copy = true;
+    return a_copies_[key] = {ab, name};
+  }
+
   // A product of BF16 operands in pair form, for a dot product that sums
   // adjacent pairs of BF16 products into F32 lanes (vdpbf16ps):
   //   ab[.., m, k]         = bf16(a[.., m, k])                 (a's rows)
@@ -380,12 +396,11 @@ class Lowerer {
       idx[ax] = Halide::clamp(k, 0, kx - 1);
       return Halide::cast(Halide::BFloat(16), Halide::select(k < kx, x.at(idx), Halide::cast(Halide::Float(32), 0)));
     };
-    Func ab(fresh("pairs_a"));
-    auto va = make_vars(ra);
-    define(ab, va, padded(a, as_exprs(va), ra - 1));
-    Stage& sa = add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape);
-    sa.pair_copy = true;
-    const std::string a_name = sa.name;
+    auto [ab, a_name] = a_copy("pairs " + a.f.name() + " " + std::to_string(ra), [&](Func& ab) {
+      auto va = make_vars(ra);
+      define(ab, va, padded(a, as_exprs(va), ra - 1));
+      return add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape).name;
+    });
     Func bp(fresh("pairs_b"));
     auto vb = make_vars(rb + 1);  // [.., k2, n, i]
     std::vector<Expr> ib(vb.begin(), vb.end() - 1);
@@ -458,15 +473,14 @@ class Lowerer {
       return Halide::reinterpret(Halide::BFloat(16), Halide::cast(Halide::UInt(16), Halide::reinterpret(Halide::UInt(32), x) >> 16));
     };
     auto below = [](Expr i, Expr n) { return Halide::min(Halide::likely(i), n - 1); };
-    Func ab(fresh("pairs_a"));
-    auto va = make_vars(ra);
-    std::vector<Expr> ia = as_exprs(va);
-    ia[ra - 2] = below(va[ra - 2], mx);
-    ia[ra - 1] = below(va[ra - 1], kx);
-    define(ab, va, bf16(va[ra - 1], kx, a.at(ia)));
-    Stage& sa = add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape);
-    sa.pair_copy = true;
-    const std::string a_name = sa.name;
+    auto [ab, a_name] = a_copy("amx " + a.f.name() + " " + std::to_string(ra), [&](Func& ab) {
+      auto va = make_vars(ra);
+      std::vector<Expr> ia = as_exprs(va);
+      ia[ra - 2] = below(va[ra - 2], mx);
+      ia[ra - 1] = below(va[ra - 1], kx);
+      define(ab, va, bf16(va[ra - 1], kx, a.at(ia)));
+      return add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape).name;
+    });
     Func bp(fresh("pairs_b"));
     auto vb = make_vars(3);  // [k2, n, i]
     Expr kb = 2 * vb[0] + vb[2];
@@ -558,7 +572,13 @@ class Lowerer {
     else if (from == DType::Bool) y = Halide::cast(ct, Halide::select(x, 1, 0));
     else y = Halide::cast(storage_type(dt), x);  // rounds to the target dtype
     if (dt != DType::Bool) y = Halide::cast(ct, y);
-    return pure(n, "cast", y);
+    // One Func per distinct cast: a value a precision policy rounds for
+    // several products, each in its own call (x for Q, K and V, through
+    // three calls of `linear`), is rounded, and copied for them, once.
+    std::ostringstream key;
+    key << y << " rank " << n.type.shape.size();
+    if (auto it = casts_.find(key.str()); it != casts_.end()) return it->second;
+    return casts_[key.str()] = pure(n, "cast", y);
   }
 
   Value broadcast(const ir::Node& n, Frame& fr) {
@@ -754,6 +774,10 @@ class Lowerer {
   int counter_ = 0;
   std::map<Stage::Kind, int> kind_count_;
   LowerOptions opts_;
+  std::map<std::string, Value> casts_;  // cast(): by definition
+  // A product's copy of its a (pairs_a) by the Func it copies and how, so
+  // that products of one operand share one copy: (Func, stage name).
+  std::map<std::string, std::pair<Func, std::string>> a_copies_;
   Frame* cur_ = nullptr;  // the frame lower() is in
 
  public:

@@ -86,6 +86,7 @@ void materialise_pair_copies(const RuleContext& c, const StageInfo& mm, Schedule
       if (x.name == mm.operands[i]) o = &x;
     if (!o || !o->pair_copy) continue;
     std::vector<Directive>& ds = out.stages[o->name];
+    if (!ds.empty()) continue;  // a copy several products read: scheduled by the first
     const int r = o->rank;
     ds.push_back(D("compute_root"));
     if (i == 0) {

@@ -5,6 +5,6 @@
 
 namespace mlk {
 
-constexpr const char* kScheduleSpaceVersion = "rules-14";
+constexpr const char* kScheduleSpaceVersion = "rules-15";
 
 }  // namespace mlk

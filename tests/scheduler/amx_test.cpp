@@ -246,5 +246,49 @@ TEST(Amx, TileProductsMatchTheInterpreterOnThisMachine) {
   }
 }
 
+// x read by products in three calls of `lin` (Q, K and V of one layer):
+// under the bf16 policy the rounding of x and its copy for the tiles are
+// made once and read by the products of x; the product of another operand
+// (x + x) has its own. Scheduled once (by the first product's rule), the
+// shared copy compiles and the products match the interpreter here.
+TEST(Amx, ProductsOfOneOperandShareItsCopy) {
+  const char* src =
+      "fn lin [N, D](x: Tensor[F32, [N, D]], w: Tensor[F32, [D, D]]) -> Tensor[F32, [N, D]] = matmul(x, w)\n"
+      "public fn f [N, D](x: Tensor[F32, [N, D]], a: Tensor[F32, [D, D]], b: Tensor[F32, [D, D]],\n"
+      "                   c: Tensor[F32, [D, D]]) -> Tensor[F32, [N, D]] =\n"
+      "  lin(x, a) + lin(x, b) + lin(x + x, c)\n";
+  auto fe = compile_source("p.tl", src);
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  const ir::Module policy = with_precision(fe.module, Precision::kBF16);
+  const DimEnv d = {{"N", 37}, {"D", 64}};
+  const std::string zen4 = "x86-64-linux-sse41-avx-avx2-fma-f16c-avx512-avx512_skylake-avx512_cannonlake-avx512_zen4";
+  for (const std::string& target : {spr().halide_target, zen4}) {  // AMX tiles, and the pair form
+    auto t = stage_infos_for(policy, "f", d, target);
+    ASSERT_TRUE(t.ok()) << t.status().message();
+    std::vector<std::string> a_of;
+    int copies = 0;
+    for (const StageInfo& s : *t) {
+      if (s.kind == StageInfo::Kind::kMatmul) a_of.push_back(s.operands.at(0));
+      copies += s.pair_copy;
+    }
+    ASSERT_EQ(a_of.size(), 3u) << target;
+    EXPECT_EQ(a_of[0], a_of[1]) << target;
+    EXPECT_NE(a_of[0], a_of[2]) << target;
+    EXPECT_EQ(copies, 2 + 3) << target;  // two of a, one of each weight
+  }
+  if (!lower::options_for("host").amx_bf16) GTEST_SKIP() << "this CPU has no AMX-BF16 (values not run)";
+  auto k = Kernel::CompileJit(policy, "f", host_profile(), nullptr, d);
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  std::mt19937 rng(7);
+  std::vector<HostTensor> in = {random_tensor(DType::F32, {37, 64}, rng)};
+  for (int i = 0; i < 3; ++i) in.push_back(random_tensor(DType::F32, {64, 64}, rng));
+  auto want = interpret(policy, "f", in, d);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  auto got = (*k)->Run(in, d);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  Status cmp = compare(*want, *got, tolerance_for(DType::F32, 64));
+  EXPECT_TRUE(cmp.ok()) << cmp.message();
+}
+
 }  // namespace
 }  // namespace mlk

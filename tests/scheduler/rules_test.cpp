@@ -119,7 +119,7 @@ TEST(Rules, ProducedSchedulesAreThoseOfTheScheduleSpaceVersion) {
     out << produced_schedules(true);
   }
   const std::string digest = sha256_hex(produced_schedules(false));
-  EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-14 c4ea51461a4fcee42bea3c5783cb7d23ea13ce598a5efa0349d6607c459394d4");
+  EXPECT_EQ(std::string(kScheduleSpaceVersion) + " " + digest, "rules-15 c4ea51461a4fcee42bea3c5783cb7d23ea13ce598a5efa0349d6607c459394d4");
 }
 
 using testing_support::ops;
