@@ -9,7 +9,7 @@ Producers: a hand-made one (ctypes records with counting deleters, legacy-
 only or versioned), numpy, and torch when installed. MODE says which peer
 protocol the interpreter's packages speak, and the test insists on it:
   legacy     Debian's python3: torch 1.13 and numpy 1.24 (no max_version)
-  versioned  the project venv: numpy >= 2.1 (__dlpack__(max_version=...))
+  versioned  the project venv: numpy >= 2.1 and torch 2.x (__dlpack__(max_version=...))
 
 usage: dlpack_protocol.py MODE EXAMPLES_DIR MODULE_DIR WORK_DIR
 """
@@ -321,6 +321,15 @@ else:
     check("versioned peers: numpy >= 2.1", tuple(int(v) for v in np.__version__.split(".")[:2]) >= (2, 1),
           np.__version__)
     check("versioned peers: numpy takes the versioned path", _dlpack._VERSIONED.get(np.ndarray) is True)
+    # The project venv sees PyTorch 2.x (scripts/install.sh): asked through
+    # __dlpack__ (the general path; the fast one uses torch's C exchange API),
+    # it gives versioned capsules.
+    check("versioned peers: torch 2.x is here", torch is not None and int(torch.__version__.split(".")[0]) >= 2,
+          getattr(torch, "__version__", "no torch"))
+    if torch is not None:
+        ops.rmsnorm(torch.from_numpy(x), torch.from_numpy(w), 1e-6, dims={})
+        check("versioned peers: torch %s takes the versioned path" % torch.__version__,
+              _dlpack._VERSIONED.get(torch.Tensor) is True)
     ro = x.copy()
     ro.flags.writeable = False
     check("versioned peers: a read-only numpy input is taken", close(ops.rmsnorm(ro, w, 1e-6)))
