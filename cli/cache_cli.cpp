@@ -74,7 +74,7 @@ std::vector<Form> subcommands() {
       {"unpin KEY", {}, "let gc evict it again"},
       {"push KEY", {"!--remote", "--require-verified", "--sign", "--trusted-signers"},
        "copy an entry and its blobs to a `mlk serve` (token from $MLK_TOKEN; on the server, namespace \"default\" is "
-       "the token's team)"},
+       "the token's team); says the namespace it landed in"},
       {"pull KEY", {"!--remote"}, "copy an entry from a `mlk serve` into the store, verified"},
   };
 }

@@ -160,8 +160,13 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
     }
     auto rep = (*remote)->push(**store, ns, *key);
     if (!rep.ok()) return fail(rep.status());
-    out << "pushed " << ns << "/" << *key << " to " << a.remote << ": " << rep->files << " files, " << rep->blobs_sent
-        << " blobs sent (" << cache::human_bytes(rep->bytes) << "), " << rep->blobs_skipped << " already there\n";
+    // Where it landed: the namespace of that name, or for `default` the token's team.
+    auto landed = (*remote)->server_namespace();
+    if (!landed.ok()) return fail(landed.status());
+    out << "pushed " << ns << "/" << *key << " to " << a.remote << ", namespace " << *landed
+        << (ns == cache::kDefaultNamespace ? " (your team's namespace)" : "") << ": " << rep->files << " files, "
+        << rep->blobs_sent << " blobs sent (" << cache::human_bytes(rep->bytes) << "), " << rep->blobs_skipped
+        << " already there\n";
     return 0;
   }
   auto rep = (*remote)->pull(**store, ns, key_arg);

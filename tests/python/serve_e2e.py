@@ -61,7 +61,9 @@ t = mlk("tune", tl, "--fn", "sgemm", "--dims", dims, "--target", "host", "--tria
 R.check("tune into a local store", t.returncode == 0, t.stderr[-400:])
 key = json.loads(t.stdout.strip().splitlines()[-1])[0]["key"] if t.returncode == 0 else "0" * 64
 p = mlk("cache", "push", key[:12], "--remote", server.url, "--cache", local1, env={"MLK_TOKEN": alpha})
-R.check("cache push", p.returncode == 0 and "pushed default/" + key in p.stdout, p.stdout + p.stderr)
+R.check("cache push says where it landed: default is the token's team",
+        p.returncode == 0 and "pushed default/%s to %s, namespace alpha (your team's namespace): " % (key, server.url)
+        in p.stdout, p.stdout + p.stderr)
 p = mlk("cache", "push", key, "--remote", server.url, "--cache", local1, env={"MLK_TOKEN": alpha_ro})
 R.check("push with a read-only token is refused (403)", p.returncode == 1 and "403" in p.stderr, p.stderr[-300:])
 p = mlk("cache", "pull", key, "--remote", server.url, "--cache", local2, env={"MLK_TOKEN": alpha_ro})
