@@ -142,27 +142,26 @@ int run_cache_transfer(const CacheArgs& a, std::ostream& out, std::ostream& err)
       Status gate = cache::require_verified("entry " + ns + "/" + key->substr(0, 16), *v, *levels);
       if (!gate.ok()) return fail(Status::InvalidArgument("refused: " + gate.message() + "; nothing was pushed"));
     }
+    // Where it lands: the namespace of that name, or for `default` the token's
+    // team (asked before anything is sent, so a failure here pushes nothing).
+    auto landed = (*remote)->server_namespace();
+    if (!landed.ok()) return fail(landed.status());
     if (!a.sign.empty()) {  // signed here, stored signed, then pushed (cache/signatures.h)
       auto k = load_signing_key(a.sign);
       if (!k.ok()) return fail(Status::InvalidArgument("--sign: " + k.status().message()));
       auto e = (*store)->get_entry(ns, *key);  // every blob re-hashed
       if (!e.ok()) return fail(e.status());
-      // The signature is for the server's namespace it goes to (the token's team for `default`).
-      auto target = (*remote)->server_namespace();
-      if (!target.ok()) return fail(target.status());
+      // The signature is for the server's namespace it goes to.
       int64_t seq = 0;
-      if (Status may = may_sign(ns, *key, *e, a.trusted_signers, (*remote)->url(), *target, &seq); !may.ok()) return fail(may);
-      auto meta = cache::sign_entry(*key, e->files, e->info.manifest.meta_json, *k, cache::SignatureScope{*target, seq});
+      if (Status may = may_sign(ns, *key, *e, a.trusted_signers, (*remote)->url(), *landed, &seq); !may.ok()) return fail(may);
+      auto meta = cache::sign_entry(*key, e->files, e->info.manifest.meta_json, *k, cache::SignatureScope{*landed, seq});
       if (!meta.ok()) return fail(meta.status());
       Status put = (*store)->put_entry(ns, *key, *meta, e->info.manifest.provenance, e->files);
       if (!put.ok()) return fail(put);
-      out << "signed " << ns << "/" << *key << " with key " << k->key_id << " for namespace " << *target << "\n";
+      out << "signed " << ns << "/" << *key << " with key " << k->key_id << " for namespace " << *landed << "\n";
     }
     auto rep = (*remote)->push(**store, ns, *key);
     if (!rep.ok()) return fail(rep.status());
-    // Where it landed: the namespace of that name, or for `default` the token's team.
-    auto landed = (*remote)->server_namespace();
-    if (!landed.ok()) return fail(landed.status());
     out << "pushed " << ns << "/" << *key << " to " << a.remote << ", namespace " << *landed
         << (ns == cache::kDefaultNamespace ? " (your team's namespace)" : "") << ": " << rep->files << " files, "
         << rep->blobs_sent << " blobs sent (" << cache::human_bytes(rep->bytes) << "), " << rep->blobs_skipped

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -101,16 +102,26 @@ Expected<std::vector<ShippedEntry>> parse_shipped(const std::string& text, const
   return out;
 }
 
-Expected<std::vector<ShippedEntry>> shipped_schedules() {
+namespace {
+
+Expected<ShippedDb> shared(Expected<std::vector<ShippedEntry>> parsed) {
+  if (!parsed.ok()) return parsed.status();
+  return ShippedDb(std::make_shared<const std::vector<ShippedEntry>>(std::move(parsed).value()));
+}
+
+}  // namespace
+
+Expected<ShippedDb> shipped_schedules() {
   static std::mutex mu;
-  static std::optional<Expected<std::vector<ShippedEntry>>> embedded;
-  static std::map<std::string, std::pair<std::string, Expected<std::vector<ShippedEntry>>>> files;  // path: text, parse
+  static std::optional<Expected<ShippedDb>> embedded;
+  static std::map<std::string, std::pair<std::string, Expected<ShippedDb>>> files;  // path: text, parse
   const char* env = std::getenv("MLK_SHIPPED_SCHEDULES");
   const std::string given = env ? env : "";
-  if (given == "off") return std::vector<ShippedEntry>{};
+  if (given == "off") return ShippedDb(std::make_shared<const std::vector<ShippedEntry>>());
   std::lock_guard<std::mutex> lock(mu);
   if (given.empty()) {
-    if (!embedded) embedded = parse_shipped(shipped_schedules_text(), "the shipped schedules (schedules/shipped.json)");
+    if (!embedded)
+      embedded = shared(parse_shipped(shipped_schedules_text(), "the shipped schedules (schedules/shipped.json)"));
     return *embedded;
   }
   // A file is read at every lookup (a kernel's first selection, not a
@@ -120,7 +131,7 @@ Expected<std::vector<ShippedEntry>> shipped_schedules() {
   if (!text.ok()) return Status::InvalidArgument(where + ": " + text.status().message());
   auto it = files.find(given);
   if (it == files.end() || it->second.first != *text)
-    it = files.insert_or_assign(given, std::make_pair(*text, parse_shipped(*text, where))).first;
+    it = files.insert_or_assign(given, std::make_pair(*text, shared(parse_shipped(*text, where)))).first;
   return it->second.second;
 }
 
@@ -148,7 +159,7 @@ Expected<std::optional<ShippedChoice>> shipped_for(const std::string& profile, c
   if (profile != "host") return std::optional<ShippedChoice>();
   auto db = shipped_schedules();
   if (!db.ok()) return db.status();
-  return find_shipped(*db, fn_hash, precision, dims, cpu);
+  return find_shipped(**db, fn_hash, precision, dims, cpu);
 }
 
 }  // namespace mlk::rt

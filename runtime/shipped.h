@@ -17,6 +17,7 @@
 // none; else the path of a database file to use instead.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,9 +53,11 @@ struct ShippedEntry {
 Expected<std::vector<ShippedEntry>> parse_shipped(const std::string& text, const std::string& where);
 
 // The database in use ($MLK_SHIPPED_SCHEDULES, above), parsed once per
-// value of the variable. An unreadable or malformed file is an error that
+// value of the variable (a file: once per content) and shared, not copied,
+// by every selection. An unreadable or malformed file is an error that
 // names it.
-Expected<std::vector<ShippedEntry>> shipped_schedules();
+using ShippedDb = std::shared_ptr<const std::vector<ShippedEntry>>;
+Expected<ShippedDb> shipped_schedules();
 
 struct ShippedChoice {
   ShippedEntry entry;

@@ -358,17 +358,16 @@ class Lowerer {
   }
 
   // The copy of a product's a under `key` (its Func and the copy's form):
-  // made by `make` (which defines it and returns its stage's name) the
+  // made by `make` (which defines it and returns its stage) the
   // first time, the same Func and stage after, so that the products of one
   // operand (Q, K and V of one x) read one copy. Marked a pair copy: its
   // first product's rule materialises it.
-  std::pair<Func, std::string> a_copy(const std::string& key, const std::function<std::string(Func&)>& make) {
+  std::pair<Func, std::string> a_copy(const std::string& key, const std::function<Stage&(Func&)>& make) {
     if (auto it = a_copies_.find(key); it != a_copies_.end()) return it->second;
     Func ab(fresh("pairs_a"));
-    const std::string name = make(ab);
-    for (Stage& s : p_.stages)
-      if (s.name == name) s.pair_copy = true;
-    return a_copies_[key] = {ab, name};
+    Stage& st = make(ab);
+    st.pair_copy = true;
+    return a_copies_[key] = {ab, st.name};
   }
 
   // A product of BF16 operands in pair form, for a dot product that sums
@@ -396,10 +395,10 @@ class Lowerer {
       idx[ax] = Halide::clamp(k, 0, kx - 1);
       return Halide::cast(Halide::BFloat(16), Halide::select(k < kx, x.at(idx), Halide::cast(Halide::Float(32), 0)));
     };
-    auto [ab, a_name] = a_copy("pairs " + a.f.name() + " " + std::to_string(ra), [&](Func& ab) {
+    auto [ab, a_name] = a_copy("pairs " + a.f.name() + " " + std::to_string(ra), [&](Func& ab) -> Stage& {
       auto va = make_vars(ra);
       define(ab, va, padded(a, as_exprs(va), ra - 1));
-      return add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape).name;
+      return add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape);
     });
     Func bp(fresh("pairs_b"));
     auto vb = make_vars(rb + 1);  // [.., k2, n, i]
@@ -473,13 +472,13 @@ class Lowerer {
       return Halide::reinterpret(Halide::BFloat(16), Halide::cast(Halide::UInt(16), Halide::reinterpret(Halide::UInt(32), x) >> 16));
     };
     auto below = [](Expr i, Expr n) { return Halide::min(Halide::likely(i), n - 1); };
-    auto [ab, a_name] = a_copy("amx " + a.f.name() + " " + std::to_string(ra), [&](Func& ab) {
+    auto [ab, a_name] = a_copy("amx " + a.f.name() + " " + std::to_string(ra), [&](Func& ab) -> Stage& {
       auto va = make_vars(ra);
       std::vector<Expr> ia = as_exprs(va);
       ia[ra - 2] = below(va[ra - 2], mx);
       ia[ra - 1] = below(va[ra - 1], kx);
       define(ab, va, bf16(va[ra - 1], kx, a.at(ia)));
-      return add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape).name;
+      return add_stage(Stage::Kind::kOperand, ab, va, {}, false, ta.shape);
     });
     Func bp(fresh("pairs_b"));
     auto vb = make_vars(3);  // [k2, n, i]
