@@ -229,8 +229,111 @@ std::string amx_check() {
          "    return MLK_ERR_CPU;\n  }\n";
 }
 
+// The C statements that fill the packed weights' buffers pb[] before the
+// inner entry runs (CompiledObject::packs): from `packed` (npacked tensors,
+// as mlk_NAME_packed takes them) when given, else each packed into scratch
+// now; with pack_only >= 0, only that pack, into `out` (or its shape into
+// pack_shape when out is NULL), and return. `dims_args` is the inner
+// entries' dimension arguments.
+std::string pack_statements(const std::vector<CompiledObject::PackEntry>& packs, size_t nargs,
+                            const std::string& dims_args) {
+  std::ostringstream c;
+  const size_t np = packs.size();
+  c << "  halide_buffer_t pb[" << np << "];\n  halide_dimension_t pd[" << np << "][4];\n  void* ps[" << np
+    << "] = {0};\n  int64_t pshape[" << np << "][4];\n";
+  for (size_t k = 0; k < np; ++k) {  // scheduler/packed.h, packed_shape
+    const auto& e = packs[k];
+    const std::string n = "(" + c_dim_expr(e.n) + ")", at = "  pshape[" + std::to_string(k) + "]";
+    c << at << "[0] = 1;\n" << at << "[1] = (" << c_dim_expr(e.k) << " + " << e.k_quantum - 1 << ") / " << e.k_quantum
+      << " * " << e.k_quantum / 2 << ";\n" << at << "[2] = (" << n << " + " << e.n_quantum - 1 << ") / " << e.n_quantum
+      << " * " << e.n_quantum << ";\n"
+      << at << "[3] = 2;\n";
+  }
+  auto run_pack = [&](size_t k, const std::string& into) {
+    std::string call = "mlkabi_packed_" + std::to_string(k) + "(";
+    for (size_t i = 0; i < nargs; ++i) call += "&b[" + std::to_string(i) + "], ";
+    return call + dims_args + into + ")";
+  };
+  c << "  if (pack_only >= 0) {\n"
+    << "    if (pack_only >= " << np << ") { snprintf(mlkabi_err, sizeof mlkabi_err, \"weight pack %d of " << np
+    << "\", (int)pack_only); return MLK_ERR_NARGS; }\n"
+    << "    if (!out) { memcpy(pack_shape, pshape[pack_only], sizeof pshape[0]); return MLK_OK; }\n"
+    << "    if ((rc = mlkabi_fill_packed(out, pshape[pack_only], &pb[0], pd[0], \"the packed weight\"))) return rc;\n"
+    << "    switch (pack_only) {\n";
+  for (size_t k = 0; k < np; ++k) c << "      case " << k << ": rc = " << run_pack(k, "&pb[0]") << "; break;\n";
+  c << "    }\n    if (rc != 0 && !mlkabi_err[0]) snprintf(mlkabi_err, sizeof mlkabi_err, \"Halide error %d\", rc);\n"
+    << "    return rc;\n  }\n"
+    << "  if (packed && npacked != " << np << ") { snprintf(mlkabi_err, sizeof mlkabi_err, \"" << np
+    << " packed weights, got %d\", (int)npacked); return MLK_ERR_NARGS; }\n"
+    << "  for (int k = 0; k < " << np << "; ++k) {\n"
+    << "    if (packed) {\n"
+    << "      if ((rc = mlkabi_fill_packed(&packed[k], pshape[k], &pb[k], pd[k], \"a packed weight\"))) return rc;\n"
+    << "      continue;\n    }\n"
+    << "    mlk_tensor_t t = {0, MLK_BF16, 4, pshape[k], 0};\n"
+    << "    t.data = ps[k] = mlk_scratch_get((size_t)(pshape[k][0] * pshape[k][1] * pshape[k][2] * 4) + 1);\n"
+    << "    if (!ps[k]) { rc = MLK_ERR_ALLOC; snprintf(mlkabi_err, sizeof mlkabi_err, \"no memory for a packed weight\"); break; }\n"
+    << "    if ((rc = mlkabi_fill_packed(&t, pshape[k], &pb[k], pd[k], \"a packed weight\"))) break;\n"
+    << "    switch (k) {\n";
+  for (size_t k = 0; k < np; ++k)
+    c << "      case " << k << ": rc = " << run_pack(k, "&pb[" + std::to_string(k) + "]") << "; break;\n";
+  c << "    }\n    if (rc != 0) break;\n  }\n";
+  return c.str();
+}
+
+// The declarations of the pack entries (in <fn>_pack<k>.o) and the check of
+// a packed tensor: BF16, rank 4, dense, of the extents in `shape`.
+std::string pack_support(const std::vector<CompiledObject::PackEntry>& packs, size_t nargs,
+                         const std::vector<std::string>& unbound) {
+  std::ostringstream c;
+  auto [bcode, bbits] = halide_code(DType::BF16);
+  for (size_t k = 0; k < packs.size(); ++k) {
+    c << "int " << packs[k].entry << "(";
+    for (size_t i = 0; i < nargs; ++i) c << "struct halide_buffer_t*, ";
+    for (size_t i = 0; i < unbound.size(); ++i) c << "int32_t, ";
+    c << "struct halide_buffer_t*);\n#define mlkabi_packed_" << k << " " << packs[k].entry << "\n";
+  }
+  c << "static int mlkabi_fill_packed(const mlk_tensor_t* t, const int64_t* shape, halide_buffer_t* b, halide_dimension_t* d,\n"
+    << "                              const char* what) {\n"
+    << "  int rc = mlkabi_fill(t, MLK_BF16, 4, " << bcode << ", " << bbits << ", b, d, what);\n"
+    << "  if (rc) return rc;\n"
+    << "  int64_t stride = 1;\n"
+    << "  for (int i = 3; i >= 0; --i) {\n"
+    << "    if (t->shape[i] != shape[i] || (t->strides && t->strides[i] != stride)) {\n"
+    << "      snprintf(mlkabi_err, sizeof mlkabi_err, \"%s: shape [%lld, %lld, %lld, %lld], expected dense [%lld, %lld, %lld, 2]\",\n"
+    << "               what, (long long)t->shape[0], (long long)t->shape[1], (long long)t->shape[2], (long long)t->shape[3],\n"
+    << "               (long long)shape[0], (long long)shape[1], (long long)shape[2]);\n"
+    << "      return MLK_ERR_SHAPE;\n    }\n"
+    << "    stride *= shape[i];\n  }\n"
+    << "  return MLK_OK;\n}\n\n";
+  return c.str();
+}
+
+// The exported entries of a kernel that reads weights packed (docs/artifacts.md,
+// "Packed weights"): mlk_NAME_pack and mlk_NAME_packed, over mlkabi_run.
+std::string packed_entries(const ir::Function& f, size_t nr) {
+  std::ostringstream c;
+  c << "\n/* Packed weights (docs/artifacts.md): weight pack `which` of the arguments into `packed`, or its shape\n"
+    << "   into shape[4] when packed is NULL; and the entry on packed weights given. */\n"
+    << "__attribute__((visibility(\"default\")))\n"
+    << "int mlk_" << f.name << "_pack(int32_t which, const mlk_tensor_t* args, int32_t nargs, const int64_t* dims,\n"
+    << "    int32_t ndims, mlk_tensor_t* packed, int64_t* shape) {\n"
+    << "  if (which < 0 || (!packed && !shape)) { snprintf(mlkabi_err, sizeof mlkabi_err, \"mlk_" << c_fmt_text(f.name)
+    << "_pack: which < 0, or neither packed nor shape\"); return MLK_ERR_NULL; }\n"
+    << "  return mlkabi_run(args, nargs, packed, dims, ndims, NULL, NULL, 0, which, shape);\n}\n\n"
+    << "__attribute__((visibility(\"default\")))\n"
+    << "int mlk_" << f.name << "_packed(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* outs, int32_t nouts,\n"
+    << "    const int64_t* dims, int32_t ndims, const mlk_tensor_t* packed, int32_t npacked) {\n"
+    << "  if (nouts != " << nr << ") {\n"
+    << "    snprintf(mlkabi_err, sizeof mlkabi_err, \"" << c_fmt_text(f.name) << " has " << nr
+    << " results, got %d outputs\", (int)nouts);\n    return MLK_ERR_NARGS;\n  }\n"
+    << "  if (!packed) { snprintf(mlkabi_err, sizeof mlkabi_err, \"mlk_" << c_fmt_text(f.name)
+    << "_packed: packed is NULL\"); return MLK_ERR_NULL; }\n"
+    << "  return mlkabi_run(args, nargs, outs, dims, ndims, NULL, packed, npacked, -1, NULL);\n}\n";
+  return c.str();
+}
+
 std::string wrapper_source(const ir::Function& f, const std::vector<std::string>& unbound, const std::string& hname,
-                           bool gpu, bool amx) {
+                           bool gpu, bool amx, const std::vector<CompiledObject::PackEntry>& packs) {
   std::ostringstream c;
   const size_t n = f.params.size();
   const std::vector<ir::Result> results = f.results();
@@ -242,9 +345,14 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
     << "#define _GNU_SOURCE /* dl_iterate_phdr (targets/omp_par_for.h) */\n"
     << "#include <stdio.h>\n#include <string.h>\n#include \"mlk_abi.h\"\n#include \"" << f.name << "_halide.h\"\n\n"
     << wrapper_support(gpu) << (amx ? amx_support() : std::string())
+    << (packs.empty() ? std::string() : pack_support(packs, n, unbound))
+    << "/* packed: the packed weights, or NULL (packed now); pack_only >= 0: that pack into out (its shape into\n"
+    << "   pack_shape when out is NULL), nothing else. */\n"
     << "static int mlkabi_run(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out, const int64_t* dims, int32_t ndims,\n"
-    << "                      const mlk_cuda_call_t* call) {\n"
-    << "  mlkabi_err[0] = 0;\n  (void)call;\n" << (amx ? amx_check() : std::string())
+    << "                      const mlk_cuda_call_t* call, const mlk_tensor_t* packed, int32_t npacked, int32_t pack_only,\n"
+    << "                      int64_t* pack_shape) {\n"
+    << "  mlkabi_err[0] = 0;\n  (void)call;\n  (void)packed;\n  (void)npacked;\n  (void)pack_shape;\n"
+    << (amx ? amx_check() : std::string())
     << "  if (nargs != " << n << " || ndims != " << unbound.size() << ") {\n"
     << "    snprintf(mlkabi_err, sizeof mlkabi_err, \"" << c_fmt_text(f.name) << " takes " << n << " tensors and "
     << unbound.size() << " dims, got %d and %d\", (int)nargs, (int)ndims);\n    return MLK_ERR_NARGS;\n  }\n"
@@ -258,7 +366,7 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
   auto result_name = [&](size_t k) { return nr == 1 ? std::string("output") : "output " + std::to_string(k); };
   for (size_t k = 0; k < nr; ++k) {
     auto [code, bits] = halide_code(results[k].type.dtype);
-    c << "  if ((rc = mlkabi_fill(&out[" << k << "], " << abi_dtype(results[k].type.dtype) << ", "
+    c << "  if (pack_only < 0 && (rc = mlkabi_fill(&out[" << k << "], " << abi_dtype(results[k].type.dtype) << ", "
       << results[k].type.shape.size() << ", " << code << ", " << bits << ", &b[" << n + k << "], d[" << n + k
       << "], \"" << result_name(k) << "\"))) return rc;\n";
   }
@@ -287,14 +395,23 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
     }
   };
   for (size_t i = 0; i < n; ++i) check_extents("args[" + std::to_string(i) + "]", f.params[i].name, f.params[i].type.shape);
+  c << "  if (pack_only < 0) {\n";
   for (size_t k = 0; k < nr; ++k)
     check_extents("out[" + std::to_string(k) + "]", result_name(k), results[k].type.shape);
+  c << "  }\n";
+  std::string dims_args;
+  for (size_t i = 0; i < unbound.size(); ++i) dims_args += "(int32_t)dims[" + std::to_string(i) + "], ";
+  if (packs.empty()) c << "  if (pack_only >= 0) { snprintf(mlkabi_err, sizeof mlkabi_err, \"no packed weights\"); return MLK_ERR_NARGS; }\n";
+  else c << pack_statements(packs, n, dims_args) << "  if (rc == 0) {\n";
   if (gpu) c << cuda_wrapper_before(n);
   c << "  rc = " << hname << "(";
   for (size_t i = 0; i < n; ++i) c << "&b[" << i << "], ";
-  for (size_t i = 0; i < unbound.size(); ++i) c << "(int32_t)dims[" << i << "], ";
+  for (size_t k = 0; k < packs.size(); ++k) c << "&pb[" << k << "], ";
+  c << dims_args;
   for (size_t k = 0; k < nr; ++k) c << (k ? ", " : "") << "&b[" << n + k << "]";
   c << ");\n";
+  if (!packs.empty())
+    c << "  }\n  for (int k = 0; k < " << packs.size() << "; ++k)\n    if (ps[k]) mlk_scratch_put(ps[k]);\n";
   if (gpu) {
     c << cuda_wrapper_after(n);  // build_artifact refuses several results for CUDA
   } else {
@@ -306,7 +423,7 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
     << "__attribute__((visibility(\"default\")))\n";
   if (nr == 1) {
     c << "int " << entry_symbol(f) << "(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out, const int64_t* dims, int32_t ndims) {\n"
-      << "  return mlkabi_run(args, nargs, out, dims, ndims, NULL);\n}\n";
+      << "  return mlkabi_run(args, nargs, out, dims, ndims, NULL, NULL, 0, -1, NULL);\n}\n";
   } else {
     // Several results: an entry of its own, which takes their count, so that
     // a caller of the one-result entry finds no symbol instead of passing
@@ -316,15 +433,16 @@ std::string wrapper_source(const ir::Function& f, const std::vector<std::string>
       << "  if (nouts != " << nr << ") {\n"
       << "    snprintf(mlkabi_err, sizeof mlkabi_err, \"" << c_fmt_text(f.name) << " has " << nr
       << " results, got %d outputs\", (int)nouts);\n    return MLK_ERR_NARGS;\n  }\n"
-      << "  return mlkabi_run(args, nargs, outs, dims, ndims, NULL);\n}\n";
+      << "  return mlkabi_run(args, nargs, outs, dims, ndims, NULL, NULL, 0, -1, NULL);\n}\n";
   }
+  if (!packs.empty()) c << packed_entries(f, nr);
   if (gpu)
     c << "\n__attribute__((visibility(\"default\")))\n"
       << "int mlk_" << f.name << "_cuda(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* out, const int64_t* dims,\n"
       << "    int32_t ndims, const mlk_cuda_call_t* call) {\n"
       << "  if (!call) { snprintf(mlkabi_err, sizeof mlkabi_err, \"mlk_" << c_fmt_text(f.name)
       << "_cuda: call is NULL\"); return MLK_ERR_NULL; }\n"
-      << "  return mlkabi_run(args, nargs, out, dims, ndims, call);\n}\n";
+      << "  return mlkabi_run(args, nargs, out, dims, ndims, call, NULL, 0, -1, NULL);\n}\n";
   return c.str();
 }
 
@@ -398,6 +516,40 @@ Expected<json> run_ptxas(const Profile& prof, const fs::path& dir, const std::st
               {"kernels", parse_ptxas(pout)}};
 }
 
+// The C ABI wrapper of `f` written into `dir` and linked with the compiled
+// object(s) into lib<fn>.so, which exports only mlk_* symbols; its file name.
+Expected<std::string> link_library(const fs::path& dir, const std::string& fn, const ir::Function& f,
+                                   const CompiledObject& obj, bool gpu) {
+  MLK_RETURN_IF_ERROR(write_file((dir / "mlk_abi.h").string(), abi_header_text()));
+  MLK_RETURN_IF_ERROR(write_file((dir / (fn + "_abi.c")).string(),
+                                 wrapper_source(f, obj.unbound_dims, obj.inner_entry, gpu, obj.amx_tiles, obj.packs)));
+  MLK_RETURN_IF_ERROR(write_file((dir / "exports.map").string(),
+                                 "{ global: mlk_abi_version; mlk_last_error; " + entry_symbol(f) + ";" +
+                                     (gpu ? " mlk_" + fn + "_cuda;" : "") +
+                                     (obj.packs.empty() ? "" : " mlk_" + fn + "_pack; mlk_" + fn + "_packed;") +
+                                     " local: *; };\n"));
+  std::string pack_objects;
+  for (size_t k = 0; k < obj.packs.size(); ++k) pack_objects += " " + q((dir / (fn + "_pack" + std::to_string(k) + ".o")).string());
+  const std::string lib = "lib" + fn + ".so";
+  const char* cc = std::getenv("CC");
+  std::string cmd = std::string(cc && *cc ? cc : "cc") + " -O2 -fPIC -shared -o " + q((dir / lib).string()) + " " +
+                    q((dir / (fn + "_abi.c")).string()) + " " + q((dir / (fn + ".o")).string()) + pack_objects +
+                    " -Wl,--version-script=" + q((dir / "exports.map").string()) + " -ldl -lpthread -lm";
+  auto [rc, out] = run(cmd);
+  if (rc != 0) return Status::IOError("linking " + lib + " failed (" + cmd + "):\n" + out);
+  return lib;
+}
+
+// The manifest's packed_weights record (docs/artifacts.md, "Packed weights").
+json packed_record(const ir::Function& f, const std::vector<CompiledObject::PackEntry>& packs) {
+  json weights = json::array();
+  for (const auto& e : packs)
+    weights.push_back({{"param", f.params[e.param].name}, {"index", e.param}, {"k", e.k.str()}, {"n", e.n.str()},
+                       {"k_quantum", e.k_quantum}, {"n_quantum", e.n_quantum}});
+  return {{"pack_symbol", "mlk_" + f.name + "_pack"}, {"entry_symbol", "mlk_" + f.name + "_packed"},
+          {"weights", weights}};
+}
+
 // The manifest's `cuda` record of a CUDA artifact in `dir`: its entry symbol,
 // the PTX's own .target, how the PTX is loaded, and what the cubin is
 // (`ptxas` and `ptxas_status` as run_ptxas left them).
@@ -450,26 +602,15 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   res.schedule = obj->schedule;
   const fs::path dir = fs::absolute(req.out_dir);
   res.dir = dir.string();
-  const std::string& hname = obj->inner_entry;
   const std::vector<std::string>& unbound = obj->unbound_dims;
   const std::string& target_string = obj->halide_target;
   f = req.module->find(req.fn);  // found: the driver compiled it
 
   // 2. The C ABI wrapper, linked with the object into a shared library that
   // exports only mlk_* symbols.
-  MLK_RETURN_IF_ERROR(write_file((dir / "mlk_abi.h").string(), abi_header_text()));
-  MLK_RETURN_IF_ERROR(write_file((dir / (req.fn + "_abi.c")).string(), wrapper_source(*f, unbound, hname, gpu, obj->amx_tiles)));
-  MLK_RETURN_IF_ERROR(write_file((dir / "exports.map").string(),
-                                 "{ global: mlk_abi_version; mlk_last_error; " + entry_symbol(*f) + ";" +
-                                     (gpu ? " mlk_" + req.fn + "_cuda;" : "") + " local: *; };\n"));
-  const std::string lib = "lib" + req.fn + ".so";
-  const char* cc = std::getenv("CC");
-  std::string cmd = std::string(cc && *cc ? cc : "cc") + " -O2 -fPIC -shared -o " + q((dir / lib).string()) + " " +
-                    q((dir / (req.fn + "_abi.c")).string()) + " " + q((dir / (req.fn + ".o")).string()) +
-                    " -Wl,--version-script=" + q((dir / "exports.map").string()) + " -ldl -lpthread -lm";
-  auto [rc, out] = run(cmd);
-  if (rc != 0) return Status::IOError("linking " + lib + " failed (" + cmd + "):\n" + out);
-  res.library = (dir / lib).string();
+  auto lib = link_library(dir, req.fn, *f, *obj, gpu);
+  if (!lib.ok()) return lib.status();
+  res.library = (dir / *lib).string();
 
   // 3. ptxas, where it exists: assemble for the profile's architecture.
   json ptxas = nullptr;
@@ -480,7 +621,8 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   }
 
   // 4. The manifest, with the sha256 of every file it lists.
-  res.files = {lib, req.fn + "_halide.h", "mlk_abi.h", req.fn + "_abi.c", req.fn + ".o"};
+  res.files = {*lib, req.fn + "_halide.h", "mlk_abi.h", req.fn + "_abi.c", req.fn + ".o"};
+  for (size_t k = 0; k < obj->packs.size(); ++k) res.files.push_back(req.fn + "_pack" + std::to_string(k) + ".o");
   if (gpu) res.files.push_back(req.fn + ".ptx");
   if (gpu && ptxas.contains("kernels")) res.files.push_back(req.fn + ".cubin");
   // The program itself, so that the directory stands alone: the runtime
@@ -509,7 +651,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
       {"function", req.fn},
       {"entry_symbol", entry_symbol(*f)},
       {"abi_version", 1},
-      {"library", lib},
+      {"library", *lib},
       {"source", req.source_path},
       {"ir_hash", ir::function_hash(*req.module, *f)},
       {"precision", precision_name(precision_of(*req.module, *f))},
@@ -531,6 +673,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   if (gpu) {
     m["cuda"] = cuda_record(prof, dir, req.fn, ptxas, res.ptxas_status);
   }
+  if (!obj->packs.empty()) m["packed_weights"] = packed_record(*f, obj->packs);
   if (!req.verification_json.empty()) {
     json v = parse_json(req.verification_json);
     if (v.is_discarded()) return Status::Internal("the verification record of `" + req.fn + "` is not JSON");

@@ -129,6 +129,14 @@ Expected<std::unique_ptr<LoadedArtifact>> LoadedArtifact::LoadPrivate(const std:
     a->cuda_entry_ = dlsym(a->handle_, m->cuda_entry_symbol.c_str());
     if (!a->cuda_entry_) return Status::Corruption(m->library + " lacks its CUDA entry " + m->cuda_entry_symbol);
   }
+  if (!m->packed_params.empty()) {
+    a->pack_ = dlsym(a->handle_, m->pack_symbol.c_str());
+    a->packed_entry_ = dlsym(a->handle_, m->packed_entry_symbol.c_str());
+    if (!a->pack_ || !a->packed_entry_)
+      return Status::Corruption(m->library + " lacks its packed-weight entries " + m->pack_symbol + " and " +
+                                m->packed_entry_symbol);
+    a->packed_params_ = m->packed_params;
+  }
   return a;
 }
 
@@ -249,6 +257,10 @@ Status LoadedArtifact::CallAll(const mlk_tensor_t* args, size_t nargs, mlk_tenso
     rc = reinterpret_cast<Entry>(entry_)(args, static_cast<int32_t>(nargs), outs, static_cast<int32_t>(nouts),
                                          dims.data(), static_cast<int32_t>(dims.size()));
   }
+  return status_of(rc, fn);
+}
+
+Status LoadedArtifact::status_of(int rc, const std::string& fn) const {
   if (rc == MLK_ERR_CUDA) return Status::Unsupported("`" + fn + "` (CUDA): " + last_error_());
   if (rc == MLK_ERR_CPU) return Status::Unsupported("`" + fn + "`: " + last_error_());
   if (rc != 0) {
@@ -257,6 +269,50 @@ Status LoadedArtifact::CallAll(const mlk_tensor_t* args, size_t nargs, mlk_tenso
     return Status::InvalidArgument("`" + fn + "` failed (code " + std::to_string(rc) + "): " + e);
   }
   return Status::Ok();
+}
+
+namespace {
+using PackEntry = int (*)(int32_t, const mlk_tensor_t*, int32_t, const int64_t*, int32_t, mlk_tensor_t*, int64_t*);
+}  // namespace
+
+Expected<std::vector<int64_t>> LoadedArtifact::PackShape(size_t which, const std::vector<mlk_tensor_t>& args,
+                                                         const DimEnv& env, const std::string& fn) {
+  if (which >= packed_params_.size())
+    return Status::InvalidArgument("`" + fn + "` has " + std::to_string(packed_params_.size()) + " packed weights, not " +
+                                   std::to_string(which + 1));
+  auto dims = unbound_values(env);
+  if (!dims.ok()) return dims.status();
+  std::vector<int64_t> shape(4);
+  int rc = reinterpret_cast<PackEntry>(pack_)(static_cast<int32_t>(which), args.data(), static_cast<int32_t>(args.size()),
+                                              dims->data(), static_cast<int32_t>(dims->size()), nullptr, shape.data());
+  MLK_RETURN_IF_ERROR(status_of(rc, fn));
+  return shape;
+}
+
+Status LoadedArtifact::Pack(size_t which, const std::vector<mlk_tensor_t>& args, const DimEnv& env,
+                            mlk_tensor_t& packed, const std::string& fn) {
+  if (which >= packed_params_.size())
+    return Status::InvalidArgument("`" + fn + "` has " + std::to_string(packed_params_.size()) + " packed weights, not " +
+                                   std::to_string(which + 1));
+  auto dims = unbound_values(env);
+  if (!dims.ok()) return dims.status();
+  int rc = reinterpret_cast<PackEntry>(pack_)(static_cast<int32_t>(which), args.data(), static_cast<int32_t>(args.size()),
+                                              dims->data(), static_cast<int32_t>(dims->size()), &packed, nullptr);
+  return status_of(rc, fn);
+}
+
+Status LoadedArtifact::CallAllPacked(const mlk_tensor_t* args, size_t nargs, mlk_tensor_t* outs, size_t nouts,
+                                     const DimEnv& env, const std::string& fn, const mlk_tensor_t* packed,
+                                     size_t npacked) {
+  if (!packed_entry_) return Status::InvalidArgument("`" + fn + "`: its artifact reads no packed weights");
+  auto dims = unbound_values(env);
+  if (!dims.ok()) return dims.status();
+  using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, int32_t, const int64_t*, int32_t, const mlk_tensor_t*,
+                        int32_t);
+  int rc = reinterpret_cast<Entry>(packed_entry_)(args, static_cast<int32_t>(nargs), outs, static_cast<int32_t>(nouts),
+                                                  dims->data(), static_cast<int32_t>(dims->size()), packed,
+                                                  static_cast<int32_t>(npacked));
+  return status_of(rc, fn);
 }
 
 }  // namespace mlk

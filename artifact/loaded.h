@@ -70,10 +70,28 @@ class LoadedArtifact {
 
   const std::string& manifest_json() const { return manifest_; }
 
+  // Packed weights (the manifest's packed_weights; docs/artifacts.md): the
+  // parameter index of each weight its products read packed, in pack order
+  // (empty for most artifacts). PackShape gives pack `which`'s [t, k2, c, 2]
+  // (BF16, dense) for a call on `args`; Pack fills `packed` (that shape)
+  // from the weight among `args`; CallAllPacked runs as CallAll on packed
+  // weights made so, one per packed_params(), instead of packing per call.
+  const std::vector<int>& packed_params() const { return packed_params_; }
+  Expected<std::vector<int64_t>> PackShape(size_t which, const std::vector<mlk_tensor_t>& args, const DimEnv& env,
+                                           const std::string& fn);
+  Status Pack(size_t which, const std::vector<mlk_tensor_t>& args, const DimEnv& env, mlk_tensor_t& packed,
+              const std::string& fn);
+  Status CallAllPacked(const mlk_tensor_t* args, size_t nargs, mlk_tensor_t* outs, size_t nouts, const DimEnv& env,
+                       const std::string& fn, const mlk_tensor_t* packed, size_t npacked);
+
  private:
   static Expected<std::unique_ptr<LoadedArtifact>> LoadPrivate(const std::string& dir,
                                                                const std::map<std::string, std::string>& files);
   Expected<std::vector<int64_t>> unbound_values(const DimEnv& env) const;
+  Status status_of(int rc, const std::string& fn) const;  // an entry's return code
+  std::vector<int> packed_params_;
+  void* pack_ = nullptr;           // mlk_NAME_pack
+  void* packed_entry_ = nullptr;   // mlk_NAME_packed
   bool cuda_ = false;
   void* cuda_entry_ = nullptr;
   std::string profile_;

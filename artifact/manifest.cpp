@@ -67,6 +67,23 @@ Expected<ArtifactManifest> parse_artifact_manifest(std::string_view text, const 
       return bad("`cuda.entry_symbol` must be a non-empty string");
     m.cuda_entry_symbol = e->get<std::string>();
   }
+  if (auto pw = j.find("packed_weights"); pw != j.end()) {
+    const std::string what = "`packed_weights` must be an object with `pack_symbol`, `entry_symbol` and `weights`";
+    if (!pw->is_object()) return bad(what);
+    auto ps = pw->find("pack_symbol"), es = pw->find("entry_symbol"), ws = pw->find("weights");
+    if (ps == pw->end() || es == pw->end() || ws == pw->end() || !ps->is_string() || !es->is_string() ||
+        ps->get<std::string>().empty() || es->get<std::string>().empty() || !ws->is_array() || ws->empty() ||
+        ws->size() > 1024)
+      return bad(what + " (1 to 1024 weights)");
+    m.pack_symbol = ps->get<std::string>();
+    m.packed_entry_symbol = es->get<std::string>();
+    for (const auto& w : *ws) {
+      auto ix = w.is_object() ? w.find("index") : w.end();
+      if (ix == w.end() || !ix->is_number_integer() || ix->get<int64_t>() < 0 || ix->get<int64_t>() > 4096)
+        return bad("`packed_weights.weights[]` must be objects whose `index` is a parameter's index");
+      m.packed_params.push_back(static_cast<int>(ix->get<int64_t>()));
+    }
+  }
   return m;
 }
 

@@ -25,6 +25,11 @@ struct ArtifactManifest {
   std::string profile_kind;                  // profile.kind: "cpu", "cuda" ("" when absent)
   std::string profile_name;                  // profile.name ("" when absent)
   std::string cuda_entry_symbol;             // cuda.entry_symbol: the device-memory entry ("" when absent)
+  // packed_weights (docs/artifacts.md, "Packed weights"; absent: none): the
+  // parameter index of each weight the kernel reads packed, in pack order,
+  // and the entries that pack one and run on them.
+  std::vector<int> packed_params;
+  std::string pack_symbol, packed_entry_symbol;
 };
 
 // Total: never throws. Corruption, starting with `where` (e.g.

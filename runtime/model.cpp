@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -195,6 +196,8 @@ const std::vector<int64_t>& Model::OutputShape(const Call& call) { return call.o
 Expected<std::shared_ptr<const Model>> Model::Load(std::shared_ptr<Runtime> runtime, const Files& files,
                                                    const TargetPolicy& policy) {
   std::shared_ptr<Model> m(new Model());
+  const char* pack = std::getenv("MLK_PACK_WEIGHTS");
+  m->pack_weights_ = !(pack && std::string(pack) == "off");
   m->rt_ = std::move(runtime);
   m->policy_ = policy;
   auto prog = m->rt_->LoadProgram(files.program, policy.precision.value_or(Precision::kF32));
@@ -431,10 +434,35 @@ Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DL
   auto kernels = rt_->GetKernels(program_, policy_, wanted);
   for (size_t k = 0; k < kernels.size(); ++k) {
     if (!kernels[k].ok()) return prefixed(kernels[k].status(), ats[k]);
-    call->steps[k].kernel = *kernels[k];
+    Call::Step& cs = call->steps[k];
+    cs.kernel = *kernels[k];
+    const std::vector<int>& params = cs.kernel->packed_params();
+    bool held = pack_weights_ && !params.empty();
+    for (int p : params) held = held && static_cast<size_t>(p) < cs.at->held.size() && cs.at->held[p];
+    if (!held) continue;
+    auto packed = PackedFor(*cs.at, cs.kernel, cs.args);
+    if (!packed.ok()) return prefixed(packed.status(), ats[k]);
+    cs.run.packed = *packed;
   }
   if (!unchecked.ok()) return unchecked;
   return call;
+}
+
+Expected<const PackedWeights*> Model::PackedFor(const StepInstance& in, const std::shared_ptr<const Kernel>& kernel,
+                                                const std::vector<const DLTensor*>& args) const {
+  std::lock_guard<std::mutex> lock(packed_mu_);
+  auto key = std::make_pair(&in, kernel.get());
+  if (auto it = packed_.find(key); it != packed_.end()) return it->second.weights.get();
+  auto w = kernel->PackWeights(args);
+  if (!w.ok()) return w.status();
+  return packed_.emplace(key, Packed{kernel, *w}).first->second.weights.get();
+}
+
+size_t Model::packed_bytes() const {
+  std::lock_guard<std::mutex> lock(packed_mu_);
+  size_t n = 0;
+  for (const auto& [key, p] : packed_) n += p.weights->bytes();
+  return n;
 }
 
 Status Model::Run(Call& call, DLTensor* out) const {

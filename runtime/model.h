@@ -21,12 +21,20 @@
 //   any kernel runs; Run() then runs the steps in order, the last into the
 //   caller's output. A Model is immutable after Load and thread-safe; a Call
 //   belongs to one caller at a time.
+// - A kernel whose products read weights packed (Kernel::packed_params) gets
+//   the step's weights packed once, by the first Prepare that runs it for
+//   that step instance, when every such parameter is a weight the binding
+//   holds; its calls then read the packed copy (a value passed per call is
+//   packed within each call). The weights file is never written: a model
+//   holds its weights immutable. $MLK_PACK_WEIGHTS=off (read at Load) packs
+//   within each call instead (half the weights' F32 bytes saved).
 #pragma once
 
 #include <dlpack/dlpack.h>
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -95,6 +103,23 @@ class Model {
   std::vector<std::unique_ptr<Held>> held_;      // weights and constants, at stable addresses
   std::vector<StepInstance> instances_;          // every step's instances, in run order
   size_t copied_bytes_ = 0;
+  // Weights packed once (docs/artifacts.md, "Packed weights"): per step
+  // instance and kernel, made by the first Prepare that runs that kernel
+  // there and shared by every later call (the kernel held, so that its
+  // address is never another's).
+  struct Packed {
+    std::shared_ptr<const Kernel> kernel;
+    std::shared_ptr<const PackedWeights> weights;
+  };
+  Expected<const PackedWeights*> PackedFor(const StepInstance& in, const std::shared_ptr<const Kernel>& kernel,
+                                           const std::vector<const DLTensor*>& args) const;
+  bool pack_weights_ = true;  // $MLK_PACK_WEIGHTS is not "off" (at Load)
+  mutable std::mutex packed_mu_;
+  mutable std::map<std::pair<const StepInstance*, const Kernel*>, Packed> packed_;
+
+ public:
+  // Bytes of the weights packed so far (every kernel's copies).
+  size_t packed_bytes() const;
 };
 
 }  // namespace mlk::rt

@@ -261,6 +261,14 @@ AbiCall abi_call(const ir::Function& f, const CheckedCall& c) {
   return a;
 }
 
+// The C ABI view of packed weights (for mlk_NAME_packed).
+std::vector<mlk_tensor_t> packed_tensors(const PackedWeights& p) {
+  std::vector<mlk_tensor_t> out;
+  for (const PackedWeights::Weight& w : p.weights)
+    out.push_back({const_cast<uint16_t*>(w.data.data()), abi_dtype(DType::BF16), 4, w.shape.data(), nullptr});
+  return out;
+}
+
 }  // namespace
 
 Status Kernel::RunAll(const std::vector<const DLTensor*>& args, const std::vector<DLTensor*>& outs,
@@ -280,6 +288,11 @@ Status Kernel::RunAll(const std::vector<const DLTensor*>& args, const std::vecto
   if (jit_) {
     std::lock_guard<std::mutex> lock(jit_->mu);
     return jit_->kernel->Call(a.args, a.outs, c->dims);
+  }
+  if (options.packed) {
+    std::vector<mlk_tensor_t> pk = packed_tensors(*options.packed);
+    return artifact_->CallAllPacked(a.args.data(), a.args.size(), a.outs.data(), a.outs.size(), c->dims, fn_->name,
+                                    pk.data(), pk.size());
   }
   return artifact_->CallAll(a.args, a.outs, c->dims, fn_->name);
 }
@@ -313,6 +326,11 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, cons
     std::lock_guard<std::mutex> lock(jit_->mu);
     return jit_->kernel->Call(a.args, a.outs, c->dims);
   }
+  if (!where->cuda && options.packed) {
+    std::vector<mlk_tensor_t> pk = packed_tensors(*options.packed);
+    return artifact_->CallAllPacked(a.args.data(), a.args.size(), a.outs.data(), a.outs.size(), c->dims, fn_->name,
+                                    pk.data(), pk.size());
+  }
   if (!where->cuda) return artifact_->CallAll(a.args, a.outs, c->dims, fn_->name);
   // CUDA: the driver and the process's context first, so that a machine
   // without them gets a Status, before the artifact is entered.
@@ -326,6 +344,39 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, cons
   on_device.push_back(c->out_on_device ? 1 : 0);
   mlk_cuda_call_t call{where->device, 0, *ctx, options.cuda_stream, on_device.data()};
   return artifact_->CallCuda(a.args, a.outs[0], c->dims, fn_->name, call);
+}
+
+size_t PackedWeights::bytes() const {
+  size_t n = 0;
+  for (const Weight& w : weights) n += w.data.size() * sizeof(uint16_t);
+  return n;
+}
+
+const std::vector<int>& Kernel::packed_params() const {
+  static const std::vector<int> kNone;
+  return artifact_ && !artifact_->is_cuda() ? artifact_->packed_params() : kNone;
+}
+
+Expected<std::shared_ptr<const PackedWeights>> Kernel::PackWeights(const std::vector<const DLTensor*>& args) const {
+  const std::vector<int>& params = packed_params();
+  if (params.empty()) return Status::InvalidArgument("`" + fn_->name + "`: its kernel reads no packed weights");
+  auto where = placement();
+  if (!where.ok()) return where.status();
+  auto c = check_call(*fn_, args, nullptr, unbound_, *where);
+  if (!c.ok()) return c.status();
+  AbiCall a = abi_call(*fn_, *c);
+  auto out = std::make_shared<PackedWeights>();
+  for (size_t k = 0; k < params.size(); ++k) {
+    auto shape = artifact_->PackShape(k, a.args, c->dims, fn_->name);
+    if (!shape.ok()) return shape.status();
+    PackedWeights::Weight w;
+    w.shape = *shape;
+    w.data.resize(static_cast<size_t>(w.shape[0] * w.shape[1] * w.shape[2] * w.shape[3]));
+    mlk_tensor_t t{w.data.data(), abi_dtype(DType::BF16), 4, w.shape.data(), nullptr};
+    MLK_RETURN_IF_ERROR(artifact_->Pack(k, a.args, c->dims, t, fn_->name));
+    out->weights.push_back(std::move(w));
+  }
+  return std::shared_ptr<const PackedWeights>(std::move(out));
 }
 
 Expected<std::unique_ptr<Runtime>> Runtime::Open(Options options) {

@@ -131,6 +131,18 @@ struct Program {
 };
 
 // Per-call options of Kernel::Run.
+// Weights a kernel's products read packed (docs/artifacts.md, "Packed
+// weights"), made by Kernel::PackWeights for one set of weights: one BF16
+// tensor of pairs per Kernel::packed_params(), dense, of its shape.
+struct PackedWeights {
+  struct Weight {
+    std::vector<uint16_t> data;
+    std::vector<int64_t> shape;  // [t, k2, c, 2] (scheduler/packed.h)
+  };
+  std::vector<Weight> weights;
+  size_t bytes() const;
+};
+
 struct RunOptions {
   // CUDA kernels: the CUstream to run on (nullptr: the legacy default
   // stream). With every tensor on the device the call returns once the work
@@ -140,6 +152,11 @@ struct RunOptions {
   // What the checked handles among the arguments proved (runtime/checked.h,
   // CallArgs): the refinements the boundary need not evaluate again.
   std::vector<Proven> proven;
+  // CPU kernels with packed_params(): those weights packed by PackWeights
+  // from the very tensors passed as those arguments (the kernel reads these
+  // instead of packing the arguments again; nothing checks that they
+  // match). Null: packed within the call.
+  const PackedWeights* packed = nullptr;
 };
 
 class Kernel {
@@ -164,6 +181,13 @@ class Kernel {
                 const RunOptions& options = {}) const;
   // Whether it runs on a GPU (a CUDA artifact).
   bool on_cuda() const;
+  // The parameters whose weights its products read packed, in pack order:
+  // an artifact's (tuned, shipped or from the JIT store) whose manifest
+  // lists packed_weights; empty otherwise (a kernel compiled in memory packs
+  // within each call). PackWeights packs them from a call's `args` (checked
+  // as Run checks them; the output is not needed), for RunOptions::packed.
+  const std::vector<int>& packed_params() const;
+  Expected<std::shared_ptr<const PackedWeights>> PackWeights(const std::vector<const DLTensor*>& args) const;
   // A run of a fn with one result whose boundary was checked before
   // (runtime/call_plan.h): `c` is the check of a call of the same
   // signature, `args` and `out` this call's data pointers (data +

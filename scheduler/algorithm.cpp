@@ -3,6 +3,7 @@
 // (scheduler/algorithm_terms.h), both by walking the Funcs lower_function
 // builds, before any schedule touches them.
 #include "scheduler/algorithm.h"
+#include "scheduler/packed.h"
 
 #include <cctype>
 #include <cmath>
@@ -98,6 +99,14 @@ AlgorithmSummary summarize_pipeline(const lower::Pipeline& p) {
     for (auto& [name, f] : HI::find_transitive_calls(outf)) funcs.emplace(name, f);
     funcs.emplace(outf.name(), outf);
   }
+  // A weight read packed: its input and the pipeline that fills it.
+  for (const auto& pk : p.packs) {
+    HI::Function pf = pk.func.function();
+    out << "pack " << pk.packed.name() << " from " << p.inputs[pk.param].name() << " by " << pf.name() << " quanta "
+        << pk.k_quantum << " " << pk.n_quantum << "\n";
+    for (auto& [name, f] : HI::find_transitive_calls(pf)) funcs.emplace(name, f);
+    funcs.emplace(pf.name(), pf);
+  }
   for (const auto& [name, f] : funcs) {
     out << "func " << name << "\n";
     std::vector<Halide::Expr> pure;
@@ -137,7 +146,15 @@ Sort sort_of(const Halide::Type& t) {
 class Evaluator {
  public:
   Evaluator(const lower::Pipeline& p, const std::map<std::string, std::vector<int64_t>>& shapes, const DimEnv& dims)
-      : p_(p), shapes_(shapes), dims_(dims) {}
+      : p_(p), shapes_(shapes), dims_(dims) {
+    // A packed weight's input (lower::Pack) is its pack's pipeline, of the
+    // extents the runtime gives it: read through that pipeline.
+    for (const auto& pk : p.packs) {
+      auto k = pk.k.eval(dims), n = pk.n.eval(dims);
+      if (!k || !n) continue;
+      packs_[pk.packed.name()] = {pk.func.function(), packed_shape(*k, *n, pk.k_quantum, pk.n_quantum)};
+    }
+  }
 
   Expected<TermRef> func_at(const HI::Function& f, const std::vector<int64_t>& idx) {
     const std::string key = f.name() + key_of(idx);
@@ -216,22 +233,25 @@ class Evaluator {
     if (auto it = env_.find(v->name); it != env_.end()) return it->second;
     if (v->name.rfind("dim_", 0) == 0)
       if (auto it = dims_.find(v->name.substr(4)); it != dims_.end()) return int_const(it->second, 32, true);
-    // in_P.extent.D / in_P.min.D / in_P.stride.D
+    // in_P.extent.D / in_P.min.D / in_P.stride.D (packedK's too)
     size_t dot = v->name.find('.');
     if (dot != std::string::npos) {
-      auto sh = shapes_.find(v->name.substr(0, dot));
+      const std::string buffer = v->name.substr(0, dot);
+      const std::vector<int64_t>* shape = nullptr;
+      if (auto pk = packs_.find(buffer); pk != packs_.end()) shape = &pk->second.shape;
+      if (auto sh = shapes_.find(buffer); sh != shapes_.end()) shape = &sh->second;
       std::string rest = v->name.substr(dot + 1);
       size_t dot2 = rest.find('.');
-      if (sh != shapes_.end() && dot2 != std::string::npos) {
+      if (shape && dot2 != std::string::npos) {
         const std::string what = rest.substr(0, dot2);
         const int d = std::stoi(rest.substr(dot2 + 1));
-        const int rank = static_cast<int>(sh->second.size());
+        const int rank = static_cast<int>(shape->size());
         if (d >= 0 && d < rank) {
-          if (what == "extent") return int_const(sh->second[rank - 1 - d], 32, true);
+          if (what == "extent") return int_const((*shape)[rank - 1 - d], 32, true);
           if (what == "min") return int_const(0, 32, true);
           if (what == "stride") {
             int64_t s = 1;
-            for (int k = 0; k < d; ++k) s *= sh->second[rank - 1 - k];
+            for (int k = 0; k < d; ++k) s *= (*shape)[rank - 1 - k];
             return int_const(s, 32, true);
           }
         }
@@ -361,6 +381,13 @@ class Evaluator {
   }
 
   Expected<TermRef> image(const HI::Call* c, const std::vector<int64_t>& hidx) {
+    if (auto pk = packs_.find(c->name); pk != packs_.end()) {
+      const auto& shape = pk->second.shape;
+      for (int a = 0; a < 4; ++a)
+        if (hidx[3 - a] < 0 || hidx[3 - a] >= shape[a])
+          return Status::InvalidArgument("the lowered algorithm reads the packed weight `" + c->name + "` outside its shape");
+      return func_at(pk->second.func, hidx);
+    }
     auto sh = shapes_.find(c->name);
     if (sh == shapes_.end()) return Status::Unsupported("unknown input `" + c->name + "`");
     const auto& shape = sh->second;
@@ -457,6 +484,11 @@ class Evaluator {
   const DimEnv& dims_;
   std::map<std::string, TermRef> env_;
   std::map<std::string, TermRef> memo_;
+  struct PackedInput {
+    HI::Function func;           // lower::Pack::func
+    std::vector<int64_t> shape;  // .tl order: [t, k2, c, 2]
+  };
+  std::map<std::string, PackedInput> packs_;  // by the input's name, "packed0"
   Self self_;
 };
 

@@ -402,7 +402,8 @@ void amx_tiles(DirectiveApplier& a, const std::string& name, const Directive& d)
   for (int i = 2; i < r; ++i) order.push_back(s.vars[i]);
   order.push_back(xp);
   w.reorder(order).parallel(xp);
-  // b's pairs [k2, n, i] (Halide order i, n, k2) for the panel's columns.
+  // b's pairs [k2, n, i] (Halide order i, n, k2) for the panel's columns
+  // (of a packed weight, lower::Pack, a copy of BF16 pairs).
   bp.func.compute_at(w, xp).bound_storage(bp.vars[1], panel).vectorize(bp.vars[0]).vectorize(bp.vars[1], kTile);
   s.func.compute_at(w, xo).store_in(Halide::MemoryType::AMXTile);
   s.func.tile(x, y, ix, iy, kTile, kTile).vectorize(ix).vectorize(iy);
@@ -516,6 +517,23 @@ Status apply_schedule(Pipeline& p, const Schedule& s, bool gpu) {
   }
   for (const auto& [name, ds] : s.stages) MLK_RETURN_IF_ERROR(run(name, ds, true));
   return Status::Ok();
+}
+
+}  // namespace mlk::lower
+
+namespace mlk::lower {
+
+void schedule_packs(Pipeline& p) {
+  for (Pack& pk : p.packs) {
+    const std::vector<Halide::Var> v = pk.func.args();  // i, c, k2, t
+    Halide::Var ko(pk.func.name() + "_ko"), ki(pk.func.name() + "_ki"), kt(pk.func.name() + "_kt");
+    pk.func.bound(v[0], 0, 2)
+        .vectorize(v[0])
+        .vectorize(v[1], 16, Halide::TailStrategy::GuardWithIf)
+        .split(v[2], ko, ki, 16, Halide::TailStrategy::GuardWithIf)
+        .fuse(ko, v[3], kt)
+        .parallel(kt);
+  }
 }
 
 }  // namespace mlk::lower

@@ -130,6 +130,7 @@ struct Applied {
   Halide::Pipeline pipeline;
   Halide::Target target;
   std::string algorithm_hash;  // of `lowered` before the schedule
+  std::vector<Halide::Pipeline> packs;  // one per lowered.packs, scheduled
 };
 
 // The target as people name it in messages: the profile, or the Halide
@@ -177,6 +178,8 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
   try {
     a.target = halide_target_of(req);
     a.pipeline = Halide::Pipeline(a.lowered.output_funcs());
+    lower::schedule_packs(a.lowered);
+    for (const lower::Pack& pk : a.lowered.packs) a.packs.emplace_back(pk.func);
     if (!a.schedule.autoscheduler.empty())
       MLK_RETURN_IF_ERROR(
           lower::apply_autoscheduler(a.lowered, a.pipeline, a.schedule.autoscheduler, req.dims, a.target));
@@ -271,6 +274,7 @@ Expected<JitPipelinePtr> jit_once(const CompileRequest& req) {
   if (uses_amx_tiles(a->schedule)) MLK_RETURN_IF_ERROR(request_amx_tiles());
   try {
     a->pipeline.compile_jit(a->target);
+    for (Halide::Pipeline& pp : a->packs) pp.compile_jit(a->target);
   } catch (const Halide::Error& e) {
     return halide_error(req, e);
   }
@@ -290,7 +294,8 @@ Expected<JitPipelinePtr> jit_once(const CompileRequest& req) {
       mlk_omp_team(&t);
       return mlk_omp_do_par_for(&t, uc, reinterpret_cast<int (*)(void*, int, uint8_t*)>(f), min, size, closure);
     };
-  JitPipelinePtr out(new JitPipeline{std::move(a->lowered), std::move(a->pipeline), a->target, std::move(a->schedule)});
+  JitPipelinePtr out(new JitPipeline{std::move(a->lowered), std::move(a->pipeline), a->target, std::move(a->schedule),
+                                     std::move(a->packs)});
   return out;
 }
 
@@ -310,13 +315,31 @@ Expected<CompiledObject> object_once(const CompileRequest& req, const std::strin
   for (const auto& [name, prm] : a->lowered.dim_params) out.unbound_dims.push_back(name);  // std::map: sorted
   try {
     out.halide_target = a->target.to_string();
-    std::vector<Halide::Argument> args;
+    std::vector<Halide::Argument> args, dims;
     for (auto& ip : a->lowered.inputs) args.push_back(ip);
-    for (auto& [name, prm] : a->lowered.dim_params) args.push_back(prm);
+    for (auto& pk : a->lowered.packs) args.push_back(pk.packed);
+    for (auto& [name, prm] : a->lowered.dim_params) dims.push_back(prm);
+    args.insert(args.end(), dims.begin(), dims.end());
     Halide::Module mod = a->pipeline.compile_to_module(args, out.inner_entry, a->target);
     mod.compile({{Halide::OutputFileType::object, (d / (req.fn + ".o")).string()},
                  {Halide::OutputFileType::c_header, (d / (req.fn + "_halide.h")).string()}});
     out.files = {req.fn + ".o", req.fn + "_halide.h"};
+    // Each pack's pipeline: the inputs (the weight, and those whose extents
+    // bind its dims) and the dims in, the pairs out; one Halide runtime (the
+    // main object's) serves them all.
+    for (size_t k = 0; k < a->packs.size(); ++k) {
+      const lower::Pack& pk = a->lowered.packs[k];
+      CompiledObject::PackEntry e{pk.param, pk.k, pk.n, pk.k_quantum, pk.n_quantum,
+                                  out.inner_entry + "_pack" + std::to_string(k)};
+      std::vector<Halide::Argument> pargs(args.begin(), args.begin() + a->lowered.inputs.size());
+      pargs.insert(pargs.end(), dims.begin(), dims.end());
+      Halide::Module pm =
+          a->packs[k].compile_to_module(pargs, e.entry, a->target.with_feature(Halide::Target::NoRuntime));
+      const std::string file = req.fn + "_pack" + std::to_string(k) + ".o";
+      pm.compile({{Halide::OutputFileType::object, (d / file).string()}});
+      out.files.push_back(file);
+      out.packs.push_back(std::move(e));
+    }
     if (req.profile.is_gpu()) {
       for (const auto& b : mod.buffers())
         if (b.name().find("gpu_source_kernels") != std::string::npos)

@@ -95,6 +95,18 @@ struct CompiledObject {
   // Its code runs in AMX tiles (an `amx_tiles` directive): a process must
   // ask Linux for their state before calling it (targets/amx.h).
   bool amx_tiles = false;
+  // Weights the products read packed (docs/artifacts.md, "Packed weights"):
+  // the inner entry takes one BF16 buffer of pairs per pack, after the
+  // inputs, which `entry` (in <fn>_pack<k>.o: every input, the unbound
+  // dims, the pairs) fills from parameter `param`; of the shape
+  // scheduler/packed.h's packed_shape gives for the product's K and N.
+  struct PackEntry {
+    int param = 0;
+    Dim k, n;
+    int k_quantum = 2, n_quantum = 1;
+    std::string entry;
+  };
+  std::vector<PackEntry> packs;
 };
 
 // Whether a schedule puts a product in AMX tiles.

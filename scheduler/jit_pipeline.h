@@ -14,6 +14,9 @@ struct JitPipeline {
   Halide::Pipeline pipeline;  // scheduled and JIT-compiled for `target`
   Halide::Target target;
   Schedule schedule;          // as applied
+  // One per lowered.packs, JIT-compiled: a run fills each pack's input
+  // from its weight before the pipeline runs.
+  std::vector<Halide::Pipeline> packs;
 };
 
 }  // namespace mlk

@@ -370,6 +370,59 @@ class Lowerer {
     return a_copies_[key] = {ab, st.name};
   }
 
+  // The parameter `b` is a function of, alone (dims and literals aside):
+  // its index, else -1. Such a b is a weight, whose pairs can be packed once.
+  // A stage other than the load on the way (a materialised operand) keeps
+  // its schedule in the product's pipeline: -1.
+  int weight_of(const Value& b) const {
+    int found = -1;
+    auto note = [&](const std::string& name) {
+      auto it = loads_.find(name);
+      if (it == loads_.end()) {
+        for (const Stage& st : p_.stages)
+          if (st.func.name() == name) return false;
+        return true;
+      }
+      if (found >= 0 && found != it->second) return false;
+      found = it->second;
+      return true;
+    };
+    if (!note(b.f.name())) return -1;
+    for (const auto& [name, fn] : Halide::Internal::find_transitive_calls(b.f.function()))
+      if (!note(name)) return -1;
+    return found;
+  }
+
+  // The pairs of a weight b (a function of parameter `w`, of K rows and N
+  // columns), bp[k2, n, i] = b[2 k2 + i, n] as BF16 (at `vb`), read from a
+  // packed input (Pack, scheduler/packed.h) whose pipeline `pairs` defines:
+  // the BF16 value of b at (k, n), zero for k >= K (n is clamped below N).
+  // K rounded up to `kq`, N to `nq` (AMX tiles: 32 and 16; the pair form: 2
+  // and 1). The products' copy of b per panel copies from it (in place, a
+  // tile's rows 2 c apart, the tiles ran slower: a row of 16 columns per
+  // page, where the panel's copy holds them together).
+  Expr packed_pairs(int w, const std::vector<Var>& vb, const Dim& kd, const Dim& nd, Expr nx, int kq, int nq,
+                    const std::function<Expr(Expr, Expr)>& pairs) {
+    Pack pk;
+    pk.param = w;
+    pk.k = top_shape({kd})[0];
+    pk.n = top_shape({nd})[0];
+    pk.k_quantum = kq;
+    pk.n_quantum = nq;
+    pk.packed = Halide::ImageParam(Halide::BFloat(16), 4, "packed" + std::to_string(p_.packs.size()));
+    Halide::ImageParam& in = pk.packed;  // Halide's i, c, k2, t
+    for (int d = 0; d < 4; ++d) in.dim(d).set_min(0);
+    in.dim(0).set_extent(2).set_stride(1);
+    in.dim(1).set_stride(2);
+    in.dim(2).set_stride(2 * in.dim(1).extent());
+    in.dim(3).set_extent(1);
+    pk.func = Func("pack" + std::to_string(p_.packs.size()));
+    Var i("i"), c("c"), k2("k2"), t("t");
+    pk.func(i, c, k2, t) = pairs(2 * k2 + i, Halide::min(c, nx - 1));
+    p_.packs.push_back(pk);
+    return in(vb[2], Halide::min(Halide::likely(vb[1]), in.dim(1).extent() - 1), vb[0], 0);
+  }
+
   // A product of BF16 operands in pair form, for a dot product that sums
   // adjacent pairs of BF16 products into F32 lanes (vdpbf16ps):
   //   ab[.., m, k]         = bf16(a[.., m, k])                 (a's rows)
@@ -404,7 +457,14 @@ class Lowerer {
     auto vb = make_vars(rb + 1);  // [.., k2, n, i]
     std::vector<Expr> ib(vb.begin(), vb.end() - 1);
     ib[rb - 2] = 2 * vb[rb - 2] + vb[rb];
-    define(bp, vb, padded(b, ib, rb - 2));
+    if (const int w = rb == 2 ? weight_of(b) : -1; w >= 0) {
+      Expr nx = dim(tb.shape.back(), fr);
+      define(bp, vb, packed_pairs(w, vb, ta.shape.back(), tb.shape.back(), nx, 2, 1, [&](Expr k, Expr n) {
+               return padded(b, {k, n}, 0);
+             }));
+    } else {
+      define(bp, vb, padded(b, ib, rb - 2));
+    }
     // K / 2 pairs (rounded up); of a K unknown here, known when even.
     const Dim half = kc ? Dim::constant((*kc + 1) / 2) : Dim::exact_div(ta.shape.back(), Dim::constant(2));
     Shape bshape(tb.shape.begin(), tb.shape.end() - 2);
@@ -483,7 +543,13 @@ class Lowerer {
     Func bp(fresh("pairs_b"));
     auto vb = make_vars(3);  // [k2, n, i]
     Expr kb = 2 * vb[0] + vb[2];
-    define(bp, vb, bf16(kb, kx, b.at({below(kb, kx), below(vb[1], nx)})));
+    const int w = weight_of(b);
+    if (w >= 0)
+      define(bp, vb, packed_pairs(w, vb, ta.shape.back(), tb.shape.back(), nx, 32, 16, [&](Expr k, Expr n) {
+               return bf16(k, kx, b.at({below(k, kx), n}));
+             }));
+    else
+      define(bp, vb, bf16(kb, kx, b.at({below(kb, kx), below(vb[1], nx)})));
     // K / q rounded up: known when K is; of a K unknown here, an estimate
     // known when exact (the stage table's extents are estimates).
     const Dim& kd = ta.shape.back();
@@ -777,6 +843,7 @@ class Lowerer {
   // A product's copy of its a (pairs_a) by the Func it copies and how, so
   // that products of one operand share one copy: (Func, stage name).
   std::map<std::string, std::pair<Func, std::string>> a_copies_;
+  std::map<std::string, int> loads_;  // the Func of load_<param> by name -> the parameter's index
   Frame* cur_ = nullptr;  // the frame lower() is in
 
  public:
@@ -791,6 +858,8 @@ class Lowerer {
   void add_input_stage(const std::string& name, Func f, const std::vector<Var>& tl_vars, const Shape& shape) {
     std::vector<Var> h(tl_vars.rbegin(), tl_vars.rend());
     p_.stages.push_back({name, Stage::Kind::kInput, f, h, {}, false, shape, {}});
+    const int index = static_cast<int>(loads_.size());
+    loads_[f.name()] = index;  // Halide's name: unique in the process ("load_w$2")
   }
 };
 

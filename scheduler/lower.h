@@ -73,11 +73,28 @@ struct Output {
   int rank = 0;
 };
 
+// A weight packed once (docs/artifacts.md, "Packed weights"): a product's
+// b that is a function of one parameter alone (and of dims), which the
+// product reads in BF16 pairs. The algorithm reads the pairs from the input
+// `packed` (BF16, dense, of scheduler/packed.h's packed_shape: [t, k2, c, 2]
+// in .tl order, Halide's i, c, k2, t), and `func` computes them from the
+// parameter: a pipeline of its own that an artifact runs within each call,
+// or that a runtime runs once per weight bound at load.
+struct Pack {
+  int param = 0;                 // index of the parameter it is a function of
+  Halide::ImageParam packed;     // the main pipeline's input
+  Halide::Func func;             // the pairs, from the inputs (and the dims)
+  Dim k, n;                      // the product's K and N, in the fn's dims
+  int k_quantum = 2;             // packed_shape's
+  int n_quantum = 1;             // packed_shape's
+};
+
 struct Pipeline {
   std::vector<Halide::ImageParam> inputs;           // one per parameter, in order
   std::map<std::string, Halide::Param<int32_t>> dim_params;  // dims no input binds
   std::vector<Output> outputs;                       // one per result, in order
   std::vector<Stage> stages;                         // in creation order; outputs last
+  std::vector<Pack> packs;                           // weights read packed, in order
   std::vector<Halide::Func> output_funcs() const;    // for Halide::Pipeline
 };
 
@@ -92,6 +109,10 @@ std::vector<StageInfo> stage_infos(const Pipeline& p, const DimEnv& env);
 // names an autoscheduler is applied by apply_autoscheduler() instead, once
 // the Halide::Pipeline exists.
 Status apply_schedule(Pipeline& p, const Schedule& s, bool gpu);
+
+// The fixed schedule of every pack's pipeline (Pack::func): pairs of 16
+// columns vectorised, blocks of 16 pair rows of each tile in parallel.
+void schedule_packs(Pipeline& p);
 
 // Runs Halide autoscheduler `name` on `hp` with shape estimates from `env`
 // (every dimension must have a value).

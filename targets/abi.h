@@ -76,7 +76,8 @@ enum {
   MLK_ERR_SHAPE = -6,      /* an extent disagrees with the signature */
   MLK_ERR_REFINEMENT = -7, /* the dimensions break a refinement */
   MLK_ERR_CUDA = -8,       /* no CUDA driver, device or context for a CUDA artifact */
-  MLK_ERR_CPU = -9         /* the OS refused the process a CPU state the kernel uses (AMX tiles) */
+  MLK_ERR_CPU = -9,        /* the OS refused the process a CPU state the kernel uses (AMX tiles) */
+  MLK_ERR_ALLOC = -10      /* no memory for a weight's packed copy */
 };
 
 typedef struct mlk_cuda_call {

@@ -61,5 +61,6 @@ int main(void) {
   CONST(MLK_ERR_SHAPE);
   CONST(MLK_ERR_REFINEMENT);
   CONST(MLK_ERR_CPU);
+  CONST(MLK_ERR_ALLOC);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,57 @@ TEST_F(ModelTest, RunsEachInstanceWithItsOwnWeights) {
       for (int d = 0; d < kD; ++d) s += 0.5 * h[n][d] * w.t["head.w"].get(o * kD + d);
       EXPECT_NEAR(out.t.get(n * kO + o), s, 1e-4 * (1 + std::fabs(s))) << "y[" << n << ", " << o << "]";
     }
+}
+
+// Under the bf16 policy on a CPU whose products read BF16 pairs (AMX tiles,
+// or a Zen 4's dot product), the weights each kernel reads packed are packed
+// once per step instance, by the first call, and read so by every later one:
+// the packed bytes do not grow, and the kernel gives the same bits on
+// weights packed once as when it packs them within the call.
+TEST_F(ModelTest, WeightsArePackedOnceWhereTheKernelReadsThemPacked) {
+  Weights w;
+  auto policy = rt::TargetPolicy::Parse("host;precision=bf16");
+  ASSERT_TRUE(policy.ok()) << policy.status().message();
+  ASSERT_TRUE(write_file(dir_ + "/m.binding.json", kBinding).ok());
+  auto m = rt::Model::Load(rt_, {program_, "", write_weights(w.t)}, *policy);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  Dl x(DType::F32, {2, kD}, 3);
+  auto call = (*m)->Prepare({&x.d});
+  ASSERT_TRUE(call.ok()) << call.status().message();
+  const size_t packed = (*m)->packed_bytes();
+  Dl out(DType::F32, {2, kO}, 4), again(DType::F32, {2, kO}, 5);
+  ASSERT_TRUE((*m)->Run(**call, &out.d).ok());
+  auto second = (*m)->Prepare({&x.d});
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*m)->packed_bytes(), packed) << "packed again by a later call";
+  ASSERT_TRUE((*m)->Run(**second, &again.d).ok());
+  for (int64_t i = 0; i < out.t.numel(); ++i) EXPECT_EQ(out.t.get(i), again.t.get(i)) << i;
+  if (packed == 0) GTEST_SKIP() << "this CPU's BF16 products read no packed weights";
+  auto prog = rt_->LoadProgram(program_, Precision::kBF16);
+  ASSERT_TRUE(prog.ok());
+  auto k = rt_->GetKernel(*prog, "affine", *policy, {{"N", 2}, {"D", kD}});
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  ASSERT_EQ((*k)->packed_params(), std::vector<int>{1});
+  // The first instance by hand through the kernel: packing within the call,
+  // and on weights packed by PackWeights, give the same bits.
+  Dl wd(DType::F32, {kD, kD}), bd(DType::F32, {kD}), y1(DType::F32, {2, kD}, 6), y2(DType::F32, {2, kD}, 7);
+  std::copy(w.t["l.0.w"].bytes.begin(), w.t["l.0.w"].bytes.end(), wd.t.bytes.begin());
+  std::copy(w.t["l.0.b"].bytes.begin(), w.t["l.0.b"].bytes.end(), bd.t.bytes.begin());
+  const std::vector<const DLTensor*> args = {&x.d, &wd.d, &bd.d};
+  ASSERT_TRUE((*k)->Run(args, &y1.d).ok());
+  auto pw = (*k)->PackWeights(args);
+  ASSERT_TRUE(pw.ok()) << pw.status().message();
+  EXPECT_EQ((*pw)->weights.size(), 1u);
+  rt::RunOptions o;
+  o.packed = pw->get();
+  ASSERT_TRUE((*k)->Run(args, &y2.d, o).ok());
+  for (int64_t i = 0; i < y1.t.numel(); ++i) EXPECT_EQ(y1.t.get(i), y2.t.get(i)) << i;
+  // Packed weights of another shape are refused by the entry, not read.
+  rt::PackedWeights bad = **pw;
+  bad.weights[0].shape[0] += 1;
+  o.packed = &bad;
+  EXPECT_THAT((*k)->Run(args, &y2.d, o).message(), HasSubstr("a packed weight: shape ["));
+  EXPECT_GE(packed, 4 * (*pw)->bytes());  // four affine instances and the projection
 }
 
 TEST_F(ModelTest, BadInputsAreRefusedBeforeAnyKernelRuns) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 
 #include "lang/compare.h"
 #include "lang/frontend.h"
@@ -31,6 +32,16 @@ const char* kProduct =
 const char* kBatchedWeight =
     "public fn f [B, M, K, N](a: Tensor[F32, [B, M, K]], b: Tensor[F32, [K, N]]) -> Tensor[F32, [B, M, N]] =\n"
     "  matmul(a, b)\n";
+
+// A Zen 4 (AVX512_BF16, no AMX): BF16 products in pair form.
+const std::string zen4 = "x86-64-linux-sse41-avx-avx2-fma-f16c-avx512-avx512_skylake-avx512_cannonlake-avx512_zen4";
+
+// `src` checked, under the bf16 policy.
+ir::Module bf16_policy(const char* src) {
+  auto fe = compile_source("p.tl", src);
+  EXPECT_TRUE(fe.ok()) << fe.rendered();
+  return with_precision(fe.module, Precision::kBF16);
+}
 
 const StageInfo* stage(const std::vector<StageInfo>& t, const std::string& name) {
   for (const StageInfo& s : t)
@@ -81,7 +92,6 @@ TEST(Amx, Bf16ProductsByAWeightLowerForTilesOnSapphireRapidsOnly) {
   auto batched = compile_source("p.tl", "public fn f [B, M, K, N](a: Tensor[BF16, [B, M, K]], b: Tensor[BF16, [B, "
                                         "K, N]]) -> Tensor[BF16, [B, M, N]] = matmul(a, b)\n");
   ASSERT_TRUE(f32.ok() && batched.ok());
-  const std::string zen4 = "x86-64-linux-sse41-avx-avx2-fma-f16c-avx512-avx512_skylake-avx512_cannonlake-avx512_zen4";
   for (const auto& [m, target] :
        {std::pair{&fe.module, std::string("x86-64-linux-avx2-avx512-avx512_skylake-avx512_cannonlake-fma-f16c")},
         std::pair{&fe.module, zen4}, std::pair{&f32.module, spr().halide_target},
@@ -257,11 +267,8 @@ TEST(Amx, ProductsOfOneOperandShareItsCopy) {
       "public fn f [N, D](x: Tensor[F32, [N, D]], a: Tensor[F32, [D, D]], b: Tensor[F32, [D, D]],\n"
       "                   c: Tensor[F32, [D, D]]) -> Tensor[F32, [N, D]] =\n"
       "  lin(x, a) + lin(x, b) + lin(x + x, c)\n";
-  auto fe = compile_source("p.tl", src);
-  ASSERT_TRUE(fe.ok()) << fe.rendered();
-  const ir::Module policy = with_precision(fe.module, Precision::kBF16);
+  const ir::Module policy = bf16_policy(src);
   const DimEnv d = {{"N", 37}, {"D", 64}};
-  const std::string zen4 = "x86-64-linux-sse41-avx-avx2-fma-f16c-avx512-avx512_skylake-avx512_cannonlake-avx512_zen4";
   for (const std::string& target : {spr().halide_target, zen4}) {  // AMX tiles, and the pair form
     auto t = stage_infos_for(policy, "f", d, target);
     ASSERT_TRUE(t.ok()) << t.status().message();
@@ -288,6 +295,51 @@ TEST(Amx, ProductsOfOneOperandShareItsCopy) {
   ASSERT_TRUE(got.ok()) << got.status().message();
   Status cmp = compare(*want, *got, tolerance_for(DType::F32, 64));
   EXPECT_TRUE(cmp.ok()) << cmp.message();
+}
+
+// A product's b that is a function of one parameter alone (a weight, here
+// transposed as nn.Linear stores it) is read packed: the pipeline takes its
+// pairs as an input (lower::Pack) that a pipeline of its own fills from the
+// weight, within each call or once per weight (runtime/model.h). A b made
+// of two parameters is copied within the product as before. The values
+// match the interpreter here (AMX tiles).
+TEST(Amx, AWeightIsReadPackedAndAMixOfParametersIsNot) {
+  const char* src =
+      "public fn f [N, D](x: Tensor[F32, [N, D]], w: Tensor[F32, [D, D]], v: Tensor[F32, [D, D]]) -> "
+      "Tensor[F32, [N, D]] =\n"
+      "  matmul(x, transpose(w, [1, 0])) + matmul(x, w + v)\n";
+  auto fe = compile_source("p.tl", src);
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  const ir::Module policy = bf16_policy(src);
+  for (const auto& [target, kq, nq] : {std::tuple{spr().halide_target, 32, 16}, std::tuple{zen4, 2, 1}}) {
+    auto p = lower::lower_function(policy, "f", lower::options_for(target));
+    ASSERT_TRUE(p.ok()) << p.status().message();
+    ASSERT_EQ(p->packs.size(), 1u) << target;
+    EXPECT_EQ(p->packs[0].param, 1) << target;
+    EXPECT_EQ(p->packs[0].k.str(), "D");
+    EXPECT_EQ(p->packs[0].n.str(), "D");
+    EXPECT_EQ(p->packs[0].k_quantum, kq);
+    EXPECT_EQ(p->packs[0].n_quantum, nq);
+    // In F32 nothing is read in pairs.
+    auto plain = lower::lower_function(fe.module, "f", lower::options_for(target));
+    ASSERT_TRUE(plain.ok());
+    EXPECT_TRUE(plain->packs.empty());
+  }
+  if (!lower::options_for("host").amx_bf16) GTEST_SKIP() << "this CPU has no AMX-BF16 (values not run)";
+  for (const DimEnv& d : {DimEnv{{"N", 37}, {"D", 40}}, DimEnv{{"N", 128}, {"D", 384}}}) {
+    auto k = Kernel::CompileJit(policy, "f", host_profile(), nullptr, d);
+    ASSERT_TRUE(k.ok()) << k.status().message();
+    std::mt19937 rng(11);
+    const int64_t n = d.at("N"), dd = d.at("D");
+    std::vector<HostTensor> in = {random_tensor(DType::F32, {n, dd}, rng), random_tensor(DType::F32, {dd, dd}, rng),
+                                  random_tensor(DType::F32, {dd, dd}, rng)};
+    auto want = interpret(policy, "f", in, d);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    auto got = (*k)->Run(in, d);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    Status cmp = compare(*want, *got, tolerance_for(DType::F32, 2 * dd));
+    EXPECT_TRUE(cmp.ok()) << "D = " << dd << ": " << cmp.message();
+  }
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ inline std::string assembly(const std::string& src, const Profile& profile, cons
   EXPECT_TRUE(st.ok()) << st.message() << "\n" << s.to_json();
   std::vector<Halide::Argument> args;
   for (const Halide::ImageParam& in : p->inputs) args.push_back(in);
+  for (const lower::Pack& pk : p->packs) args.push_back(pk.packed);  // weights read packed
   for (const auto& [name, param] : p->dim_params) args.push_back(param);
   // A name of this process's own: ctest runs each test as its own process, two at a time.
   static int n = 0;
