@@ -263,6 +263,7 @@ void PreparedKernel::PrepareBaseline(const PrepareOptions& o, client::CliCache* 
   State& st = *st_;
   const ir::Module& m = st.fe->module;
   baseline_ = Variant{"baseline", "", "", false, nullptr};
+  std::function<std::function<Status()>(HostTensor*)> run_into;  // the baseline's run into an output
   if (!o.baseline_key.empty()) {
     const std::string& key = o.baseline_key;
     if (cc) cc->pull(key);
@@ -278,12 +279,13 @@ void PreparedKernel::PrepareBaseline(const PrepareOptions& o, client::CliCache* 
       st.baseline = std::move(a).value();
       baseline_.how = "tuned artifact " + key.substr(0, 16) + " (the baseline's), tuned on " +
                       hit->info.manifest.provenance.host;
-      HostTensor* out = st.new_output(env_);
       LoadedArtifact* art = st.baseline.get();
       const ir::Function* fp = st.f;
       const std::vector<HostTensor>* in = &st.inputs;
       const DimEnv* env = &env_;
-      baseline_.run = [art, fp, in, env, out]() { return art->RunInto(*fp, *in, *env, *out); };
+      run_into = [art, fp, in, env](HostTensor* out) {
+        return std::function<Status()>([art, fp, in, env, out]() { return art->RunInto(*fp, *in, *env, *out); });
+      };
     }
   } else if (o.baseline_default) {
     say(o, "compiling the default schedule (the baseline's)");
@@ -294,17 +296,26 @@ void PreparedKernel::PrepareBaseline(const PrepareOptions& o, client::CliCache* 
       st.kernels.push_back(std::move(kern).value());
       baseline_.how = "the default schedule (the baseline's), Halide JIT";
       Kernel* kp = st.kernels.back().get();
-      HostTensor* out = st.new_output(env_);
       const std::vector<HostTensor>* in = &st.inputs;
       const DimEnv* env = &env_;
-      baseline_.run = [kp, in, env, out]() { return kp->RunInto(*in, *env, *out); };
+      run_into = [kp, in, env](HostTensor* out) {
+        return std::function<Status()>([kp, in, env, out]() { return kp->RunInto(*in, *env, *out); });
+      };
     }
   }
-  if (baseline_.run)
-    if (Status s = baseline_.run(); !s.ok()) {
-      baseline_.error = "failed: " + s.message();
-      baseline_.run = nullptr;
-    }
+  if (!run_into) return;
+  // Checked once into an output of its own; then timed into mlk's output,
+  // so that the two sides of the A/B read the same input and write the same
+  // memory. With outputs of their own, an A/B of one artifact against
+  // itself (a streaming kernel of 0.02 ms) was seen to read one side 15-20%
+  // slower for a whole process, now and then; the suspect is where each
+  // output lies against the input (4 KiB aliasing of loads and stores),
+  // which differs between two outputs and not between two runs into one.
+  if (Status s = run_into(st.new_output(env_))(); !s.ok()) {
+    baseline_.error = "failed: " + s.message();
+    return;
+  }
+  baseline_.run = run_into(st.mlk_out);
 }
 
 void PreparedKernel::PreparePeers(const PrepareOptions& o) {
