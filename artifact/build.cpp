@@ -269,8 +269,12 @@ std::string pack_statements(const std::vector<CompiledObject::PackEntry>& packs,
     << "    if (packed) {\n"
     << "      if ((rc = mlkabi_fill_packed(&packed[k], pshape[k], &pb[k], pd[k], \"a packed weight\"))) return rc;\n"
     << "      continue;\n    }\n"
+    << "    if (pshape[k][1] < 1 || pshape[k][2] < 1 || pshape[k][1] > 1073741823 / pshape[k][2]) {\n"
+    << "      snprintf(mlkabi_err, sizeof mlkabi_err, \"a packed weight of %lld x %lld pairs is outside int32\",\n"
+    << "               (long long)pshape[k][1], (long long)pshape[k][2]);\n"
+    << "      rc = MLK_ERR_EXTENT;\n      break;\n    }\n"
     << "    mlk_tensor_t t = {0, MLK_BF16, 4, pshape[k], 0};\n"
-    << "    t.data = ps[k] = mlk_scratch_get((size_t)(pshape[k][0] * pshape[k][1] * pshape[k][2] * 4) + 1);\n"
+    << "    t.data = ps[k] = mlk_scratch_get((size_t)pshape[k][1] * (size_t)pshape[k][2] * 4);\n"
     << "    if (!ps[k]) { rc = MLK_ERR_ALLOC; snprintf(mlkabi_err, sizeof mlkabi_err, \"no memory for a packed weight\"); break; }\n"
     << "    if ((rc = mlkabi_fill_packed(&t, pshape[k], &pb[k], pd[k], \"a packed weight\"))) break;\n"
     << "    switch (k) {\n";
@@ -317,8 +321,9 @@ std::string packed_entries(const ir::Function& f, size_t nr) {
     << "__attribute__((visibility(\"default\")))\n"
     << "int mlk_" << f.name << "_pack(int32_t which, const mlk_tensor_t* args, int32_t nargs, const int64_t* dims,\n"
     << "    int32_t ndims, mlk_tensor_t* packed, int64_t* shape) {\n"
-    << "  if (which < 0 || (!packed && !shape)) { snprintf(mlkabi_err, sizeof mlkabi_err, \"mlk_" << c_fmt_text(f.name)
-    << "_pack: which < 0, or neither packed nor shape\"); return MLK_ERR_NULL; }\n"
+    << "  if (which < 0) { snprintf(mlkabi_err, sizeof mlkabi_err, \"weight pack %d\", (int)which); return MLK_ERR_NARGS; }\n"
+    << "  if (!packed && !shape) { snprintf(mlkabi_err, sizeof mlkabi_err, \"mlk_" << c_fmt_text(f.name)
+    << "_pack: neither packed nor shape\"); return MLK_ERR_NULL; }\n"
     << "  return mlkabi_run(args, nargs, packed, dims, ndims, NULL, NULL, 0, which, shape);\n}\n\n"
     << "__attribute__((visibility(\"default\")))\n"
     << "int mlk_" << f.name << "_packed(const mlk_tensor_t* args, int32_t nargs, mlk_tensor_t* outs, int32_t nouts,\n"
@@ -598,6 +603,8 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   creq.dump = req.dump;
   auto obj = compile_object(creq, req.out_dir);
   if (!obj.ok()) return obj.status();
+  if (gpu && !obj->packs.empty())  // the products of GPU profiles read no pairs (lower::options_for)
+    return Status::Internal("`" + req.fn + "` reads packed weights on " + prof.name + ", which no CUDA entry passes");
   BuildResult res;
   res.schedule = obj->schedule;
   const fs::path dir = fs::absolute(req.out_dir);

@@ -440,9 +440,8 @@ Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DL
     bool held = pack_weights_ && !params.empty();
     for (int p : params) held = held && static_cast<size_t>(p) < cs.at->held.size() && cs.at->held[p];
     if (!held) continue;
-    auto packed = PackedFor(*cs.at, cs.kernel, cs.args);
-    if (!packed.ok()) return prefixed(packed.status(), ats[k]);
-    cs.run.packed = *packed;
+    // Packing is an optimisation: where it fails, the kernel packs within each call.
+    if (auto packed = PackedFor(*cs.at, cs.kernel, cs.args); packed.ok()) cs.run.packed = *packed;
   }
   if (!unchecked.ok()) return unchecked;
   return call;
@@ -450,18 +449,38 @@ Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DL
 
 Expected<const PackedWeights*> Model::PackedFor(const StepInstance& in, const std::shared_ptr<const Kernel>& kernel,
                                                 const std::vector<const DLTensor*>& args) const {
+  const auto key = std::make_pair(&in, kernel.get());
+  {
+    std::lock_guard<std::mutex> lock(packed_mu_);
+    if (auto it = packed_.find(key); it != packed_.end()) return it->second.weights.get();
+  }
+  auto shapes = kernel->PackedShapes(args);
+  if (!shapes.ok()) return shapes.status();
+  const std::vector<int>& params = kernel->packed_params();
+  auto set = std::make_shared<PackedWeights>();
+  for (size_t k = 0; k < params.size(); ++k) {
+    const WeightKey wkey{&in, params[k], (*shapes)[k]};
+    std::shared_ptr<const PackedWeights::Weight> w;
+    {
+      std::lock_guard<std::mutex> lock(packed_mu_);
+      if (auto it = weights_packed_.find(wkey); it != weights_packed_.end()) w = it->second;
+    }
+    if (!w) {
+      auto made = kernel->PackWeight(k, args);
+      if (!made.ok()) return made.status();
+      std::lock_guard<std::mutex> lock(packed_mu_);
+      w = weights_packed_.emplace(wkey, *made).first->second;
+    }
+    set->weights.push_back(std::move(w));
+  }
   std::lock_guard<std::mutex> lock(packed_mu_);
-  auto key = std::make_pair(&in, kernel.get());
-  if (auto it = packed_.find(key); it != packed_.end()) return it->second.weights.get();
-  auto w = kernel->PackWeights(args);
-  if (!w.ok()) return w.status();
-  return packed_.emplace(key, Packed{kernel, *w}).first->second.weights.get();
+  return packed_.emplace(key, Packed{kernel, std::move(set)}).first->second.weights.get();
 }
 
 size_t Model::packed_bytes() const {
   std::lock_guard<std::mutex> lock(packed_mu_);
   size_t n = 0;
-  for (const auto& [key, p] : packed_) n += p.weights->bytes();
+  for (const auto& [key, w] : weights_packed_) n += w->data.size() * sizeof(uint16_t);
   return n;
 }
 

@@ -22,10 +22,11 @@
 //   caller's output. A Model is immutable after Load and thread-safe; a Call
 //   belongs to one caller at a time.
 // - A kernel whose products read weights packed (Kernel::packed_params) gets
-//   the step's weights packed once, by the first Prepare that runs it for
-//   that step instance, when every such parameter is a weight the binding
-//   holds; its calls then read the packed copy (a value passed per call is
-//   packed within each call). The weights file is never written: a model
+//   the step's weights packed once, by the first Prepare that needs them
+//   (one copy per weight and packed shape, whatever the call's shape), when
+//   every such parameter is a weight the binding holds; its calls then read
+//   the packed copy (a value passed per call is packed within each call; so
+//   is everything where packing fails, e.g. for want of memory). The weights file is never written: a model
 //   holds its weights immutable. $MLK_PACK_WEIGHTS=off (read at Load) packs
 //   within each call instead (half the weights' F32 bytes saved).
 #pragma once
@@ -36,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/status.h"
@@ -103,19 +105,24 @@ class Model {
   std::vector<std::unique_ptr<Held>> held_;      // weights and constants, at stable addresses
   std::vector<StepInstance> instances_;          // every step's instances, in run order
   size_t copied_bytes_ = 0;
-  // Weights packed once (docs/artifacts.md, "Packed weights"): per step
-  // instance and kernel, made by the first Prepare that runs that kernel
-  // there and shared by every later call (the kernel held, so that its
-  // address is never another's).
+  // Weights packed once (docs/artifacts.md, "Packed weights"): each weight
+  // of a step instance by its parameter and packed shape (the kernels of
+  // every shape of a step share it), made by the first Prepare that needs
+  // it; and per step instance and kernel the set that kernel reads (the
+  // kernel held, so that its address is never another's). Packing runs
+  // outside the lock; two Prepares racing on one weight may both pack it,
+  // and the first to finish is kept.
   struct Packed {
     std::shared_ptr<const Kernel> kernel;
     std::shared_ptr<const PackedWeights> weights;
   };
+  using WeightKey = std::tuple<const StepInstance*, int, std::vector<int64_t>>;
   Expected<const PackedWeights*> PackedFor(const StepInstance& in, const std::shared_ptr<const Kernel>& kernel,
                                            const std::vector<const DLTensor*>& args) const;
   bool pack_weights_ = true;  // $MLK_PACK_WEIGHTS is not "off" (at Load)
   mutable std::mutex packed_mu_;
   mutable std::map<std::pair<const StepInstance*, const Kernel*>, Packed> packed_;
+  mutable std::map<WeightKey, std::shared_ptr<const PackedWeights::Weight>> weights_packed_;
 
  public:
   // Bytes of the weights packed so far (every kernel's copies).

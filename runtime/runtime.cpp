@@ -261,11 +261,27 @@ AbiCall abi_call(const ir::Function& f, const CheckedCall& c) {
   return a;
 }
 
-// The C ABI view of packed weights (for mlk_NAME_packed).
-std::vector<mlk_tensor_t> packed_tensors(const PackedWeights& p) {
+// The C ABI view of packed weights (for mlk_NAME_packed), checked against
+// the call: one per packed parameter, each packed from that argument's
+// tensor (its data pointer) and holding its shape's bytes.
+Expected<std::vector<mlk_tensor_t>> packed_tensors(const PackedWeights& p, const std::vector<int>& params,
+                                                   const CheckedCall& c, const std::string& fn) {
+  if (p.weights.size() != params.size())
+    return Status::InvalidArgument("`" + fn + "` reads " + std::to_string(params.size()) + " packed weights, got " +
+                                   std::to_string(p.weights.size()));
   std::vector<mlk_tensor_t> out;
-  for (const PackedWeights::Weight& w : p.weights)
+  for (size_t k = 0; k < params.size(); ++k) {
+    const PackedWeights::Weight& w = *p.weights[k];
+    int64_t n = 1;
+    for (int64_t e : w.shape) n *= e;
+    if (w.shape.size() != 4 || static_cast<size_t>(n) != w.data.size())
+      return Status::InvalidArgument("`" + fn + "`: packed weight " + std::to_string(k) + " holds " +
+                                     std::to_string(w.data.size()) + " values for its shape");
+    if (w.source != c.args[static_cast<size_t>(params[k])])
+      return Status::InvalidArgument("`" + fn + "`: packed weight " + std::to_string(k) + " was packed from another "
+                                     "tensor than parameter `" + std::to_string(params[k]) + "` of this call");
     out.push_back({const_cast<uint16_t*>(w.data.data()), abi_dtype(DType::BF16), 4, w.shape.data(), nullptr});
+  }
   return out;
 }
 
@@ -290,9 +306,10 @@ Status Kernel::RunAll(const std::vector<const DLTensor*>& args, const std::vecto
     return jit_->kernel->Call(a.args, a.outs, c->dims);
   }
   if (options.packed) {
-    std::vector<mlk_tensor_t> pk = packed_tensors(*options.packed);
+    auto pk = packed_tensors(*options.packed, packed_params(), *c, fn_->name);
+    if (!pk.ok()) return pk.status();
     return artifact_->CallAllPacked(a.args.data(), a.args.size(), a.outs.data(), a.outs.size(), c->dims, fn_->name,
-                                    pk.data(), pk.size());
+                                    pk->data(), pk->size());
   }
   return artifact_->CallAll(a.args, a.outs, c->dims, fn_->name);
 }
@@ -327,9 +344,10 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, cons
     return jit_->kernel->Call(a.args, a.outs, c->dims);
   }
   if (!where->cuda && options.packed) {
-    std::vector<mlk_tensor_t> pk = packed_tensors(*options.packed);
+    auto pk = packed_tensors(*options.packed, packed_params(), *c, fn_->name);
+    if (!pk.ok()) return pk.status();
     return artifact_->CallAllPacked(a.args.data(), a.args.size(), a.outs.data(), a.outs.size(), c->dims, fn_->name,
-                                    pk.data(), pk.size());
+                                    pk->data(), pk->size());
   }
   if (!where->cuda) return artifact_->CallAll(a.args, a.outs, c->dims, fn_->name);
   // CUDA: the driver and the process's context first, so that a machine
@@ -348,7 +366,7 @@ Status Kernel::Run(const std::vector<const DLTensor*>& args, DLTensor* out, cons
 
 size_t PackedWeights::bytes() const {
   size_t n = 0;
-  for (const Weight& w : weights) n += w.data.size() * sizeof(uint16_t);
+  for (const auto& w : weights) n += w->data.size() * sizeof(uint16_t);
   return n;
 }
 
@@ -357,7 +375,7 @@ const std::vector<int>& Kernel::packed_params() const {
   return artifact_ && !artifact_->is_cuda() ? artifact_->packed_params() : kNone;
 }
 
-Expected<std::shared_ptr<const PackedWeights>> Kernel::PackWeights(const std::vector<const DLTensor*>& args) const {
+Expected<std::vector<std::vector<int64_t>>> Kernel::PackedShapes(const std::vector<const DLTensor*>& args) const {
   const std::vector<int>& params = packed_params();
   if (params.empty()) return Status::InvalidArgument("`" + fn_->name + "`: its kernel reads no packed weights");
   auto where = placement();
@@ -365,16 +383,47 @@ Expected<std::shared_ptr<const PackedWeights>> Kernel::PackWeights(const std::ve
   auto c = check_call(*fn_, args, nullptr, unbound_, *where);
   if (!c.ok()) return c.status();
   AbiCall a = abi_call(*fn_, *c);
-  auto out = std::make_shared<PackedWeights>();
+  std::vector<std::vector<int64_t>> out;
   for (size_t k = 0; k < params.size(); ++k) {
     auto shape = artifact_->PackShape(k, a.args, c->dims, fn_->name);
     if (!shape.ok()) return shape.status();
-    PackedWeights::Weight w;
-    w.shape = *shape;
-    w.data.resize(static_cast<size_t>(w.shape[0] * w.shape[1] * w.shape[2] * w.shape[3]));
-    mlk_tensor_t t{w.data.data(), abi_dtype(DType::BF16), 4, w.shape.data(), nullptr};
-    MLK_RETURN_IF_ERROR(artifact_->Pack(k, a.args, c->dims, t, fn_->name));
-    out->weights.push_back(std::move(w));
+    out.push_back(std::move(*shape));
+  }
+  return out;
+}
+
+Expected<std::shared_ptr<const PackedWeights::Weight>> Kernel::PackWeight(size_t which,
+                                                                          const std::vector<const DLTensor*>& args) const {
+  const std::vector<int>& params = packed_params();
+  if (which >= params.size())
+    return Status::InvalidArgument("`" + fn_->name + "`: its kernel reads " + std::to_string(params.size()) +
+                                   " packed weights, not " + std::to_string(which + 1));
+  auto where = placement();
+  if (!where.ok()) return where.status();
+  auto c = check_call(*fn_, args, nullptr, unbound_, *where);
+  if (!c.ok()) return c.status();
+  AbiCall a = abi_call(*fn_, *c);
+  auto shape = artifact_->PackShape(which, a.args, c->dims, fn_->name);
+  if (!shape.ok()) return shape.status();
+  auto w = std::make_shared<PackedWeights::Weight>();
+  w->shape = std::move(*shape);
+  w->source = c->args[static_cast<size_t>(params[which])];
+  int64_t n = 1;
+  for (int64_t e : w->shape) n *= e;
+  w->data.resize(static_cast<size_t>(n));
+  mlk_tensor_t t{w->data.data(), abi_dtype(DType::BF16), 4, w->shape.data(), nullptr};
+  MLK_RETURN_IF_ERROR(artifact_->Pack(which, a.args, c->dims, t, fn_->name));
+  return std::shared_ptr<const PackedWeights::Weight>(std::move(w));
+}
+
+Expected<std::shared_ptr<const PackedWeights>> Kernel::PackWeights(const std::vector<const DLTensor*>& args) const {
+  auto out = std::make_shared<PackedWeights>();
+  const size_t n = packed_params().size();
+  if (n == 0) return Status::InvalidArgument("`" + fn_->name + "`: its kernel reads no packed weights");
+  for (size_t k = 0; k < n; ++k) {
+    auto w = PackWeight(k, args);
+    if (!w.ok()) return w.status();
+    out->weights.push_back(std::move(*w));
   }
   return std::shared_ptr<const PackedWeights>(std::move(out));
 }

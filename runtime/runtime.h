@@ -130,19 +130,23 @@ struct Program {
   std::optional<Directory> directory;
 };
 
-// Per-call options of Kernel::Run.
 // Weights a kernel's products read packed (docs/artifacts.md, "Packed
-// weights"), made by Kernel::PackWeights for one set of weights: one BF16
-// tensor of pairs per Kernel::packed_params(), dense, of its shape.
+// weights"), made by Kernel::PackWeight for one set of weights: one BF16
+// tensor of pairs per Kernel::packed_params(), dense, of its shape, and the
+// data pointer of the weight it was packed from (Run refuses packs of
+// another tensor). A Weight depends only on that tensor and its shape, so
+// kernels of other shapes of one fn share it (runtime/model.h).
 struct PackedWeights {
   struct Weight {
     std::vector<uint16_t> data;
-    std::vector<int64_t> shape;  // [t, k2, c, 2] (scheduler/packed.h)
+    std::vector<int64_t> shape;  // [1, k2, c, 2] (scheduler/packed.h)
+    const void* source = nullptr;
   };
-  std::vector<Weight> weights;
+  std::vector<std::shared_ptr<const Weight>> weights;
   size_t bytes() const;
 };
 
+// Per-call options of Kernel::Run.
 struct RunOptions {
   // CUDA kernels: the CUstream to run on (nullptr: the legacy default
   // stream). With every tensor on the device the call returns once the work
@@ -152,10 +156,11 @@ struct RunOptions {
   // What the checked handles among the arguments proved (runtime/checked.h,
   // CallArgs): the refinements the boundary need not evaluate again.
   std::vector<Proven> proven;
-  // CPU kernels with packed_params(): those weights packed by PackWeights
+  // CPU kernels with packed_params(): those weights packed by PackWeight
   // from the very tensors passed as those arguments (the kernel reads these
-  // instead of packing the arguments again; nothing checks that they
-  // match). Null: packed within the call.
+  // instead of packing the arguments again; a pack of another tensor, by
+  // its data pointer, or of another shape is refused). Null: packed within
+  // the call.
   const PackedWeights* packed = nullptr;
 };
 
@@ -184,9 +189,14 @@ class Kernel {
   // The parameters whose weights its products read packed, in pack order:
   // an artifact's (tuned, shipped or from the JIT store) whose manifest
   // lists packed_weights; empty otherwise (a kernel compiled in memory packs
-  // within each call). PackWeights packs them from a call's `args` (checked
-  // as Run checks them; the output is not needed), for RunOptions::packed.
+  // within each call). PackedShapes gives the shape of each for a call on
+  // `args` (checked as Run checks them; the output is not needed),
+  // PackWeight packs the `which`-th from them, PackWeights all of them, for
+  // RunOptions::packed.
   const std::vector<int>& packed_params() const;
+  Expected<std::vector<std::vector<int64_t>>> PackedShapes(const std::vector<const DLTensor*>& args) const;
+  Expected<std::shared_ptr<const PackedWeights::Weight>> PackWeight(size_t which,
+                                                                    const std::vector<const DLTensor*>& args) const;
   Expected<std::shared_ptr<const PackedWeights>> PackWeights(const std::vector<const DLTensor*>& args) const;
   // A run of a fn with one result whose boundary was checked before
   // (runtime/call_plan.h): `c` is the check of a call of the same

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "scheduler/lower.h"
+#include "scheduler/packed.h"
 
 namespace mlk::lower {
 
@@ -68,6 +69,12 @@ Status apply_autoscheduler(Pipeline& p, Halide::Pipeline& hp, const std::string&
       int r = static_cast<int>(in->shape.size());
       for (int ax = 0; ax < r; ++ax)
         p.inputs[i].dim(halide_dim(r, ax)).set_estimate(0, static_cast<int>(*in->shape[ax].eval(env)));
+    }
+    for (Pack& pk : p.packs) {  // a weight read packed (lower::Pack): its pairs' shape
+      auto k = pk.k.eval(env), n = pk.n.eval(env);
+      if (!k || !n) return Status::InvalidArgument("autoscheduler " + name + " needs every dimension (give --dims)");
+      const std::vector<int64_t> s = packed_shape(*k, *n, pk.k_quantum, pk.n_quantum);
+      for (int d = 0; d < 4; ++d) pk.packed.dim(d).set_estimate(0, static_cast<int>(s[3 - d]));
     }
     for (auto& [d, prm] : p.dim_params) {
       auto it = env.find(d);

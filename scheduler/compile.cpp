@@ -279,21 +279,25 @@ Expected<JitPipelinePtr> jit_once(const CompileRequest& req) {
     return halide_error(req, e);
   }
   // Scratch as a built artifact allocates it (targets/scratch_cache.h), so a
-  // candidate is measured the way it will run.
-  a->pipeline.jit_handlers().custom_malloc = [](Halide::JITUserContext*, size_t n) { return mlk_scratch_get(n); };
-  a->pipeline.jit_handlers().custom_free = [](Halide::JITUserContext*, void* p) { mlk_scratch_put(p); };
-  // In a process where PyTorch is loaded when the pipeline is compiled,
-  // parallel loops run on PyTorch's OpenMP team (targets/omp_par_for.h;
-  // once found, the team is kept, so the handler always has it).
+  // candidate is measured the way it will run. In a process where PyTorch is
+  // loaded when the pipeline is compiled, parallel loops run on PyTorch's
+  // OpenMP team (targets/omp_par_for.h; once found, the team is kept, so
+  // the handler always has it). The packs' pipelines alike.
   mlk_omp_team_t team;
-  if (mlk_omp_team(&team))
-    a->pipeline.jit_handlers().custom_do_par_for = [](Halide::JITUserContext* uc,
-                                                      int (*f)(Halide::JITUserContext*, int, uint8_t*), int min,
-                                                      int size, uint8_t* closure) {
-      mlk_omp_team_t t;
-      mlk_omp_team(&t);
-      return mlk_omp_do_par_for(&t, uc, reinterpret_cast<int (*)(void*, int, uint8_t*)>(f), min, size, closure);
-    };
+  const bool omp = mlk_omp_team(&team);
+  auto handlers = [omp](Halide::Pipeline& p) {
+    p.jit_handlers().custom_malloc = [](Halide::JITUserContext*, size_t n) { return mlk_scratch_get(n); };
+    p.jit_handlers().custom_free = [](Halide::JITUserContext*, void* q) { mlk_scratch_put(q); };
+    if (omp)
+      p.jit_handlers().custom_do_par_for = [](Halide::JITUserContext* uc, int (*f)(Halide::JITUserContext*, int, uint8_t*),
+                                              int min, int size, uint8_t* closure) {
+        mlk_omp_team_t t;
+        mlk_omp_team(&t);
+        return mlk_omp_do_par_for(&t, uc, reinterpret_cast<int (*)(void*, int, uint8_t*)>(f), min, size, closure);
+      };
+  };
+  handlers(a->pipeline);
+  for (Halide::Pipeline& pp : a->packs) handlers(pp);
   JitPipelinePtr out(new JitPipeline{std::move(a->lowered), std::move(a->pipeline), a->target, std::move(a->schedule),
                                      std::move(a->packs)});
   return out;

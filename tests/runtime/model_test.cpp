@@ -198,12 +198,29 @@ TEST_F(ModelTest, WeightsArePackedOnceWhereTheKernelReadsThemPacked) {
   o.packed = pw->get();
   ASSERT_TRUE((*k)->Run(args, &y2.d, o).ok());
   for (int64_t i = 0; i < y1.t.numel(); ++i) EXPECT_EQ(y1.t.get(i), y2.t.get(i)) << i;
-  // Packed weights of another shape are refused by the entry, not read.
-  rt::PackedWeights bad = **pw;
-  bad.weights[0].shape[0] += 1;
-  o.packed = &bad;
-  EXPECT_THAT((*k)->Run(args, &y2.d, o).message(), HasSubstr("a packed weight: shape ["));
   EXPECT_GE(packed, 4 * (*pw)->bytes());  // four affine instances and the projection
+  // Another batch's kernel reads the same packs: nothing is packed again.
+  Dl x3(DType::F32, {3, kD}, 8), out3(DType::F32, {3, kO}, 9);
+  auto third = (*m)->Prepare({&x3.d});
+  ASSERT_TRUE(third.ok()) << third.status().message();
+  ASSERT_TRUE((*m)->Run(**third, &out3.d).ok());
+  EXPECT_EQ((*m)->packed_bytes(), packed) << "packed again for another batch";
+  // Packs of another tensor, of another count, or that do not hold their
+  // shape are refused by the runtime; of another shape, by the entry.
+  Dl other(DType::F32, {kD, kD}, 10);
+  EXPECT_THAT((*k)->Run({&x.d, &other.d, &bd.d}, &y2.d, o).message(), HasSubstr("was packed from another tensor"));
+  rt::PackedWeights two = **pw;
+  two.weights.push_back(two.weights[0]);
+  o.packed = &two;
+  EXPECT_THAT((*k)->Run(args, &y2.d, o).message(), HasSubstr("reads 1 packed weights, got 2"));
+  auto wide = std::make_shared<rt::PackedWeights::Weight>(*(*pw)->weights[0]);
+  wide->shape[2] += 1;
+  rt::PackedWeights bad;
+  bad.weights = {wide};
+  o.packed = &bad;
+  EXPECT_THAT((*k)->Run(args, &y2.d, o).message(), HasSubstr("values for its shape"));
+  wide->data.resize(wide->data.size() + 2 * static_cast<size_t>(wide->shape[1]));
+  EXPECT_THAT((*k)->Run(args, &y2.d, o).message(), HasSubstr("a packed weight: shape ["));
 }
 
 TEST_F(ModelTest, BadInputsAreRefusedBeforeAnyKernelRuns) {

@@ -5,11 +5,15 @@
 // needs no such CPU), the directive's validation, and the values against the
 // interpreter where this machine has AMX-BF16, at shapes whose edges are not
 // whole tiles.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <tuple>
 
+#include "artifact/build.h"
 #include "lang/compare.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
@@ -20,6 +24,7 @@
 #include "targets/detect.h"
 #include "targets/profile.h"
 #include "tests/scheduler/assembly.h"
+#include "tests/test_support.h"
 
 namespace mlk {
 namespace {
@@ -340,6 +345,72 @@ TEST(Amx, AWeightIsReadPackedAndAMixOfParametersIsNot) {
     Status cmp = compare(*want, *got, tolerance_for(DType::F32, 2 * dd));
     EXPECT_TRUE(cmp.ok()) << "D = " << dd << ": " << cmp.message();
   }
+}
+
+// The C ABI of an artifact that reads a weight packed (docs/artifacts.md,
+// "Packed weights"): its manifest lists it, the library exports the pack
+// entries, the shape query gives [1, K / 2 rounded to tiles, N rounded to
+// 16, 2], mlk_f and mlk_f_packed on the weight packed by mlk_f_pack give
+// the same bits, and every bad call is a return code with a message. Built
+// for the cpu_avx512_spr profile; run where this machine has AMX-BF16.
+TEST(Amx, AnArtifactExportsItsPackedWeightEntries) {
+  const ir::Module m = bf16_policy(
+      "public fn f [M, K, N](x: Tensor[F32, [M, K]], w: Tensor[F32, [N, K]]) -> Tensor[F32, [M, N]] =\n"
+      "  matmul(x, transpose(w, [1, 0]))\n");
+  const std::string dir = testing_support::scratch_dir("mlk_amx_packed", "artifact");
+  std::filesystem::remove_all(dir);
+  BuildRequest req;
+  req.module = &m;
+  req.fn = "f";
+  req.profile = spr();
+  req.dims = {{"M", 20}, {"K", 40}, {"N", 24}};
+  req.out_dir = dir;
+  auto built = build_artifact(req);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  EXPECT_NE(built->manifest_json.find("\"packed_weights\""), std::string::npos);
+  EXPECT_NE(built->manifest_json.find("\"param\": \"w\""), std::string::npos) << built->manifest_json;
+  if (!lower::options_for("host").amx_bf16) GTEST_SKIP() << "this CPU has no AMX-BF16 (built, not run)";
+  void* h = dlopen(built->library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
+  using Pack = int (*)(int32_t, const mlk_tensor_t*, int32_t, const int64_t*, int32_t, mlk_tensor_t*, int64_t*);
+  using Packed = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, int32_t, const int64_t*, int32_t,
+                         const mlk_tensor_t*, int32_t);
+  auto entry = reinterpret_cast<Entry>(dlsym(h, "mlk_f"));
+  auto pack = reinterpret_cast<Pack>(dlsym(h, "mlk_f_pack"));
+  auto packed = reinterpret_cast<Packed>(dlsym(h, "mlk_f_packed"));
+  auto last_error = reinterpret_cast<const char* (*)()>(dlsym(h, "mlk_last_error"));
+  ASSERT_TRUE(entry && pack && packed && last_error);
+  std::mt19937 rng(3);
+  HostTensor x = random_tensor(DType::F32, {20, 40}, rng), w = random_tensor(DType::F32, {24, 40}, rng);
+  HostTensor y1(DType::F32, {20, 24}), y2(DType::F32, {20, 24});
+  const mlk_tensor_t args[2] = {{x.bytes.data(), MLK_F32, 2, x.shape.data(), nullptr},
+                                {w.bytes.data(), MLK_F32, 2, w.shape.data(), nullptr}};
+  mlk_tensor_t o1{y1.bytes.data(), MLK_F32, 2, y1.shape.data(), nullptr}, o2{y2.bytes.data(), MLK_F32, 2, y2.shape.data(), nullptr};
+  int64_t shape[4] = {0, 0, 0, 0};
+  ASSERT_EQ(pack(0, args, 2, nullptr, 0, nullptr, shape), MLK_OK) << last_error();
+  EXPECT_EQ(std::vector<int64_t>(shape, shape + 4), (std::vector<int64_t>{1, 32, 32, 2}));  // K 40 -> 64, N 24 -> 32
+  std::vector<uint16_t> pairs(1 * 32 * 32 * 2);
+  mlk_tensor_t p{pairs.data(), MLK_BF16, 4, shape, nullptr};
+  ASSERT_EQ(pack(0, args, 2, nullptr, 0, &p, nullptr), MLK_OK) << last_error();
+  ASSERT_EQ(entry(args, 2, &o1, nullptr, 0), MLK_OK) << last_error();
+  ASSERT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &p, 1), MLK_OK) << last_error();
+  EXPECT_EQ(y1.bytes, y2.bytes);
+  EXPECT_EQ(pack(-1, args, 2, nullptr, 0, &p, nullptr), MLK_ERR_NARGS);
+  EXPECT_EQ(pack(1, args, 2, nullptr, 0, &p, nullptr), MLK_ERR_NARGS);
+  EXPECT_STREQ(last_error(), "weight pack 1 of 1");
+  EXPECT_EQ(pack(0, args, 2, nullptr, 0, nullptr, nullptr), MLK_ERR_NULL);
+  EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, nullptr, 1), MLK_ERR_NULL);
+  EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &p, 2), MLK_ERR_NARGS);
+  EXPECT_STREQ(last_error(), "1 packed weights, got 2");
+  int64_t wrong[4] = {1, 32, 16, 2};
+  mlk_tensor_t q{pairs.data(), MLK_BF16, 4, wrong, nullptr};
+  EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &q, 1), MLK_ERR_SHAPE);
+  EXPECT_STREQ(last_error(), "a packed weight: shape [1, 32, 16, 2], expected dense [1, 32, 32, 2]");
+  q = {pairs.data(), MLK_F32, 4, shape, nullptr};
+  EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &q, 1), MLK_ERR_DTYPE);
+  dlclose(h);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
