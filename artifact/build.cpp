@@ -599,6 +599,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   creq.profile = prof;
   creq.schedule = req.schedule ? &*req.schedule : nullptr;
   creq.dims = req.dims;
+  creq.pack_weights = req.pack_weights;
   creq.dump_after = req.dump_after;
   creq.dump = req.dump;
   auto obj = compile_object(creq, req.out_dir);

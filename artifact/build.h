@@ -33,6 +33,9 @@ struct BuildRequest {
   // stage goes to `dump`; the build goes on.
   DumpStage dump_after = DumpStage::kNone;
   std::function<void(const std::string&)> dump = {};
+  // Products read weights packed (docs/artifacts.md, "Packed weights"); the
+  // runtime asks for it for a model's kernels.
+  bool pack_weights = false;
 };
 
 struct BuildResult {

@@ -105,7 +105,7 @@ int32_t mlk_jit_compile(const char* name, const char* text, const char* precisio
 
 int32_t mlk_jit_build(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
                       const char* profile, const char* schedule, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
-                      const char* out_dir, char** error) {
+                      const char* out_dir, int32_t pack_weights, char** error) {
   if (!out_dir) return fail(Status::InvalidArgument("mlk_jit_build: a NULL argument"), error);
   try {
     auto c = checked(name, text, precision, fn, fn_hash, profile, schedule, dim_names, dim_values, ndims,
@@ -118,6 +118,7 @@ int32_t mlk_jit_build(const char* name, const char* text, const char* precision,
     req.dims = c->dims;
     req.schedule = c->schedule;
     req.out_dir = out_dir;
+    req.pack_weights = pack_weights != 0;
     auto built = mlk::build_artifact(req);
     return built.ok() ? 0 : fail(built.status(), error);
   } catch (const std::exception& e) {

@@ -27,8 +27,9 @@ extern "C" {
  * 3: mlk_jit_call takes one output per result of the fn, and their count.
  * 4: mlk_jit_compile takes a profile's name, not a Halide target string.
  * 5: mlk_jit_build.
- * 6: mlk_jit_compile and mlk_jit_build take a schedule (a shipped one). */
-#define MLK_JIT_ABI_VERSION 6
+ * 6: mlk_jit_compile and mlk_jit_build take a schedule (a shipped one).
+ * 7: mlk_jit_build takes pack_weights. */
+#define MLK_JIT_ABI_VERSION 7
 
 typedef struct mlk_jit_kernel mlk_jit_kernel;
 
@@ -53,13 +54,14 @@ int32_t mlk_jit_compile(const char* name, const char* text, const char* precisio
  * (as `mlk build -o out_dir` writes it: the shared library with the C ABI
  * entry, its header and manifest.json; docs/artifacts.md) under `schedule`
  * (as for mlk_jit_compile), into the directory `out_dir`, which exists and
- * is empty.
+ * is empty. pack_weights != 0: its products read weights packed
+ * (docs/artifacts.md, "Packed weights"), as a model's kernels do.
  * Links with $CC, else `cc`: IOError when no C compiler links it. The
  * runtime keeps such directories in its JIT store, so that a later process
  * loads the kernel instead of compiling it again. */
 int32_t mlk_jit_build(const char* name, const char* text, const char* precision, const char* fn, const char* fn_hash,
                       const char* profile, const char* schedule, const char* const* dim_names, const int64_t* dim_values, int32_t ndims,
-                      const char* out_dir, char** error);
+                      const char* out_dir, int32_t pack_weights, char** error);
 
 /* Runs the kernel on arguments the caller has checked (runtime/boundary.h)
  * into `outs`, one tensor per result of the fn (nouts must be their count);

@@ -1,7 +1,8 @@
 """all-MiniLM-L6-v2 under the bf16 policy, in one process: the model with its
 weights packed once (mlk.load_model's default: each step's weights packed
-into BF16 pairs by the first call) against the same model packing them
-within each call ($MLK_PACK_WEIGHTS=off when it is loaded; docs/runtime.md),
+into BF16 pairs by the first call) against the same model whose kernels make
+the pairs from the weights within each call, as every kernel did before
+packing ($MLK_PACK_WEIGHTS=off when it is loaded; docs/runtime.md),
 interleaved rounds, medians. Checks that both give the same bits first.
 
 usage: .venv-bench/bin/python bench/minilm_packed.py BUILD_DIR [--batch B] [--rounds R]

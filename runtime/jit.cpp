@@ -230,12 +230,12 @@ std::string jit_plugin_identity(const JitPlugin* p) {
 Status build_jit_artifact(const JitPlugin* plugin, const std::string& name, const std::string& text,
                           const std::string& precision, const std::string& fn, const std::string& fn_hash,
                           const std::string& profile, const std::string& schedule, const DimEnv& dims,
-                          const std::string& out_dir) {
+                          const std::string& out_dir, bool pack_weights) {
   const DimArrays d(dims);
   char* error = nullptr;
   int32_t rc = plugin->build(name.c_str(), text.c_str(), precision.c_str(), fn.c_str(), fn_hash.c_str(),
                              profile.c_str(), schedule.c_str(), d.names.data(), d.values.data(), static_cast<int32_t>(d.names.size()),
-                             out_dir.c_str(), &error);
+                             out_dir.c_str(), pack_weights ? 1 : 0, &error);
   return rc == 0 ? Status::Ok() : plugin_error(*plugin, rc, error);
 }
 

@@ -38,11 +38,12 @@ std::string jit_plugin_identity(const JitPlugin* plugin);
 
 // fn `fn` compiled as JitKernel::Compile compiles it, but ahead of time, into
 // the artifact directory `out_dir` (which exists and is empty): the plugin's
-// mlk_jit_build. IOError when no C compiler links it.
+// mlk_jit_build; `pack_weights`: its products read weights packed (a
+// model's kernels). IOError when no C compiler links it.
 Status build_jit_artifact(const JitPlugin* plugin, const std::string& name, const std::string& text,
                           const std::string& precision, const std::string& fn, const std::string& fn_hash,
                           const std::string& profile, const std::string& schedule, const DimEnv& dims,
-                          const std::string& out_dir);
+                          const std::string& out_dir, bool pack_weights = false);
 
 // One fn compiled by the plugin.
 class JitKernel {

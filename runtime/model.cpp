@@ -398,7 +398,7 @@ Expected<std::shared_ptr<Model::Call>> Model::Prepare(const std::vector<const DL
       break;
     }
     cs.skipped = checked->skipped;
-    wanted.push_back({in.fn->name, checked->dims});
+    wanted.push_back({in.fn->name, checked->dims, pack_weights_});
     ats.push_back(at);
     if (k + 1 == instances_.size()) {
       call->out_shape = checked->out_shape;

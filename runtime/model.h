@@ -21,8 +21,10 @@
 //   any kernel runs; Run() then runs the steps in order, the last into the
 //   caller's output. A Model is immutable after Load and thread-safe; a Call
 //   belongs to one caller at a time.
-// - A kernel whose products read weights packed (Kernel::packed_params) gets
-//   the step's weights packed once, by the first Prepare that needs them
+// - A model asks the runtime for kernels that read weights packed
+//   (Runtime::KernelRequest::pack_weights; the JIT's builds, not tuned
+//   artifacts). A kernel whose products read weights packed
+//   (Kernel::packed_params) gets the step's weights packed once, by the first Prepare that needs them
 //   (one copy per weight and packed shape, whatever the call's shape), when
 //   every such parameter is a weight the binding holds; its calls then read
 //   the packed copy (a value passed per call is packed within each call; so

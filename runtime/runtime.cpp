@@ -610,11 +610,11 @@ Expected<std::shared_ptr<const Kernel>> Runtime::GetKernelByHash(const std::stri
 }
 
 std::string Runtime::kernel_id(const Program& prog, const std::string& fn, const TargetPolicy& policy,
-                               const DimEnv& dims) {
+                               const DimEnv& dims, bool pack_weights) {
   auto h = prog.fn_hash.find(fn);
   if (h == prog.fn_hash.end()) return "";
   return h->second + "|" + fn + "|" + policy.str() + "|" + dims_str(dims) +
-         (prog.directory ? "|" + prog.directory->dir : "");
+         (prog.directory ? "|" + prog.directory->dir : "") + (pack_weights ? "|packed" : "");
 }
 
 std::vector<Expected<std::shared_ptr<const Kernel>>> Runtime::GetKernels(const std::shared_ptr<const Program>& program,
@@ -632,7 +632,7 @@ std::vector<Expected<std::shared_ptr<const Kernel>>> Runtime::GetKernels(const s
     std::map<std::string, size_t> seen;
     std::set<std::string> fns;
     for (size_t i = 0; i < wanted.size(); ++i) {
-      const std::string kid = kernel_id(*program, wanted[i].fn, policy, wanted[i].dims);
+      const std::string kid = kernel_id(*program, wanted[i].fn, policy, wanted[i].dims, wanted[i].pack_weights);
       auto [at, fresh] = seen.emplace(kid.empty() ? "#" + std::to_string(i) : kid, i);
       first[i] = at->second;
       if (!fresh) continue;
@@ -642,7 +642,8 @@ std::vector<Expected<std::shared_ptr<const Kernel>>> Runtime::GetKernels(const s
   }
   auto resolve = [&](size_t i) {
     try {
-      got[i] = GetKernel(program, wanted[i].fn, policy, wanted[i].dims);
+      std::unique_lock<std::mutex> lock(mu_);
+      got[i] = Select(program, wanted[i].fn, policy, wanted[i].dims, lock, wanted[i].pack_weights);
     } catch (const std::exception& e) {  // a helper thread must not throw: that would end the process
       got[i] = Status::Internal(std::string("resolving `") + wanted[i].fn + "`: " + e.what());
     }
@@ -696,7 +697,7 @@ void describe_jit(Selection& sel, const std::string& fn, Precision precision, co
 
 Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Program> prog, const std::string& fn,
                                                         const TargetPolicy& policy, const DimEnv& dims,
-                                                        std::unique_lock<std::mutex>& lock) {
+                                                        std::unique_lock<std::mutex>& lock, bool pack_weights) {
   const ir::Function* f = prog->module.find(fn);
   if (!f) return Status::NotFound(prog->file + " has no fn `" + fn + "`");
   if (!f->is_public) return Status::InvalidArgument("`" + fn + "` is not public; only public fns have artifacts");
@@ -709,9 +710,8 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   for (const auto& d : f->dim_vars)
     if (!dims.count(d)) return Status::InvalidArgument("kernel `" + fn + "` needs a value for dimension `" + d + "`");
   const std::string& fhash = prog->fn_hash.at(fn);
-  const std::string kid = kernel_id(*prog, fn, policy, dims);
+  const std::string kid = kernel_id(*prog, fn, policy, dims, pack_weights);
   if (auto it = kernels_.find(kid); it != kernels_.end()) return it->second;
-
   auto k = std::make_shared<Kernel>();
   k->program_ = prog;
   k->fn_ = f;
@@ -805,7 +805,8 @@ Expected<std::shared_ptr<const Kernel>> Runtime::Select(std::shared_ptr<const Pr
   const Profile& jit_profile = res->profile;
   auto shipped = shipped_for(jit_profile.name, fhash, precision_name(prog->precision), dims, rr.lookup.cpu);
   if (!shipped.ok()) return shipped.status();
-  auto jit = DefaultJit(*prog, fn, fhash, jit_profile, policy, dims, why, *shipped ? &**shipped : nullptr, lock);
+  auto jit = DefaultJit(*prog, fn, fhash, jit_profile, policy, dims, why, *shipped ? &**shipped : nullptr, lock,
+                        pack_weights);
   if (!jit.ok()) return jit.status();
   // A caller of the same kernel that came while this one waited (unlocked)
   // may have made it first: one Kernel per request.
@@ -831,7 +832,7 @@ Expected<std::shared_ptr<LoadedArtifact>> Runtime::LoadTuned(const Tuned& found)
 Expected<std::shared_ptr<Kernel::Jit>> Runtime::CompileDefault(const JitPlugin& plugin, const Program& prog,
                                                                const std::string& fn, const std::string& fhash,
                                                                const Profile& profile, const DimEnv& dims,
-                                                               const std::string& schedule) const {
+                                                               const std::string& schedule, bool pack_weights) const {
   const std::string precision = precision_name(prog.precision);
   auto jit = std::make_shared<Kernel::Jit>();
   std::string in_memory = "compiled in memory";
@@ -842,9 +843,12 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::CompileDefault(const JitPlugin& 
     in_memory += " (the JIT store " + *dir + " could not keep it: " +
                  (identity.empty() ? "the plugin's file cannot be read, so its kernels have no key" : no_cc) + ")";
   } else if (dir) {
-    const std::string key = jit_store_key(identity, fn, fhash, precision, profile, dims, schedule);
+    // The packed form is another build of the same schedule: another key.
+    const std::string key = jit_store_key(identity, fn, fhash, precision, profile, dims,
+                                          pack_weights ? schedule + "\npacked weights" : schedule);
     auto entry = jit_store_get(*dir, key, [&](const std::string& tmp) {
-      return build_jit_artifact(&plugin, prog.file, prog.text, precision, fn, fhash, profile.name, schedule, dims, tmp);
+      return build_jit_artifact(&plugin, prog.file, prog.text, precision, fn, fhash, profile.name, schedule, dims, tmp,
+                                pack_weights);
     });
     if (entry.ok()) {
       jit->artifact = entry->artifact;
@@ -869,9 +873,10 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, 
                                                            const std::string& fhash, const Profile& profile,
                                                            const TargetPolicy& policy, const DimEnv& dims,
                                                            const std::string& why, const ShippedChoice* shipped,
-                                                           std::unique_lock<std::mutex>& lock) {
+                                                           std::unique_lock<std::mutex>& lock, bool pack_weights) {
   const std::string schedule = shipped ? shipped->entry.schedule : "";
-  const std::string jid = fhash + "|" + fn + "|" + profile.name + (shipped ? "|" + sha256_hex(schedule) : "");
+  const std::string jid = fhash + "|" + fn + "|" + profile.name + (shipped ? "|" + sha256_hex(schedule) : "") +
+                          (pack_weights ? "|packed" : "");
   if (auto it = jits_.find(jid); it != jits_.end()) {
     const auto ready = it->second;  // another caller's compile: wait for it unlocked
     lock.unlock();
@@ -895,8 +900,8 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, 
   // failure is forgotten: no exception leaves a promise unkept.
   auto result = [&]() -> Expected<std::shared_ptr<Kernel::Jit>> {
     try {
-      if (schedule.empty()) return CompileDefault(**plugin, prog, fn, fhash, profile, dims, "");
-      auto given = CompileDefault(**plugin, prog, fn, fhash, profile, dims, schedule);
+      if (schedule.empty()) return CompileDefault(**plugin, prog, fn, fhash, profile, dims, "", pack_weights);
+      auto given = CompileDefault(**plugin, prog, fn, fhash, profile, dims, schedule, pack_weights);
       if (given.ok()) {
         (*given)->shipped = true;
         return given;
@@ -904,7 +909,7 @@ Expected<std::shared_ptr<Kernel::Jit>> Runtime::DefaultJit(const Program& prog, 
       if (given.status().code() != Status::Code::kInvalidArgument) return given;
       // A shipped schedule this build refuses (one the refresh script would
       // drop): the default, saying why.
-      auto fallback = CompileDefault(**plugin, prog, fn, fhash, profile, dims, "");
+      auto fallback = CompileDefault(**plugin, prog, fn, fhash, profile, dims, "", pack_weights);
       if (fallback.ok())
         (*fallback)->how += "; the shipped schedule tuned at " + dims_str(shipped->entry.dims) +
                             " was refused: " + given.status().message().substr(0, 300);

@@ -261,6 +261,10 @@ class Runtime {
   struct KernelRequest {
     std::string fn;
     DimEnv dims;
+    // A kernel the JIT compiles reads weights packed (docs/artifacts.md,
+    // "Packed weights"): for a caller that packs its weights once (a model);
+    // a tuned artifact is taken as it is.
+    bool pack_weights = false;
   };
   std::vector<Expected<std::shared_ptr<const Kernel>>> GetKernels(const std::shared_ptr<const Program>& program,
                                                                   const TargetPolicy& policy,
@@ -276,11 +280,11 @@ class Runtime {
   Runtime() = default;
   // The key of kernels_ for these; "" when `prog` has no such fn.
   static std::string kernel_id(const Program& prog, const std::string& fn, const TargetPolicy& policy,
-                               const DimEnv& dims);
+                               const DimEnv& dims, bool pack_weights = false);
   // `lock` holds mu_; DefaultJit releases it while the plugin compiles.
   Expected<std::shared_ptr<const Kernel>> Select(std::shared_ptr<const Program> prog, const std::string& fn,
                                                  const TargetPolicy& policy, const DimEnv& dims,
-                                                 std::unique_lock<std::mutex>& lock);
+                                                 std::unique_lock<std::mutex>& lock, bool pack_weights = false);
   // Whether `policy` admits the directory program `d` at `dims` (its
   // signature, shape and report; runtime.cpp says which policy asks what).
   static Status directory_allowed(const Program::Directory& d, const TargetPolicy& policy,
@@ -302,15 +306,17 @@ class Runtime {
   Expected<std::shared_ptr<Kernel::Jit>> DefaultJit(const Program& prog, const std::string& fn, const std::string& fhash,
                                                     const Profile& profile, const TargetPolicy& policy,
                                                     const DimEnv& dims, const std::string& why,
-                                                    const ShippedChoice* shipped, std::unique_lock<std::mutex>& lock);
+                                                    const ShippedChoice* shipped, std::unique_lock<std::mutex>& lock,
+                                                    bool pack_weights);
   // DefaultJit's compile: ahead of time into the JIT store (runtime/jit_store.h),
   // or the store's earlier build loaded; in memory where the store is off or
   // cannot keep it (no C compiler, a store another user owns).
-  // `schedule`: a schedule's JSON, "" for the default.
+  // `schedule`: a schedule's JSON, "" for the default. `pack_weights`: the
+  // build's products read weights packed (in memory: never).
   Expected<std::shared_ptr<Kernel::Jit>> CompileDefault(const JitPlugin& plugin, const Program& prog,
                                                         const std::string& fn, const std::string& fhash,
                                                         const Profile& profile, const DimEnv& dims,
-                                                        const std::string& schedule) const;
+                                                        const std::string& schedule, bool pack_weights) const;
   std::mutex mu_;
   Options opts_;
   std::unique_ptr<client::CliCache> cache_;

@@ -163,7 +163,9 @@ Expected<Applied> lower_and_schedule(const CompileRequest& req) {
   dump_at(req, DumpStage::kIr, [&] { return ir_text(*req.module, *a.fn); });
 
   const std::string& target = target_string(req);
-  auto lowered = lower::lower_function(*req.module, req.fn, lower::options_for(target));
+  lower::LowerOptions options = lower::options_for(target);
+  options.pack_weights = req.pack_weights;
+  auto lowered = lower::lower_function(*req.module, req.fn, options);
   if (!lowered.ok()) return lowered.status();
   a.lowered = std::move(lowered).value();
   a.algorithm_hash = summarize_pipeline(a.lowered).hash;  // before the schedule touches the Funcs

@@ -57,6 +57,8 @@ struct CompileRequest {
   // default always compiles; the result's schedule says which.
   const Schedule* schedule = nullptr;
   DimEnv dims;                         // shape estimates: stage extents, autoscheduler
+  // Products read weights packed (lower::LowerOptions::pack_weights).
+  bool pack_weights = false;
   // When the stage `dump_after` is reached, `dump` is called once with its
   // text; the stages then go on. A later failure still returns an error.
   DumpStage dump_after = DumpStage::kNone;

@@ -375,6 +375,7 @@ class Lowerer {
   // A stage other than the load on the way (a materialised operand) keeps
   // its schedule in the product's pipeline: -1.
   int weight_of(const Value& b) const {
+    if (!opts_.pack_weights) return -1;
     int found = -1;
     auto note = [&](const std::string& name) {
       auto it = loads_.find(name);

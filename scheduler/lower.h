@@ -59,6 +59,10 @@ struct LowerOptions {
   // (tdpbf16ps): see Lowerer::matmul_amx. Set for Sapphire Rapids-class
   // targets; for `host` only where cpuid says AMX-BF16 (options_for).
   bool amx_bf16 = false;
+  // A product's b that is a weight read from packed pairs (Pack): asked for
+  // by the runtime for a model's kernels, whose weights it packs once; every
+  // other build makes the pairs from the weight within the call.
+  bool pack_weights = false;
 };
 
 // The options of code for `t` (a Halide target string; "host": this machine).

@@ -181,9 +181,14 @@ TEST_F(ModelTest, WeightsArePackedOnceWhereTheKernelReadsThemPacked) {
   if (packed == 0) GTEST_SKIP() << "this CPU's BF16 products read no packed weights";
   auto prog = rt_->LoadProgram(program_, Precision::kBF16);
   ASSERT_TRUE(prog.ok());
-  auto k = rt_->GetKernel(*prog, "affine", *policy, {{"N", 2}, {"D", kD}});
+  // The model's kernel (packed weights asked for); a caller of the fn
+  // itself gets the kernel that makes the pairs within each call.
+  auto k = rt_->GetKernels(*prog, *policy, {{"affine", {{"N", 2}, {"D", kD}}, true}})[0];
   ASSERT_TRUE(k.ok()) << k.status().message();
   ASSERT_EQ((*k)->packed_params(), std::vector<int>{1});
+  auto plain = rt_->GetKernel(*prog, "affine", *policy, {{"N", 2}, {"D", kD}});
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_TRUE((*plain)->packed_params().empty());
   // The first instance by hand through the kernel: packing within the call,
   // and on weights packed by PackWeights, give the same bits.
   Dl wd(DType::F32, {kD, kD}), bd(DType::F32, {kD}), y1(DType::F32, {2, kD}, 6), y2(DType::F32, {2, kD}, 7);
@@ -198,6 +203,9 @@ TEST_F(ModelTest, WeightsArePackedOnceWhereTheKernelReadsThemPacked) {
   o.packed = pw->get();
   ASSERT_TRUE((*k)->Run(args, &y2.d, o).ok());
   for (int64_t i = 0; i < y1.t.numel(); ++i) EXPECT_EQ(y1.t.get(i), y2.t.get(i)) << i;
+  Dl y3(DType::F32, {2, kD}, 11);  // and the kernel without packs
+  ASSERT_TRUE((*plain)->Run(args, &y3.d).ok());
+  for (int64_t i = 0; i < y1.t.numel(); ++i) EXPECT_EQ(y1.t.get(i), y3.t.get(i)) << i;
   EXPECT_GE(packed, 4 * (*pw)->bytes());  // four affine instances and the projection
   // Another batch's kernel reads the same packs: nothing is packed again.
   Dl x3(DType::F32, {3, kD}, 8), out3(DType::F32, {3, kO}, 9);

@@ -317,7 +317,14 @@ TEST(Amx, AWeightIsReadPackedAndAMixOfParametersIsNot) {
   ASSERT_TRUE(fe.ok()) << fe.rendered();
   const ir::Module policy = bf16_policy(src);
   for (const auto& [target, kq, nq] : {std::tuple{spr().halide_target, 32, 16}, std::tuple{zen4, 2, 1}}) {
-    auto p = lower::lower_function(policy, "f", lower::options_for(target));
+    lower::LowerOptions o = lower::options_for(target);
+    // Asked for (a model's kernels), not by default: a build for a caller
+    // that passes weights per call makes the pairs within the call.
+    auto unpacked = lower::lower_function(policy, "f", o);
+    ASSERT_TRUE(unpacked.ok()) << unpacked.status().message();
+    EXPECT_TRUE(unpacked->packs.empty()) << target;
+    o.pack_weights = true;
+    auto p = lower::lower_function(policy, "f", o);
     ASSERT_TRUE(p.ok()) << p.status().message();
     ASSERT_EQ(p->packs.size(), 1u) << target;
     EXPECT_EQ(p->packs[0].param, 1) << target;
@@ -326,7 +333,7 @@ TEST(Amx, AWeightIsReadPackedAndAMixOfParametersIsNot) {
     EXPECT_EQ(p->packs[0].k_quantum, kq);
     EXPECT_EQ(p->packs[0].n_quantum, nq);
     // In F32 nothing is read in pairs.
-    auto plain = lower::lower_function(fe.module, "f", lower::options_for(target));
+    auto plain = lower::lower_function(fe.module, "f", o);
     ASSERT_TRUE(plain.ok());
     EXPECT_TRUE(plain->packs.empty());
   }
@@ -365,6 +372,7 @@ TEST(Amx, AnArtifactExportsItsPackedWeightEntries) {
   req.profile = spr();
   req.dims = {{"M", 20}, {"K", 40}, {"N", 24}};
   req.out_dir = dir;
+  req.pack_weights = true;
   auto built = build_artifact(req);
   ASSERT_TRUE(built.ok()) << built.status().message();
   EXPECT_NE(built->manifest_json.find("\"packed_weights\""), std::string::npos);
