@@ -143,13 +143,23 @@ std::string fmt(double v) {
 }  // namespace
 
 void log_trial_progress(const Trial& t, const TrialProgress& p) {
-  std::string best = p.has_best ? fmt(p.best_ms) + " ms" : "none yet";
+  // A candidate built but not run (a GPU profile where there is no GPU) is
+  // ranked by the cost model: its time, and a best among such, is an
+  // estimate, and says so. A failed one says why, in one line.
+  const bool estimated = t.m.ok() && t.m.times_ms.empty();
+  const std::string approx = estimated ? "~" : "", est = estimated ? " (estimate)" : "";
+  std::string best = p.has_best ? approx + fmt(p.best_ms) + " ms" : "none yet";
   std::string speed = p.has_best && p.default_ms > 0 ? " (" + fmt(p.default_ms / p.best_ms) + "x over naive)" : "";
   std::string compile = t.m.compile_ms > 0 ? "  compile " + fmt(t.m.compile_ms / 1000) + " s" : "";
+  std::string result = t.m.ok() ? approx + fmt(p.score_ms) + " ms" + est : "";
+  if (!t.m.ok() && !t.m.detail.empty()) {
+    std::string why = t.m.detail.substr(0, t.m.detail.find('\n'));
+    if (why.size() > 100) why = why.substr(0, 97) + "...";
+    result = "(" + why + ")";
+  }
   log_linef(LogLevel::kProgress, "[tune %s] trial %zu/%d %-9s %-7s %s%s  best %s%s  ETA %.0fs", p.label.c_str(),
-            p.trials, p.max_trials, t.origin.c_str(), verdict_name(t.m.verdict),
-            t.m.ok() ? (fmt(p.score_ms) + " ms").c_str() : "", compile.c_str(), best.c_str(), speed.c_str(),
-            std::max(0.0, p.eta_s));
+            p.trials, p.max_trials, t.origin.c_str(), verdict_name(t.m.verdict), result.c_str(), compile.c_str(),
+            best.c_str(), speed.c_str(), std::max(0.0, p.eta_s));
 }
 
 }  // namespace mlk::tune

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "autotune/tuning_log.h"
+#include "base/log.h"
 
 namespace mlk::tune {
 namespace {
@@ -96,6 +97,34 @@ TEST(TuningLog, ATornLastLineIsCutOffAndADamagedLineIsNamed) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), Status::Code::kCorruption);
   EXPECT_EQ(bad.status().message(), damaged + ":2: not a JSON line");
+}
+
+// The progress line of a trial (issue 53, item 6): a measured one gives its
+// time; a failed one its verdict and why, in one line; one the cost model
+// ranked (built for a GPU, not run) says its time is an estimate.
+std::string progress_line(const Trial& t, const TrialProgress& p) {
+  std::string line;
+  LogSink old = set_log_sink([&line](LogLevel, std::string_view l) { line = std::string(l); });
+  log_trial_progress(t, p);
+  set_log_sink(old);
+  return line;
+}
+
+TEST(TuningLog, AProgressLineSaysWhyATrialFailedAndWhatIsAnEstimate) {
+  TrialProgress p{"f host", 3, 8, 0.5, true, 0.4, 0.8, 12};
+  EXPECT_EQ(progress_line(trial(2, "mutation", 0.5), p),
+            "[tune f host] trial 3/8 mutation  ok      0.500 ms  best 0.400 ms (2.000x over naive)  ETA 12s");
+  Trial bad = trial(2, "mutation", 0);
+  bad.m.verdict = Measurement::Verdict::kWrong;
+  bad.m.detail = "output[3, 7] = 1.5 but the reference gives 2.25 (atol 1e-5, rtol 1e-4)\nmore detail";
+  EXPECT_EQ(progress_line(bad, p), "[tune f host] trial 3/8 mutation  wrong   (output[3, 7] = 1.5 but the reference "
+                                   "gives 2.25 (atol 1e-5, rtol 1e-4))  best 0.400 ms (2.000x over naive)  ETA 12s");
+  bad.m.detail = std::string(300, 'x');
+  EXPECT_THAT(progress_line(bad, p), HasSubstr("(" + std::string(97, 'x') + "...)"));
+  Trial est = trial(2, "mutation", 0.5);
+  est.m.times_ms.clear();  // built, not run: the cost model's estimate
+  EXPECT_EQ(progress_line(est, p),
+            "[tune f host] trial 3/8 mutation  ok      ~0.500 ms (estimate)  best ~0.400 ms (2.000x over naive)  ETA 12s");
 }
 
 }  // namespace
