@@ -24,13 +24,14 @@
 // - A model asks the runtime for kernels that read weights packed
 //   (Runtime::KernelRequest::pack_weights; the JIT's builds, not tuned
 //   artifacts). A kernel whose products read weights packed
-//   (Kernel::packed_params) gets the step's weights packed once, by the first Prepare that needs them
-//   (one copy per weight and packed shape, whatever the call's shape), when
-//   every such parameter is a weight the binding holds; its calls then read
-//   the packed copy (a value passed per call is packed within each call; so
-//   is everything where packing fails, e.g. for want of memory). The weights file is never written: a model
-//   holds its weights immutable. $MLK_PACK_WEIGHTS=off (read at Load) packs
-//   within each call instead (half the weights' F32 bytes saved).
+//   (Kernel::packed_params) gets the step's weights packed once, by the
+//   first Prepare that needs them (one copy per weight and packed shape,
+//   whatever the call's shape), when every such parameter is a weight the
+//   binding holds; its calls then read the packed copy (a value passed per
+//   call is packed within each call; so is everything where packing fails,
+//   e.g. for want of memory). The weights file is never written: a model
+//   holds its weights immutable. $MLK_PACK_WEIGHTS=off (read at Load) asks
+//   for kernels without packs (half the weights' F32 bytes saved).
 #pragma once
 
 #include <dlpack/dlpack.h>
