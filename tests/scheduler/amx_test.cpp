@@ -6,6 +6,7 @@
 // interpreter where this machine has AMX-BF16, at shapes whose edges are not
 // whole tiles.
 #include <dlfcn.h>
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -417,6 +418,63 @@ TEST(Amx, AnArtifactExportsItsPackedWeightEntries) {
   EXPECT_STREQ(last_error(), "a packed weight: shape [1, 32, 16, 2], expected dense [1, 32, 32, 2]");
   q = {pairs.data(), MLK_F32, 4, shape, nullptr};
   EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &q, 1), MLK_ERR_DTYPE);
+  dlclose(h);
+  std::filesystem::remove_all(dir);
+}
+
+// The pair form's packed weights (a Zen 4 target: AVX512_BF16's dot product
+// on pairs, [1, K / 2, N, 2]), run where this CPU has AVX512_BF16: the
+// entry on packed pairs gives the bits of the entry that makes them, and
+// both are the interpreter's within the policy's tolerance.
+TEST(Amx, ThePairFormReadsPackedWeightsToo) {
+  if (host_profile().features.end() ==
+      std::find(host_profile().features.begin(), host_profile().features.end(), "avx512bf16"))
+    GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  const ir::Module m = bf16_policy(
+      "public fn f [M, K, N](x: Tensor[F32, [M, K]], w: Tensor[F32, [N, K]]) -> Tensor[F32, [M, N]] =\n"
+      "  matmul(x, transpose(w, [1, 0]))\n");
+  const std::string dir = testing_support::scratch_dir("mlk_pairs_packed", "artifact");
+  std::filesystem::remove_all(dir);
+  BuildRequest req;
+  req.module = &m;
+  req.fn = "f";
+  req.profile = host_profile();
+  req.profile.halide_target = zen4;
+  req.dims = {{"M", 20}, {"K", 41}, {"N", 24}};  // an odd K: the last pair padded with zero
+  req.out_dir = dir;
+  req.pack_weights = true;
+  auto built = build_artifact(req);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  void* h = dlopen(built->library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
+  using Pack = int (*)(int32_t, const mlk_tensor_t*, int32_t, const int64_t*, int32_t, mlk_tensor_t*, int64_t*);
+  using Packed = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, int32_t, const int64_t*, int32_t,
+                         const mlk_tensor_t*, int32_t);
+  auto entry = reinterpret_cast<Entry>(dlsym(h, "mlk_f"));
+  auto pack = reinterpret_cast<Pack>(dlsym(h, "mlk_f_pack"));
+  auto packed = reinterpret_cast<Packed>(dlsym(h, "mlk_f_packed"));
+  auto last_error = reinterpret_cast<const char* (*)()>(dlsym(h, "mlk_last_error"));
+  ASSERT_TRUE(entry && pack && packed && last_error);
+  std::mt19937 rng(4);
+  HostTensor x = random_tensor(DType::F32, {20, 41}, rng), w = random_tensor(DType::F32, {24, 41}, rng);
+  HostTensor y1(DType::F32, {20, 24}), y2(DType::F32, {20, 24});
+  const mlk_tensor_t args[2] = {{x.bytes.data(), MLK_F32, 2, x.shape.data(), nullptr},
+                                {w.bytes.data(), MLK_F32, 2, w.shape.data(), nullptr}};
+  mlk_tensor_t o1{y1.bytes.data(), MLK_F32, 2, y1.shape.data(), nullptr}, o2{y2.bytes.data(), MLK_F32, 2, y2.shape.data(), nullptr};
+  int64_t shape[4] = {0, 0, 0, 0};
+  ASSERT_EQ(pack(0, args, 2, nullptr, 0, nullptr, shape), MLK_OK) << last_error();
+  EXPECT_EQ(std::vector<int64_t>(shape, shape + 4), (std::vector<int64_t>{1, 21, 24, 2}));
+  std::vector<uint16_t> pairs(21 * 24 * 2);
+  mlk_tensor_t p{pairs.data(), MLK_BF16, 4, shape, nullptr};
+  ASSERT_EQ(pack(0, args, 2, nullptr, 0, &p, nullptr), MLK_OK) << last_error();
+  ASSERT_EQ(entry(args, 2, &o1, nullptr, 0), MLK_OK) << last_error();
+  ASSERT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &p, 1), MLK_OK) << last_error();
+  EXPECT_EQ(y1.bytes, y2.bytes);
+  auto want = interpret(m, "f", {x, w}, req.dims);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  Status cmp = compare(*want, y2, tolerance_for(DType::F32, 41));
+  EXPECT_TRUE(cmp.ok()) << cmp.message();
   dlclose(h);
   std::filesystem::remove_all(dir);
 }
