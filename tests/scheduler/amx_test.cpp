@@ -355,6 +355,31 @@ TEST(Amx, AWeightIsReadPackedAndAMixOfParametersIsNot) {
   }
 }
 
+// An artifact library of fn `f` that reads weights packed, opened: its C
+// ABI entries (docs/artifacts.md, "Packed weights"), closed at the end.
+struct PackedEntries {
+  using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
+  using Pack = int (*)(int32_t, const mlk_tensor_t*, int32_t, const int64_t*, int32_t, mlk_tensor_t*, int64_t*);
+  using Packed = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, int32_t, const int64_t*, int32_t,
+                         const mlk_tensor_t*, int32_t);
+  std::tuple<void*, Entry, Pack, Packed, const char* (*)()> fns{};
+  explicit PackedEntries(const std::string& library) {
+    void* h = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) return;
+    fns = {h, reinterpret_cast<Entry>(dlsym(h, "mlk_f")), reinterpret_cast<Pack>(dlsym(h, "mlk_f_pack")),
+           reinterpret_cast<Packed>(dlsym(h, "mlk_f_packed")),
+           reinterpret_cast<const char* (*)()>(dlsym(h, "mlk_last_error"))};
+  }
+  ~PackedEntries() {
+    if (std::get<0>(fns)) dlclose(std::get<0>(fns));
+  }
+  PackedEntries(const PackedEntries&) = delete;
+  PackedEntries& operator=(const PackedEntries&) = delete;
+  bool ok() const {
+    return std::get<0>(fns) && std::get<1>(fns) && std::get<2>(fns) && std::get<3>(fns) && std::get<4>(fns);
+  }
+};
+
 // The C ABI of an artifact that reads a weight packed (docs/artifacts.md,
 // "Packed weights"): its manifest lists it, the library exports the pack
 // entries, the shape query gives [1, K / 2 rounded to tiles, N rounded to
@@ -379,17 +404,10 @@ TEST(Amx, AnArtifactExportsItsPackedWeightEntries) {
   EXPECT_NE(built->manifest_json.find("\"packed_weights\""), std::string::npos);
   EXPECT_NE(built->manifest_json.find("\"param\": \"w\""), std::string::npos) << built->manifest_json;
   if (!lower::options_for("host").amx_bf16) GTEST_SKIP() << "this CPU has no AMX-BF16 (built, not run)";
-  void* h = dlopen(built->library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
-  using Pack = int (*)(int32_t, const mlk_tensor_t*, int32_t, const int64_t*, int32_t, mlk_tensor_t*, int64_t*);
-  using Packed = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, int32_t, const int64_t*, int32_t,
-                         const mlk_tensor_t*, int32_t);
-  auto entry = reinterpret_cast<Entry>(dlsym(h, "mlk_f"));
-  auto pack = reinterpret_cast<Pack>(dlsym(h, "mlk_f_pack"));
-  auto packed = reinterpret_cast<Packed>(dlsym(h, "mlk_f_packed"));
-  auto last_error = reinterpret_cast<const char* (*)()>(dlsym(h, "mlk_last_error"));
-  ASSERT_TRUE(entry && pack && packed && last_error);
+  PackedEntries lib(built->library);
+  ASSERT_TRUE(lib.ok()) << dlerror();
+  auto [h, entry, pack, packed, last_error] = lib.fns;
+  (void)h;
   std::mt19937 rng(3);
   HostTensor x = random_tensor(DType::F32, {20, 40}, rng), w = random_tensor(DType::F32, {24, 40}, rng);
   HostTensor y1(DType::F32, {20, 24}), y2(DType::F32, {20, 24});
@@ -418,7 +436,6 @@ TEST(Amx, AnArtifactExportsItsPackedWeightEntries) {
   EXPECT_STREQ(last_error(), "a packed weight: shape [1, 32, 16, 2], expected dense [1, 32, 32, 2]");
   q = {pairs.data(), MLK_F32, 4, shape, nullptr};
   EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &q, 1), MLK_ERR_DTYPE);
-  dlclose(h);
   std::filesystem::remove_all(dir);
 }
 
@@ -445,17 +462,10 @@ TEST(Amx, ThePairFormReadsPackedWeightsToo) {
   req.pack_weights = true;
   auto built = build_artifact(req);
   ASSERT_TRUE(built.ok()) << built.status().message();
-  void* h = dlopen(built->library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  ASSERT_NE(h, nullptr) << dlerror();
-  using Entry = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, const int64_t*, int32_t);
-  using Pack = int (*)(int32_t, const mlk_tensor_t*, int32_t, const int64_t*, int32_t, mlk_tensor_t*, int64_t*);
-  using Packed = int (*)(const mlk_tensor_t*, int32_t, mlk_tensor_t*, int32_t, const int64_t*, int32_t,
-                         const mlk_tensor_t*, int32_t);
-  auto entry = reinterpret_cast<Entry>(dlsym(h, "mlk_f"));
-  auto pack = reinterpret_cast<Pack>(dlsym(h, "mlk_f_pack"));
-  auto packed = reinterpret_cast<Packed>(dlsym(h, "mlk_f_packed"));
-  auto last_error = reinterpret_cast<const char* (*)()>(dlsym(h, "mlk_last_error"));
-  ASSERT_TRUE(entry && pack && packed && last_error);
+  PackedEntries lib(built->library);
+  ASSERT_TRUE(lib.ok()) << dlerror();
+  auto [h, entry, pack, packed, last_error] = lib.fns;
+  (void)h;
   std::mt19937 rng(4);
   HostTensor x = random_tensor(DType::F32, {20, 41}, rng), w = random_tensor(DType::F32, {24, 41}, rng);
   HostTensor y1(DType::F32, {20, 24}), y2(DType::F32, {20, 24});
@@ -475,7 +485,6 @@ TEST(Amx, ThePairFormReadsPackedWeightsToo) {
   ASSERT_TRUE(want.ok()) << want.status().message();
   Status cmp = compare(*want, y2, tolerance_for(DType::F32, 41));
   EXPECT_TRUE(cmp.ok()) << cmp.message();
-  dlclose(h);
   std::filesystem::remove_all(dir);
 }
 
