@@ -276,7 +276,6 @@ Expected<JitPipelinePtr> jit_once(const CompileRequest& req) {
   if (uses_amx_tiles(a->schedule)) MLK_RETURN_IF_ERROR(request_amx_tiles());
   try {
     a->pipeline.compile_jit(a->target);
-    for (Halide::Pipeline& pp : a->packs) pp.compile_jit(a->target);
   } catch (const Halide::Error& e) {
     return halide_error(req, e);
   }
@@ -284,7 +283,7 @@ Expected<JitPipelinePtr> jit_once(const CompileRequest& req) {
   // candidate is measured the way it will run. In a process where PyTorch is
   // loaded when the pipeline is compiled, parallel loops run on PyTorch's
   // OpenMP team (targets/omp_par_for.h; once found, the team is kept, so
-  // the handler always has it). The packs' pipelines alike.
+  // the handler always has it).
   mlk_omp_team_t team;
   const bool omp = mlk_omp_team(&team);
   auto handlers = [omp](Halide::Pipeline& p) {
@@ -299,9 +298,7 @@ Expected<JitPipelinePtr> jit_once(const CompileRequest& req) {
       };
   };
   handlers(a->pipeline);
-  for (Halide::Pipeline& pp : a->packs) handlers(pp);
-  JitPipelinePtr out(new JitPipeline{std::move(a->lowered), std::move(a->pipeline), a->target, std::move(a->schedule),
-                                     std::move(a->packs)});
+  JitPipelinePtr out(new JitPipeline{std::move(a->lowered), std::move(a->pipeline), a->target, std::move(a->schedule)});
   return out;
 }
 
@@ -375,6 +372,9 @@ bool uses_amx_tiles(const Schedule& s) {
 
 Expected<JitPipelinePtr> compile_jit(const CompileRequest& req) {
   const std::string label = target_label(req);
+  // A kernel in memory is called with weights only: its packs would have no filler.
+  if (req.pack_weights)
+    return Status::Unsupported("`" + req.fn + "`: the JIT compiles in memory without packed weights (build an artifact)");
   if (req.profile.is_gpu() || label.find("cuda") != std::string::npos)
     return Status::Unsupported("JIT runs only on the host CPU; target `" + label + "` needs `mlk build`");
   return with_naive_fallback(req, jit_once);

@@ -78,7 +78,7 @@ struct JitPipelineDeleter {
 using JitPipelinePtr = std::unique_ptr<JitPipeline, JitPipelineDeleter>;
 
 // Every stage, then Halide's JIT. CPU only: a CUDA profile or target is
-// Unsupported.
+// Unsupported; so is `pack_weights` (nothing in memory fills the packs).
 Expected<JitPipelinePtr> compile_jit(const CompileRequest& req);
 
 // What compile_object wrote.

@@ -13,10 +13,7 @@ struct JitPipeline {
   lower::Pipeline lowered;
   Halide::Pipeline pipeline;  // scheduled and JIT-compiled for `target`
   Halide::Target target;
-  Schedule schedule;          // as applied
-  // One per lowered.packs, JIT-compiled: a run fills each pack's input
-  // from its weight before the pipeline runs.
-  std::vector<Halide::Pipeline> packs;
+  Schedule schedule;          // as applied (never with packed weights: compile_jit)
 };
 
 }  // namespace mlk

@@ -5,7 +5,6 @@
 
 #include "scheduler/compile.h"
 #include "scheduler/jit_pipeline.h"
-#include "scheduler/packed.h"
 #include "scheduler/rules.h"
 #include "targets/detect.h"
 
@@ -91,30 +90,6 @@ Halide::Buffer<> wrap(const mlk_tensor_t& t, DType dt) {
   return Halide::Buffer<>(lower::storage_type(dt), t.data, t.rank, d.data());
 }
 
-// Fills each pack's input of `jit` from its weight (the inputs and dims
-// set): the pairs into a buffer of the pack's extents, which `held` keeps
-// until the pipeline has run (reset_packs then lets go of them).
-Status run_packs(JitPipeline& jit, const DimEnv& env, std::vector<Halide::Buffer<>>& held, const std::string& fn) {
-  for (size_t k = 0; k < jit.packs.size(); ++k) {
-    lower::Pack& pk = jit.lowered.packs[k];
-    auto kk = pk.k.eval(env), nn = pk.n.eval(env);
-    if (!kk || !nn)
-      return Status::InvalidArgument("`" + fn + "`: no value for the extents " + pk.k.str() + " and " + pk.n.str() +
-                                     " of a packed weight");
-    const std::vector<int64_t> s = packed_shape(*kk, *nn, pk.k_quantum, pk.n_quantum);
-    Halide::Buffer<> b(Halide::BFloat(16), {static_cast<int>(s[3]), static_cast<int>(s[2]), static_cast<int>(s[1]),
-                                            static_cast<int>(s[0])});
-    jit.packs[k].realize(b, jit.target);
-    pk.packed.set(b);
-    held.push_back(std::move(b));
-  }
-  return Status::Ok();
-}
-
-void reset_packs(JitPipeline& jit) {
-  for (lower::Pack& pk : jit.lowered.packs) pk.packed.reset();
-}
-
 }  // namespace
 
 Status Kernel::Call(const std::vector<mlk_tensor_t>& args, mlk_tensor_t& out, const DimEnv& dims) {
@@ -139,11 +114,9 @@ Status Kernel::CallAll(const std::vector<mlk_tensor_t>& args, const std::vector<
       if (it == dims.end()) return Status::InvalidArgument("`" + f.name + "`: no value for dimension `" + name + "`");
       prm.set(static_cast<int32_t>(it->second));
     }
-    std::vector<Halide::Buffer<>> packed, bufs;
-    MLK_RETURN_IF_ERROR(run_packs(*impl_->jit, dims, packed, f.name));
+    std::vector<Halide::Buffer<>> bufs;
     for (size_t i = 0; i < outs.size(); ++i) bufs.push_back(wrap(outs[i], results[i].type.dtype));
     impl_->jit->pipeline.realize(Halide::Realization(std::move(bufs)), impl_->jit->target);
-    reset_packs(*impl_->jit);
   } catch (const Halide::Error& e) {
     return Status::InvalidArgument(std::string("`") + f.name + "` failed at run time: " + clean_runtime_error(e.what()));
   }
@@ -193,11 +166,9 @@ Status Kernel::RunAllInto(const std::vector<HostTensor>& inputs, const DimEnv& g
   try {
     for (size_t i = 0; i < inputs.size(); ++i) impl_->jit->lowered.inputs[i].set(wrap(inputs[i]));
     for (auto& [name, prm] : impl_->jit->lowered.dim_params) prm.set(static_cast<int32_t>(env->at(name)));
-    std::vector<Halide::Buffer<>> packed, bufs;
-    MLK_RETURN_IF_ERROR(run_packs(*impl_->jit, *env, packed, f.name));
+    std::vector<Halide::Buffer<>> bufs;
     for (const HostTensor& out : outs) bufs.push_back(wrap(out));
     impl_->jit->pipeline.realize(Halide::Realization(std::move(bufs)), impl_->jit->target);
-    reset_packs(*impl_->jit);
   } catch (const Halide::Error& e) {
     return Status::InvalidArgument(std::string("`") + f.name + "` failed at run time: " + clean_runtime_error(e.what()));
   }

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <tuple>
 
@@ -19,6 +20,7 @@
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
 #include "lang/precision.h"
+#include "scheduler/compile.h"
 #include "scheduler/kernel.h"
 #include "scheduler/lower.h"
 #include "scheduler/rules.h"
@@ -338,6 +340,16 @@ TEST(Amx, AWeightIsReadPackedAndAMixOfParametersIsNot) {
     ASSERT_TRUE(plain.ok());
     EXPECT_TRUE(plain->packs.empty());
   }
+  // Nothing in memory fills the packs: the JIT refuses to build them.
+  CompileRequest req;
+  req.module = &policy;
+  req.fn = "f";
+  req.profile = spr();
+  req.dims = {{"N", 37}, {"D", 40}};
+  req.pack_weights = true;
+  auto jit = compile_jit(req);
+  ASSERT_FALSE(jit.ok());
+  EXPECT_EQ(jit.status().message(), "`f`: the JIT compiles in memory without packed weights (build an artifact)");
   if (!lower::options_for("host").amx_bf16) GTEST_SKIP() << "this CPU has no AMX-BF16 (values not run)";
   for (const DimEnv& d : {DimEnv{{"N", 37}, {"D", 40}}, DimEnv{{"N", 128}, {"D", 384}}}) {
     auto k = Kernel::CompileJit(policy, "f", host_profile(), nullptr, d);
@@ -380,6 +392,61 @@ struct PackedEntries {
   }
 };
 
+const char* kWeightProduct =
+    "public fn f [M, K, N](x: Tensor[F32, [M, K]], w: Tensor[F32, [N, K]]) -> Tensor[F32, [M, N]] =\n"
+    "  matmul(x, transpose(w, [1, 0]))\n";
+
+// kWeightProduct under the bf16 policy built with packed weights for
+// `profile` at M x K x N (BuildRequest::pack_weights), its library opened,
+// the weight packed by mlk_f_pack (its shape asked first) and the product
+// run by mlk_f (y1) and by mlk_f_packed on those pairs (y2).
+struct PackedRun {
+  ir::Module m;
+  std::string dir, manifest;
+  std::unique_ptr<PackedEntries> lib;
+  HostTensor x, w, y1, y2;
+  mlk_tensor_t args[2]{};
+  int64_t shape[4] = {0, 0, 0, 0};
+  std::vector<uint16_t> pairs;
+  ~PackedRun() { std::filesystem::remove_all(dir); }
+};
+
+void run_packed(PackedRun& r, const Profile& profile, int64_t M, int64_t K, int64_t N, bool run) {
+  r.m = bf16_policy(kWeightProduct);
+  r.dir = testing_support::scratch_dir("mlk_amx_packed", profile.halide_target.substr(profile.halide_target.size() - 4));
+  std::filesystem::remove_all(r.dir);
+  BuildRequest req;
+  req.module = &r.m;
+  req.fn = "f";
+  req.profile = profile;
+  req.dims = {{"M", M}, {"K", K}, {"N", N}};
+  req.out_dir = r.dir;
+  req.pack_weights = true;
+  auto built = build_artifact(req);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  r.manifest = built->manifest_json;
+  if (!run) return;
+  r.lib = std::make_unique<PackedEntries>(built->library);
+  ASSERT_TRUE(r.lib->ok()) << dlerror();
+  auto [h, entry, pack, packed, last_error] = r.lib->fns;
+  std::mt19937 rng(static_cast<unsigned>(K));
+  r.x = random_tensor(DType::F32, {M, K}, rng);
+  r.w = random_tensor(DType::F32, {N, K}, rng);
+  r.y1 = HostTensor(DType::F32, {M, N});
+  r.y2 = HostTensor(DType::F32, {M, N});
+  r.args[0] = {r.x.bytes.data(), MLK_F32, 2, r.x.shape.data(), nullptr};
+  r.args[1] = {r.w.bytes.data(), MLK_F32, 2, r.w.shape.data(), nullptr};
+  mlk_tensor_t o1{r.y1.bytes.data(), MLK_F32, 2, r.y1.shape.data(), nullptr};
+  mlk_tensor_t o2{r.y2.bytes.data(), MLK_F32, 2, r.y2.shape.data(), nullptr};
+  ASSERT_EQ(pack(0, r.args, 2, nullptr, 0, nullptr, r.shape), MLK_OK) << last_error();
+  r.pairs.resize(static_cast<size_t>(r.shape[0] * r.shape[1] * r.shape[2] * r.shape[3]));
+  mlk_tensor_t p{r.pairs.data(), MLK_BF16, 4, r.shape, nullptr};
+  ASSERT_EQ(pack(0, r.args, 2, nullptr, 0, &p, nullptr), MLK_OK) << last_error();
+  ASSERT_EQ(entry(r.args, 2, &o1, nullptr, 0), MLK_OK) << last_error();
+  ASSERT_EQ(packed(r.args, 2, &o2, 1, nullptr, 0, &p, 1), MLK_OK) << last_error();
+  (void)h;
+}
+
 // The C ABI of an artifact that reads a weight packed (docs/artifacts.md,
 // "Packed weights"): its manifest lists it, the library exports the pack
 // entries, the shape query gives [1, K / 2 rounded to tiles, N rounded to
@@ -387,56 +454,32 @@ struct PackedEntries {
 // the same bits, and every bad call is a return code with a message. Built
 // for the cpu_avx512_spr profile; run where this machine has AMX-BF16.
 TEST(Amx, AnArtifactExportsItsPackedWeightEntries) {
-  const ir::Module m = bf16_policy(
-      "public fn f [M, K, N](x: Tensor[F32, [M, K]], w: Tensor[F32, [N, K]]) -> Tensor[F32, [M, N]] =\n"
-      "  matmul(x, transpose(w, [1, 0]))\n");
-  const std::string dir = testing_support::scratch_dir("mlk_amx_packed", "artifact");
-  std::filesystem::remove_all(dir);
-  BuildRequest req;
-  req.module = &m;
-  req.fn = "f";
-  req.profile = spr();
-  req.dims = {{"M", 20}, {"K", 40}, {"N", 24}};
-  req.out_dir = dir;
-  req.pack_weights = true;
-  auto built = build_artifact(req);
-  ASSERT_TRUE(built.ok()) << built.status().message();
-  EXPECT_NE(built->manifest_json.find("\"packed_weights\""), std::string::npos);
-  EXPECT_NE(built->manifest_json.find("\"param\": \"w\""), std::string::npos) << built->manifest_json;
-  if (!lower::options_for("host").amx_bf16) GTEST_SKIP() << "this CPU has no AMX-BF16 (built, not run)";
-  PackedEntries lib(built->library);
-  ASSERT_TRUE(lib.ok()) << dlerror();
-  auto [h, entry, pack, packed, last_error] = lib.fns;
+  PackedRun r;
+  const bool amx = lower::options_for("host").amx_bf16;
+  ASSERT_NO_FATAL_FAILURE(run_packed(r, spr(), 20, 40, 24, amx));
+  EXPECT_NE(r.manifest.find("\"packed_weights\""), std::string::npos);
+  EXPECT_NE(r.manifest.find("\"param\": \"w\""), std::string::npos) << r.manifest;
+  if (!amx) GTEST_SKIP() << "this CPU has no AMX-BF16 (built, not run)";
+  auto [h, entry, pack, packed, last_error] = r.lib->fns;
   (void)h;
-  std::mt19937 rng(3);
-  HostTensor x = random_tensor(DType::F32, {20, 40}, rng), w = random_tensor(DType::F32, {24, 40}, rng);
-  HostTensor y1(DType::F32, {20, 24}), y2(DType::F32, {20, 24});
-  const mlk_tensor_t args[2] = {{x.bytes.data(), MLK_F32, 2, x.shape.data(), nullptr},
-                                {w.bytes.data(), MLK_F32, 2, w.shape.data(), nullptr}};
-  mlk_tensor_t o1{y1.bytes.data(), MLK_F32, 2, y1.shape.data(), nullptr}, o2{y2.bytes.data(), MLK_F32, 2, y2.shape.data(), nullptr};
-  int64_t shape[4] = {0, 0, 0, 0};
-  ASSERT_EQ(pack(0, args, 2, nullptr, 0, nullptr, shape), MLK_OK) << last_error();
-  EXPECT_EQ(std::vector<int64_t>(shape, shape + 4), (std::vector<int64_t>{1, 32, 32, 2}));  // K 40 -> 64, N 24 -> 32
-  std::vector<uint16_t> pairs(1 * 32 * 32 * 2);
-  mlk_tensor_t p{pairs.data(), MLK_BF16, 4, shape, nullptr};
-  ASSERT_EQ(pack(0, args, 2, nullptr, 0, &p, nullptr), MLK_OK) << last_error();
-  ASSERT_EQ(entry(args, 2, &o1, nullptr, 0), MLK_OK) << last_error();
-  ASSERT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &p, 1), MLK_OK) << last_error();
-  EXPECT_EQ(y1.bytes, y2.bytes);
-  EXPECT_EQ(pack(-1, args, 2, nullptr, 0, &p, nullptr), MLK_ERR_NARGS);
-  EXPECT_EQ(pack(1, args, 2, nullptr, 0, &p, nullptr), MLK_ERR_NARGS);
+  (void)entry;
+  EXPECT_EQ(std::vector<int64_t>(r.shape, r.shape + 4), (std::vector<int64_t>{1, 32, 32, 2}));  // K 40 -> 64, N 24 -> 32
+  EXPECT_EQ(r.y1.bytes, r.y2.bytes);
+  mlk_tensor_t o2{r.y2.bytes.data(), MLK_F32, 2, r.y2.shape.data(), nullptr};
+  mlk_tensor_t p{r.pairs.data(), MLK_BF16, 4, r.shape, nullptr};
+  EXPECT_EQ(pack(-1, r.args, 2, nullptr, 0, &p, nullptr), MLK_ERR_NARGS);
+  EXPECT_EQ(pack(1, r.args, 2, nullptr, 0, &p, nullptr), MLK_ERR_NARGS);
   EXPECT_STREQ(last_error(), "weight pack 1 of 1");
-  EXPECT_EQ(pack(0, args, 2, nullptr, 0, nullptr, nullptr), MLK_ERR_NULL);
-  EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, nullptr, 1), MLK_ERR_NULL);
-  EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &p, 2), MLK_ERR_NARGS);
+  EXPECT_EQ(pack(0, r.args, 2, nullptr, 0, nullptr, nullptr), MLK_ERR_NULL);
+  EXPECT_EQ(packed(r.args, 2, &o2, 1, nullptr, 0, nullptr, 1), MLK_ERR_NULL);
+  EXPECT_EQ(packed(r.args, 2, &o2, 1, nullptr, 0, &p, 2), MLK_ERR_NARGS);
   EXPECT_STREQ(last_error(), "1 packed weights, got 2");
   int64_t wrong[4] = {1, 32, 16, 2};
-  mlk_tensor_t q{pairs.data(), MLK_BF16, 4, wrong, nullptr};
-  EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &q, 1), MLK_ERR_SHAPE);
+  mlk_tensor_t q{r.pairs.data(), MLK_BF16, 4, wrong, nullptr};
+  EXPECT_EQ(packed(r.args, 2, &o2, 1, nullptr, 0, &q, 1), MLK_ERR_SHAPE);
   EXPECT_STREQ(last_error(), "a packed weight: shape [1, 32, 16, 2], expected dense [1, 32, 32, 2]");
-  q = {pairs.data(), MLK_F32, 4, shape, nullptr};
-  EXPECT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &q, 1), MLK_ERR_DTYPE);
-  std::filesystem::remove_all(dir);
+  q = {r.pairs.data(), MLK_F32, 4, r.shape, nullptr};
+  EXPECT_EQ(packed(r.args, 2, &o2, 1, nullptr, 0, &q, 1), MLK_ERR_DTYPE);
 }
 
 // The pair form's packed weights (a Zen 4 target: AVX512_BF16's dot product
@@ -444,48 +487,19 @@ TEST(Amx, AnArtifactExportsItsPackedWeightEntries) {
 // entry on packed pairs gives the bits of the entry that makes them, and
 // both are the interpreter's within the policy's tolerance.
 TEST(Amx, ThePairFormReadsPackedWeightsToo) {
-  if (host_profile().features.end() ==
-      std::find(host_profile().features.begin(), host_profile().features.end(), "avx512bf16"))
+  const Profile host = host_profile();
+  if (std::find(host.features.begin(), host.features.end(), "avx512bf16") == host.features.end())
     GTEST_SKIP() << "this CPU has no AVX512_BF16";
-  const ir::Module m = bf16_policy(
-      "public fn f [M, K, N](x: Tensor[F32, [M, K]], w: Tensor[F32, [N, K]]) -> Tensor[F32, [M, N]] =\n"
-      "  matmul(x, transpose(w, [1, 0]))\n");
-  const std::string dir = testing_support::scratch_dir("mlk_pairs_packed", "artifact");
-  std::filesystem::remove_all(dir);
-  BuildRequest req;
-  req.module = &m;
-  req.fn = "f";
-  req.profile = host_profile();
-  req.profile.halide_target = zen4;
-  req.dims = {{"M", 20}, {"K", 41}, {"N", 24}};  // an odd K: the last pair padded with zero
-  req.out_dir = dir;
-  req.pack_weights = true;
-  auto built = build_artifact(req);
-  ASSERT_TRUE(built.ok()) << built.status().message();
-  PackedEntries lib(built->library);
-  ASSERT_TRUE(lib.ok()) << dlerror();
-  auto [h, entry, pack, packed, last_error] = lib.fns;
-  (void)h;
-  std::mt19937 rng(4);
-  HostTensor x = random_tensor(DType::F32, {20, 41}, rng), w = random_tensor(DType::F32, {24, 41}, rng);
-  HostTensor y1(DType::F32, {20, 24}), y2(DType::F32, {20, 24});
-  const mlk_tensor_t args[2] = {{x.bytes.data(), MLK_F32, 2, x.shape.data(), nullptr},
-                                {w.bytes.data(), MLK_F32, 2, w.shape.data(), nullptr}};
-  mlk_tensor_t o1{y1.bytes.data(), MLK_F32, 2, y1.shape.data(), nullptr}, o2{y2.bytes.data(), MLK_F32, 2, y2.shape.data(), nullptr};
-  int64_t shape[4] = {0, 0, 0, 0};
-  ASSERT_EQ(pack(0, args, 2, nullptr, 0, nullptr, shape), MLK_OK) << last_error();
-  EXPECT_EQ(std::vector<int64_t>(shape, shape + 4), (std::vector<int64_t>{1, 21, 24, 2}));
-  std::vector<uint16_t> pairs(21 * 24 * 2);
-  mlk_tensor_t p{pairs.data(), MLK_BF16, 4, shape, nullptr};
-  ASSERT_EQ(pack(0, args, 2, nullptr, 0, &p, nullptr), MLK_OK) << last_error();
-  ASSERT_EQ(entry(args, 2, &o1, nullptr, 0), MLK_OK) << last_error();
-  ASSERT_EQ(packed(args, 2, &o2, 1, nullptr, 0, &p, 1), MLK_OK) << last_error();
-  EXPECT_EQ(y1.bytes, y2.bytes);
-  auto want = interpret(m, "f", {x, w}, req.dims);
+  Profile p = host;
+  p.halide_target = zen4;
+  PackedRun r;
+  ASSERT_NO_FATAL_FAILURE(run_packed(r, p, 20, 41, 24, true));  // an odd K: the last pair padded with zero
+  EXPECT_EQ(std::vector<int64_t>(r.shape, r.shape + 4), (std::vector<int64_t>{1, 21, 24, 2}));
+  EXPECT_EQ(r.y1.bytes, r.y2.bytes);
+  auto want = interpret(r.m, "f", {r.x, r.w}, {{"M", 20}, {"K", 41}, {"N", 24}});
   ASSERT_TRUE(want.ok()) << want.status().message();
-  Status cmp = compare(*want, y2, tolerance_for(DType::F32, 41));
+  Status cmp = compare(*want, r.y2, tolerance_for(DType::F32, 41));
   EXPECT_TRUE(cmp.ok()) << cmp.message();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
