@@ -1,6 +1,7 @@
 // Ahead-of-time compilation of one function for one profile into an artifact
 // directory (see docs/artifacts.md for the layout and the manifest).
 #include "artifact/build.h"
+#include "lang/c_declarations.h"
 #include "base/files.h"
 #include "base/time.h"
 
@@ -526,6 +527,8 @@ Expected<json> run_ptxas(const Profile& prof, const fs::path& dir, const std::st
 Expected<std::string> link_library(const fs::path& dir, const std::string& fn, const ir::Function& f,
                                    const CompiledObject& obj, bool gpu) {
   MLK_RETURN_IF_ERROR(write_file((dir / "mlk_abi.h").string(), abi_header_text()));
+  MLK_RETURN_IF_ERROR(write_file((dir / (fn + ".h")).string(),
+                                 c_header(f, {.unbound_dims = obj.unbound_dims, .cuda = gpu, .packed = !obj.packs.empty()})));
   MLK_RETURN_IF_ERROR(write_file((dir / (fn + "_abi.c")).string(),
                                  wrapper_source(f, obj.unbound_dims, obj.inner_entry, gpu, obj.amx_tiles, obj.packs)));
   MLK_RETURN_IF_ERROR(write_file((dir / "exports.map").string(),
@@ -585,6 +588,9 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   if (f && (req.fn == "abi_version" || req.fn == "last_error"))
     return Status::InvalidArgument("fn `" + req.fn + "` cannot be built: its entry `mlk_" + req.fn +
                                    "` would be the C ABI's own symbol of that name; rename the fn");
+  if (f && req.fn == "mlk_abi")
+    return Status::InvalidArgument("fn `mlk_abi` cannot be built: its C header `mlk_abi.h` would be the C ABI's "
+                                   "own header; rename the fn");
   const Profile& prof = req.profile;
   const bool gpu = prof.is_gpu();
   if (f && gpu && !f->more_results.empty())
@@ -629,7 +635,7 @@ Expected<BuildResult> build_artifact(const BuildRequest& req) {
   }
 
   // 4. The manifest, with the sha256 of every file it lists.
-  res.files = {*lib, req.fn + "_halide.h", "mlk_abi.h", req.fn + "_abi.c", req.fn + ".o"};
+  res.files = {*lib, req.fn + "_halide.h", "mlk_abi.h", req.fn + ".h", req.fn + "_abi.c", req.fn + ".o"};
   for (size_t k = 0; k < obj->packs.size(); ++k) res.files.push_back(req.fn + "_pack" + std::to_string(k) + ".o");
   if (gpu) res.files.push_back(req.fn + ".ptx");
   if (gpu && ptxas.contains("kernels")) res.files.push_back(req.fn + ".cubin");

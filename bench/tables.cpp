@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/columns.h"
+
 namespace mlk::bench {
 
 namespace {
@@ -10,25 +12,7 @@ namespace {
 using Row = std::vector<std::string>;
 
 // Left-aligned columns separated by two spaces; no trailing blanks.
-std::string render(const std::vector<Row>& rows) {
-  std::vector<size_t> w;
-  for (const auto& r : rows)
-    for (size_t i = 0; i < r.size(); ++i) {
-      if (w.size() <= i) w.push_back(0);
-      w[i] = std::max(w[i], r[i].size());
-    }
-  std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i) {
-      line += r[i];
-      if (i + 1 < r.size()) line += std::string(w[i] - r[i].size() + 2, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
-}
+std::string render(const std::vector<Row>& rows) { return aligned_columns(rows); }
 
 const VariantResult* peer(const KernelResult& k, const std::string& name) {
   for (const auto& p : k.peers)

@@ -20,6 +20,7 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
       {"bench", bench_spec, run_bench},     {"build", build_spec, run_build}, {"cache", cache_spec, run_cache},
       {"check", check_spec, run_check},     {"key", key_spec, run_key},     {"run", run_spec, run_run},       {"serve", serve_spec, run_serve},
+      {"signature", signature_spec, run_signature},
       {"targets", targets_spec, run_targets}, {"token", token_spec, run_token}, {"tune", tune_spec, run_tune},
       {"verify", verify_spec, run_verify},    {"version", version_spec, run_version},
       {"worker", worker_spec, run_worker},

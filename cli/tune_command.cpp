@@ -301,8 +301,8 @@ std::function<Status(std::map<std::string, std::string>&, std::string&)> verify_
     if (!rep.ok()) return rep.status();
     FILE* out = t.json_out ? stderr : stdout;
     for (const auto& l : rep->levels)
-      std::fprintf(out, "  verify %s: %s (%.3f s)%s\n", verify::level_name(l.level), l.pass ? "pass" : "FAIL", l.seconds,
-                   l.pass ? "" : (": " + l.counterexample).c_str());
+      std::fprintf(out, "  verify %s: %s (%.3f s)%s\n", verify::level_name(l.level), verify::result_word(l), l.seconds,
+                   verify::result_detail(l).c_str());
     auto man = verify::attach_report(files.at("manifest.json"), *rep, 2);
     auto mj = verify::attach_report(meta, *rep);
     if (!man.ok()) return man.status();

@@ -2,6 +2,7 @@
 // the report goes to stdout and travels with the artifact.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -34,6 +35,9 @@ namespace mlk::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The exit status when no level failed but one could not run here.
+constexpr int kExitNotRun = 4;
 
 int fail(const Status& s) {
   std::fprintf(stderr, "mlk verify: %s\n", s.message().c_str());
@@ -73,7 +77,9 @@ const char* kVerifyDescription =
 
 const char* kVerifyEpilogue =
     "Exit status: 0 every level passed; 1 a level failed (or a bad program or input);\n"
-    "2 bad usage; 3 an internal error (a bug in mlk).\n";
+    "2 bad usage; 3 an internal error (a bug in mlk); 4 no level failed but one could\n"
+    "not run on this machine (the envelope and memory levels of a CUDA artifact\n"
+    "without a GPU): such a level is reported as not run and is not stored.\n";
 
 CommandSpec spec(VerifyArgs& v) {
   return {
@@ -389,10 +395,12 @@ int run_verify(const std::vector<std::string>& args) {
   } else {
     std::printf("artifact: %s\n%s", src->what.c_str(), rep->to_text().c_str());
   }
-  if (!v.no_store)
+  const bool ran_any = std::any_of(rep->levels.begin(), rep->levels.end(),
+                                   [](const verify::LevelReport& l) { return l.not_run.empty(); });
+  if (!v.no_store && ran_any)  // levels that could not run here are not stored (nothing to say of them)
     if (Status s = attach(v, *src, *rep, cc.get()); !s.ok())
       std::fprintf(stderr, "mlk verify: the report could not be stored with the artifact: %s\n", s.message().c_str());
-  return rep->pass() ? 0 : 1;
+  return rep->failed() ? 1 : rep->pass() ? 0 : kExitNotRun;
 }
 
 }  // namespace mlk::cli

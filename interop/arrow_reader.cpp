@@ -105,6 +105,8 @@ std::string column_list(const arrow::Schema& s) {
 // nullability, byte order. A FixedSizeList of any size gets the stream's.
 Status check_schema(SchemaDecl& decl, const arrow::Schema& s, const std::string& where) {
   if (s.endianness() != arrow::Endianness::Little) return Bad(where, "the schema is big-endian; only little-endian streams are read");
+  std::string mismatches;
+  int bad = 0;
   for (size_t i = 0; i < decl.columns.size(); ++i) {
     const ColumnDecl& c = decl.columns[i];
     if (i >= static_cast<size_t>(s.num_fields()) || s.field(static_cast<int>(i))->name() != c.name) {
@@ -115,7 +117,11 @@ Status check_schema(SchemaDecl& decl, const arrow::Schema& s, const std::string&
                             "`, the stream's columns are " + column_list(s));
     }
     std::string why = field_mismatch(c, *s.field(static_cast<int>(i)));
-    if (!why.empty()) return Bad(where, why);
+    if (!why.empty()) {  // every column that differs is named, not only the first
+      mismatches += (mismatches.empty() ? "" : "; ") + why;
+      ++bad;
+      continue;
+    }
     if (c.any_list_size) {
       const int64_t size = static_cast<const arrow::FixedSizeListType&>(*s.field(static_cast<int>(i))->type()).list_size();
       if (!c.list_dim.empty()) {
@@ -129,6 +135,8 @@ Status check_schema(SchemaDecl& decl, const arrow::Schema& s, const std::string&
       decl.columns[i].any_list_size = false;
     }
   }
+  if (bad > 1) return Bad(where, std::to_string(bad) + " columns differ from the declaration: " + mismatches);
+  if (bad == 1) return Bad(where, mismatches);
   if (static_cast<size_t>(s.num_fields()) > decl.columns.size())
     return Bad(where, "the stream has an undeclared column `" + s.field(static_cast<int>(decl.columns.size()))->name() +
                           "` (column " + std::to_string(decl.columns.size()) + ")");
@@ -611,7 +619,7 @@ const char* op_text(Refinement::Op op) {
 std::string type_text(const ColumnDecl& c) {
   std::string t = dtype_name(c.dtype);
   if (c.list_size) t = "FixedSizeList[" + t + ", " + std::to_string(*c.list_size) + "]";
-  if (c.any_list_size && !c.list_size) t = "FixedSizeList[" + t + ", *]";
+  if (c.any_list_size && !c.list_size) t = "FixedSizeList[" + t + ", " + (c.list_dim.empty() ? "*" : c.list_dim) + "]";
   if (c.category)
     t = "Category[" + t + ", " + (c.categories ? std::to_string(*c.categories) : c.category_dim.empty() ? "*" : c.category_dim) + "]";
   return t;

@@ -339,7 +339,8 @@ Val FnChecker::binary(const ast::Expr& e) {
     all.insert(all.end(), tb.shape.begin(), tb.shape.end());
     error(DiagKind::ShapeMismatch, e.span,
           q(e.name) + " needs identical shapes, found " + ta.str() + describe(a) + " and " + tb.str() + describe(b) +
-              where_bound(all));
+              where_bound(all) + broadcast_hint(ta.shape.size() < tb.shape.size() ? a : b,
+                                                ta.shape.size() < tb.shape.size() ? b : a));
     return Val::Error(e.span);
   }
   DType t = ta.dtype;
@@ -409,6 +410,32 @@ bool FnChecker::prove_or_report(const Pred& p, Span s, const std::string& what, 
         what + " needs " + q(p.str()) + ", which the facts in scope do not prove; add [" + p.str() + "] to " +
             (where.empty() ? std::string("a parameter's type") : "the type of " + q(where)) + where_bound(dims));
   return false;
+}
+
+// "; to repeat `b` along the other axes, write `broadcast(b, [B, D],
+// axes=[1])`" when `small`'s shape is `big`'s with axes left out (trailing
+// axes matched first, as numpy aligns them); "" otherwise.
+std::string FnChecker::broadcast_hint(const Val& small, const Val& big) const {
+  const Shape& s = small.type().shape;
+  const Shape& b = big.type().shape;
+  if (s.empty() || s.size() >= b.size()) return "";
+  auto same = [&](const Dim& x, const Dim& y) { return same_shape(Shape{x}, Shape{y}); };
+  std::vector<int64_t> axes;
+  bool trailing = true;
+  for (size_t i = 0; i < s.size(); ++i) trailing = trailing && same(s[i], b[b.size() - s.size() + i]);
+  if (trailing)
+    for (size_t i = 0; i < s.size(); ++i) axes.push_back(static_cast<int64_t>(b.size() - s.size() + i));
+  else
+    for (size_t i = 0, j = 0; i < s.size(); ++i, ++j) {  // leftmost placement, in order
+      while (j < b.size() && !same(s[i], b[j])) ++j;
+      if (j == b.size()) return "";
+      axes.push_back(static_cast<int64_t>(j));
+    }
+  std::string list;
+  for (int64_t ax : axes) list += (list.empty() ? "" : ", ") + std::to_string(ax);
+  const std::string name = small.name.empty() ? "..." : small.name;
+  return "; to repeat " + (small.name.empty() ? std::string("it") : q(small.name)) +
+         " along the other axes, write `broadcast(" + name + ", " + shape_str(b) + ", axes=[" + list + "])`";
 }
 
 bool FnChecker::same_shape(const Shape& a, const Shape& b) const {

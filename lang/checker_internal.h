@@ -85,6 +85,7 @@ class FnChecker {
   bool prove_or_report(const Pred& p, Span s, const std::string& what, const std::string& hint_subject);
   // Shapes and types equal under the facts in scope (not just canonically).
   bool same_shape(const Shape& a, const Shape& b) const;
+  std::string broadcast_hint(const Val& small, const Val& big) const;
   bool same_type(const ir::Type& a, const ir::Type& b) const;
   // "(D bound by `x`.shape[2] at 3:5; S by ...)" for the variables in dims.
   std::string where_bound(const std::vector<Dim>& dims) const;

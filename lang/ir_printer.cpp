@@ -17,27 +17,38 @@ std::string ints_str(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// "[B, S] (x: Tensor[F32, [B, S]], ..) -> T": the dims, parameters and
+// result types; several results print as a tuple. `as_written`: a rank-0
+// type as `Scalar[F32]` (for people; the hashed text keeps Tensor[F32, []]).
+std::string interface_text(const Function& f, bool as_written = false) {
+  auto type = [&](const Type& t) {
+    return as_written && t.shape.empty() ? std::string("Scalar[") + dtype_name(t.dtype) + "]" : t.str();
+  };
+  std::string out = "[";
+  for (size_t i = 0; i < f.dim_vars.size(); ++i) out += (i ? ", " : "") + f.dim_vars[i];
+  out += "] (";
+  for (size_t i = 0; i < f.params.size(); ++i) out += (i ? ", " : "") + f.params[i].name + ": " + type(f.params[i].type);
+  std::string rt = type(f.result_type);
+  if (!f.more_results.empty()) {
+    for (const Result& r : f.more_results) rt += ", " + type(r.type);
+    rt = "(" + rt + ")";
+  }
+  return out + ") -> " + rt;
+}
+
+std::string refinements_text(const Function& f) {
+  std::string out;
+  for (size_t i = 0; i < f.refinements.size(); ++i) out += (i ? ", " : "") + f.refinements[i].str();
+  return out;
+}
+
 class Printer {
  public:
   std::string run(const Function& f) {
-    out_ = "fn " + f.name + " [";
-    for (size_t i = 0; i < f.dim_vars.size(); ++i) out_ += (i ? ", " : "") + f.dim_vars[i];
-    out_ += "] (";
-    for (size_t i = 0; i < f.params.size(); ++i)
-      out_ += (i ? ", " : "") + f.params[i].name + ": " + f.params[i].type.str();
+    out_ = "fn " + f.name + " " + interface_text(f) + (f.is_public ? " public" : "") + "\n";
     // Several results print as a tuple, in the signature and at `return`.
-    std::string rt = f.result_type.str(), ret_open, ret_close;
-    if (!f.more_results.empty()) {
-      for (const Result& r : f.more_results) rt += ", " + r.type.str();
-      rt = "(" + rt + ")";
-      ret_open = "(", ret_close = ")";
-    }
-    out_ += ") -> " + rt + (f.is_public ? " public" : "") + "\n";
-    if (!f.refinements.empty()) {
-      out_ += "  where [";
-      for (size_t i = 0; i < f.refinements.size(); ++i) out_ += (i ? ", " : "") + f.refinements[i].str();
-      out_ += "]\n";
-    }
+    std::string ret_open = f.more_results.empty() ? "" : "(", ret_close = f.more_results.empty() ? "" : ")";
+    if (!f.refinements.empty()) out_ += "  where [" + refinements_text(f) + "]\n";
     std::string ret;
     for (const Result& r : f.results()) ret += (ret.empty() ? "" : ", ") + visit(r.body);
     out_ += "  return " + ret_open + ret + ret_close + "\n";
@@ -98,6 +109,11 @@ std::string canonical_literal(const std::string& text, DType t) {
 }
 
 std::string print_function(const Function& f) { return Printer().run(f); }
+
+std::string print_signature(const Function& f) {
+  std::string out = f.name + " " + interface_text(f, /*as_written=*/true);
+  return f.refinements.empty() ? out : out + " where [" + refinements_text(f) + "]";
+}
 
 std::string print_module(const Module& m) {
   std::vector<const Function*> fs;

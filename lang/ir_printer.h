@@ -14,6 +14,10 @@
 namespace mlk::ir {
 
 std::string print_function(const Function& f);
+// One line: "rmsnorm [B, S, D] (x: Tensor[F32, [B, S, D]], ..) -> Tensor[F32,
+// [B, S, D]]", then " where [..]" with the refinements. For people (Python's
+// __doc__, `.signature`); not hashed.
+std::string print_signature(const Function& f);
 // Every function (sorted by name) and every tune bucket.
 std::string print_module(const Module& m);
 

@@ -56,6 +56,13 @@ class Parser {
         continue;
       }
       try {
+        if (at(Tok::kLet)) {  // the seed's sketches bind values at the top level
+          sink_.error(DiagKind::Syntax, cur().span,
+                      "a `let` at the top level: values are bound by `let` inside a fn's body, before its result; "
+                      "a weight is a parameter of the fn that uses it (check one from Python with "
+                      "mlk.check, or in the body with `let w : Tensor[..] = w_q`)");
+          throw SyntaxError{};
+        }
         error_expected("`fn`, `public fn`, `record`, `import` or `tune`");
       } catch (SyntaxError&) {
         advance();  // the stray token itself, then up to the next item
@@ -153,6 +160,7 @@ class Parser {
           continue;
         }
         f.body = expr();
+        no_juxtaposition(*f.body);
         if (!at_item_start() && !at(Tok::kLet)) error_expected("`let`, `fn` or end of file after the result expression");
         if (at(Tok::kLet)) error_expected("the result expression to come after every `let`");
         break;
@@ -282,7 +290,20 @@ class Parser {
     if (accept(Tok::kColon)) l.ascription = type();
     expect(Tok::kAssign);
     l.value = expr();
+    no_juxtaposition(*l.value);
     return l;
+  }
+
+  // `f x` on one line, a call written without parentheses (as the seed's
+  // `check_shape_and_refinement w_q`): said at `x`, with what to write.
+  void no_juxtaposition(const ast::Expr& e) {
+    if (e.kind != ast::Expr::Kind::kName || cur().line_start ||
+        !(at(Tok::kIdent) || at(Tok::kInt) || at(Tok::kFloat)))
+      return;
+    sink_.error(DiagKind::Syntax, cur().span,
+                "`" + e.name + " " + cur().text + "`: a call takes its arguments in parentheses: write `" + e.name +
+                    "(" + cur().text + ")`");
+    throw SyntaxError{};
   }
 
   ast::Tune tune() {

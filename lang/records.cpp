@@ -388,6 +388,24 @@ class Lowering {
               "`), or pass it whole to a fn");
   }
 
+  // "`shard` needs `spec=[..]` with one entry per parameter of `f` as
+  // written (2: `params`, a Params[D, H] of 4 leaves; `batch`, ...)".
+  std::string written_count(const ast::Transform& t, const std::vector<std::string>& names,
+                            const std::vector<std::string>& kinds) {
+    std::string list;
+    for (size_t i = 0; i < names.size(); ++i) {
+      list += (i ? "; " : "") + q(names[i]);
+      auto it = scope_.params.find(names[i]);
+      if (kinds[i].empty() || it == scope_.params.end()) continue;
+      std::vector<const Node*> leaves;
+      it->second.leaves(leaves);
+      list += ", a " + it->second.type + " of " + std::to_string(leaves.size()) + (leaves.size() == 1 ? " leaf" : " leaves");
+    }
+    const std::string kw = t.kind == "vmap" ? "axes" : "spec";
+    return q(t.kind) + " needs `" + kw + "=[..]` with one entry per parameter of " + q(t.source) + " as written (" +
+           std::to_string(names.size()) + ": " + list + "); a record's entry applies to each of its leaves";
+  }
+
   ast::ExprPtr leaf_name(const Node& leaf, Span s) {
     auto e = std::make_unique<ast::Expr>();
     e->kind = ast::Expr::Kind::kName;
@@ -571,6 +589,16 @@ class Lowering {
     scope_ = sc->second;
     const std::vector<std::string>& kinds = record_params_.at(t.source);
     const std::vector<std::string>& names = written_.at(t.source);
+    // grad and value_and_grad without `wrt` differentiate the first
+    // parameter as written (lang/transforms.cpp): a record's float leaves.
+    if ((t.kind == "grad" || t.kind == "value_and_grad") && !names.empty() &&
+        std::find(t.keywords.begin(), t.keywords.end(), "wrt") == t.keywords.end()) {
+      auto list = std::make_unique<ast::Expr>(), first = std::make_unique<ast::Expr>();
+      first->kind = ast::Expr::Kind::kName, first->name = names.front(), first->span = t.source_span;
+      list->kind = ast::Expr::Kind::kList, list->span = t.source_span, list->depth = 2;
+      list->args.push_back(std::move(first));
+      t.keywords.push_back("wrt"), t.keyword_spans.push_back(t.source_span), t.values.push_back(std::move(list));
+    }
     for (size_t k = 0; k < t.keywords.size(); ++k) {
       ast::Expr& v = *t.values[k];
       if (v.kind != ast::Expr::Kind::kList) continue;
@@ -599,7 +627,11 @@ class Lowering {
         }
       } else if (t.keywords[k] == "axes" || t.keywords[k] == "spec") {
         // One entry per parameter as written: a record's for each of its leaves.
-        if (v.args.size() != kinds.size()) continue;  // the transform reports the count
+        if (v.args.size() != kinds.size()) {  // counted as written, never in leaves the user did not write
+          error(DiagKind::TransformDecl, v.span, written_count(t, names, kinds));
+          t.had_error = true;
+          return;
+        }
         for (size_t i = 0; i < kinds.size(); ++i) {
           if (kinds[i].empty()) {
             out.push_back(std::move(v.args[i]));

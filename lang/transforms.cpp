@@ -54,25 +54,42 @@ bool names_count(const ast::Transform& t, size_t want, const std::string& why, D
   return false;
 }
 
-// grad / value_and_grad / vjp: `wrt` lists float parameters (none: every float
-// parameter, in order); the result is a
-// float Scalar (any float tensor for vjp, whose cotangent is a parameter).
+// grad / value_and_grad / vjp: `wrt` lists float parameters. Without it,
+// grad and value_and_grad differentiate the first parameter (jax.grad's
+// argnums=0; for a record, its float leaves: lang/records.cpp writes that
+// `wrt`), vjp and vjp_split every float parameter, in order (jax.vjp's
+// primals). The result is a float Scalar (any float tensor for vjp, whose
+// cotangent is a parameter).
 bool check_grad(const ast::Transform& t, const check::Signature& src, Checked& c, DiagnosticSink& sink) {
   if (!known_keywords(t, {"wrt"}, sink)) return false;
   const ast::Expr* wrt = keyword(t, "wrt");
+  const bool every = t.kind == "vjp" || t.kind == "vjp_split";
   if (wrt && (wrt->kind != ast::Expr::Kind::kList || wrt->args.empty())) {
     sink.error(DiagKind::TransformDecl, wrt->span,
-               "`wrt` is a non-empty list of parameters of " + q(t.source) + " (leave it out for every float parameter)");
+               "`wrt` is a non-empty list of parameters of " + q(t.source) +
+                   (every ? " (leave it out for every float parameter)" : " (leave it out for the first parameter)"));
     return false;
   }
   bool ok = true;
-  if (!wrt) {  // every float parameter, in order
+  if (!wrt && every) {  // every float parameter, in order
     for (size_t j = 0; j < src.params.size(); ++j)
       if (is_float(src.params[j].type.dtype)) c.wrt.push_back(static_cast<int>(j));
     if (c.wrt.empty()) {
       sink.error(DiagKind::GradWrt, t.source_span, q(t.source) + " has no float parameter to differentiate with respect to");
       return false;
     }
+  } else if (!wrt) {  // the first parameter
+    if (src.params.empty()) {
+      sink.error(DiagKind::GradWrt, t.source_span, q(t.source) + " has no parameter to differentiate with respect to");
+      return false;
+    }
+    if (!is_float(src.params[0].type.dtype)) {
+      sink.error(DiagKind::GradWrt, t.source_span,
+                 q(t.kind) + " differentiates the first parameter of " + q(t.source) + ", " + q(src.params[0].name) +
+                     ", which is " + src.params[0].type.str() + " (not float); name the parameters with `wrt=[..]`");
+      return false;
+    }
+    c.wrt.push_back(0);
   }
   static const std::vector<ast::ExprPtr> kNone;
   for (const auto& e : wrt ? wrt->args : kNone) {

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "lang/c_declarations.h"
+#include "lang/ir_printer.h"
 #include "python/fast_call.h"
 #include "runtime/boundary.h"
 #include "runtime/call_plan.h"
@@ -298,6 +300,7 @@ py::dict signature(const mlk::ir::Function& f) {
     d["name"] = p.name;
     d["dtype"] = mlk::dtype_name(p.type.dtype);
     d["rank"] = p.type.shape.size();
+    d["type"] = p.type.str();  // "Tensor[F32, [B, S, D]]"
     params.append(d);
   }
   py::list frames;  // Dataframe parameters: their column parameters (python/mlk/arrow.py)
@@ -323,6 +326,8 @@ py::dict signature(const mlk::ir::Function& f) {
     results.append(py::dict(py::arg("dtype") = mlk::dtype_name(r.type.dtype), py::arg("rank") = r.type.shape.size()));
   s["results"] = results;
   s["unbound_dims"] = f.unbound_dims();
+  s["dim_vars"] = f.dim_vars;
+  s["text"] = mlk::ir::print_signature(f);  // symbolic shapes and refinements, one line
   return s;
 }
 
@@ -403,6 +408,7 @@ void bind_errors_and_buffers(py::module_& m) {
                     py::arg("dims") = std::map<std::string, int64_t>(r->dims.begin(), r->dims.end()),
                     py::arg("proof") = *r);
   });
+  m.def("snapshot_changes", &mlk::snapshot_changes);
   m.def("live_host_buffers", &mlk::rt::live_host_buffers);
   m.def("live_exports", &mlk::rt::live_exports);
   // The tolerance envelope of docs/numerics.md for a dtype and reduction length K.
@@ -575,6 +581,8 @@ void bind_program(py::module_& m) {
            [](const PyProgram& p, const std::string& fn, const std::string& targets) {
              return plan_capsule(std::make_shared<mlk::rt::CallPlan>(p.rt, p.prog, fn, p.policy(targets)));
            })
+      // mlk signature's snapshot of every public fn (lang/c_declarations.h).
+      .def("signature_snapshot", [](const PyProgram& p) { return mlk::signature_snapshot(p.prog->module); })
       .def("signature",
            [](const PyProgram& p, const std::string& fn) {
              const auto* f = p.prog->module.find(fn);

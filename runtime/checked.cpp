@@ -9,6 +9,34 @@
 
 namespace mlk::rt {
 
+namespace {
+
+// The fn and parameter check_type makes up for a type, and how a message of
+// bind_dims reads in the caller's terms: the tensor and the type, not a
+// parameter and a fn it never wrote, and dims as the `dims` it passes.
+constexpr const char* kFn = "mlk_checked_type";
+constexpr const char* kParam = "mlk_checked_tensor";
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+}
+
+std::string in_callers_terms(std::string m) {
+  replace_all(m, std::string(kParam) + ".shape[", "the tensor's shape[");
+  replace_all(m, "(given by --dims)", "(given in dims)");
+  replace_all(m, "`" + std::string(kFn) + "` has no dimension", "the type has no dimension");
+  replace_all(m, " of `" + std::string(kFn) + "`", " of the type");
+  // "is bound by no input; give it with --dims H=VALUE"
+  const std::string hint = "is bound by no input; give it with --dims ";
+  if (size_t at = m.find(hint); at != std::string::npos) {
+    const std::string name = m.substr(at + hint.size(), m.find('=', at + hint.size()) - at - hint.size());
+    m = m.substr(0, at) + "is not an extent of the tensor; give its value in dims (dims={\"" + name + "\": VALUE})";
+  }
+  return m;
+}
+
+}  // namespace
+
 Expected<CheckedType> check_type(const std::string& type, DLDataType dtype, const std::vector<int64_t>& shape,
                                  const DimEnv& given) {
   // The type as the one parameter of a fn over every name it mentions.
@@ -31,12 +59,23 @@ Expected<CheckedType> check_type(const std::string& type, DLDataType dtype, cons
   }
   std::string dims;
   for (const auto& n : names) dims += (dims.empty() ? "" : ", ") + n;
-  const std::string text = "fn check [" + dims + "](x: " + type + ") -> Scalar[F32] = 0.0\n";
+  const std::string text = std::string("fn ") + kFn + " [" + dims + "](" + kParam + ": " + type + ") -> Scalar[F32] = 0.0\n";
   FrontendResult r = compile_source("type", text);
   if (!r.ok() || r.module.functions.size() != 1 || !r.module.functions.front().frames.empty() ||
       r.module.functions.front().params.size() != 1) {
-    std::string first = r.diagnostics.empty() ? "not one tensor type" : r.diagnostics.front().message;
-    return Status::Usage("type `" + type + "`: " + first);
+    if (r.diagnostics.empty()) return Status::Usage("type `" + type + "`: not one tensor type");
+    // Where in the type the first problem is (1-based), past its end for
+    // one that ends too soon (a missing `]`): never a column of the fn
+    // made up around it.
+    const Diagnostic& d = r.diagnostics.front();
+    const size_t start = text.find(std::string(kParam) + ": ") + std::string(kParam).size() + 2;
+    size_t col = d.span.begin >= start ? d.span.begin - start + 1 : 1;
+    std::string message = d.message;
+    if (col > type.size()) {
+      col = type.size() + 1;
+      if (size_t f = message.rfind(", found "); f != std::string::npos) message = message.substr(0, f) + ", found the end of the type";
+    }
+    return Status::Usage("type `" + type + "`, column " + std::to_string(col) + ": " + message);
   }
   const ir::Function& fn = r.module.functions.front();
   const ir::Type& t = fn.params.front().type;
@@ -47,7 +86,7 @@ Expected<CheckedType> check_type(const std::string& type, DLDataType dtype, cons
     return Status::Usage("a rank-" + std::to_string(shape.size()) + " tensor, but the type `" + type + "` has rank " +
                          std::to_string(t.shape.size()));
   auto env = bind_dims(fn, {shape}, given);
-  if (!env.ok()) return Status::Usage("type `" + type + "`: " + env.status().message());
+  if (!env.ok()) return Status::Usage("type `" + type + "`: " + in_callers_terms(env.status().message()));
   CheckedType out;
   out.type = t.str();
   for (const auto& p : fn.refinements) out.refinements.push_back(p.str());

@@ -191,6 +191,12 @@ mlk_cli_script(schedule_naive)
 # mlk verify --sign in stages: the levels it keeps come from the report it
 # checked, never from the copy in the entry's manifest.json (issue 49, review 6).
 mlk_cli_script(verify_merge_checked)
+# mlk verify of a CUDA artifact without a GPU: levels it cannot run are
+# "not run" (exit 4), not stored, and never overwrite an earlier result.
+mlk_cli_script(verify_not_run)
+# mlk signature: a program's signatures and C ABI as a snapshot, --check
+# naming what changed; mlk build's <fn>.h compiled and linked by a C caller.
+mlk_cli_script(signature_snapshot)
 # mlk tune --require-verified: a cache hit's report counts only when a tune
 # here wrote it (issue 49, finding 11).
 mlk_cli_script(tune_hit_origin)

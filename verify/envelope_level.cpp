@@ -83,7 +83,7 @@ LevelReport check_envelope(const Context& c) {
   r.checked = "the artifact's results against the F64 reference interpreter (rounded per op as docs/numerics.md says) "
               "on random and adversarial inputs, element by element";
   if (c.profile.is_gpu()) {
-    r.counterexample = "not run: CUDA artifacts are not run by `mlk verify` on this machine";
+    r.not_run = "CUDA artifacts are not run by `mlk verify` on this machine (it runs CPU code only)";
     return r;
   }
   const DType dt = c.f.result_type.dtype;

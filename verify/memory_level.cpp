@@ -39,7 +39,7 @@ LevelReport check_memory(const Context& c) {
                 "in the 256 bytes before one, and does not modify its inputs (other shapes are covered only by the "
                 "bounds assertions it keeps)";
   if (c.profile.is_gpu()) {
-    r.counterexample = "not run: CUDA artifacts are not run by `mlk verify` on this machine";
+    r.not_run = "CUDA artifacts are not run by `mlk verify` on this machine (it runs CPU code only)";
     return r;
   }
   nlohmann::json man = parse_json(c.manifest);

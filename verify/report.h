@@ -29,6 +29,10 @@ const char* level_list();
 struct LevelReport {
   Level level = Level::kTypes;
   bool pass = false;
+  // Non-empty: the level could not run on this machine (a CUDA artifact
+  // without a GPU), and why. Neither a pass nor a failure: such a level is
+  // left out of the stored report and makes `mlk verify` exit 4, not 1.
+  std::string not_run;
   std::string checked;         // what was checked, one sentence
   std::string guarantee;       // what a pass guarantees, one sentence (and what it does not)
   std::vector<std::string> evidence;  // lines: hashes, bounds, shapes, directives
@@ -36,10 +40,19 @@ struct LevelReport {
   double seconds = 0;
 };
 
+// "pass", "FAIL" or "not run"; what follows it on a level's line ("" for a
+// pass, else ": " and the counterexample or why it did not run).
+const char* result_word(const LevelReport& l);
+std::string result_detail(const LevelReport& l);
+
 struct Report {
   std::string fn, target, dims;  // dims as "M=2,N=3"
   std::vector<LevelReport> levels;
   bool pass() const;             // every level passed (and there is at least one)
+  bool failed() const;           // a level that ran did not pass
+  // "PASS", "FAIL", or, when nothing failed but a level could not run,
+  // "INCOMPLETE (envelope, memory not run here)".
+  std::string verdict() const;
   std::string to_json() const;   // one object (see docs/verification.md)
   std::string to_text() const;   // for people: a block per level
 };
@@ -51,6 +64,8 @@ struct Report {
 // Levels of a report already there that `r` did not run are kept (their
 // "passed" and "pass" recomputed): verification can be staged, level by level.
 // Only a report of the same fn, target and dims is merged; another is replaced.
+// Levels of `r` that could not run here (LevelReport::not_run) are not
+// stored: they are neither evidence nor a failure.
 Expected<std::string> attach_report(std::string_view json_text, const Report& r, int indent = -1);
 
 }  // namespace mlk::verify

@@ -18,6 +18,7 @@ file): mlk.load_model (mlk/model.py). Comparing an mlk fn against PyTorch
 on generated inputs with the tolerance envelopes of docs/numerics.md:
 mlk.testing.compare (mlk/testing.py).
 """
+import os
 import sys
 
 from ._mlk import BoundaryError, CorruptionError, Error, NotFoundError, Tensor  # noqa: F401
@@ -32,7 +33,7 @@ from ._dlpack import NUMPY_DTYPES as _NUMPY_DTYPES, TORCH_DTYPES as _TORCH_DTYPE
 from .model import Model, _policy, _precision_option, load_model, pack_tokens  # noqa: F401
 
 __all__ = ["load", "Ops", "load_model", "Model", "pack_tokens", "Tensor", "empty", "Error", "BoundaryError", "NotFoundError",
-           "CorruptionError", "testing", "arrow", "select", "prefer", "fallback", "Runner"]
+           "CorruptionError", "testing", "arrow", "select", "prefer", "fallback", "Runner", "signatures"]
 
 
 def empty(shape, dtype="F32"):
@@ -83,10 +84,14 @@ class _Fn:
                 not sig.get("frames") and not sig.get("records"):
             self._plan = ops._program.call_plan(name, ops.target)
         self.__name__ = name
-        results = self._sig["results"]
-        self.__doc__ = "mlk kernel `%s`(%s) -> %s" % (
-            name, ", ".join("%s: %s rank %d" % (p["name"], p["dtype"], p["rank"]) for p in self._sig["params"]),
-            self._sig["result_dtype"] if len(results) == 1 else "(%s)" % ", ".join(r["dtype"] for r in results))
+        self.__doc__ = "mlk kernel " + self._sig["text"]
+
+    @property
+    def signature(self):
+        """The fn's signature as the program declares it, one line: its dims, each
+        parameter's type with symbolic shape, the result types and the refinements
+        ("rmsnorm [B, S, D] (x: Tensor[F32, [B, S, D]], ..) -> Tensor[F32, [B, S, D]]")."""
+        return self._sig["text"]
 
     def _where(self, i):
         p = self._sig["params"][i]
@@ -144,7 +149,23 @@ class _Fn:
             if len(flat) != len(args):
                 proven = []  # tables moved the arguments: the handles' refinements are checked again
             args = flat
+        self._check_dims(dims)
         return args, dims, proven
+
+    def _check_dims(self, dims):
+        """dims= in the caller's terms: each names a dimension of the fn, and every
+        dimension no argument binds is given."""
+        names = self._sig["dim_vars"]
+        for k in dims or {}:
+            if k not in names:
+                raise BoundaryError("`%s` has no dimension `%s` (given in dims=); its dimensions are %s"
+                                    % (self.__name__, k, ", ".join(names) or "none"))
+        missing = [d for d in self._sig["unbound_dims"] if d not in (dims or {})]
+        if missing:
+            raise BoundaryError("dimension%s %s of `%s` %s bound by no argument; pass %s as dims={%s}" % (
+                "s" if len(missing) > 1 else "", ", ".join("`%s`" % d for d in missing), self.__name__,
+                "are" if len(missing) > 1 else "is", "them" if len(missing) > 1 else "it",
+                ", ".join('"%s": VALUE' % d for d in missing)))
 
     def kernel(self, *args, dims=None, params_from=None, **named):
         """The kernel these arguments would run (its .selection says which artifact and why, and
@@ -274,6 +295,25 @@ def load(path, target="host", cache="", namespace="default", token="", require="
     rt = _mlk.Runtime(cache, namespace, token, namespaces)
     policy = _policy(target, require, trusted) + option
     return Ops(rt.program(str(path), precision), policy, rt)
+
+
+def signatures(program, check=None):
+    """What `mlk signature` prints for a program (an Ops from mlk.load, or the
+    path of a .tl file): for every public fn, its signature with symbolic
+    shapes and refinements, its arguments, results and `dims` order, and the
+    C prototype of its entry. With `check` (the path of a snapshot kept
+    earlier, or its text as a str holding a newline) it compares instead:
+    BoundaryError naming each fn that changed, is new or was removed, with
+    the lines that differ; the snapshot text when they match."""
+    ops = program if isinstance(program, Ops) else load(program)
+    now = ops._program.signature_snapshot()
+    if check is None:
+        return now
+    before = check if "\n" in str(check) else open(os.fspath(check)).read()
+    changes = _mlk.snapshot_changes(before, now)
+    if changes:
+        raise BoundaryError("the program's signatures differ from the snapshot:\n" + changes.rstrip("\n"))
+    return now
 
 
 from . import testing  # noqa: E402,F401  (mlk.testing: numpy and torch imported on use)

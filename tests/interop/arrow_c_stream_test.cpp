@@ -232,6 +232,15 @@ TEST(ArrowCStream, RefusalsNameWhatAndWhere) {
        "<c>: column `a` is declared non-nullable, but row 4 is null"},
       {"declared_nullable", [](Producer& p, SchemaDecl& d) { p.batches = {batch(2, 0)}; d.columns[0].nullable = true; },
        "<c>: column `a`: declared nullable, the stream's field is non-nullable"},
+      // Every column that differs, at once; a list size by the dim declared for it.
+      {"every_column",
+       [](Producer& p, SchemaDecl& d) {
+         p.batches = {batch(2, 0)};
+         p.a_format = "l";
+         d.columns[1].dtype = DType::F16;
+       },
+       "<c>: 2 columns differ from the declaration: column `a`: declared I32, the stream has int64; column `v`: "
+       "declared FixedSizeList[F16, D], the stream has fixed_size_list<item: float>[2]"},
       {"list_size", [](Producer& p, SchemaDecl& d) { p.batches = {batch(2, 0)}; d.dims["D"] = 3; },
        "<c>: column `v`: declared FixedSizeList[F32, D] with D = 3, the stream has fixed_size_list<item: float>[2]"},
       {"rows", [](Producer& p, SchemaDecl& d) { p.batches = {batch(2, 0)}; d.dims["N"] = 3; },

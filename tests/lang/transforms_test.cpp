@@ -178,6 +178,34 @@ TEST(Grad, TypesAreTheWrtParameterTypes) {
   EXPECT_NE(ir::print_function(*g).find("d_products_c"), std::string::npos);
 }
 
+// Without `wrt`, grad and value_and_grad differentiate the first parameter
+// (jax.grad's argnums=0) and vjp every float parameter; with records, the
+// first parameter's float leaves, not the batch's.
+TEST(Grad, WithoutWrtTheFirstParameter) {
+  FrontendResult fe = compile_source("t.tl", R"(
+record P [D] { w: Tensor[F32, [D]], b: Tensor[F32, [D]] }
+record Batch [D] { x: Tensor[F32, [D]], y: Tensor[F32, [D]] }
+fn loss [D](w: Tensor[F32, [D]], x: Tensor[F32, [D]]) -> Scalar[F32] = sum(w * x, axes=[0])
+fn scaled [D](w: Tensor[F32, [D]], x: Tensor[F32, [D]]) -> Tensor[F32, [D]] = w * x
+fn rloss [D](p: P[D], batch: Batch[D]) -> Scalar[F32] = sum(p.w * batch.x + p.b - batch.y, axes=[0])
+fn g = grad(loss)
+fn vg = value_and_grad(loss)
+fn vj = vjp(scaled)
+fn rg = grad(rloss)
+)");
+  ASSERT_TRUE(fe.ok()) << fe.rendered();
+  const ir::Module& m = fe.module;
+  EXPECT_TRUE(m.find("g")->more_results.empty());
+  EXPECT_EQ(m.find("vg")->more_results.size(), 1u);  // the value, then d/dw
+  EXPECT_EQ(m.find("vj")->more_results.size(), 1u);  // d/dw and d/dx
+  EXPECT_EQ(m.find("rg")->more_results.size(), 1u);  // p.w and p.b; not batch.x, batch.y
+  DimEnv dims = {{"D", 3}};
+  auto in = inputs_for(*m.find("loss"), dims, 7);
+  auto d = run(m, "g", in, dims);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(d->get(i), in[1].get(i));  // d/dw sum(w * x) = x
+}
+
 // vjp fns `vjps[k]` of `fn` for its parameters `wrt[k]`: each takes fn's
 // parameters and a cotangent g of its result; checked against central
 // finite differences of sum(g * fn(x)).

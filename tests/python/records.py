@@ -4,7 +4,7 @@ python/mlk/records.py): scenario 3's training step written with records
 with its parameters and batch passed as dicts, positionally and by keyword:
 
 1. the loss, `grad` with respect to the parameters record and `grad` with no
-   `wrt` (every float parameter, the batch's included) agree with PyTorch
+   `wrt` (the first parameter, as jax.grad's argnums=0) agree with PyTorch
    autograd within the F32 envelope;
 2. `fold` over an Array of four layers equals the same layers applied in a
    loop by PyTorch;
@@ -76,11 +76,11 @@ check("grad wrt=[params]: one result per leaf of the record", len(g) == 4, "got 
 for name, a, b in zip(["hidden.w", "hidden.b", "out.w", "out.b"], g, want):
     close(a, b, "d loss / d params.%s" % name)
 
-every = ops.every(params, batch)
-check("grad with no wrt: every float parameter (4 of params, 2 of batch)", len(every) == 6, "got %d" % len(every))
-for name, a, b in zip(["params.hidden.w", "params.hidden.b", "params.out.w", "params.out.b", "batch.x", "batch.y"],
-                      every, want + [b_req["x"].grad, b_req["y"].grad]):
-    close(a, b, "grad(loss_step) d/d %s" % name)
+first = ops.first(params, batch)
+check("grad with no wrt: the first parameter's float leaves (4 of params, none of batch)", len(first) == 4,
+      "got %d" % len(first))
+for name, a, b in zip(["hidden.w", "hidden.b", "out.w", "out.b"], first, want):
+    close(a, b, "grad(loss_step) d/d params.%s" % name)
 
 # 2. fold over an Array: the layers in order.
 layers = [{"w": t(D, D) * 0.3, "b": t(D) * 0.1} for _ in range(4)]
@@ -114,7 +114,13 @@ raises("mlk.check refuses a refinement the tensor breaks", lambda: mlk.check(w_q
 raises("mlk.check refuses a dtype", lambda: mlk.check(w_q.double(), "Tensor[F32, [D, D]]"), mlk.BoundaryError,
        "a float64 tensor, but the type `Tensor[F32, [D, D]]` is F32")
 raises("mlk.check refuses a shape", lambda: mlk.check(t(D, D + 1), "Tensor[F32, [D, D]]"), mlk.BoundaryError,
-       "x.shape[1] = 20 but D = 19")
+       "type `Tensor[F32, [D, D]]`: the tensor's shape[1] = 20 but D = 19, bound by the tensor's shape[0]", exact=True)
+raises("mlk.check names a dimension the tensor does not give as dims",
+       lambda: mlk.check(w_q, "Tensor[F32, [D, D * H]]"), mlk.BoundaryError,
+       'type `Tensor[F32, [D, D * H]]`: dimension `H` of the type is not an extent of the tensor; '
+       'give its value in dims (dims={"H": VALUE})', exact=True)
+raises("mlk.check names a dimension the type lacks", lambda: mlk.check(w_q, "Tensor[F32, [D, D]]", dims={"E": 2}),
+       mlk.BoundaryError, "type `Tensor[F32, [D, D]]`: the type has no dimension `E` (given in dims)", exact=True)
 raises("mlk.check reports the type's own errors", lambda: mlk.check(w_q, "Tensor[F32, [D / H]]"), mlk.BoundaryError,
        "type `Tensor[F32, [D / H]]`")
 w = mlk.check(w_q, "Tensor[F32, [D, D], [D mod H = 0]]", dims={"H": D})
@@ -145,6 +151,26 @@ raises("a hand-made handle proves nothing", lambda: ops.project(xb, forged), mlk
 raises("a handle with another object as its proof is refused",
        lambda: ops.project(xb, mlk.checked.Checked(w_q, "t", [], {"H": D}, object())), mlk.BoundaryError,
        "a checked handle whose proof is not mlk.check's")
+
+# 5. Signatures as the program declares them: symbolic shapes and refinements.
+want_sig = ("project [B, D, H] (x: Tensor[F32, [B, D]], w_q: Tensor[F32, [D, D]]) -> Tensor[F32, [B, H, D / H]]"
+            " where [D mod H = 0]")
+check("fn.signature shows symbolic shapes and the refinement", ops.project.signature == want_sig,
+      ops.project.signature)
+check("fn.__doc__ shows the signature", ops.project.__doc__ == "mlk kernel " + want_sig, ops.project.__doc__)
+# 6. dims= in Python's terms, never the command line's.
+raises("a dimension no argument binds, missing: named as dims=", lambda: ops.project(xb, w_q), mlk.BoundaryError,
+       'dimension `H` of `project` is bound by no argument; pass it as dims={"H": VALUE}', exact=True)
+raises("a dimension the fn lacks: named as dims=", lambda: ops.project(xb, w_q, dims={"H": D, "Q": 2}),
+       mlk.BoundaryError, "`project` has no dimension `Q` (given in dims=); its dimensions are B, D, H", exact=True)
+snap = mlk.signatures(ops)
+check("mlk.signatures: the declarations of every public fn", "/* mlk kernel " + want_sig + "\n" in snap
+      and "int mlk_project(const mlk_tensor_t* args" in snap and "int mlk_first_results(" in snap, snap)
+check("mlk.signatures(path, check=) passes on the same program",
+      mlk.signatures(os.path.join(SRC, "tests", "records", "scenario3.tl"), check=snap) == snap)
+raises("mlk.signatures(check=) names the fn whose signature changed",
+       lambda: mlk.signatures(ops, check=snap.replace("w_q  MLK_F32  [D, D]", "w_q  MLK_F16  [D, D]")),
+       mlk.BoundaryError, "`project` changed:\n  -  *   args[1]  w_q  MLK_F16  [D, D]\n  +  *   args[1]  w_q  MLK_F32  [D, D]")
 
 failed = [r for r in results if not r[1]]
 for name, ok, note in results:

@@ -34,11 +34,26 @@ TEST(CheckedType, RefusesWhatBreaksTheType) {
   EXPECT_EQ(rank.status().message(), "a rank-1 tensor, but the type `" + std::string(kType) + "` has rank 2");
   auto extent = check_type(kType, to_dl(DType::F16), {384, 383}, {{"H", 1}});
   ASSERT_FALSE(extent.ok());
-  EXPECT_NE(extent.status().message().find("x.shape[1] = 383 but D = 384"), std::string::npos)
-      << extent.status().message();
+  // In the caller's terms: the tensor and the type, never a parameter `x` or a fn it did not write.
+  EXPECT_EQ(extent.status().message(), "type `" + std::string(kType) +
+                                           "`: the tensor's shape[1] = 383 but D = 384, bound by the tensor's shape[0]");
   auto unbound = check_type(kType, to_dl(DType::F16), {384, 384}, {});
   ASSERT_FALSE(unbound.ok());
-  EXPECT_NE(unbound.status().message().find("H"), std::string::npos) << unbound.status().message();
+  EXPECT_EQ(unbound.status().message(), "type `" + std::string(kType) +
+                                            "`: dimension `H` of the type is not an extent of the tensor; give its "
+                                            "value in dims (dims={\"H\": VALUE})");
+}
+
+// A type that does not parse is said at its own column: a missing `]` at
+// the end of the type, not at a column of a fn made up around it.
+TEST(CheckedType, ASyntaxErrorIsSaidAtTheTypesColumn) {
+  auto missing = check_type("Tensor[F16, [D, E]", to_dl(DType::F16), {4, 4}, {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(),
+            "type `Tensor[F16, [D, E]`, column 19: expected `]`, found the end of the type");
+  auto inside = check_type("Tensor[F16, [D E]]", to_dl(DType::F16), {4, 4}, {});
+  ASSERT_FALSE(inside.ok());
+  EXPECT_EQ(inside.status().message().rfind("type `Tensor[F16, [D E]]`, column 16: ", 0), 0u) << inside.status().message();
 }
 
 TEST(CheckedType, DimensionExpressionsTakeParentheses) {

@@ -226,6 +226,36 @@ TEST(Verify, AlgorithmHashIsStableAndIndependentOfTheSchedule) {
     EXPECT_EQ(json::parse(files["manifest.json"])["algorithm_hash"], a->hash);
 }
 
+// A level that could not run here (a CUDA artifact without a GPU) is
+// neither a pass nor a failure: the verdict says so, and the stored report
+// leaves it out, keeping an earlier result of that level.
+TEST(Verify, ALevelNotRunIsNeitherPassNorFailAndIsNotStored) {
+  Report r{.fn = "f", .target = "cuda_sm90", .dims = "N=4"};
+  r.levels.push_back({.level = Level::kTypes, .pass = true, .checked = "c", .guarantee = "g"});
+  r.levels.push_back({.level = Level::kEnvelope, .not_run = "no GPU here", .checked = "c", .guarantee = "g"});
+  EXPECT_FALSE(r.pass());
+  EXPECT_FALSE(r.failed());
+  EXPECT_EQ(r.verdict(), "INCOMPLETE (envelope not run here)");
+  EXPECT_NE(r.to_text().find("  envelope: not run (0.000 s)\n    checked: c\n    guarantee: g\n    not run: no GPU here\n"),
+            std::string::npos);
+  EXPECT_EQ(r.to_text().find("FAIL"), std::string::npos);
+  json j = json::parse(r.to_json());
+  EXPECT_EQ(j["not_run"], json({"envelope"}));
+  EXPECT_EQ(j["passed"], json({"types"}));
+  EXPECT_FALSE(j["levels"][1].contains("pass"));
+  auto stored = verify::attach_report(R"({"verify_report": {"fn": "f", "target": "cuda_sm90", "dims": "N=4",
+      "levels": [{"level": "envelope", "pass": true, "checked": "on a GPU"}]}})", r);
+  ASSERT_TRUE(stored.ok());
+  json rep = json::parse(*stored)["verify_report"];
+  EXPECT_EQ(rep["passed"], json({"types", "envelope"}));
+  EXPECT_EQ(rep["levels"][1]["checked"], "on a GPU");
+  EXPECT_TRUE(rep["pass"].get<bool>());
+  EXPECT_FALSE(rep.contains("not_run"));
+  r.levels[0].pass = false;
+  EXPECT_TRUE(r.failed());
+  EXPECT_EQ(r.verdict(), "FAIL");
+}
+
 TEST(Verify, ReportsNameEveryLevelAndMergeWhenStaged) {
   ir::Module m = testing_support::sgemm_module();
   const DimEnv dims = {{"M", 4}, {"K", 4}, {"N", 4}};
