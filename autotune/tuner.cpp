@@ -396,7 +396,7 @@ Expected<TuningTask> TuningTask::Start(const ir::Module& m, const std::string& f
   if (!opts.log_path.empty()) {
     json header = {{"fn", fn}, {"ir", ir::function_hash(m, *f)}, {"dims", dims}, {"profile", profile.name},
                    {"seed", opts.seed}, {"rules", kScheduleSpaceVersion}, {"halide", halide_version()}};
-    auto log = TuningLog::Open(opts.log_path, header);
+    auto log = TuningLog::Open(opts.log_path, header, [&](const Knobs& k) { return check_knobs(*stages, k, profile); });
     if (!log.ok()) return log.status();
     state->log = std::move(log).value();
     state->search->set_log(state->log.get());

@@ -24,7 +24,8 @@ Measurement::Verdict parse_verdict(const std::string& s) {
 
 // Trials of an earlier run of the same tuning problem, by schedule hash;
 // `finals` gets its final-round re-measurements.
-Expected<std::map<std::string, Trial>> read_log(const std::string& path, const json& header, FinalTimes* finals) {
+Expected<std::map<std::string, Trial>> read_log(const std::string& path, const json& header, FinalTimes* finals,
+                                                const TuningLog::KnobCheck& check) {
   std::map<std::string, Trial> out;
   std::ifstream in(path);
   if (!in) return out;
@@ -69,6 +70,10 @@ Expected<std::map<std::string, Trial>> read_log(const std::string& path, const j
     if (!s.ok()) return Status::Corruption(path + ":" + std::to_string(lineno) + ": " + s.status().message());
     t.schedule = *s;
     t.knobs = j.value("knobs", Knobs{});
+    if (check)
+      if (Status s = check(t.knobs); !s.ok())
+        return Status::Corruption(path + ":" + std::to_string(lineno) + ": " + s.message() +
+                                  "; remove the log or choose another --log");
     t.predicted_ms = j.value("predicted_ms", 0.0);
     t.m.verdict = parse_verdict(j.value("verdict", "error"));
     t.m.detail = j.value("detail", "");
@@ -102,12 +107,13 @@ json trial_json(const Trial& t) {
           {"at_s", t.at_s}};
 }
 
-Expected<std::unique_ptr<TuningLog>> TuningLog::Open(const std::string& path, const json& header) {
+Expected<std::unique_ptr<TuningLog>> TuningLog::Open(const std::string& path, const json& header,
+                                                     const KnobCheck& check) {
   auto log = std::unique_ptr<TuningLog>(new TuningLog());
   // A line of the wrong shape makes nlohmann::json throw: the log is damaged.
   auto prev = [&]() -> Expected<std::map<std::string, Trial>> {
     try {
-      return read_log(path, header, &log->finals_);
+      return read_log(path, header, &log->finals_, check);
     } catch (const json::exception& e) {
       return Status::Corruption(path + " is not a tuning log of mlk (" + e.what() + "); remove it or choose another --log");
     }

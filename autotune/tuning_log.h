@@ -7,6 +7,7 @@
 #pragma once
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,8 +29,12 @@ class TuningLog {
   // is `header`, then opens it to append (or starts it with the header).
   // A torn last line (a run killed mid-write) is cut off. Errors:
   // InvalidArgument when the log is of another tuning problem; Corruption
-  // naming the line for a damaged one; IOError when it cannot be written.
-  static Expected<std::unique_ptr<TuningLog>> Open(const std::string& path, const nlohmann::json& header);
+  // naming the line for a damaged one, or for a trial whose knobs `check`
+  // refuses (the rules' check_knobs: a stage or knob the tuning problem
+  // lacks, a value not among its choices); IOError when it cannot be written.
+  using KnobCheck = std::function<Status(const Knobs&)>;
+  static Expected<std::unique_ptr<TuningLog>> Open(const std::string& path, const nlohmann::json& header,
+                                                   const KnobCheck& check = nullptr);
 
   // The earlier run's trials, by schedule hash, and its final times.
   const std::map<std::string, Trial>& earlier() const { return earlier_; }

@@ -17,7 +17,7 @@
 #include "cli/command.h"
 #include "cli/dump_after.h"
 #include "interop/run_inputs.h"
-#include "dist/launch.h"
+#include "spmd/launch.h"
 #include "interop/tensor_files.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"

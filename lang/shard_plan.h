@@ -1,6 +1,6 @@
 // The SPMD plan of a fn defined by `shard` (phase-0/transforms.md): plain
 // data that says how a mesh of ranks computes it. Made by lang/spmd.h, read
-// by the per-rank runner (dist/rank_main.cpp); nothing here runs anything.
+// by the per-rank runner (spmd/rank_main.cpp); nothing here runs anything.
 //
 // Each rank holds the block of every parameter that its mesh coordinates
 // select (a dimension sharded over mesh axis k is cut into |k| equal blocks,

@@ -60,7 +60,7 @@ import tempfile
 import tokenize
 
 SOURCE_DIRS = ["artifact", "autotune", "base", "bench", "cache", "cli", "client", "interop", "lang", "python", "runtime", "scheduler", "service",
-               "targets", "dist", "verify", "examples", "scripts"]
+               "targets", "spmd", "verify", "examples", "scripts"]
 C_EXT = (".cpp", ".cc", ".c", ".h", ".hpp")
 EXTERNAL_TOOLS = {
     "cc", "gcc", "g++", "clang", "c++", "cmake", "ctest", "ninja", "make", "curl", "wget", "ptxas", "nvcc", "readelf",

@@ -99,6 +99,31 @@ TEST(TuningLog, ATornLastLineIsCutOffAndADamagedLineIsNamed) {
   EXPECT_EQ(bad.status().message(), damaged + ":2: not a JSON line");
 }
 
+// A trial's knobs are checked where the log is read (issue 54): a stage or
+// knob the tuning problem lacks is a damaged log, named by its line, never
+// taken unchecked into the search.
+TEST(TuningLog, KnobsAreCheckedWhereTheLogIsRead) {
+  const std::string path = fresh_path("knobs.jsonl");
+  Trial t = trial(0, "default", 2.0);
+  t.knobs = {{"matmul9", {{"tn", 4}}}};
+  {
+    auto log = TuningLog::Open(path, kHeader);
+    ASSERT_TRUE(log.ok());
+    (*log)->Append(trial(1, "default", 3.0));
+    (*log)->Append(t);
+  }
+  auto unchecked = TuningLog::Open(path, kHeader);
+  ASSERT_TRUE(unchecked.ok()) << unchecked.status().message();
+  auto check = [](const Knobs& k) {
+    return k.count("matmul9") ? Status::InvalidArgument("knobs: unknown stage `matmul9`") : Status::Ok();
+  };
+  auto checked = TuningLog::Open(path, kHeader, check);
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.status().code(), Status::Code::kCorruption);
+  EXPECT_EQ(checked.status().message(),
+            path + ":3: knobs: unknown stage `matmul9`; remove the log or choose another --log");
+}
+
 // The progress line of a trial (issue 53, item 6): a measured one gives its
 // time; a failed one its verdict and why, in one line; one the cost model
 // ranked (built for a GPU, not run) says its time is an estimate.

@@ -2,13 +2,13 @@
 // per-shard types), and every plan of tests/transforms/shard_f64.tl run on a
 // simulated mesh (the kernels through the reference interpreter, the
 // collectives done here by hand) against the unsharded fn. Also the block
-// helpers the per-rank runner uses (dist/blocks.h).
+// helpers the per-rank runner uses (spmd/blocks.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "dist/blocks.h"
+#include "spmd/blocks.h"
 #include "lang/frontend.h"
 #include "lang/interpreter.h"
 

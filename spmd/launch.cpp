@@ -1,5 +1,5 @@
-// The SPMD launcher (dist/launch.h).
-#include "dist/launch.h"
+// The SPMD launcher (spmd/launch.h).
+#include "spmd/launch.h"
 
 #include <spawn.h>
 #include <sys/wait.h>

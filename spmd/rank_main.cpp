@@ -1,5 +1,5 @@
 // mlk-rank: one rank of an SPMD run (`mlk run --ranks N`, which starts N of
-// these with mpirun; dist/launch.h). Each rank checks the program, joins
+// these with mpirun; spmd/launch.h). Each rank checks the program, joins
 // the mesh, takes its block of every input as the plan's layouts say
 // (lang/shard_plan.h), runs the plan's kernels (ordinary fns at per-shard
 // shapes: the artifact tuned for exactly that kernel and shape from the
@@ -21,8 +21,8 @@
 #include <sstream>
 
 #include "interop/run_inputs.h"
-#include "dist/blocks.h"
-#include "dist/mesh.h"
+#include "spmd/blocks.h"
+#include "spmd/mesh.h"
 #include "client/cli_cache.h"
 #include "interop/tensor_files.h"
 #include "lang/frontend.h"
@@ -135,7 +135,7 @@ Expected<HostTensor> run_plan(Mesh& mesh, const ir::Module& m, const ir::ShardPl
     if (!c.ok()) return c.status();
     cache = std::move(c).value();
   }
-  std::vector<std::string> trusted;  // the launcher's --require signed:KEYS (dist/launch.h)
+  std::vector<std::string> trusted;  // the launcher's --require signed:KEYS (spmd/launch.h)
   if (const char* t = std::getenv("MLK_RANK_TRUSTED"); t && *t) {
     std::stringstream ss(t);
     for (std::string k; std::getline(ss, k, ',');)

@@ -1,5 +1,5 @@
-// The mesh over MPI (dist/mesh.h).
-#include "dist/mesh.h"
+// The mesh over MPI (spmd/mesh.h).
+#include "spmd/mesh.h"
 
 #include <mpi.h>
 
@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "dist/blocks.h"
+#include "spmd/blocks.h"
 
 namespace mlk::spmd {
 

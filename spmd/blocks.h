@@ -1,6 +1,6 @@
 // The blocks of a sharded tensor (lang/shard_plan.h): the block a rank holds
 // along one dimension, and a tensor reassembled from its blocks. Plain
-// row-major host tensors; no MPI here (dist/mesh.h moves the blocks).
+// row-major host tensors; no MPI here (spmd/mesh.h moves the blocks).
 #pragma once
 
 #include <cstdint>

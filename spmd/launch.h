@@ -1,5 +1,5 @@
 // `mlk run --ranks N`: an SPMD run of a fn defined by `shard` on N local
-// ranks, started with Open MPI's mpirun over loopback (dist/rank_main.cpp is
+// ranks, started with Open MPI's mpirun over loopback (spmd/rank_main.cpp is
 // the per-rank program). The launcher checks what it can before starting
 // anything (the fn has a plan, N is its mesh's size) and reports a failed run
 // with mpirun's exit status.

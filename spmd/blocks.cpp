@@ -1,5 +1,5 @@
-// Blocks of sharded tensors (dist/blocks.h).
-#include "dist/blocks.h"
+// Blocks of sharded tensors (spmd/blocks.h).
+#include "spmd/blocks.h"
 
 #include <cstring>
 
