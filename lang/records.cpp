@@ -388,22 +388,39 @@ class Lowering {
               "`), or pass it whole to a fn");
   }
 
+  // The leaves of written parameter i (1 for a tensor; 0 for a record whose
+  // declaration had an error).
+  size_t leaves_of(const std::vector<std::string>& names, const std::vector<std::string>& kinds, size_t i) {
+    if (kinds[i].empty()) return 1;
+    auto it = scope_.params.find(names[i]);
+    if (it == scope_.params.end()) return 0;
+    std::vector<const Node*> leaves;
+    it->second.leaves(leaves);
+    return leaves.size();
+  }
+  size_t leaf_count(const std::vector<std::string>& names, const std::vector<std::string>& kinds) {
+    size_t n = 0;
+    for (size_t i = 0; i < names.size(); ++i) n += leaves_of(names, kinds, i);
+    return n;
+  }
+
   // "`shard` needs `spec=[..]` with one entry per parameter of `f` as
-  // written (2: `params`, a Params[D, H] of 4 leaves; `batch`, ...)".
+  // written (2: `params`, a Params[D, H] of 4 leaves; `batch`), a record's
+  // entry applying to each of its leaves, or one per leaf (5); found 3".
   std::string written_count(const ast::Transform& t, const std::vector<std::string>& names,
-                            const std::vector<std::string>& kinds) {
+                            const std::vector<std::string>& kinds, size_t found) {
     std::string list;
     for (size_t i = 0; i < names.size(); ++i) {
       list += (i ? "; " : "") + q(names[i]);
       auto it = scope_.params.find(names[i]);
       if (kinds[i].empty() || it == scope_.params.end()) continue;
-      std::vector<const Node*> leaves;
-      it->second.leaves(leaves);
-      list += ", a " + it->second.type + " of " + std::to_string(leaves.size()) + (leaves.size() == 1 ? " leaf" : " leaves");
+      const size_t n = leaves_of(names, kinds, i);
+      list += ", a " + it->second.type + " of " + std::to_string(n) + (n == 1 ? " leaf" : " leaves");
     }
     const std::string kw = t.kind == "vmap" ? "axes" : "spec";
     return q(t.kind) + " needs `" + kw + "=[..]` with one entry per parameter of " + q(t.source) + " as written (" +
-           std::to_string(names.size()) + ": " + list + "); a record's entry applies to each of its leaves";
+           std::to_string(names.size()) + ": " + list + "), a record's entry applying to each of its leaves, or one "
+           "per leaf (" + std::to_string(leaf_count(names, kinds)) + "); found " + std::to_string(found);
   }
 
   ast::ExprPtr leaf_name(const Node& leaf, Span s) {
@@ -589,6 +606,7 @@ class Lowering {
     scope_ = sc->second;
     const std::vector<std::string>& kinds = record_params_.at(t.source);
     const std::vector<std::string>& names = written_.at(t.source);
+    if (names.size() != kinds.size()) return;  // the source is defined twice (the checker says so)
     // grad and value_and_grad without `wrt` differentiate the first
     // parameter as written (lang/transforms.cpp): a record's float leaves.
     if ((t.kind == "grad" || t.kind == "value_and_grad") && !names.empty() &&
@@ -627,8 +645,10 @@ class Lowering {
         }
       } else if (t.keywords[k] == "axes" || t.keywords[k] == "spec") {
         // One entry per parameter as written: a record's for each of its leaves.
-        if (v.args.size() != kinds.size()) {  // counted as written, never in leaves the user did not write
-          error(DiagKind::TransformDecl, v.span, written_count(t, names, kinds));
+        // Or one per leaf, as the fn's parameters are after this pass.
+        if (v.args.size() != kinds.size()) {
+          if (v.args.size() == leaf_count(names, kinds)) continue;
+          error(DiagKind::TransformDecl, v.span, written_count(t, names, kinds, v.args.size()));
           t.had_error = true;
           return;
         }
