@@ -81,16 +81,12 @@ Expected<StepKernel> kernel_for(const ir::Module& m, const std::string& fn, cons
   return k;
 }
 
-std::map<std::string, int64_t> parse_dims(const std::string& s) {
-  std::map<std::string, int64_t> out;
-  if (s == "-") return out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    auto eq = item.find('=');
-    if (eq != std::string::npos) out[item.substr(0, eq)] = std::stoll(item.substr(eq + 1));
-  }
-  return out;
+// The launcher's --dims ("-": none), read as `mlk run` reads them.
+Expected<DimEnv> parse_dims(const std::string& s) {
+  if (s == "-") return DimEnv{};
+  auto d = parse_dim_list(s);
+  if (!d.ok()) return Status::InvalidArgument("--dims: " + d.status().message());
+  return d;
 }
 
 std::string axes_text(const ir::ShardPlan& p, const std::vector<int>& axes) {
@@ -119,7 +115,9 @@ void fault_seam(int64_t rank) {
 // The plan's steps on this rank's blocks; the assembled global result.
 Expected<HostTensor> run_plan(Mesh& mesh, const ir::Module& m, const ir::ShardPlan& p, const Args& a) {
   const ir::Function* f = m.find(p.fn);
-  auto dims = parse_dims(a.dims);
+  auto parsed = parse_dims(a.dims);
+  if (!parsed.ok()) return parsed.status();
+  const DimEnv& dims = *parsed;
   auto inputs = inputs::read_run_inputs(a.inputs, *f, dims);
   if (!inputs.ok()) return inputs.status();
   std::vector<std::vector<int64_t>> shapes;
