@@ -117,7 +117,7 @@ Expected<HostTensor> run_plan(Mesh& mesh, const ir::Module& m, const ir::ShardPl
   const ir::Function* f = m.find(p.fn);
   auto parsed = parse_dims(a.dims);
   if (!parsed.ok()) return parsed.status();
-  const DimEnv& dims = *parsed;
+  DimEnv& dims = *parsed;
   auto inputs = inputs::read_run_inputs(a.inputs, *f, dims);
   if (!inputs.ok()) return inputs.status();
   std::vector<std::vector<int64_t>> shapes;
