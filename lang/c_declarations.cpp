@@ -77,8 +77,14 @@ std::string c_header(const ir::Function& f, const CHeaderOptions& o) {
 
 std::string signature_snapshot(const ir::Module& m) {
   std::string out;
-  for (const auto& f : m.functions)
-    if (f.is_public) out += (out.empty() ? "" : "\n") + c_declarations(f, {.unbound_dims = f.unbound_dims()});
+  for (const auto& f : m.functions) {
+    if (!f.is_public) continue;
+    // The `dims` array an artifact reads is in name order (the compile
+    // driver's, manifest.json's unbound_dims), not the fn's declaration order.
+    std::vector<std::string> dims = f.unbound_dims();
+    std::sort(dims.begin(), dims.end());
+    out += (out.empty() ? "" : "\n") + c_declarations(f, {.unbound_dims = dims});
+  }
   return out;
 }
 
@@ -93,7 +99,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> blocks(const std::
     size_t end = text.find('\n', at);
     std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
     at = end == std::string::npos ? text.size() : end + 1;
-    if (line.rfind(kHead, 0) == 0 || out.empty()) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // a snapshot kept with CRLF line ends
+    if (line.rfind(kHead, 0) == 0 || out.empty()) {  // lines before the first fn: a block named ""
       std::string rest = line.rfind(kHead, 0) == 0 ? line.substr(kHead.size()) : "";
       out.push_back({rest.substr(0, rest.find(' ')), {}});
     }
@@ -115,6 +122,10 @@ std::string snapshot_changes(const std::string& before, const std::string& now) 
   std::string out;
   for (const auto& [name, lines] : new_blocks) {
     const auto* old = find(old_blocks, name);
+    if (name.empty()) {
+      if (old ? *old != lines : !lines.empty()) out += "the lines before the first fn differ\n";
+      continue;
+    }
     if (!old) {
       out += "`" + name + "` is new\n";
       continue;
@@ -129,7 +140,7 @@ std::string snapshot_changes(const std::string& before, const std::string& now) 
     }
   }
   for (const auto& [name, lines] : old_blocks)
-    if (!find(new_blocks, name)) out += "`" + name + "` was removed\n";
+    if (!find(new_blocks, name)) out += name.empty() ? "the lines before the first fn differ\n" : "`" + name + "` was removed\n";
   // Equal blocks in another order, or text outside every block.
   return out.empty() ? "the fns are the same but the text differs (their order, or lines outside them)\n" : out;
 }

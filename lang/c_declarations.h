@@ -28,8 +28,9 @@ std::string c_declarations(const ir::Function& f, const CHeaderOptions& o);
 // <fn>.h: c_declarations inside an include guard, including mlk_abi.h.
 std::string c_header(const ir::Function& f, const CHeaderOptions& o);
 
-// Every public fn of m, in source order: its c_declarations (with its
-// unbound dims, no CUDA or packed entries), one block each.
+// Every public fn of m, in source order: its c_declarations (its unbound
+// dims in name order, as an artifact reads them; no CUDA or packed
+// entries), one block each.
 std::string signature_snapshot(const ir::Module& m);
 
 // What changed from the snapshot `before` to `now`, fn by fn, in now's

@@ -290,16 +290,25 @@ class Parser {
     if (accept(Tok::kColon)) l.ascription = type();
     expect(Tok::kAssign);
     l.value = expr();
-    no_juxtaposition(*l.value);
+    no_juxtaposition(*l.value, /*in_let=*/true);
     return l;
   }
 
   // `f x` on one line, a call written without parentheses (as the seed's
   // `check_shape_and_refinement w_q`): said at `x`, with what to write.
-  void no_juxtaposition(const ast::Expr& e) {
+  // After a `let`'s value, `x` may be the fn's result on the same line
+  // (newlines are not significant): only when more of the body follows on
+  // a later line is it a call.
+  void no_juxtaposition(const ast::Expr& e, bool in_let = false) {
     if (e.kind != ast::Expr::Kind::kName || cur().line_start ||
         !(at(Tok::kIdent) || at(Tok::kInt) || at(Tok::kFloat)))
       return;
+    if (in_let) {
+      const Token& next = peek();
+      const bool item = next.kind == Tok::kFn || next.kind == Tok::kPublic || next.kind == Tok::kTune ||
+                        next.kind == Tok::kRecord || next.kind == Tok::kImport || next.kind == Tok::kEof;
+      if (!next.line_start || item) return;
+    }
     sink_.error(DiagKind::Syntax, cur().span,
                 "`" + e.name + " " + cur().text + "`: a call takes its arguments in parentheses: write `" + e.name +
                     "(" + cur().text + ")`");

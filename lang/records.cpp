@@ -388,6 +388,11 @@ class Lowering {
               "`), or pass it whole to a fn");
   }
 
+  // Whether `fn` is a fn of the program as written (not one a transform defines).
+  bool written_by_hand(const std::string& fn) const {
+    return std::any_of(p_.functions.begin(), p_.functions.end(), [&](const ast::Function& f) { return f.name == fn; });
+  }
+
   // The leaves of written parameter i (1 for a tensor; 0 for a record whose
   // declaration had an error).
   size_t leaves_of(const std::vector<std::string>& names, const std::vector<std::string>& kinds, size_t i) {
@@ -609,7 +614,11 @@ class Lowering {
     if (names.size() != kinds.size()) return;  // the source is defined twice (the checker says so)
     // grad and value_and_grad without `wrt` differentiate the first
     // parameter as written (lang/transforms.cpp): a record's float leaves.
-    if ((t.kind == "grad" || t.kind == "value_and_grad") && !names.empty() &&
+    // Only for a record (a tensor is the first parameter as it is, and
+    // lang/transforms.cpp names it when it is not float); not for a record
+    // whose declaration failed (reported already).
+    if ((t.kind == "grad" || t.kind == "value_and_grad") && !names.empty() && !kinds.front().empty() &&
+        scope_.params.count(names.front()) &&
         std::find(t.keywords.begin(), t.keywords.end(), "wrt") == t.keywords.end()) {
       auto list = std::make_unique<ast::Expr>(), first = std::make_unique<ast::Expr>();
       first->kind = ast::Expr::Kind::kName, first->name = names.front(), first->span = t.source_span;
@@ -646,8 +655,11 @@ class Lowering {
       } else if (t.keywords[k] == "axes" || t.keywords[k] == "spec") {
         // One entry per parameter as written: a record's for each of its leaves.
         // Or one per leaf, as the fn's parameters are after this pass.
+        // A source a transform defines (a vjp's, with its cotangent and
+        // residuals) has parameters beyond those written: the transform's
+        // own check counts them.
         if (v.args.size() != kinds.size()) {
-          if (v.args.size() == leaf_count(names, kinds)) continue;
+          if (v.args.size() == leaf_count(names, kinds) || !written_by_hand(t.source)) continue;
           error(DiagKind::TransformDecl, v.span, written_count(t, names, kinds, v.args.size()));
           t.had_error = true;
           return;

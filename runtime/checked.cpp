@@ -24,6 +24,7 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 std::string in_callers_terms(std::string m) {
   replace_all(m, std::string(kParam) + ".shape[", "the tensor's shape[");
   replace_all(m, "(given by --dims)", "(given in dims)");
+  replace_all(m, "bound by --dims", "bound by dims");
   replace_all(m, "`" + std::string(kFn) + "` has no dimension", "the type has no dimension");
   replace_all(m, " of `" + std::string(kFn) + "`", " of the type");
   // "is bound by no input; give it with --dims H=VALUE"

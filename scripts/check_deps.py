@@ -129,6 +129,8 @@ def check(root, rules, used=None):
         if folder not in rules.allowed:
             unruled.add(folder)
             continue
+        if used is not None:
+            used.add((folder, ""))  # the folder has sources: its row's edges are checked
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
             for lineno, line in enumerate(f, 1):
                 m = INCLUDE_RE.match(line)
@@ -170,7 +172,7 @@ def unused_edges(rules, used):
     present = {f for (f, _) in used}
     return [f"{DOC}: `{folder}/` may include `{d}/`, but nothing in {folder}/ does; remove `{d}/` from its row"
             for folder, deps in sorted(rules.allowed.items()) if deps and folder in present
-            for d in sorted(deps) if (folder, d) not in used]
+            for d in sorted(deps) if d and (folder, d) not in used]
 
 
 def run(root):

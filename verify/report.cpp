@@ -1,5 +1,6 @@
 #include "verify/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -147,6 +148,10 @@ Expected<std::string> attach_report(std::string_view text, const Report& r, int 
   if (!j.is_object()) return Status::InvalidArgument("cannot attach a verification report: not a JSON object");
   json rep = json::parse(r.to_json());
   rep.erase("not_run");
+  // No level ran here: there is nothing to store (an empty report would read
+  // as "verified: none", and would replace one of another shape).
+  if (std::none_of(r.levels.begin(), r.levels.end(), [](const LevelReport& l) { return l.not_run.empty(); }))
+    return std::string(text);
   // Staged verification: levels of an earlier report that this one did not
   // run are kept (the artifact's bytes are the same), this run's replace theirs.
   // Only a report of the same fn, target and shape counts: a pass at a small

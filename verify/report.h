@@ -65,7 +65,8 @@ struct Report {
 // "passed" and "pass" recomputed): verification can be staged, level by level.
 // Only a report of the same fn, target and dims is merged; another is replaced.
 // Levels of `r` that could not run here (LevelReport::not_run) are not
-// stored: they are neither evidence nor a failure.
+// stored: they are neither evidence nor a failure; when none ran, `json_text`
+// comes back as it was (never reformatted).
 Expected<std::string> attach_report(std::string_view json_text, const Report& r, int indent = -1);
 
 }  // namespace mlk::verify

@@ -50,4 +50,12 @@ int main(void) {
 C
 cc -Wall -Werror -Iart caller.c -o caller art/libsgemm.so -Wl,-rpath,"$PWD/art" 2>err || fail "caller.c: $(cat err)"
 [ "$(./caller)" = "0 4 5 10 11" ] || fail "the caller's result: $(./caller)"
+# The dims array in the artifact's order (by name), whatever order the fn declares.
+printf 'public fn fill [N, M](s: Scalar[F32]) -> Tensor[F32, [N, M]] = broadcast(s, [N, M])\n' > fill.tl
+"$mlk" signature fill.tl > fill.abi 2>err || fail "signature fill.tl: $(cat err)"
+grep -q '^ \*   dims: dims\[0\] = M, dims\[1\] = N$' fill.abi || fail "dims not in the artifact's order: $(cat fill.abi)"
+out=$("$mlk" build fill.tl --fn fill --target host --dims N=2,M=3 --no-cache -o fillart 2>&1) || fail "build fill: $out"
+grep -q '^ \*   dims: dims\[0\] = M, dims\[1\] = N$' fillart/fill.h || fail "fill.h's dims: $(cat fillart/fill.h)"
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["signature"]["unbound_dims"] == ["M", "N"]' \
+  fillart/manifest.json || fail "the manifest's unbound_dims are not M, N"
 echo "ok"

@@ -37,6 +37,9 @@ TEST(CheckedType, RefusesWhatBreaksTheType) {
   // In the caller's terms: the tensor and the type, never a parameter `x` or a fn it did not write.
   EXPECT_EQ(extent.status().message(), "type `" + std::string(kType) +
                                            "`: the tensor's shape[1] = 383 but D = 384, bound by the tensor's shape[0]");
+  auto given = check_type("Tensor[F32, [D]]", to_dl(DType::F32), {3}, {{"D", 4}});
+  ASSERT_FALSE(given.ok());
+  EXPECT_EQ(given.status().message(), "type `Tensor[F32, [D]]`: the tensor's shape[0] = 3 but D = 4, bound by dims");
   auto unbound = check_type(kType, to_dl(DType::F16), {384, 384}, {});
   ASSERT_FALSE(unbound.ok());
   EXPECT_EQ(unbound.status().message(), "type `" + std::string(kType) +

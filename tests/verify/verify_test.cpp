@@ -251,6 +251,13 @@ TEST(Verify, ALevelNotRunIsNeitherPassNorFailAndIsNotStored) {
   EXPECT_EQ(rep["levels"][1]["checked"], "on a GPU");
   EXPECT_TRUE(rep["pass"].get<bool>());
   EXPECT_FALSE(rep.contains("not_run"));
+  // When no level ran, nothing is stored: the text comes back as it was.
+  Report none{.fn = "f", .target = "cuda_sm90", .dims = "N=4"};
+  none.levels.push_back({.level = Level::kMemory, .not_run = "no GPU here"});
+  const std::string kept = R"({"verify_report": {"fn": "g", "levels": []}, "x": 1})";
+  auto same = verify::attach_report(kept, none, 2);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(*same, kept);
   r.levels[0].pass = false;
   EXPECT_TRUE(r.failed());
   EXPECT_EQ(r.verdict(), "FAIL");
